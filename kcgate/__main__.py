@@ -1,0 +1,5 @@
+"""Entry point for ``python -m kcgate``."""
+
+from kcgate.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""One module per CLI command; each exposes ``register(app)``. Heavy imports go inside the command body."""

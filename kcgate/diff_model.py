@@ -1,0 +1,105 @@
+"""The diff model: every change between a baseline and a current run has a name. No torch.
+
+``kcgate.diff`` computes these records; ``kcgate.report`` and the renderers consume them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Every case lands in exactly one category (a property test checks exhaustiveness and exclusivity).
+CATEGORIES = (
+    "new-violation",  # failed now, passed (or absent) in the baseline
+    "fixed",  # failed in the baseline, passes now
+    "still-failing",  # failed in both
+    "waived",  # fails now, covered by a live waiver
+    "expired-waiver",  # fails now, its waiver has expired
+    "unexpected-pass",  # passes now while a waiver still covers it: remove the waiver
+    "budget-drift",  # passes in both, but budget_used rose by more than policy.budget_drift
+    "unchanged",  # passes in both, no drift
+    "new",  # passes now, not in the baseline
+    "removed",  # in the baseline, not now (the contract or case disappeared)
+    "error",  # the case could not be evaluated now (crash, timeout, refused)
+    "incomparable",  # the baseline has a different fingerprint; never silently compared
+    "unverified",  # no comparable baseline exists for this runner
+    "missing-runner",  # a required runner produced no results at all
+)
+
+
+@dataclass(frozen=True)
+class CaseChange:
+    """One case's category, with both sides' numbers for rendering."""
+
+    category: str
+    runner: str
+    case_id: str
+    contract_id: str
+    klass: str = ""
+    status: str = ""  # current status ("" when removed / missing)
+    base_status: str = ""
+    budget_used: float | None = None
+    base_budget_used: float | None = None
+    signature: str = ""  # current signature summary
+    message: str = ""
+    line: int | None = None  # contracts.toml line of the contract
+    blocking: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class RunnerDiff:
+    """The diff of one runner's current run against its baseline."""
+
+    runner: str
+    fingerprint_key: str
+    base_fingerprint_key: str  # "" when there is no baseline
+    changes: tuple[CaseChange, ...]
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(CATEGORIES, 0)
+        for c in self.changes:
+            out[c.category] += 1
+        return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's decision over all runners."""
+
+    runners: tuple[RunnerDiff, ...]
+
+    @property
+    def changes(self) -> tuple[CaseChange, ...]:
+        return tuple(c for r in self.runners for c in r.changes)
+
+    @property
+    def blocking(self) -> tuple[CaseChange, ...]:
+        return tuple(c for c in self.changes if c.blocking)
+
+    @property
+    def passed(self) -> bool:
+        return not self.blocking
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(CATEGORIES, 0)
+        for c in self.changes:
+            out[c.category] += 1
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "counts": self.counts(),
+            "runners": [
+                {
+                    "runner": r.runner,
+                    "fingerprint_key": r.fingerprint_key,
+                    "base_fingerprint_key": r.base_fingerprint_key,
+                    "changes": [c.to_json() for c in r.changes],
+                }
+                for r in self.runners
+            ],
+        }
