@@ -1,14 +1,39 @@
 """Device backends: one module per vendor stack, one interface (``Backend``), a registry dict.
 
-Importing this package does not import torch; a backend imports torch when it is used.
+Importing this package does not import torch; a backend imports torch when it is used. Note that
+probing CUDA/ROCm initialises the driver in this process: start workers with "spawn", not "fork".
 """
 
 from __future__ import annotations
 
-from kcgate.devices.base import Backend
-from kcgate.devices.cpu import CpuBackend
+from collections.abc import Iterable
 
-BACKENDS: dict[str, type[Backend]] = {"cpu": CpuBackend}
+from kcgate.devices.base import Backend, TorchBackend
+from kcgate.devices.cpu import CpuBackend
+from kcgate.devices.cuda import CudaBackend
+from kcgate.devices.mps import MpsBackend
+from kcgate.devices.npu import NpuBackend
+from kcgate.devices.rocm import RocmBackend
+from kcgate.devices.xpu import XpuBackend
+
+# Insertion order is preference order for default_backend(): accelerators first, cpu last.
+BACKENDS: dict[str, type[TorchBackend]] = {
+    "cuda": CudaBackend,
+    "rocm": RocmBackend,
+    "xpu": XpuBackend,
+    "mps": MpsBackend,
+    "npu": NpuBackend,
+    "cpu": CpuBackend,
+}
+
+VENDORS: dict[str, str] = {
+    "cuda": "NVIDIA",
+    "rocm": "AMD",
+    "xpu": "Intel",
+    "mps": "Apple",
+    "npu": "Huawei",
+    "cpu": "CPU",
+}
 
 
 def get_backend(name: str) -> Backend:
@@ -18,5 +43,20 @@ def get_backend(name: str) -> Backend:
         raise UsageError(f"unknown device {name!r}; choose one of: {', '.join(BACKENDS)}")
     backend = BACKENDS[name]()
     if not backend.available():
-        raise UsageError(f"device {name!r} is not available on this machine; run `kcgate runners` to see what is")
+        raise UsageError(
+            f"device {name!r} is not available on this machine; "
+            f"run `kcgate runners` to see which of {', '.join(BACKENDS)} are"
+        )
     return backend
+
+
+def detect(backends: Iterable[Backend] | None = None) -> list[str]:
+    """Names of the backends available here, in preference order (``backends`` is for tests)."""
+    candidates = backends if backends is not None else (cls() for cls in BACKENDS.values())
+    return [b.name for b in candidates if b.available()]
+
+
+def default_backend(detected: Iterable[str] | None = None) -> str:
+    """The best available backend's name: any accelerator before cpu."""
+    found = set(detect() if detected is None else detected)
+    return next((name for name in BACKENDS if name in found), "cpu")

@@ -1,10 +1,36 @@
-"""The interface every device backend implements."""
+"""The interface every device backend implements, plus the defensive readers backends share.
+
+Fingerprint fields come from APIs that differ across torch versions and vendor builds, so every
+read degrades to "" instead of raising: a missing field is recorded, never a crash.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from kcgate.results import Fingerprint
+
+# Device-selection variables say *which* identical device ran, not *how* it computes. They are
+# recorded for the operator, but a fingerprint key that hashes them makes two GPUs of one runner
+# pool incomparable; Fingerprint.key() should skip these (see docs/runners.md).
+VOLATILE_FLAGS = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        "ZE_AFFINITY_MASK",
+        "ONEAPI_DEVICE_SELECTOR",
+        "ASCEND_RT_VISIBLE_DEVICES",
+        "device_count",
+    }
+)
+
+TORCH_FIX = (
+    "install torch into this environment: `pip install torch` for CPU, or your vendor's build "
+    "(CUDA, ROCm or XPU wheel index, or torch_npu); see runners/README.md"
+)
 
 
 class Backend(Protocol):
@@ -23,11 +49,108 @@ class Backend(Protocol):
     def fingerprint(self) -> Fingerprint: ...
 
 
+def import_torch() -> Any:
+    """Import torch, or fail with exit code 3 and the fix (torch is an optional extra)."""
+    from kcgate.errors import UsageError
+
+    try:
+        import torch
+    except ImportError as exc:
+        raise UsageError(
+            f"torch is needed to detect devices but cannot be imported ({exc}); fix: {TORCH_FIX}"
+        ) from None
+    return torch
+
+
+class TorchBackend:
+    """Shared plumbing: an injectable torch module, imported on first use so the registry is free."""
+
+    name = ""
+
+    def __init__(self, torch_mod: Any = None) -> None:
+        self._torch = torch_mod
+
+    @property
+    def torch(self) -> Any:
+        if self._torch is None:
+            self._torch = import_torch()
+        return self._torch
+
+    def available(self) -> bool:
+        try:
+            return bool(self._probe())
+        except Exception:  # a broken driver or a missing torch means "not here", never a crash
+            return False
+
+    def _probe(self) -> bool:
+        raise NotImplementedError
+
+    # Declared here so every subclass satisfies ``Backend``; each vendor module overrides them.
+    def device(self) -> str:
+        raise NotImplementedError
+
+    def synchronize(self) -> None:
+        raise NotImplementedError
+
+    def empty_cache(self) -> None:
+        raise NotImplementedError
+
+    def fingerprint(self) -> Fingerprint:
+        raise NotImplementedError
+
+
+def read_attr(root: Any, path: str) -> Any:
+    """Follow a dotted attribute path; None where any step is missing or its getter raises."""
+    obj = root
+    try:
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                return None
+    except Exception:  # torch flag properties call into C++ and may raise on a build without the library
+        return None
+    return obj
+
+
+def attr_text(root: Any, path: str) -> str:
+    value = read_attr(root, path)
+    return "" if value is None else str(value)
+
+
+def call_text(root: Any, path: str, *args: Any) -> str:
+    """Call a documented API and return its answer as text; "" where it is missing or raises."""
+    value = call_value(root, path, *args)
+    return "" if value is None else str(value)
+
+
+def call_value(root: Any, path: str, *args: Any) -> Any:
+    fn = read_attr(root, path)
+    if not callable(fn):
+        return None
+    try:
+        return fn(*args)
+    except Exception:  # e.g. a device that enumerates but fails to answer property queries
+        return None
+
+
+def env_flags(names: Iterable[str]) -> dict[str, str]:
+    """Environment variables that change which kernels run; "" when unset, so the shape is stable."""
+    return {name: os.environ.get(name, "") for name in names}
+
+
 def numerics_flags(torch: Any) -> dict[str, str]:
-    """Global torch flags that change numerics, shared by all backends."""
-    flags = {
-        "matmul_precision": str(torch.get_float32_matmul_precision()),
-        "deterministic": str(torch.are_deterministic_algorithms_enabled()),
-        "threads": str(torch.get_num_threads()),
+    """Global torch flags that change numerics on every backend."""
+    return {
+        "matmul_precision": call_text(torch, "get_float32_matmul_precision"),
+        "deterministic": call_text(torch, "are_deterministic_algorithms_enabled"),
     }
-    return flags
+
+
+def make_fingerprint(backend: str, torch: Any, flags: Mapping[str, str], **fields: str) -> Fingerprint:
+    """Build a Fingerprint with sorted flags, so equal stacks give equal keys."""
+    return Fingerprint(
+        backend=backend,
+        torch=attr_text(torch, "__version__"),
+        flags=tuple(sorted((k, str(v)) for k, v in flags.items())),
+        **fields,
+    )

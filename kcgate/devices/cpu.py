@@ -1,28 +1,29 @@
-"""The CPU backend: always available; the fingerprint records ISA level and threads."""
+"""The CPU backend: always available; the fingerprint records ISA level, threads and oneDNN mode.
+
+ATEN_CPU_CAPABILITY genuinely changes which vectorized kernels run (exp, tanh, erf, cumsum and
+float sums differ bitwise between "default" and "avx2"), so it is part of the fingerprint.
+"""
 
 from __future__ import annotations
 
-import os
 import platform
 from typing import Any
 
-from kcgate.devices.base import numerics_flags
+from kcgate.devices.base import (
+    TorchBackend,
+    attr_text,
+    call_text,
+    env_flags,
+    make_fingerprint,
+    numerics_flags,
+)
 from kcgate.results import Fingerprint
 
+CPU_ENV = ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
-class CpuBackend:
+
+class CpuBackend(TorchBackend):
     name = "cpu"
-
-    def __init__(self, torch_mod: Any = None) -> None:
-        self._torch = torch_mod
-
-    @property
-    def torch(self) -> Any:
-        if self._torch is None:
-            import torch
-
-            self._torch = torch
-        return self._torch
 
     def available(self) -> bool:
         return True
@@ -31,32 +32,43 @@ class CpuBackend:
         return "cpu"
 
     def synchronize(self) -> None:
-        pass
+        pass  # CPU ops are synchronous
 
     def empty_cache(self) -> None:
-        pass
+        pass  # the CPU allocator returns memory to the OS itself
 
     def fingerprint(self) -> Fingerprint:
         torch = self.torch
-        flags = numerics_flags(torch)
-        flags["cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
-        flags["ATEN_CPU_CAPABILITY"] = os.environ.get("ATEN_CPU_CAPABILITY", "")
-        return Fingerprint(
-            backend="cpu",
-            vendor=platform.machine(),
-            device=_cpu_name(),
-            arch=str(torch.backends.cpu.get_cpu_capability()),
-            torch=str(torch.__version__),
-            flags=tuple(sorted(flags.items())),
+        return make_fingerprint(
+            "cpu",
+            torch,
+            cpu_flags(torch),
+            vendor=_cpuinfo("vendor_id") or platform.machine(),
+            device=_cpuinfo("model name") or platform.processor() or platform.machine(),
+            arch=platform.machine(),
         )
 
 
-def _cpu_name() -> str:
+def cpu_flags(torch: Any) -> dict[str, str]:
+    flags = numerics_flags(torch)
+    flags["cpu_capability"] = call_text(torch, "backends.cpu.get_cpu_capability")
+    # Thread count changes how reductions are split, hence their rounding.
+    flags["threads"] = call_text(torch, "get_num_threads")
+    flags["mkldnn_enabled"] = attr_text(torch, "backends.mkldnn.enabled")
+    # oneDNN may run fp32 matmul/conv in bf16 or tf32 when this is not "ieee"/"none" (torch >= 2.9).
+    flags["mkldnn_fp32_precision"] = attr_text(torch, "backends.mkldnn.fp32_precision")
+    flags["mkl"] = call_text(torch, "backends.mkl.is_available")
+    flags.update(env_flags(CPU_ENV))
+    return flags
+
+
+def _cpuinfo(field: str) -> str:
+    """A field of /proc/cpuinfo (Linux only); "" elsewhere."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
             for line in fh:
-                if line.startswith("model name"):
+                if line.startswith(field):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return ""

@@ -1,0 +1,75 @@
+"""Kernels shipped for the repository's own contracts.toml: the CPU demo of every op family.
+
+They are ordinary PyTorch compositions, as a kernel repository would write reference kernels.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a @ b
+
+
+def matmul_fp32_acc(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Half-precision operands, fp32 accumulation and output (an exact contract with integer inputs)."""
+    return a.float() @ b.float()
+
+
+def bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.bmm(a, b)
+
+
+def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return F.linear(x, w, b)
+
+
+def row_sum(x: torch.Tensor) -> torch.Tensor:
+    return x.sum(dim=-1)
+
+
+def row_mean(x: torch.Tensor) -> torch.Tensor:
+    return x.mean(dim=-1)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x, dim=-1)
+
+
+def logsumexp(x: torch.Tensor) -> torch.Tensor:
+    return torch.logsumexp(x, dim=-1)
+
+
+def layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)
+
+
+def rmsnorm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5) * w.float()).to(x.dtype)
+
+
+def gelu(x: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x)
+
+
+def silu(x: torch.Tensor) -> torch.Tensor:
+    return F.silu(x)
+
+
+def gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    return torch.gather(x, 1, index)
+
+
+def index_select(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    return torch.index_select(x, 0, index)
+
+
+def embedding(indices: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return F.embedding(indices, weight)
+
+
+def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return F.scaled_dot_product_attention(q, k, v)

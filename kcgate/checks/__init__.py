@@ -1,0 +1,106 @@
+"""Class checks: ``CHECKS[class_id](ctx) -> Finding``. A violation is a Finding, never an exception.
+
+Every class starts from ``check_within_bound`` (the output against the fp64 oracle under the
+contract's tolerance, over fresh-input trials) and adds its own measurements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kcgate.harness import CaseContext, Trial, run_trial, signal_ratio
+from kcgate.metrics import merge_metrics
+from kcgate.results import Metrics, Signature
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A class check's verdict on one case."""
+
+    status: str  # pass | fail | error | refused
+    metrics: Metrics
+    signature: Signature | None = None
+    message: str = ""
+
+
+ISSUE_MESSAGES = {
+    "raised": "the kernel raised",
+    "input-mutation": "the kernel modified its inputs",
+    "out-of-bounds": "the kernel wrote outside its buffers (guard band changed)",
+    "stale-output": "the output equals an earlier call's output on different inputs (stale buffer)",
+    "bad-output": "the kernel returned no tensor of the right shape",
+}
+
+
+def trials(ctx: CaseContext, n: int | None = None) -> list[Trial]:
+    """``protocol.trials`` fresh-input trials at the case shape."""
+    return [run_trial(ctx, salt=i) for i in range(n or ctx.contract.protocol.trials)]
+
+
+def verdict(ctx: CaseContext, ts: list[Trial], extra: dict[str, float] | None = None) -> Finding:
+    """Turn trials into a Finding: errors first, then integrity issues, the signal check, the budget."""
+    metrics = merge_metrics([t.metrics for t in ts])
+    if extra:
+        metrics = _with_extra(metrics, extra)
+    raised = next((t for t in ts if "raised" in t.issues), None)
+    if raised:
+        return Finding("error", metrics, None, f"kernel raised: {raised.error}")
+    issues = sorted({i for t in ts for i in t.issues})
+    if issues:
+        sig = Signature(issues[0], ISSUE_MESSAGES.get(issues[0], issues[0]), (("issues", ", ".join(issues)),))
+        detail = next((t.error for t in ts if t.error), "")
+        return Finding("fail", metrics, sig, "; ".join(ISSUE_MESSAGES.get(i, i) for i in issues) + (f": {detail}" if detail else ""))
+    worst_signal = max((signal_ratio(t) for t in ts), default=0.0)
+    if ctx.contract.tolerance.method in ("error-bound", "abs-rel") and worst_signal >= 1.0:
+        return Finding("refused", metrics, None,
+                       f"tolerance exceeds the signal (allowed error / output = {worst_signal:.3g}); "
+                       "a kernel returning zeros would pass: use a higher-precision accumulator, a smaller "
+                       "reduction length or a tighter tolerance")
+    budget = metrics.budget_used
+    if budget is not None and budget <= 1.0:
+        return Finding("pass", metrics)
+    return Finding("fail", metrics, diagnose(ctx, ts), _fail_message(metrics))
+
+
+def _fail_message(m: Metrics) -> str:
+    b = "inf" if m.budget_used is None else f"{m.budget_used:.3g}"
+    return f"error exceeds the allowed bound: budget used {b} ({m.mismatches} of {m.elements} elements over)"
+
+
+def _with_extra(m: Metrics, extra: dict[str, float]) -> Metrics:
+    from dataclasses import replace
+
+    return replace(m, extra=tuple(sorted({**dict(m.extra), **extra}.items())))
+
+
+def diagnose(ctx: CaseContext, ts: list[Trial]) -> Signature | None:
+    """Name the likely failure mode (kcgate.signatures when present; a NaN check otherwise)."""
+    try:
+        from kcgate import signatures
+    except ImportError:
+        signatures = None  # type: ignore[assignment]
+    if signatures is not None and hasattr(signatures, "diagnose"):
+        return signatures.diagnose(ctx, ts)
+    return None
+
+
+def check_within_bound(ctx: CaseContext) -> Finding:
+    """The default protocol: fresh-input trials, each within the per-element bound."""
+    return verdict(ctx, trials(ctx))
+
+
+CHECKS: dict[str, Callable[[CaseContext], Finding]] = {
+    "C-PRC-01": check_within_bound,
+    "C-PRC-02": check_within_bound,
+    "C-PRC-03": check_within_bound,
+    "C-PRC-04": check_within_bound,
+    "C-ORD-01": check_within_bound,
+    "C-ORD-02": check_within_bound,
+    "C-ORD-03": check_within_bound,
+    "C-CMP-01": check_within_bound,
+    "C-CMP-02": check_within_bound,
+    "C-CMP-03": check_within_bound,
+    "C-EXC-01": check_within_bound,
+    "C-EXC-02": check_within_bound,
+}

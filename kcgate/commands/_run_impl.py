@@ -1,0 +1,105 @@
+"""The body of `kcgate run`, kept out of the CLI module so the CLI starts without torch."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import typer
+
+from kcgate.errors import ExitCode, UsageError
+
+
+@dataclass(frozen=True)
+class Options:
+    contracts: Path
+    out: Path | None
+    runner: str | None
+    device: str | None
+    junit: Path | None
+    keyword: str | None
+    dtypes: list[str]
+    list_only: bool
+    shard: str | None
+    resume: bool
+    seed: int
+    isolation: str
+    timeout: float | None
+    memory_limit_gb: float
+    quiet: bool
+
+
+def run_command(o: Options) -> int:
+    from kcgate import plan as planning
+    from kcgate.spec import load_project
+
+    if o.isolation not in ("process", "none"):
+        raise UsageError(f"--isolation {o.isolation!r}: choose 'process' or 'none'")
+    project = load_project(o.contracts)
+    cases = planning.shard(planning.select(planning.make_plan(project, o.seed, _default_shapes()), o.keyword,
+                                           o.dtypes), planning.parse_shard(o.shard))
+    if o.list_only:
+        from kcgate.render.console import render_plan
+
+        typer.echo(render_plan(cases))
+        return ExitCode.OK if cases else ExitCode.NOTHING_SELECTED
+    if not cases:
+        typer.echo("nothing selected: no case matches the filters (-k, --dtype, --shard); try --list", err=True)
+        return ExitCode.NOTHING_SELECTED
+    return _execute(o, project, cases)
+
+
+def _default_shapes() -> dict[str, tuple[tuple[int, ...], ...]]:
+    from kcgate.ops import OPS
+
+    return {name: op.default_shapes for name, op in OPS.items()}
+
+
+def _execute(o: Options, project, cases) -> int:  # type: ignore[no-untyped-def]
+    from kcgate.devices import default_backend, get_backend
+    from kcgate.render.console import render_run
+    from kcgate.runner import execute_plan, new_run, resume_from
+
+    device = o.device or default_backend()
+    backend = get_backend(device)
+    fingerprint = backend.fingerprint()
+    runner = o.runner or f"{device}-{fingerprint.arch or 'generic'}".lower()
+    out = o.out or project.results_dir / f"{runner}.json"
+    done = resume_from(out, fingerprint, runner) if o.resume else {}
+    run = new_run(runner, fingerprint, str(o.contracts))
+    run = run.with_cases((), complete=False)
+    executor = _executor(o, project, device)
+    result = execute_plan(cases, executor, run, out, lambda c: project.contract(c.contract_id).protocol.timeout_s,
+                          done, None if o.quiet else _progress)
+    typer.echo(render_run(result))
+    typer.echo(f"results: {out}")
+    if o.junit:
+        from kcgate.render.junit import render_junit
+        from kcgate.results import write_atomic
+
+        write_atomic(o.junit, render_junit(result))
+        typer.echo(f"junit: {o.junit}")
+    return ExitCode.OK if all(c.ok for c in result.cases) else ExitCode.VIOLATION
+
+
+def _executor(o: Options, project, device: str):  # type: ignore[no-untyped-def]
+    if o.isolation == "none":
+        from kcgate.isolation import InProcessExecutor
+
+        return InProcessExecutor(project, device)
+    from kcgate.isolation import IsolatedExecutor
+
+    limit = int(o.memory_limit_gb * 2**30) if o.memory_limit_gb > 0 else _half_ram()
+    return IsolatedExecutor(o.contracts, device, limit, o.timeout)
+
+
+def _half_ram() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError):
+        return 0
+
+
+def _progress(i: int, n: int, result) -> None:  # type: ignore[no-untyped-def]
+    typer.echo(f"[{i}/{n}] {result.status:<7} {result.case_id} ({result.duration_s:.2f} s)", err=True)

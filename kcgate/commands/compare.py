@@ -1,0 +1,48 @@
+"""``kcgate compare RESULTS...``: the contract x runner matrix with consensus outliers (and an optional PNG)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from kcgate.compare import Comparison
+
+
+def register(app: typer.Typer) -> None:
+    from kcgate.cli import handle_errors  # here, not at import: kcgate.cli imports this module
+
+    app.command("compare")(handle_errors(compare_command))
+
+
+def compare_command(
+    results: list[str] = typer.Argument(..., help="Results files or directories, one results file per runner."),
+    fmt: str = typer.Option("console", "--format", help="Output format: console, markdown or json."),
+    png: Path | None = typer.Option(None, "--png", help="Also write a PNG heatmap and K curves (needs kcgate[plot])."),
+) -> None:
+    """Compare runners side by side: verdict and budget used per contract, and who disagrees with the rest."""
+    from kcgate.baseline import load_many, paused_gc
+    from kcgate.commands.diff import pick_format
+    from kcgate.compare import compare_runs
+    from kcgate.errors import UsageError
+    from kcgate.render.compare_formats import FORMATS
+
+    render = pick_format(fmt, FORMATS)
+    with paused_gc():
+        runs = load_many(results)
+        if not runs:
+            raise UsageError("no results files found in " + ", ".join(results)[:300] + "; pass the results of `kcgate run`")
+        comparison = compare_runs(runs)
+    if png is not None:
+        write_png(comparison, png)
+    typer.echo(render(comparison), nl=False)
+
+
+def write_png(comparison: Comparison, path: Path) -> None:
+    from kcgate.plot import render_png
+
+    data = render_png(comparison)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)

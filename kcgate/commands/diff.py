@@ -1,0 +1,68 @@
+"""``kcgate diff BASE CURRENT``: every case's change against its baseline, and the gate's exit code."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TypeVar
+
+import typer
+
+T = TypeVar("T")
+
+
+def register(app: typer.Typer) -> None:
+    from kcgate.cli import handle_errors  # here, not at import: kcgate.cli imports this module
+
+    app.command("diff")(handle_errors(diff_command))
+
+
+def diff_command(
+    base: str = typer.Argument(..., help="Baseline results: a file, a directory of results, or git:REF:PATH."),
+    current: str = typer.Argument(..., help="Current results: a file or a directory of results."),
+    contracts: Path | None = typer.Option(
+        None, "--contracts", help="contracts.toml with [policy] and waivers (default: ./contracts.toml if present)."
+    ),
+    fmt: str = typer.Option("console", "--format", help="Output format: console, markdown or json."),
+    today: str = typer.Option("", "--today", help="Date for waiver expiry, YYYY-MM-DD (default: today, UTC)."),
+    expect_runner: list[str] = typer.Option(
+        [], "--expect-runner", help="A runner that must have results (repeatable); a missing leg blocks."
+    ),
+) -> None:
+    """Diff CURRENT against BASE per case. Exit 1 when a change blocks, 0 when none does, 3 on bad input."""
+    from kcgate.baseline import load_sources, paused_gc, project_settings
+    from kcgate.diff import make_verdict
+    from kcgate.errors import ExitCode, UsageError
+    from kcgate.render.diff_formats import FORMATS
+
+    render = pick_format(fmt, FORMATS)
+    policy, _ = project_settings(contracts)
+    with paused_gc():
+        runs, baselines = load_sources([current, base])
+        if not runs:
+            raise UsageError(f"{current}: no results files found; pass the results of `kcgate run`")
+        verdict = make_verdict(runs, baselines, policy, parse_today(today), expect_runner)
+        typer.echo(render(verdict), nl=False)
+    if not verdict.passed:
+        raise typer.Exit(int(ExitCode.VIOLATION))
+
+
+def pick_format(name: str, formats: Mapping[str, Callable[..., str]]) -> Callable[..., str]:
+    """Look a renderer up in a registry; an unknown name lists the choices."""
+    from kcgate.errors import UsageError
+
+    if name not in formats:
+        raise UsageError(f"--format {name[:40]!r} is not one of: {', '.join(formats)}")
+    return formats[name]
+
+
+def parse_today(text: str) -> dt.date:
+    from kcgate.errors import UsageError
+
+    if not text:
+        return dt.datetime.now(dt.timezone.utc).date()
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--today {text[:40]!r} is not a date; use YYYY-MM-DD") from None

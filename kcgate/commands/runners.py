@@ -1,0 +1,86 @@
+"""`kcgate runners`: which device backends this machine has, and the fingerprint each would record.
+
+torch is imported inside the command only; without it the command exits 3 and says how to install it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+from kcgate.cli import handle_errors
+
+
+def register(app: typer.Typer) -> None:
+    app.command("runners")(runners)
+
+
+@handle_errors
+def runners(
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+) -> None:
+    """List every device backend, whether it is detected here, and its fingerprint."""
+    from kcgate.devices import BACKENDS, default_backend
+    from kcgate.devices.base import import_torch
+
+    torch = import_torch()  # exits 3 with the fix when torch is missing
+    rows = [describe(name, cls(torch)) for name, cls in BACKENDS.items()]
+    default = default_backend(r["backend"] for r in rows if r["detected"])
+    typer.echo(render_json(rows, default) if as_json else render_text(rows, default))
+
+
+def describe(name: str, backend: Any) -> dict[str, Any]:
+    """One backend as data: detection, and the fingerprint where the device is present."""
+    from kcgate.devices import VENDORS
+
+    row: dict[str, Any] = {"backend": name, "vendor": VENDORS.get(name, ""), "detected": backend.available()}
+    row["device"] = backend.device()
+    row["fingerprint"] = None
+    row["fingerprint_key"] = None
+    row["error"] = ""
+    if row["detected"]:
+        try:
+            fp = backend.fingerprint()
+            row["fingerprint"], row["fingerprint_key"] = fp.to_json(), fp.key()
+        except Exception as exc:  # one broken stack must not hide the others; shown in the row
+            row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    return row
+
+
+def render_json(rows: list[dict[str, Any]], default: str) -> str:
+    detected = [r["backend"] for r in rows if r["detected"]]
+    doc = {"kind": "kcgate-runners", "detected": detected, "default": default, "backends": rows}
+    return json.dumps(doc, indent=2, sort_keys=True)
+
+
+def render_text(rows: list[dict[str, Any]], default: str) -> str:
+    lines = [f"{'backend':<8} {'vendor':<8} {'detected':<9} device"]
+    for r in rows:
+        lines.append(
+            f"{r['backend']:<8} {r['vendor']:<8} {'yes' if r['detected'] else 'no':<9} {_summary(r)}"
+        )
+    lines += ["", f"default backend: {default} (the best one detected)"]
+    for r in rows:
+        if r["fingerprint"]:
+            lines += ["", f"{r['backend']} fingerprint (key {r['fingerprint_key']}):", *_fingerprint_lines(r)]
+    return "\n".join(lines)
+
+
+def _summary(row: dict[str, Any]) -> str:
+    fp = row["fingerprint"]
+    if row["error"]:
+        return f"error: {row['error']}"
+    if not fp:
+        return "-"
+    return " ".join(
+        x for x in (fp["device"], f"[{fp['arch']}]" if fp["arch"] else "", f"torch {fp['torch']}") if x
+    )
+
+
+def _fingerprint_lines(row: dict[str, Any]) -> list[str]:
+    fp = row["fingerprint"]
+    fields = [f"  {k:<8} {fp[k] or '-'}" for k in ("vendor", "device", "arch", "driver", "runtime", "torch")]
+    flags = [f"  flag {k} = {v}" for k, v in sorted(fp["flags"].items()) if v != ""]
+    return fields + flags

@@ -1,0 +1,202 @@
+"""Cross-vendor comparison: a contract x runner matrix, consensus outliers and error-vs-K curves. No torch.
+
+Pure functions over results; renderers live in ``kcgate.render.compare_formats`` and ``kcgate.plot``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kcgate.results import CaseResult, RunResult, clean_number
+
+# Worst first is the highest rank: a failure outranks an error, which outranks a refusal.
+STATUS_RANK = {"pass": 0, "refused": 1, "error": 2, "fail": 3}
+OUTLIER_FACTOR = 10.0  # a runner's error this many times the consensus (median) is an outlier
+MIN_RUNNERS = 3  # consensus needs a majority that can outvote one runner
+ERROR_FLOOR = 1e-300  # exact (zero) errors still have a logarithm
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One contract on one runner: the worst case's verdict and the largest budget used."""
+
+    contract_id: str
+    runner: str
+    verdict: str  # pass | refused | error | fail
+    budget_used: float | None
+    cases: int
+    failing: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class Outlier:
+    """A runner whose error on one case is far above what the other runners measured."""
+
+    case_id: str
+    contract_id: str
+    runner: str
+    metric: str  # "norm_err" or "max_abs_err"
+    error: float
+    consensus: float  # median error of the other runners
+    ratio: float
+    status: str  # the runner's own verdict: an outlier can still be within tolerance
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class KCurve:
+    """Worst error at each reduction length K for one contract on one runner."""
+
+    contract_id: str
+    runner: str
+    points: tuple[tuple[float, float], ...]  # (K, error), K ascending
+
+    def to_json(self) -> dict[str, Any]:
+        return {"contract_id": self.contract_id, "runner": self.runner, "points": [list(p) for p in self.points]}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything ``kcgate compare`` shows."""
+
+    runners: tuple[str, ...]
+    contracts: tuple[str, ...]
+    cells: tuple[Cell, ...]
+    outliers: tuple[Outlier, ...]
+    curves: tuple[KCurve, ...]
+    devices: tuple[tuple[str, str], ...]  # runner -> "backend device (fingerprint key)"
+
+    def grid(self) -> dict[tuple[str, str], Cell]:
+        return {(c.contract_id, c.runner): c for c in self.cells}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": "kcgate-compare",
+            "runners": list(self.runners),
+            "contracts": list(self.contracts),
+            "devices": dict(self.devices),
+            "cells": [c.to_json() for c in self.cells],
+            "outliers": [o.to_json() for o in self.outliers],
+            "curves": [k.to_json() for k in self.curves],
+        }
+
+
+def compare_runs(runs: Mapping[str, RunResult]) -> Comparison:
+    """Build the matrix, the consensus analysis and the K curves from one results file per runner."""
+    runners = tuple(sorted(runs))
+    cells = tuple(c for r in runners for c in runner_cells(runs[r]))
+    return Comparison(
+        runners=runners,
+        contracts=tuple(sorted({c.contract_id for c in cells})),
+        cells=cells,
+        outliers=find_outliers(runs),
+        curves=tuple(k for r in runners for k in k_curves(runs[r])),
+        devices=tuple((r, _device(runs[r])) for r in runners),
+    )
+
+
+def runner_cells(run: RunResult) -> list[Cell]:
+    groups: dict[str, list[CaseResult]] = defaultdict(list)
+    for case in run.cases:
+        groups[case.contract_id].append(case)
+    return [_cell(cid, run.runner, cases) for cid, cases in sorted(groups.items())]
+
+
+def _cell(contract_id: str, runner: str, cases: list[CaseResult]) -> Cell:
+    budgets = [b for b in (clean_number(c.metrics.budget_used) for c in cases) if b is not None]
+    return Cell(
+        contract_id=contract_id,
+        runner=runner,
+        verdict=max((c.status for c in cases), key=STATUS_RANK.__getitem__),
+        budget_used=max(budgets) if budgets else None,
+        cases=len(cases),
+        failing=sum(c.status == "fail" for c in cases),
+    )
+
+
+# ---- consensus -----------------------------------------------------------------------------------
+
+
+def case_error(case: CaseResult) -> tuple[str, float] | None:
+    """The error a case is compared on: the op's own norm error when it reports one, else max |error|."""
+    extra = dict(case.metrics.extra)
+    for metric, value in (("norm_err", extra.get("norm_err")), ("max_abs_err", case.metrics.max_abs_err)):
+        if value is not None:
+            return (metric, value) if math.isfinite(value) and value >= 0 else None
+    return None
+
+
+def find_outliers(runs: Mapping[str, RunResult]) -> tuple[Outlier, ...]:
+    """Flag, per case seen on >= 3 runners, a runner > 10x both the others' median and the overall median."""
+    by_case: dict[str, list[tuple[str, CaseResult, str, float]]] = defaultdict(list)
+    for runner in sorted(runs):
+        for case in runs[runner].cases:
+            measured = case_error(case)
+            if measured is not None:
+                by_case[case.case_id].append((runner, case, *measured))
+    found = [o for cid in sorted(by_case) for o in _case_outliers(by_case[cid])]
+    return tuple(found)
+
+
+def _case_outliers(entries: list[tuple[str, CaseResult, str, float]]) -> list[Outlier]:
+    if len(entries) < MIN_RUNNERS:
+        return []
+    logs = [math.log10(max(e[3], ERROR_FLOOR)) for e in entries]
+    overall = statistics.median(logs)
+    return [o for i, e in enumerate(entries) if (o := _outlier(e, logs[i], overall, logs[:i] + logs[i + 1 :]))]
+
+
+def _outlier(entry: tuple[str, CaseResult, str, float], log_err: float, overall: float, others: list[float]) -> Outlier | None:
+    """Outlier when above 10x the others' median and 10x the overall median: a majority is never the outlier."""
+    consensus = statistics.median(others)
+    limit = math.log10(OUTLIER_FACTOR)
+    if log_err - consensus <= limit or log_err - overall <= limit:
+        return None
+    runner, case, metric, error = entry
+    ratio = 10.0 ** min(log_err - consensus, 300.0)
+    return Outlier(case.case_id, case.contract_id, runner, metric, error, 10.0**consensus, ratio, case.status)
+
+
+# ---- error against K -----------------------------------------------------------------------------
+
+
+def k_curves(run: RunResult) -> list[KCurve]:
+    """Worst error per reduction length, for contracts whose cases report ``extra.reduction_len``."""
+    worst: dict[str, dict[float, float]] = defaultdict(dict)
+    for case in run.cases:
+        k = dict(case.metrics.extra).get("reduction_len")
+        measured = case_error(case)
+        if k is None or not math.isfinite(k) or k <= 0 or measured is None:
+            continue
+        points = worst[case.contract_id]
+        points[k] = max(points.get(k, 0.0), measured[1])
+    return [KCurve(cid, run.runner, tuple(sorted(pts.items()))) for cid, pts in sorted(worst.items()) if len(pts) > 1]
+
+
+def _device(run: RunResult) -> str:
+    fp = run.fingerprint
+    name = " ".join(p for p in (fp.backend, fp.device) if p)
+    return f"{name} ({fp.key()})"
+
+
+def runner_budgets(comparison: Comparison) -> list[tuple[str, float]]:
+    """Median over contracts of each runner's worst budget used: the typical headroom per runner."""
+    per_runner: dict[str, list[float]] = defaultdict(list)
+    for cell in comparison.cells:
+        if cell.budget_used is not None:
+            per_runner[cell.runner].append(cell.budget_used)
+    return [(r, statistics.median(per_runner[r]) if per_runner[r] else 0.0) for r in comparison.runners]
+
+
+def iter_curves(comparison: Comparison, contract_id: str) -> Iterable[KCurve]:
+    return (k for k in comparison.curves if k.contract_id == contract_id)

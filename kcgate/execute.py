@@ -1,0 +1,92 @@
+"""Execute one case in this process: resolve the kernel, build the context, run the class check.
+
+``kcgate.isolation`` wraps this in worker subprocesses; this module is what a worker runs.
+Anything the kernel does (raise, exit, return garbage) becomes a CaseResult, never an exception.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kcgate.plan import Case
+from kcgate.results import CaseResult, Metrics
+from kcgate.spec import Contract, Project
+
+
+def resolve(target: str, paths: tuple[Path, ...] = ()) -> Callable[..., Any]:
+    """Import ``pkg.mod:fn`` with the project's paths first on sys.path."""
+    for p in reversed(paths):
+        if str(p) not in sys.path:
+            sys.path.insert(0, str(p))
+    module, name = target.split(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+def make_context(project: Project, case: Case, backend: Any, kernel: str | None = None) -> Any:
+    from kcgate.harness import CaseContext
+
+    contract = project.contract(case.contract_id)
+    return CaseContext(
+        contract=contract,
+        case=case,
+        kernel=resolve(kernel or contract.kernel, project.paths),
+        op=op_for(contract, project.paths),
+        device=backend.device(),
+        synchronize=backend.synchronize,
+    )
+
+
+def op_for(contract: Contract, paths: tuple[Path, ...]) -> Any:
+    from kcgate.ops import OPS
+    from kcgate.ops.custom import custom_op
+
+    if contract.op == "custom":
+        return custom_op(resolve(contract.inputs, paths), resolve(contract.reference, paths))
+    op = OPS[contract.op]
+    if contract.reference:  # a user reference overrides the built-in oracle
+        from dataclasses import replace
+
+        return replace(op, oracle=resolve(contract.reference, paths))
+    return op
+
+
+def execute_case(project: Project, case: Case, backend: Any, kernel: str | None = None) -> CaseResult:
+    """Run one case and return its result, whatever the kernel does (short of killing the process)."""
+    from kcgate.checks import CHECKS
+
+    t0 = time.perf_counter()
+    try:
+        ctx = make_context(project, case, backend, kernel)
+        finding = CHECKS[case.klass](ctx)
+        backend.empty_cache()
+    except BaseException as exc:  # noqa: BLE001 — SystemExit and KeyboardInterrupt from a kernel included
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return error_result(case, _describe(exc), time.perf_counter() - t0)
+    return CaseResult(
+        case_id=case.case_id, contract_id=case.contract_id, klass=case.klass, op=case.op, dtype=case.dtype,
+        shape=case.shape, seed=case.seed, status=finding.status, metrics=finding.metrics,
+        signature=finding.signature, message=finding.message, duration_s=time.perf_counter() - t0,
+        line=case.line,
+    )
+
+
+def error_result(case: Case, message: str, duration: float = 0.0) -> CaseResult:
+    return CaseResult(
+        case_id=case.case_id, contract_id=case.contract_id, klass=case.klass, op=case.op, dtype=case.dtype,
+        shape=case.shape, seed=case.seed, status="error", metrics=Metrics(), message=message[:4000],
+        duration_s=duration, line=case.line,
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"the kernel called sys.exit({exc.code!r}) mid-case"
+    if isinstance(exc, ImportError):
+        return f"cannot import the kernel: {type(exc).__name__}: {exc}"
+    return f"{type(exc).__name__}: {exc}"

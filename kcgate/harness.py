@@ -1,0 +1,246 @@
+"""Harness integrity for every protocol: fresh inputs per trial, guard bands, NaN-poisoned outputs,
+input-mutation and stale-output detection, the signal check, and timing of kernel and oracle.
+
+A trial never raises for a kernel's sake: what the kernel did wrong is recorded on the ``Trial``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kcgate import dtypes
+from kcgate.metrics import Comparison, compare, to_metrics
+from kcgate.ops.base import BoundArgs, OpFamily, Tensors
+from kcgate.plan import Case
+from kcgate.results import Metrics
+from kcgate.spec import Contract
+
+CANARY = 1234.5  # fills the guard bands around provided output buffers
+
+
+@dataclass
+class CaseContext:
+    """Everything a class check needs for one case."""
+
+    contract: Contract
+    case: Case
+    kernel: Callable[..., Any]
+    op: OpFamily
+    device: str = "cpu"
+    synchronize: Callable[[], None] = lambda: None
+    previous_outputs: list[torch.Tensor] = field(default_factory=list)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return getattr(torch, self.case.dtype)
+
+    @property
+    def out_dtype(self) -> torch.dtype:
+        return getattr(torch, self.contract.out_dtype) if self.contract.out_dtype else self.dtype
+
+    def generator(self, *salt: Any) -> torch.Generator:
+        """A CPU generator derived from the case seed and a salt (trial index, purpose)."""
+        h = hashlib.sha256(f"{self.case.seed}:{salt}".encode()).digest()
+        return torch.Generator().manual_seed(int.from_bytes(h[:8], "little") >> 1)
+
+    def bound_args(self) -> BoundArgs:
+        out = self.contract.out_dtype or self.case.dtype
+        return BoundArgs(dtypes.unit_roundoff(self.contract.accumulate), dtypes.unit_roundoff(out),
+                         self.contract.tolerance.lam)
+
+    def inputs(self, shape: Sequence[int], salt: Any) -> Tensors:
+        """Fresh inputs for one trial: new values every call, reproducible from the recorded seed."""
+        offset = float(self.contract.param("offset")) if "offset" in _class_params(self) else 1e4
+        gen = self.generator("inputs", salt)
+        if self.contract.distribution == "large-mean":
+            from kcgate.ops.base import draw
+
+            xs = self.op.make_inputs(shape, self.dtype, gen, "normal")
+            return (draw(xs[0].shape, self.dtype, gen, "large-mean", offset), *xs[1:])
+        return self.op.make_inputs(shape, self.dtype, gen, self.contract.distribution)
+
+
+def _class_params(ctx: CaseContext) -> dict[str, Any]:
+    from kcgate.classes import CLASSES
+
+    return CLASSES[ctx.contract.klass].params
+
+
+@dataclass
+class Trial:
+    """One call of the kernel on fresh inputs, compared with the oracle."""
+
+    shape: tuple[int, ...]
+    inputs: Tensors
+    out: torch.Tensor | None = None
+    ref: torch.Tensor | None = None
+    cmp: Comparison | None = None
+    metrics: Metrics = field(default_factory=Metrics)
+    error: str = ""  # the kernel raised: type and message
+    issues: list[str] = field(default_factory=list)  # integrity findings: input-mutation, out-of-bounds, ...
+    kernel_s: float = 0.0
+    oracle_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and not self.issues and (self.metrics.budget_used or 0.0) <= 1.0 \
+            and self.metrics.budget_used is not None
+
+
+def run_trial(ctx: CaseContext, shape: Sequence[int] | None = None, salt: Any = 0,
+              inputs: Tensors | None = None, kernel: Callable[..., Any] | None = None,
+              call_kwargs: dict[str, Any] | None = None) -> Trial:
+    """Run the kernel once on fresh (or given) inputs and compare it with the fp64 oracle."""
+    shape = tuple(shape or ctx.case.shape)
+    fresh = inputs is None
+    inputs = ctx.inputs(shape, salt) if inputs is None else inputs
+    trial = Trial(shape=shape, inputs=inputs)
+    out = _call(ctx, trial, kernel or ctx.kernel, call_kwargs or {})
+    if out is None:
+        return trial
+    trial.out = out
+    t0 = time.perf_counter()
+    trial.ref = oracle(ctx, inputs)
+    allowed = allowance(ctx, inputs, trial.ref)
+    trial.oracle_s = time.perf_counter() - t0
+    if not _shape_ok(ctx, trial, out, trial.ref):
+        return trial
+    trial.cmp = compare(out, trial.ref, allowed, ctx.contract.tolerance.method)
+    if fresh:
+        _stale_check(ctx, trial)
+    trial.metrics = to_metrics(trial.cmp, {"reduction_len": float(ctx.op.reduction_len(shape))})
+    return trial
+
+
+def oracle(ctx: CaseContext, inputs: Tensors) -> torch.Tensor:
+    """The fp64 reference: the op's oracle on inputs upcast exactly to float64."""
+    up = tuple(t.to(torch.float64) if t.is_floating_point() else t for t in inputs)
+    with torch.no_grad():
+        return ctx.op.oracle(*up).to(torch.float64)
+
+
+def allowance(ctx: CaseContext, inputs: Tensors, ref: torch.Tensor) -> torch.Tensor:
+    """Per-element allowed error (or ULPs for the ulp and exact methods), from the contract's tolerance."""
+    tol = ctx.contract.tolerance
+    if tol.method == "exact":
+        return torch.zeros(())
+    if tol.method == "ulp":
+        return torch.full((), tol.ulp, dtype=torch.float64)
+    if tol.method == "abs-rel":
+        return tol.atol + tol.rtol * ref.abs()
+    up = tuple(t.to(torch.float64) if t.is_floating_point() else t for t in inputs)
+    return ctx.op.bound(up, ref, ctx.bound_args())
+
+
+def signal_ratio(trial: Trial) -> float:
+    """‖allowed‖ / ‖reference‖: at 1 or more the tolerance is as large as the output and proves nothing."""
+    if trial.cmp is None or trial.ref is None:
+        return 0.0
+    allowed = trial.cmp.allowed.to(torch.float64).expand_as(trial.ref)
+    ref_norm = float(torch.linalg.vector_norm(torch.nan_to_num(trial.ref, posinf=0, neginf=0)))
+    return float(torch.linalg.vector_norm(allowed)) / ref_norm if ref_norm > 0 else float("inf")
+
+
+# ---- calling the kernel under guard -------------------------------------------------------------
+
+
+def _call(ctx: CaseContext, trial: Trial, kernel: Callable[..., Any], kwargs: dict[str, Any]) -> torch.Tensor | None:
+    guard = ctx.contract.protocol.guard if ctx.contract.protocol.poison else 0
+    bufs = [_guarded(t, guard, ctx.device) for t in trial.inputs]
+    views = tuple(b[1] for b in bufs)
+    snapshots = [v.detach().clone() for v in views]
+    out_buf = _out_buffer(ctx, trial, guard) if ctx.contract.call == "out" else None
+    try:
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            result = kernel(*views, **kwargs, **({"out": out_buf[1]} if out_buf else {}))
+        ctx.synchronize()
+        trial.kernel_s = time.perf_counter() - t0
+    except Exception as exc:  # the kernel's failure is a finding, not ours
+        trial.error = f"{type(exc).__name__}: {exc}"[:2000]
+        trial.issues.append("raised")
+        _ = traceback  # keep the message short; the worker records stderr separately
+        return None
+    _integrity(trial, bufs, snapshots, guard)
+    if out_buf is not None:
+        result = _check_out_buffer(trial, out_buf, guard) if result is None or result is out_buf[1] else result
+    return _as_output(trial, result)
+
+
+def _guarded(t: torch.Tensor, guard: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Place a tensor inside a larger buffer whose margins are poisoned (NaN, or -1 for indices)."""
+    fill = float("nan") if t.is_floating_point() else -1
+    buf = torch.full((t.numel() + 2 * guard,), fill, dtype=t.dtype, device=device)
+    buf[guard:guard + t.numel()] = t.flatten().to(device)
+    return buf, buf[guard:guard + t.numel()].view(t.shape)
+
+
+def _integrity(trial: Trial, bufs: list[tuple[torch.Tensor, torch.Tensor]], snaps: list[torch.Tensor],
+               guard: int) -> None:
+    for (buf, view), snap in zip(bufs, snaps):
+        if not torch.equal(view.nan_to_num(0.5) if view.is_floating_point() else view,
+                           snap.nan_to_num(0.5) if snap.is_floating_point() else snap):
+            _issue(trial, "input-mutation")
+        if guard and not _margins_intact(buf, guard):
+            _issue(trial, "out-of-bounds")
+
+
+def _margins_intact(buf: torch.Tensor, guard: int) -> bool:
+    margins = torch.cat([buf[:guard], buf[-guard:]])
+    return bool(margins.isnan().all()) if buf.is_floating_point() else bool((margins == -1).all())
+
+
+def _out_buffer(ctx: CaseContext, trial: Trial, guard: int) -> tuple[torch.Tensor, torch.Tensor]:
+    shape = tuple(oracle(ctx, trial.inputs).shape)  # cheap enough for the shapes contracts use
+    n = int(torch.tensor(shape).prod().item()) if shape else 1
+    buf = torch.full((n + 2 * guard,), float("nan"), dtype=ctx.out_dtype, device=ctx.device)
+    if guard:
+        buf[:guard] = CANARY
+        buf[-guard:] = CANARY
+    return buf, buf[guard:guard + n].view(shape)
+
+
+def _check_out_buffer(trial: Trial, out_buf: tuple[torch.Tensor, torch.Tensor], guard: int) -> torch.Tensor:
+    buf, view = out_buf
+    if guard and not bool(torch.cat([buf[:guard], buf[-guard:]]).eq(CANARY).all()):
+        _issue(trial, "out-of-bounds")
+    return view
+
+
+def _as_output(trial: Trial, result: Any) -> torch.Tensor | None:
+    if isinstance(result, (tuple, list)) and result and isinstance(result[0], torch.Tensor):
+        result = result[0]
+    if not isinstance(result, torch.Tensor):
+        trial.error = f"kernel returned {type(result).__name__}, expected a tensor"
+        _issue(trial, "bad-output")
+        return None
+    return result.detach().to("cpu")
+
+
+def _shape_ok(ctx: CaseContext, trial: Trial, out: torch.Tensor, ref: torch.Tensor) -> bool:
+    if tuple(out.shape) == tuple(ref.shape):
+        return True
+    trial.error = f"kernel returned shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+    _issue(trial, "bad-output")
+    return False
+
+
+def _stale_check(ctx: CaseContext, trial: Trial) -> None:
+    """An output bitwise equal to an earlier trial's, on different fresh inputs, was not computed from them."""
+    assert trial.out is not None
+    out = trial.out.nan_to_num(0.25)
+    if any(p.shape == out.shape and torch.equal(p, out) for p in ctx.previous_outputs):
+        _issue(trial, "stale-output")
+    ctx.previous_outputs.append(out.clone())
+
+
+def _issue(trial: Trial, name: str) -> None:
+    if name not in trial.issues:
+        trial.issues.append(name)

@@ -1,0 +1,174 @@
+"""Run cases in worker subprocesses so a kernel that segfaults, aborts, exits, hangs, runs out of
+memory or floods stdout costs one case: it is recorded as an error and a fresh worker continues.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from kcgate.execute import error_result
+from kcgate.plan import Case
+from kcgate.results import CaseResult
+
+STARTUP_TIMEOUT_S = 120.0
+TAIL_CHARS = 2000
+
+
+class WorkerDied(Exception):
+    """The worker exited or was killed while running a case."""
+
+
+class Worker:
+    """One live worker process and its pipes."""
+
+    def __init__(self, contracts: Path, device: str, memory_limit: int, env: dict[str, str] | None) -> None:
+        self.log: IO[bytes] = tempfile.TemporaryFile()
+        r, w = os.pipe()
+        cmd = [sys.executable, "-m", "kcgate.worker", "--contracts", str(contracts), "--device", device,
+               "--fd", str(w), "--memory-limit", str(memory_limit)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=self.log, stderr=self.log,
+                                     pass_fds=(w,), env=env, start_new_session=True)
+        os.close(w)
+        self.results = os.fdopen(r, "rb")
+        self.buffer = b""
+        self._read_line(STARTUP_TIMEOUT_S)
+
+    def run(self, case: Case, timeout: float) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.log_offset = self.log.seek(0, os.SEEK_END)
+        try:
+            self.proc.stdin.write((json.dumps(dataclasses.asdict(case)) + "\n").encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            raise WorkerDied("the worker's input pipe closed") from None
+        return self._read_line(timeout)
+
+    def _read_line(self, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([self.results], [], [], min(left, 1.0))
+            if ready:
+                chunk = os.read(self.results.fileno(), 1 << 20)
+                if not chunk:
+                    raise WorkerDied(self._death())
+                self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)  # type: ignore[no-any-return]
+
+    def _death(self) -> str:
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.wait()
+        if code < 0:
+            return f"worker killed by {_signal_name(-code)} (signal {-code})"
+        return f"worker exited with code {code} mid-case"
+
+    def stderr_tail(self) -> str:
+        self.log.seek(getattr(self, "log_offset", 0))
+        data = self.log.read()
+        text = data[-TAIL_CHARS * 4:].decode("utf-8", "replace")
+        return text[-TAIL_CHARS:]
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+                self.proc.wait(timeout=5)
+            except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
+                self.kill()
+                self.proc.wait()
+        self.results.close()
+        self.log.close()
+
+
+def _signal_name(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
+
+
+class IsolatedExecutor:
+    """Runs cases one at a time in a reused worker; replaces the worker after a crash or timeout."""
+
+    def __init__(self, contracts: Path, device: str = "cpu", memory_limit: int = 0,
+                 timeout: float | None = None, env: dict[str, str] | None = None) -> None:
+        self.contracts, self.device, self.memory_limit = contracts, device, memory_limit
+        self.timeout, self.env = timeout, env
+        self.worker: Worker | None = None
+
+    def run(self, case: Case, timeout: float) -> CaseResult:
+        t0 = time.perf_counter()
+        worker = self._worker()
+        limit = self.timeout or timeout
+        try:
+            return CaseResult.from_json(worker.run(case, limit))
+        except TimeoutError:
+            message = f"timed out after {limit:g} s (per-case timeout); the worker was killed"
+        except WorkerDied as exc:
+            message = str(exc)
+        tail = worker.stderr_tail().strip()
+        self._discard()
+        full = message + (f"\n--- stderr tail ---\n{tail}" if tail else "")
+        return error_result(case, full, time.perf_counter() - t0)
+
+    def _worker(self) -> Worker:
+        if self.worker is None:
+            try:
+                self.worker = Worker(self.contracts, self.device, self.memory_limit, self.env)
+            except (WorkerDied, TimeoutError) as exc:
+                from kcgate.errors import KcgateError
+
+                raise KcgateError(f"the worker process failed to start ({exc or 'timeout'}); "
+                                  "run with --isolation none to see the error in this process") from None
+        return self.worker
+
+    def _discard(self) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+            self.worker.close()
+            self.worker = None
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
+
+
+class InProcessExecutor:
+    """No isolation (``--isolation none``): fastest, but a crashing kernel takes the run with it."""
+
+    def __init__(self, project: Any, device: str = "cpu") -> None:
+        from kcgate.devices import get_backend
+
+        self.project, self.backend = project, get_backend(device)
+
+    def run(self, case: Case, timeout: float) -> CaseResult:
+        from kcgate.execute import execute_case
+
+        return execute_case(self.project, case, self.backend)
+
+    def close(self) -> None:
+        pass

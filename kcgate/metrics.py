@@ -1,0 +1,113 @@
+"""Error measurement: ULP distance in the output dtype, abs/rel error, and budget used against a bound.
+
+``budget_used`` = max over elements of |error| / allowed. NaN where the oracle is finite is an
+infinite error (a category change, not a large number).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from kcgate.results import Metrics
+
+_INT_VIEW = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16,
+             torch.float64: torch.int64}
+
+
+def ulp_keys(x: torch.Tensor) -> torch.Tensor:
+    """Monotone integer keys of the bit patterns; −0 and +0 are adjacent."""
+    if x.dtype not in _INT_VIEW:
+        x = x.to(torch.float32)
+    bits = x.contiguous().view(_INT_VIEW[x.dtype]).to(torch.int64)
+    width = x.element_size() * 8
+    mag = bits & ((1 << (width - 1)) - 1)
+    return torch.where(bits < 0, -mag - 1, mag)
+
+
+def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """|key(a) − key(b)| as float64, measured in a's dtype (b is rounded to it first)."""
+    return (ulp_keys(a) - ulp_keys(b.to(a.dtype))).abs().to(torch.float64)
+
+
+@dataclass
+class Comparison:
+    """Elementwise comparison of one output against the oracle (kept as tensors for signatures)."""
+
+    err: torch.Tensor  # |out − ref| in fp64, inf where categories differ
+    signed: torch.Tensor  # out − ref (nan where categories differ)
+    allowed: torch.Tensor
+    ratio: torch.Tensor  # err / allowed
+    ulp: torch.Tensor
+    ref: torch.Tensor
+
+
+def compare(out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor, method: str) -> Comparison:
+    """Compare a kernel output with the fp64 oracle under a per-element allowance."""
+    o = out.detach().to("cpu")
+    o64 = o.to(torch.float64)
+    ref = ref.to(torch.float64).expand_as(o64) if ref.shape != o64.shape else ref.to(torch.float64)
+    same_class = (o64.isnan() == ref.isnan()) & (o64.isinf() == ref.isinf())
+    both_special = (o64.isnan() & ref.isnan()) | (o64.isinf() & (o64 == ref))
+    diff = torch.where(both_special, torch.zeros_like(o64), o64 - ref)
+    err = torch.where(same_class, diff.abs(), torch.full_like(o64, float("inf")))
+    ulp = ulp_distance(o, ref) if o.is_floating_point() else diff.abs()
+    ulp = torch.where(both_special, torch.zeros_like(ulp), ulp)
+    ulp = torch.where(same_class, ulp, torch.full_like(ulp, float("inf")))
+    if method in ("exact", "ulp"):
+        ratio = _ulp_ratio(ulp, allowed, err)
+    else:
+        ratio = _ratio(err, allowed.to(torch.float64).expand_as(err))
+    return Comparison(err, torch.where(same_class, diff, torch.nan), allowed, ratio, ulp, ref)
+
+
+def _ratio(err: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    safe = torch.where(allowed > 0, allowed, torch.ones_like(allowed))
+    return torch.where(allowed > 0, err / safe, torch.where(err > 0, torch.inf, 0.0))
+
+
+def _ulp_ratio(ulp: torch.Tensor, allowed_ulps: torch.Tensor, err: torch.Tensor) -> torch.Tensor:
+    ulp = torch.where(err.isinf(), torch.full_like(ulp, float("inf")), ulp)
+    return _ratio(ulp, allowed_ulps.to(torch.float64).expand_as(ulp))
+
+
+def to_metrics(cmp: Comparison, extra: dict[str, float] | None = None) -> Metrics:
+    """Summarize a comparison; the worst element is the one with the largest err/allowed."""
+    ratio = cmp.ratio.flatten()
+    n = ratio.numel()
+    if n == 0:
+        return Metrics(budget_used=0.0, elements=0, extra=tuple(sorted((extra or {}).items())))
+    worst = int(torch.nan_to_num(ratio, nan=float("inf")).argmax())
+    idx = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), cmp.ratio.shape)) if cmp.ratio.dim() else ()
+    ref = cmp.ref.flatten()
+    nz = ref.abs() > 0
+    rel = (cmp.err.flatten()[nz] / ref.abs()[nz]).max().item() if bool(nz.any()) else 0.0
+    allowed = cmp.allowed.to(torch.float64).expand_as(cmp.ratio).flatten()
+    return Metrics(
+        budget_used=float(ratio.max().item()),
+        max_abs_err=float(cmp.err.max().item()),
+        max_rel_err=float(rel),
+        max_ulp=float(cmp.ulp.max().item()),
+        mismatches=int((ratio > 1).sum().item()),
+        elements=n,
+        worst_index=idx,
+        allowed_at_worst=float(allowed[worst].item()),
+        extra=tuple(sorted((extra or {}).items())),
+    )
+
+
+def merge_metrics(ms: list[Metrics]) -> Metrics:
+    """The worst of several trials (by budget used), with mismatches and elements summed."""
+    worst = max(ms, key=lambda m: -1.0 if m.budget_used is None else m.budget_used)
+    return Metrics(
+        budget_used=worst.budget_used,
+        max_abs_err=max((m.max_abs_err for m in ms if m.max_abs_err is not None), default=None),
+        max_rel_err=max((m.max_rel_err for m in ms if m.max_rel_err is not None), default=None),
+        max_ulp=max((m.max_ulp for m in ms if m.max_ulp is not None), default=None),
+        mismatches=sum(m.mismatches for m in ms),
+        elements=sum(m.elements for m in ms),
+        worst_index=worst.worst_index,
+        allowed_at_worst=worst.allowed_at_worst,
+        extra=worst.extra,
+    )

@@ -1,0 +1,24 @@
+"""Op families: call convention, input generator, fp64 oracle and per-element error bound.
+
+``OPS`` is the registry; the loader's list of op names (``kcgate.spec.OPS``) must match it (tested).
+"""
+
+from __future__ import annotations
+
+from kcgate.ops.base import OpFamily
+from kcgate.ops.indexing import EMBEDDING, GATHER, INDEX_SELECT
+from kcgate.ops.linalg import BMM, LINEAR, MATMUL, SDPA
+from kcgate.ops.pointwise import GELU, SILU
+from kcgate.ops.reduce import LAYERNORM, LOGSUMEXP, MEAN, RMSNORM, SOFTMAX, SUM
+
+OPS: dict[str, OpFamily] = {
+    op.name: op
+    for op in (MATMUL, BMM, LINEAR, SDPA, SUM, MEAN, SOFTMAX, LOGSUMEXP, LAYERNORM, RMSNORM, GELU, SILU,
+               GATHER, INDEX_SELECT, EMBEDDING)
+}
+
+
+def get_op(name: str) -> OpFamily:
+    if name == "custom":
+        raise KeyError("custom ops are built per contract by kcgate.ops.custom.custom_op")
+    return OPS[name]

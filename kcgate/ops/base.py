@@ -1,0 +1,64 @@
+"""The OpFamily record and the input distributions shared by all families."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+Tensors = tuple[torch.Tensor, ...]
+
+
+@dataclass(frozen=True)
+class BoundArgs:
+    """What an error bound needs besides the inputs: precisions and λ."""
+
+    u_acc: float  # unit roundoff of the accumulator
+    u_out: float  # unit roundoff of the output dtype
+    lam: float  # λ of the probabilistic bound (Higham and Mary)
+
+
+@dataclass(frozen=True)
+class OpFamily:
+    """How to feed, call, check and slice one family of kernels."""
+
+    name: str
+    make_inputs: Callable[[Sequence[int], torch.dtype, torch.Generator, str], Tensors]
+    oracle: Callable[..., torch.Tensor]  # fp64 inputs -> fp64 output
+    bound: Callable[[Tensors, torch.Tensor, BoundArgs], torch.Tensor]  # per-element allowed |error|
+    reduction_len: Callable[[Sequence[int]], int]
+    default_shapes: tuple[tuple[int, ...], ...]
+    tolerance: str = "error-bound"  # the family's natural method when the class does not say
+    float_inputs: tuple[int, ...] = (0,)  # which inputs take the case dtype (others: index tensors)
+    batch_inputs: tuple[int, ...] = (0,)  # inputs whose dim 0 is the batch (rows) dimension
+    out_shape: Callable[[Sequence[int]], tuple[int, ...]] | None = None
+
+    def slice_rows(self, inputs: Tensors, rows: torch.Tensor | slice) -> Tensors:
+        """The same op on a subset of rows: batch inputs sliced on dim 0, the rest shared."""
+        return tuple(t[rows] if i in self.batch_inputs else t for i, t in enumerate(inputs))
+
+    def call(self, kernel: Callable[..., Any], inputs: Tensors) -> Any:
+        return kernel(*inputs)
+
+
+def draw(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str, offset: float = 1e4) -> torch.Tensor:
+    """Random values from a named distribution, generated in fp64 on the CPU then cast (reproducible)."""
+    shape = tuple(shape)
+    if dist == "uniform":
+        x = torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1
+    elif dist == "positive":
+        x = torch.rand(shape, generator=gen, dtype=torch.float64)
+    elif dist == "integers":
+        x = torch.randint(-4, 5, shape, generator=gen).to(torch.float64)
+    elif dist == "large-mean":
+        x = torch.randn(shape, generator=gen, dtype=torch.float64) + offset
+    else:
+        x = torch.randn(shape, generator=gen, dtype=torch.float64)
+    return x.to(dtype)
+
+
+def sqrt(n: int) -> float:
+    return math.sqrt(max(n, 1))

@@ -1,0 +1,104 @@
+"""Matmul-shaped families: matmul, bmm, linear and scaled dot-product attention.
+
+Bound (FACTS.md, Higham and Mary): |Ĉ − C| ≤ λ·√K·u_acc·(|A||B|) + u_out·|C| per element.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from kcgate.ops.base import BoundArgs, OpFamily, Tensors, draw, sqrt
+
+
+def _dot_bound(a: torch.Tensor, b: torch.Tensor, y: torch.Tensor, k: int, ba: BoundArgs) -> torch.Tensor:
+    return ba.lam * sqrt(k) * ba.u_acc * (a.abs() @ b.abs()) + ba.u_out * y.abs()
+
+
+def _mm_inputs(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str) -> Tensors:
+    m, k, n = shape
+    return draw((m, k), dtype, gen, dist), draw((k, n), dtype, gen, dist)
+
+
+MATMUL = OpFamily(
+    name="matmul",
+    make_inputs=_mm_inputs,
+    oracle=lambda a, b: a @ b,
+    bound=lambda x, y, ba: _dot_bound(x[0], x[1], y, x[0].shape[-1], ba),
+    reduction_len=lambda s: s[1],
+    default_shapes=((64, 1024, 64), (33, 257, 65)),
+    float_inputs=(0, 1),
+)
+
+
+def _bmm_inputs(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str) -> Tensors:
+    bt, m, k, n = shape
+    return draw((bt, m, k), dtype, gen, dist), draw((bt, k, n), dtype, gen, dist)
+
+
+BMM = OpFamily(
+    name="bmm",
+    make_inputs=_bmm_inputs,
+    oracle=lambda a, b: a @ b,
+    bound=lambda x, y, ba: _dot_bound(x[0], x[1], y, x[0].shape[-1], ba),
+    reduction_len=lambda s: s[2],
+    default_shapes=((4, 32, 512, 32),),
+    float_inputs=(0, 1),
+    batch_inputs=(0, 1),
+)
+
+
+def _linear_inputs(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str) -> Tensors:
+    m, k, n = shape  # x (m, k), weight (n, k), bias (n)
+    return draw((m, k), dtype, gen, dist), draw((n, k), dtype, gen, dist), draw((n,), dtype, gen, dist)
+
+
+def _linear_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
+    a, w, b = x
+    k = a.shape[-1] + 1  # the bias is one more term of the sum
+    return ba.lam * sqrt(k) * ba.u_acc * (a.abs() @ w.abs().T + b.abs()) + ba.u_out * y.abs()
+
+
+LINEAR = OpFamily(
+    name="linear",
+    make_inputs=_linear_inputs,
+    oracle=lambda a, w, b: a @ w.T + b,
+    bound=_linear_bound,
+    reduction_len=lambda s: s[1],
+    default_shapes=((64, 512, 96),),
+    float_inputs=(0, 1, 2),
+)
+
+
+def _sdpa_inputs(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str) -> Tensors:
+    b, h, length, d = shape
+    return tuple(draw((b, h, length, d), dtype, gen, dist) for _ in range(3))
+
+
+def _sdpa_oracle(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    s = (q @ k.transpose(-1, -2)) / sqrt(q.shape[-1])
+    return torch.softmax(s, dim=-1) @ v
+
+
+def _sdpa_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
+    q, k, v = x
+    d, length = q.shape[-1], k.shape[-2]
+    s_abs = (q.abs() @ k.abs().transpose(-1, -2)) / sqrt(d)
+    # abs error in logits from the QK^T dot products becomes relative error in P (≈ 2·ε_S)
+    eps_s = ba.lam * sqrt(d) * ba.u_acc * s_abs.amax(dim=-1, keepdim=True)
+    p = torch.softmax((q @ k.transpose(-1, -2)) / sqrt(d), dim=-1)
+    rel_p = 2 * eps_s + (ba.lam * sqrt(length) + 4) * ba.u_acc
+    return rel_p * (p @ v.abs()) + ba.u_out * y.abs()
+
+
+SDPA = OpFamily(
+    name="sdpa",
+    make_inputs=_sdpa_inputs,
+    oracle=_sdpa_oracle,
+    bound=_sdpa_bound,
+    reduction_len=lambda s: s[2],
+    default_shapes=((2, 4, 128, 64),),
+    float_inputs=(0, 1, 2),
+    batch_inputs=(0, 1, 2),
+)

@@ -1,0 +1,30 @@
+"""Elementwise activations (gelu, silu): checked in ULPs of the output dtype by default."""
+
+from __future__ import annotations
+
+import torch
+
+from kcgate.ops.base import BoundArgs, OpFamily, Tensors
+
+
+def _inputs(shape, dtype, gen, dist):  # type: ignore[no-untyped-def]
+    from kcgate.ops.base import draw
+
+    return (draw(shape, dtype, gen, dist),)
+
+
+def _pointwise_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
+    # A few roundings in the compute precision, then one in the output dtype. The |x| term covers the
+    # standard erf formulation 0.5·x·(1 + erf(x/√2)), whose 1 + erf cancels for x < −3: its absolute
+    # error is about c·u·|x| (c ≈ 5 measured for torch's vectorized erf; 8 allowed), which no ULP budget on
+    # the tiny result can honour.
+    return (8 * ba.u_acc + ba.u_out) * y.abs() + 8 * ba.u_acc * x[0].abs()
+
+
+def _family(name: str, oracle, tolerance: str) -> OpFamily:  # type: ignore[no-untyped-def]
+    return OpFamily(name=name, make_inputs=_inputs, oracle=oracle, bound=_pointwise_bound,
+                    reduction_len=lambda s: 1, default_shapes=((256, 1024),), tolerance=tolerance)
+
+
+GELU = _family("gelu", lambda x: torch.nn.functional.gelu(x), "error-bound")
+SILU = _family("silu", lambda x: torch.nn.functional.silu(x), "ulp")

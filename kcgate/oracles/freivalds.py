@@ -1,0 +1,363 @@
+"""Freivalds' randomized check for matrix products, with a threshold from error analysis.
+
+Verifies ``c ≈ a @ b`` for 2-D or batched ``(..., M, K) @ (..., K, N)`` inputs in O(k·n²) work instead of
+the O(n³) of an fp64 recomputation. Linear layers (``y = x @ W.T + bias``) go through
+:func:`freivalds_linear`; the attention GEMMs ``Q @ K^T`` and ``P @ V`` are batched matmuls
+(``freivalds_check(q, k.mT, s)``, ``freivalds_check(p, v, o)``).
+
+How it decides (the derivation is in docs/freivalds.md):
+
+* ``k`` Rademacher vectors r ∈ {±1}^N are drawn *after* ``c`` exists, from a fresh generator seeded from
+  ``os.urandom`` (the seed is recorded), so a kernel cannot predict them. A corrupted element δ at (i, j)
+  adds exactly ±δ to row i of the residual ``d = A(Br) − Cr``.
+* The contract's elementwise bound on the kernel's error E = Ĉ − AB is
+  ``|E_ij| ≤ β_ij = λ·√K·u_acc·(|A||B|)_ij + u_out·|Ĉ_ij|`` (Higham–Mary, λ = 8). Given E, ``(Er)_i`` is a
+  sum of N terms with independent random signs, so Hoeffding gives ``P(|(Er)_i| > s·‖β_i‖₂) ≤ 2·exp(−s²/2)``,
+  and ``‖β_i‖₂ ≤ λ√K·u_acc·‖A_i‖₂·‖B‖_F + u_out·‖Ĉ_i‖₂`` (Cauchy–Schwarz). ``s`` is chosen so that the
+  union over all rows and vectors is ``false_alarm`` (default 1e-9).
+* The check's own rounding (mat-vecs in fp32 for fp32/bf16/fp16 inputs, fp64 for fp64) is bounded with the
+  same probabilistic model and added: ``λ·u_c·(N·‖A_i‖·max_k‖B_k‖ + √K·‖A_i‖·‖Br‖ + N·‖Ĉ_i‖)``.
+
+So ``τ_i = s·(λ√K·u_acc·‖A_i‖‖B‖_F + u_out·‖Ĉ_i‖) + own_i``, per row and scale-aware. A correct product
+fails with probability at most ``false_alarm_prob`` (recorded in the result). A row with any element error
+above ``2·τ_i`` is caught by each vector with probability ≥ 1/2, so by ``k`` vectors with ≥ 1 − 2^-k; a
+single corrupted element above ``2·τ_i`` is caught by every vector.
+
+Cost: three skinny GEMMs (k rows against each of A, B and C) and one row-norm pass over each matrix; fp16 and
+bf16 operands are upcast to fp32 in cache-sized row blocks, never as a whole copy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "DEFAULT_FALSE_ALARM",
+    "DEFAULT_LAMBDA",
+    "FREIVALDS_AUTO_MIN_FLOPS",
+    "FreivaldsResult",
+    "aggregate",
+    "freivalds_check",
+    "freivalds_linear",
+    "reference_freivalds",
+    "unit_roundoff",
+    "use_freivalds",
+    "verify",
+]
+
+DEFAULT_LAMBDA = 8.0
+"""Higham–Mary's λ: a practical gate (FACTS.md)."""
+
+DEFAULT_FALSE_ALARM = 1e-9
+"""Probability (over the random vectors) that a product meeting the contract's bound fails the check."""
+
+FREIVALDS_AUTO_MIN_FLOPS = 2**30
+"""With ``oracle = "auto"``, contracts use Freivalds when batch·M·N·K (multiply-adds) is at least this.
+
+2^30 is a 1024³ product: below it the fp64 recomputation costs under a second on a CPU and gives the
+elementwise verdict; above it the O(n³) fp64 oracle dominates the run time and Freivalds' O(n²) check wins.
+"""
+
+_ORACLE_SETTINGS = ("freivalds", "fp64", "auto")
+_CHUNK_ELEMENTS = 1 << 19  # fp32 upcast block: 2 MiB, sized for a core's L2
+_REF_TOLERANCES = {torch.float32: (1e-4, 1e-4), torch.float64: (1e-4, 1e-4)}
+_REF_LOW_PRECISION = (1e-2, 5e-2)
+
+
+@dataclass(frozen=True)
+class FreivaldsResult:
+    """Verdict of one Freivalds check.
+
+    ``budget_used`` is ``max_i residual_i / τ_i`` (≤ 1 passes). ``worst_row`` is the flat row index over
+    ``(*batch, M)``; ``residual`` and ``threshold`` are that row's values. ``seed`` reproduces the vectors.
+    ``false_alarm_prob`` bounds the probability that a product meeting the contract's error bound fails.
+    """
+
+    passed: bool
+    budget_used: float
+    worst_row: int
+    residual: float
+    threshold: float
+    seed: int
+    k: int
+    false_alarm_prob: float
+
+
+def unit_roundoff(dtype: torch.dtype | str) -> float:
+    """Unit roundoff u = eps/2 of a floating dtype (``"float32"`` or ``torch.float32``)."""
+    return float(torch.finfo(_as_dtype(dtype)).eps) / 2.0
+
+
+def use_freivalds(m: int, k: int, n: int, oracle_setting: str = "auto") -> bool:
+    """Whether a contract should use Freivalds for an (m, k) @ (k, n) product (m includes any batch)."""
+    if oracle_setting not in _ORACLE_SETTINGS:
+        raise ValueError(f"oracle must be one of {_ORACLE_SETTINGS}, got {oracle_setting!r}")
+    if oracle_setting == "auto":
+        return m * k * n >= FREIVALDS_AUTO_MIN_FLOPS
+    return oracle_setting == "freivalds"
+
+
+def freivalds_check(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    c: torch.Tensor,
+    *,
+    accumulate: torch.dtype | str = "float32",
+    lam: float = DEFAULT_LAMBDA,
+    k: int = 2,
+    generator: torch.Generator | None = None,
+    false_alarm: float = DEFAULT_FALSE_ALARM,
+    bias: torch.Tensor | None = None,
+) -> FreivaldsResult:
+    """Check ``c ≈ a @ b (+ bias)`` against the contract's error bound for the declared accumulator.
+
+    ``accumulate`` is the declared accumulator dtype; the output's unit roundoff comes from ``c.dtype``.
+    ``generator`` (optional) only seeds a fresh generator, so the seed in the result reproduces the run.
+    A correct product fails with probability ≤ ``false_alarm_prob`` (see the module docstring).
+    """
+    m, kk, n = _check_shapes(a, b, c, bias)
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    rows = c.numel() // n if n else 0
+    seed = _draw_seed(generator)
+    cdt = torch.float64 if torch.float64 in (a.dtype, b.dtype, c.dtype) else torch.float32
+    with _highest_matmul_precision():
+        rad = _rademacher(k, n, seed, cdt, c.device)
+        y, b_rows = _project_rows(rad, b)  # y = (B r)^T: (..., k, K)
+        z, a_rows = _project_rows(y, a)  # z = (A B r)^T: (..., k, M)
+        w, c_rows = _project_rows(rad, c)  # w = (C r)^T: (..., k, M)
+    resid = _residual(z, w, rad, bias)
+    s = math.sqrt(2.0 * math.log(2.0 * max(rows, 1) * k / false_alarm))
+    tau = _threshold(
+        a_rows=a_rows,
+        b_rows=b_rows,
+        c_rows=c_rows,
+        y_norm=torch.linalg.vector_norm(y, dim=-1).amax(dim=-1),
+        bias=bias,
+        dims=(kk, n),
+        u=(unit_roundoff(accumulate), unit_roundoff(c.dtype), unit_roundoff(cdt)),
+        lam=lam,
+        s=s,
+    )
+    own_fail = 3.0 * rows * k * 2.0 * math.exp(-lam * lam / 2.0)
+    return _verdict(resid, tau, seed=seed, k=k, false_alarm_prob=false_alarm + own_fail)
+
+
+def freivalds_linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    y: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    **kwargs: object,
+) -> FreivaldsResult:
+    """Check a linear layer ``y ≈ x @ weight.T + bias`` (``weight`` is (N, K), as in ``torch.nn.Linear``)."""
+    return freivalds_check(x, weight.mT, y, bias=bias, **kwargs)  # type: ignore[arg-type]
+
+
+def verify(
+    kernel: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    a: torch.Tensor,
+    b: torch.Tensor,
+    **kwargs: object,
+) -> FreivaldsResult:
+    """Run ``kernel(a, b)`` and check its output; the vectors are drawn after the kernel has returned."""
+    c = kernel(a, b)
+    return freivalds_check(a, b, c, **kwargs)  # type: ignore[arg-type]
+
+
+def aggregate(results: Sequence[FreivaldsResult]) -> FreivaldsResult:
+    """Combine several checks (trials, shapes) into one: worst budget, all must pass, union false alarm."""
+    if not results:
+        raise ValueError("nothing to aggregate")
+    worst = max(results, key=lambda r: r.budget_used if not math.isnan(r.budget_used) else math.inf)
+    return FreivaldsResult(
+        passed=all(r.passed for r in results),
+        budget_used=worst.budget_used,
+        worst_row=worst.worst_row,
+        residual=worst.residual,
+        threshold=worst.threshold,
+        seed=worst.seed,
+        k=min(r.k for r in results),
+        false_alarm_prob=min(1.0, sum(r.false_alarm_prob for r in results)),
+    )
+
+
+def reference_freivalds(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    c: torch.Tensor,
+    k: int = 10,
+    atol: float | None = None,
+    rtol: float | None = None,
+    *,
+    generator: torch.Generator | None = None,
+) -> FreivaldsResult:
+    """The reference method (the baseline to beat), re-implemented as published.
+
+    ``k`` Uniform(−1, 1) vectors in the input dtype, three batched matmuls, and per column
+    ``max|A(BR) − CR| ≤ atol + rtol·max|CR|``. Defaults: fp32 (1e-4, 1e-4); bf16 and fp16 (1e-2, 5e-2).
+    It states no false-alarm probability (``nan`` in the result).
+    """
+    d_atol, d_rtol = _REF_TOLERANCES.get(a.dtype, _REF_LOW_PRECISION)
+    atol = d_atol if atol is None else atol
+    rtol = d_rtol if rtol is None else rtol
+    seed = _draw_seed(generator)
+    gen = torch.Generator(device=a.device).manual_seed(seed)
+    n = b.shape[-1]
+    r = torch.rand((n, k), generator=gen, device=a.device, dtype=torch.float32).mul_(2).sub_(1).to(a.dtype)
+    abr = torch.matmul(a, torch.matmul(b, r))
+    cr = torch.matmul(c, r.to(c.dtype)).to(abr.dtype)
+    err = (abr - cr).abs().amax(dim=-2)  # (..., k)
+    tol = atol + rtol * cr.abs().amax(dim=-2)
+    ratio = (err.double() / tol.double()).nan_to_num(nan=math.inf).reshape(-1)
+    worst = int(torch.argmax(ratio))
+    budget = float(ratio[worst])
+    return FreivaldsResult(
+        passed=budget <= 1.0,
+        budget_used=budget,
+        worst_row=worst,
+        residual=float(err.reshape(-1)[worst]),
+        threshold=float(tol.reshape(-1)[worst]),
+        seed=seed,
+        k=k,
+        false_alarm_prob=math.nan,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- internals
+
+
+def _as_dtype(dtype: torch.dtype | str) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    found = getattr(torch, str(dtype), None)
+    if not isinstance(found, torch.dtype) or not found.is_floating_point:
+        raise ValueError(f"not a floating dtype: {dtype!r}")
+    return found
+
+
+def _check_shapes(
+    a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor | None
+) -> tuple[int, int, int]:
+    if a.dim() < 2 or b.dim() < 2 or c.dim() < 2:
+        raise ValueError("a, b and c must be at least 2-D")
+    m, kk = a.shape[-2:]
+    kb, n = b.shape[-2:]
+    if kk != kb or tuple(c.shape[-2:]) != (m, n):
+        raise ValueError(f"shapes do not chain: {tuple(a.shape)} @ {tuple(b.shape)} -> {tuple(c.shape)}")
+    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if tuple(batch) != tuple(c.shape[:-2]):
+        raise ValueError(f"batch shape of c {tuple(c.shape[:-2])} is not that of a @ b {tuple(batch)}")
+    if bias is not None and tuple(bias.shape) != (n,):
+        raise ValueError(f"bias must have shape ({n},), got {tuple(bias.shape)}")
+    return m, kk, n
+
+
+def _draw_seed(generator: torch.Generator | None) -> int:
+    """A 63-bit seed: from ``os.urandom``, or drawn from ``generator`` when one is given."""
+    if generator is None:
+        return int.from_bytes(os.urandom(8), "little") >> 1
+    return int(torch.randint(0, 2**62, (1,), generator=generator, device=generator.device).item())
+
+
+@contextlib.contextmanager
+def _highest_matmul_precision() -> Iterator[None]:
+    """The check's own fp32 GEMMs must not run in TF32 or similar (their error would exceed the bound)."""
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def _rademacher(k: int, n: int, seed: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    gen = torch.Generator(device=device).manual_seed(seed)
+    bits = torch.randint(0, 2, (k, n), generator=gen, device=device, dtype=torch.int8)
+    return bits.to(dtype).mul_(2).sub_(1)
+
+
+def _project_rows(v: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(v @ x.mT, row norms of x)`` in ``v.dtype``: v is (..., k, Q), x is (..., P, Q).
+
+    Low-precision ``x`` is upcast to ``v.dtype`` in row blocks that stay in cache: the products of the
+    upcast values are then exact inputs to an fp32 GEMM, and no full-size copy is made.
+    """
+    if x.dtype == v.dtype:
+        return torch.matmul(v, x.mT), torch.linalg.vector_norm(x, dim=-1)
+    rows, width = x.shape[-2:]
+    step = max(1, _CHUNK_ELEMENTS // max(width, 1))
+    batch = torch.broadcast_shapes(v.shape[:-2], x.shape[:-2])
+    out = torch.empty((*batch, v.shape[-2], rows), dtype=v.dtype, device=x.device)
+    norms = torch.empty((*x.shape[:-2], rows), dtype=v.dtype, device=x.device)
+    for start in range(0, rows, step):
+        block = x[..., start : start + step, :].to(v.dtype)
+        out[..., start : start + step] = torch.matmul(v, block.mT)
+        norms[..., start : start + step] = torch.linalg.vector_norm(block, dim=-1)
+    return out, norms
+
+
+def _residual(z: torch.Tensor, w: torch.Tensor, rad: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``|A(Br) − (Cr − bias·r)|`` per vector and row, in fp64, with NaN mapped to +inf."""
+    d = z.double() - w.double()
+    if bias is not None:
+        d = d + (rad.double() @ bias.double()).unsqueeze(-1)
+    return d.abs_().nan_to_num_(nan=math.inf)
+
+
+def _threshold(
+    *,
+    a_rows: torch.Tensor,
+    b_rows: torch.Tensor,
+    c_rows: torch.Tensor,
+    y_norm: torch.Tensor,
+    bias: torch.Tensor | None,
+    dims: tuple[int, int],
+    u: tuple[float, float, float],
+    lam: float,
+    s: float,
+) -> torch.Tensor:
+    """Per-row τ_i (shape (..., M), fp64): the kernel's allowance times s, plus the check's own error."""
+    kk, n = dims
+    u_acc, u_out, u_c = u
+    a_n = a_rows.double()
+    c_n = c_rows.double()
+    b_rows = b_rows.double()
+    b_fro = torch.linalg.vector_norm(b_rows, dim=-1).unsqueeze(-1)  # (..., 1)
+    b_max = b_rows.amax(dim=-1).unsqueeze(-1)
+    y_max = y_norm.double().unsqueeze(-1)
+    bias_n = 0.0 if bias is None else float(torch.linalg.vector_norm(bias.double()))
+    k_eff = kk + (bias is not None)
+    kernel = lam * math.sqrt(k_eff) * u_acc * (a_n * b_fro + bias_n) + u_out * c_n
+    own = lam * u_c * (n * a_n * b_max + math.sqrt(kk) * a_n * y_max + n * c_n + n * bias_n)
+    safety = 1.0 + 4.0 * (kk + n) * u_c  # rounding in the norms and in this formula
+    return (s * kernel + own) * safety
+
+
+def _verdict(
+    resid: torch.Tensor, tau: torch.Tensor, *, seed: int, k: int, false_alarm_prob: float
+) -> FreivaldsResult:
+    """Reduce residuals (..., k, M) against τ (..., M) to one result."""
+    worst_vec = resid.amax(dim=-2)  # (..., M)
+    tau_b = tau.expand_as(worst_vec)
+    ratio = torch.where(worst_vec == 0, torch.zeros_like(worst_vec), worst_vec / tau_b).reshape(-1)
+    if ratio.numel() == 0:
+        return FreivaldsResult(True, 0.0, 0, 0.0, 0.0, seed, k, false_alarm_prob)
+    worst = int(torch.argmax(ratio))
+    budget = float(ratio[worst])
+    return FreivaldsResult(
+        passed=budget <= 1.0,
+        budget_used=budget,
+        worst_row=worst,
+        residual=float(worst_vec.reshape(-1)[worst]),
+        threshold=float(tau_b.reshape(-1)[worst]),
+        seed=seed,
+        k=k,
+        false_alarm_prob=min(1.0, false_alarm_prob),
+    )

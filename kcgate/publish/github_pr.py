@@ -1,0 +1,298 @@
+"""Publish a report to a pull request with PyGithub: one sticky comment, and optionally a check run.
+
+The sticky comment is found by a hidden marker AND by its author, edited in place, and never
+overwritten by a run for an older commit. Every failure (403 on a fork, 5xx after retries, no PR)
+becomes an Outcome for the caller to show: publishing never changes the verdict or the exit code.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from github import Auth, Github, GithubException, GithubRetry
+from github.IssueComment import IssueComment
+from github.Repository import Repository
+
+from kcgate.publish.settings import Settings, dig, head_sha, is_sha
+from kcgate.render.annotations import batches
+from kcgate.render.markdown import CHECK_RUN_LIMIT, COMMENT_LIMIT
+
+STICKY_MARKER = "<!-- kcgate:sticky -->"
+BOT_LOGIN = "github-actions[bot]"  # who GITHUB_TOKEN comments as; GET /user is 403 for it
+CHECK_NAME = "kcgate"
+META_RESERVE = 300  # bytes the markers take at the top of the comment
+MAX_SCANNED_PRS = 300
+_META = re.compile(r"<!-- kcgate:meta (\{[^<>]{0,400}\}) -->")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What publishing did: created, updated, skipped (by design) or fallback (it failed)."""
+
+    action: str
+    detail: str
+    url: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.action == "fallback"
+
+
+@dataclass(frozen=True)
+class CommentMeta:
+    """The hidden facts in a sticky comment: which commit it reports on, from which run, when."""
+
+    sha: str
+    run_id: int = 0
+    at: str = ""
+
+    def render(self) -> str:
+        return "<!-- kcgate:meta " + json.dumps({"sha": self.sha, "run": self.run_id, "at": self.at}) + " -->"
+
+    @classmethod
+    def parse(cls, body: str) -> CommentMeta | None:
+        """The meta of an existing comment; None when it is absent or not well formed."""
+        m = _META.search(body or "")
+        try:
+            d = json.loads(m.group(1)) if m else None
+        except ValueError:
+            return None
+        if not isinstance(d, dict) or not is_sha(d.get("sha")):
+            return None
+        run = d.get("run")
+        return cls(sha=d["sha"], run_id=run if isinstance(run, int) else 0, at=str(d.get("at", ""))[:40])
+
+
+# ---- connecting -----------------------------------------------------------------------------------
+
+
+def make_retry(settings: Settings) -> GithubRetry:
+    """Retry 5xx, 429 and secondary rate limits with exponential backoff; PATCH too (editing is idempotent)."""
+    return GithubRetry(
+        total=settings.retries,
+        backoff_factor=settings.backoff,
+        secondary_rate_wait=settings.secondary_rate_wait,
+        max_rate_limit_wait=settings.max_rate_wait,
+        status_forcelist=[429, 500, 502, 503, 504],
+        allowed_methods=frozenset({"GET", "HEAD", "POST", "PATCH", "PUT", "DELETE"}),
+    )
+
+
+def connect(settings: Settings) -> Github:
+    """A PyGithub client for settings.api_url (a GitHub Enterprise server or the test fake)."""
+    return Github(
+        auth=Auth.Token(settings.token),
+        base_url=settings.api_url,
+        timeout=settings.timeout,
+        retry=make_retry(settings),
+        user_agent="kcgate",
+        seconds_between_requests=0.25 if settings.throttle else None,
+        seconds_between_writes=1.0 if settings.throttle else None,
+    )
+
+
+# ---- finding the pull request -------------------------------------------------------------------
+
+
+def is_fork_pr(settings: Settings, event: Mapping[str, Any]) -> bool:
+    """A pull_request event from a fork gets a read-only token: don't even try to write."""
+    if settings.event_name not in ("pull_request", "pull_request_review"):
+        return False
+    head_repo = dig(event.get("pull_request"), "head", "repo", "full_name")
+    return bool(head_repo) and head_repo != settings.repository
+
+
+def find_pull_number(repo: Repository, settings: Settings, event: Mapping[str, Any], sha: str) -> int | None:
+    """The open PR whose head is ``sha``: from settings, the event, the commit's PRs, then a scan."""
+    if settings.pr_number:
+        return settings.pr_number
+    return _event_pull_number(event, sha) or _pull_by_commit(repo, sha) or _pull_by_scan(repo, sha)
+
+
+def _event_pull_number(event: Mapping[str, Any], sha: str) -> int | None:
+    pr = event.get("pull_request")
+    if isinstance(pr, dict) and isinstance(pr.get("number"), int):
+        return int(pr["number"])
+    run = event.get("workflow_run")
+    prs = run.get("pull_requests") if isinstance(run, dict) else None
+    for item in prs if isinstance(prs, list) else []:  # empty for forks
+        if dig(item, "head", "sha") == sha and isinstance(dig(item, "number"), int):
+            return int(item["number"])
+    return None
+
+
+def _pull_by_commit(repo: Repository, sha: str) -> int | None:
+    for pr in repo.get_commit(sha).get_pulls():
+        if pr.state == "open" and pr.head.sha == sha:
+            return int(pr.number)
+    return None
+
+
+def _pull_by_scan(repo: Repository, sha: str) -> int | None:
+    """Forks' commits are not linked to the base repo's PRs: look through recent open PRs."""
+    for i, pr in enumerate(repo.get_pulls(state="open", sort="updated", direction="desc")):
+        if i >= MAX_SCANNED_PRS:
+            break
+        if pr.head.sha == sha:
+            return int(pr.number)
+    return None
+
+
+# ---- the sticky comment -------------------------------------------------------------------------
+
+
+def comment_author(gh: Github, settings: Settings) -> str:
+    """The login our comments carry: the token's user, or github-actions[bot] for GITHUB_TOKEN."""
+    if settings.comment_author:
+        return settings.comment_author
+    try:
+        return str(gh.get_user().login)
+    except GithubException as exc:
+        if exc.status in (401, 403, 404):  # installation tokens may not read /user
+            return BOT_LOGIN
+        raise
+
+
+def find_sticky(comments: Iterable[IssueComment], author: str) -> IssueComment | None:
+    """Our comment: it has the marker and we wrote it (someone else quoting the marker is left alone)."""
+    for comment in comments:
+        if STICKY_MARKER in (comment.body or "") and comment.user is not None and comment.user.login == author:
+            return comment
+    return None
+
+
+def stale_reason(repo: Repository, pr_head: str, ours: CommentMeta, existing: CommentMeta | None) -> str:
+    """Why this run must not write ("" when it may): the PR moved on, or the comment is for a newer commit."""
+    if pr_head != ours.sha:
+        return f"the pull request's head is now {pr_head[:12]}; this run is for {ours.sha[:12]}, so it is stale"
+    if existing is None:
+        return ""
+    if existing.sha == ours.sha:
+        return "a later run already reported on this commit" if existing.run_id > ours.run_id else ""
+    if _compare(repo, existing.sha, ours.sha) == "behind":
+        return f"the comment reports on {existing.sha[:12]}, a newer commit than {ours.sha[:12]}"
+    return ""
+
+
+def _compare(repo: Repository, base: str, head: str) -> str:
+    """ahead, behind, identical or diverged; "" when the old commit is gone (a force push)."""
+    try:
+        return str(repo.compare(base, head).status)
+    except GithubException as exc:
+        if exc.status in (404, 422):
+            return ""
+        raise
+
+
+def comment_body(markdown: str, meta: CommentMeta) -> str:
+    """Markers first, then the report; cut hard at GitHub's limit as a last guard (the renderer budgets)."""
+    body = f"{STICKY_MARKER}\n{meta.render()}\n{markdown}"
+    if len(body) <= COMMENT_LIMIT:
+        return body
+    note = "\n\n**… cut at GitHub's comment size limit; see the job summary.**\n"
+    return body[: COMMENT_LIMIT - len(note)] + note
+
+
+def publish_comment(settings: Settings, event: Mapping[str, Any], markdown: str, now: dt.datetime) -> Outcome:
+    """Create or update the sticky comment; every failure is an Outcome, never an exception."""
+    if not (settings.token and settings.repository):
+        return Outcome("skipped", "no GITHUB_TOKEN or GITHUB_REPOSITORY, so no PR comment was posted")
+    if is_fork_pr(settings, event):
+        return Outcome("fallback", "this pull request comes from a fork and its token is read-only")
+    return _guarded(lambda: _upsert_comment(connect(settings), settings, event, markdown, now))
+
+
+def _upsert_comment(gh: Github, settings: Settings, event: Mapping[str, Any], markdown: str, now: dt.datetime) -> Outcome:
+    repo = gh.get_repo(settings.repository)
+    sha = head_sha(settings, event)
+    number = find_pull_number(repo, settings, event, sha)
+    if number is None:
+        return Outcome("skipped", f"no open pull request has head commit {sha[:12]}")
+    pr = repo.get_pull(number)
+    ours = CommentMeta(sha=sha, run_id=_int(settings.run_id), at=now.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    existing = find_sticky(pr.get_issue_comments(), comment_author(gh, settings))
+    reason = stale_reason(repo, pr.head.sha, ours, CommentMeta.parse(existing.body) if existing else None)
+    if reason:
+        return Outcome("skipped", reason)
+    body = comment_body(markdown, ours)
+    if existing is not None:
+        existing.edit(body)
+        return Outcome("updated", f"updated the kcgate comment on PR #{number}", existing.html_url)
+    created = pr.create_issue_comment(body)
+    return Outcome("created", f"commented on PR #{number}", created.html_url)
+
+
+# ---- the check run ------------------------------------------------------------------------------
+
+
+def publish_check_run(
+    settings: Settings,
+    event: Mapping[str, Any],
+    summary: str,
+    annotations: Sequence[dict[str, str | int]],
+    passed: bool,
+) -> Outcome:
+    """A completed check run on the head commit, its annotations sent 50 per request."""
+    if not (settings.token and settings.repository):
+        return Outcome("skipped", "no GITHUB_TOKEN or GITHUB_REPOSITORY, so no check run was created")
+    return _guarded(lambda: _create_check_run(connect(settings), settings, event, summary, annotations, passed))
+
+
+def _create_check_run(
+    gh: Github,
+    settings: Settings,
+    event: Mapping[str, Any],
+    summary: str,
+    annotations: Sequence[dict[str, str | int]],
+    passed: bool,
+) -> Outcome:
+    repo = gh.get_repo(settings.repository)
+    title = "all contracts hold" if passed else "blocking contract changes"
+    parts = batches(annotations) or [[]]
+    output: dict[str, Any] = {"title": title, "summary": _clip_bytes(summary, CHECK_RUN_LIMIT)}
+    run = repo.create_check_run(
+        name=CHECK_NAME,
+        head_sha=head_sha(settings, event),
+        status="completed",
+        conclusion="success" if passed else "failure",
+        output={**output, "annotations": parts[0]},
+    )
+    for part in parts[1:]:
+        run.edit(output={**output, "annotations": part})
+    return Outcome("created", f"check run with {len(annotations)} annotations", run.html_url or "")
+
+
+# ---- failures -------------------------------------------------------------------------------------
+
+
+def _guarded(action: Any) -> Outcome:
+    """Run a publishing action; turn any failure into a fallback Outcome (the verdict stands)."""
+    try:
+        result: Outcome = action()
+        return result
+    except GithubException as exc:
+        return Outcome("fallback", _explain(exc))
+    except Exception as exc:  # network down, retries exhausted: report it, never change the exit code
+        return Outcome("fallback", f"could not reach GitHub ({type(exc).__name__}: {str(exc)[:200]})")
+
+
+def _explain(exc: GithubException) -> str:
+    if exc.status == 403:
+        return "GitHub refused the write (403): a fork's read-only token, or the workflow lacks `pull-requests: write`"
+    if exc.status == 404:
+        return "GitHub answered 404: the repository or pull request is not visible to this token"
+    return f"GitHub answered {exc.status} after retries"
+
+
+def _clip_bytes(text: str, limit: int) -> str:
+    data = text.encode("utf-8")
+    return text if len(data) <= limit else data[: limit - 4].decode("utf-8", "ignore") + "\n…\n"
+
+
+def _int(raw: str) -> int:
+    return int(raw) if raw.isdigit() else 0

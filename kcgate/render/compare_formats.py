@@ -1,0 +1,130 @@
+"""Pure renderers for the cross-vendor Comparison: console, Markdown (with Mermaid) and JSON.
+
+``FORMATS`` is the registry the ``compare`` command lists in its help and its errors.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from kcgate.compare import Cell, Comparison, Outlier
+from kcgate.render.diff_formats import budget, plain
+from kcgate.render.escape import md_cell, md_code
+from kcgate.render.mermaid import budget_chart, k_curve_chart
+
+MAX_CONTRACT_ROWS = 400
+MAX_OUTLIER_ROWS = 100
+ICONS = {"pass": "✅", "fail": "❌", "error": "⚠️ error", "refused": "⚠️ refused"}
+
+
+def cell_text(cell: Cell | None, icons: bool) -> str:
+    """Verdict and worst budget used; a failing cell also says how many of its cases fail."""
+    if cell is None:
+        return "—"
+    verdict = ICONS[cell.verdict] if icons else cell.verdict
+    failing = f" ({cell.failing}/{cell.cases})" if cell.failing else ""
+    return f"{verdict} {budget(cell.budget_used)}{failing}"
+
+
+def outlier_note(o: Outlier) -> str:
+    return f"{o.metric} {o.error:.3g} is {o.ratio:.3g}x the others' median {o.consensus:.3g} ({o.status})"
+
+
+# ---- console -------------------------------------------------------------------------------------
+
+
+def render_console(comparison: Comparison) -> str:
+    grid = comparison.grid()
+    head = ("CONTRACT", *(plain(r, 24) for r in comparison.runners))
+    rows = [head] + [
+        (plain(k, 40), *(cell_text(grid.get((k, r)), icons=False) for r in comparison.runners))
+        for k in comparison.contracts[:MAX_CONTRACT_ROWS]
+    ]
+    lines = [_title(comparison), "", *_align(rows), *_console_overflow(comparison), *_console_outliers(comparison)]
+    return "\n".join(lines) + "\n"
+
+
+def _console_overflow(comparison: Comparison) -> list[str]:
+    extra = len(comparison.contracts) - MAX_CONTRACT_ROWS
+    return [f"... {extra} more contracts; use --format json for all"] if extra > 0 else []
+
+
+def _console_outliers(comparison: Comparison) -> list[str]:
+    if not comparison.outliers:
+        return ["", "consensus: no runner is an outlier"]
+    shown = comparison.outliers[:MAX_OUTLIER_ROWS]
+    return ["", "consensus outliers:"] + [f"  {plain(o.runner, 30)}  {plain(o.case_id, 60)}  {outlier_note(o)}" for o in shown]
+
+
+def _align(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def _title(comparison: Comparison) -> str:
+    return f"kcgate compare: {len(comparison.contracts)} contracts x {len(comparison.runners)} runners"
+
+
+# ---- Markdown ------------------------------------------------------------------------------------
+
+
+def render_markdown(comparison: Comparison) -> str:
+    parts = [f"### {_title(comparison)}", "", _matrix(comparison), ""]
+    parts += _md_overflow(comparison) + _md_outliers(comparison) + _md_devices(comparison) + _md_charts(comparison)
+    return "\n".join(parts)
+
+
+def _matrix(comparison: Comparison) -> str:
+    grid = comparison.grid()
+    runners = comparison.runners
+    lines = ["| Contract | " + " | ".join(md_cell(r, 40) for r in runners) + " |", "|---" * (len(runners) + 1) + "|"]
+    for k in comparison.contracts[:MAX_CONTRACT_ROWS]:
+        cells = [cell_text(grid.get((k, r)), icons=True) for r in runners]
+        lines.append(f"| {md_code(k, 60)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _md_overflow(comparison: Comparison) -> list[str]:
+    extra = len(comparison.contracts) - MAX_CONTRACT_ROWS
+    return [f"_{extra} more contracts not shown; see the JSON output._", ""] if extra > 0 else []
+
+
+def _md_outliers(comparison: Comparison) -> list[str]:
+    if not comparison.outliers:
+        return ["**Consensus:** no runner is an outlier on any case seen by three or more runners.", ""]
+    head = ["**Consensus outliers** (error over 10x the other runners' median, even within tolerance):", ""]
+    rows = ["| Runner | Contract | Case | Finding |", "|---|---|---|---|"]
+    rows += [
+        f"| {md_cell(o.runner, 40)} | {md_code(o.contract_id, 60)} | {md_code(o.case_id, 80)} | {md_cell(outlier_note(o), 200)} |"
+        for o in comparison.outliers[:MAX_OUTLIER_ROWS]
+    ]
+    return head + rows + [""]
+
+
+def _md_devices(comparison: Comparison) -> list[str]:
+    rows = ["| Runner | Device (fingerprint) |", "|---|---|"]
+    rows += [f"| {md_cell(r, 40)} | {md_cell(d, 120)} |" for r, d in comparison.devices]
+    return rows + [""]
+
+
+def _md_charts(comparison: Comparison) -> list[str]:
+    parts = [budget_chart(comparison), ""] if comparison.cells else []
+    chart, order = k_curve_chart(comparison)
+    if chart:
+        parts += [chart, "", "Lines in order: " + ", ".join(md_cell(r, 40) for r in order) + ".", ""]
+    return parts
+
+
+# ---- JSON ----------------------------------------------------------------------------------------
+
+
+def render_json(comparison: Comparison) -> str:
+    return json.dumps(comparison.to_json(), indent=1, sort_keys=True, allow_nan=False) + "\n"
+
+
+FORMATS: dict[str, Callable[[Comparison], str]] = {
+    "console": render_console,
+    "markdown": render_markdown,
+    "json": render_json,
+}

@@ -1,0 +1,46 @@
+"""Plain-text tables for the terminal (pure: results in, str out)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kcgate.results import CaseResult, RunResult
+
+MARK = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "refused": "REFUSED"}
+
+
+def fmt_budget(b: float | None) -> str:
+    if b is None:
+        return "inf"
+    return f"{b:.3g}" if b < 1000 else f"{b:.2e}"
+
+
+def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def _row(c: CaseResult) -> list[str]:
+    why = c.signature.summary if c.signature else (c.message.splitlines()[0] if c.message else "")
+    return [MARK.get(c.status, c.status.upper()), c.case_id, c.klass, fmt_budget(c.metrics.budget_used),
+            "" if c.metrics.max_ulp is None else f"{c.metrics.max_ulp:.0f}", why[:90]]
+
+
+def render_run(run: RunResult) -> str:
+    rows = [_row(c) for c in run.cases]
+    head = f"kcgate: {len(run.cases)} cases on runner {run.runner} ({run.fingerprint.device}, torch {run.fingerprint.torch})"
+    body = table(rows, ["status", "case", "class", "budget", "max ulp", "signature / message"])
+    return f"{head}\n{body}\n{summary_line(run)}"
+
+
+def summary_line(run: RunResult) -> str:
+    counts = {s: sum(c.status == s for c in run.cases) for s in MARK}
+    parts = [f"{n} {s}" for s, n in counts.items() if n]
+    verdict = "all contracts hold" if counts["pass"] == len(run.cases) else "VIOLATIONS"
+    return f"{verdict}: " + ", ".join(parts)
+
+
+def render_plan(cases: Sequence[object]) -> str:
+    rows = [[c.case_id, c.klass, c.op, c.dtype, "x".join(map(str, c.shape))] for c in cases]  # type: ignore[attr-defined]
+    return table(rows, ["case", "class", "op", "dtype", "shape"]) + f"\n{len(rows)} cases"

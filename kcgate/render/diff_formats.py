@@ -1,0 +1,119 @@
+"""Pure renderers for a diff Verdict: console text, GitHub Markdown and JSON (``FORMATS`` is the registry).
+
+Every string from a results file is untrusted: Markdown goes through ``render.escape``, console text
+through ``plain`` (no terminal control sequences).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+
+from kcgate.diff_model import CATEGORIES, CaseChange, Verdict
+from kcgate.render.escape import md_cell, md_code
+
+MAX_ROWS = 300  # rows of changes shown; the JSON format always has all of them
+QUIET = frozenset({"unchanged"})  # counted, never listed
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def plain(value: object, limit: int = 80) -> str:
+    """One line of terminal-safe text: control and bidi characters removed, long text cut with an ellipsis."""
+    s = _CONTROL.sub(" ", str(value)).strip()
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def budget(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3g}"
+
+
+def listed(verdict: Verdict) -> list[CaseChange]:
+    """Changes worth a row, blocking first, then by category order, runner and case."""
+    order = {c: i for i, c in enumerate(CATEGORIES)}
+    rows = [c for c in verdict.changes if c.category not in QUIET or c.blocking]
+    return sorted(rows, key=lambda c: (not c.blocking, order[c.category], c.runner, c.case_id))
+
+
+def headline(verdict: Verdict) -> str:
+    n = len(verdict.blocking)
+    return f"BLOCKED: {n} blocking change{'s' if n != 1 else ''}" if n else "PASSED: nothing blocks"
+
+
+def count_line(verdict: Verdict) -> str:
+    counts = verdict.counts()
+    return ", ".join(f"{c} {counts[c]}" for c in CATEGORIES if counts[c]) or "no cases"
+
+
+# ---- console -------------------------------------------------------------------------------------
+
+
+def render_console(verdict: Verdict) -> str:
+    rows = listed(verdict)
+    table = [("", "RUNNER", "CATEGORY", "CONTRACT", "CASE", "BUDGET", "NOTE")]
+    table += [_console_row(c) for c in rows[:MAX_ROWS]]
+    lines = [f"kcgate diff: {headline(verdict)}", f"cases: {count_line(verdict)}", ""] + _align(table)
+    if len(rows) > MAX_ROWS:
+        lines.append(f"... {len(rows) - MAX_ROWS} more rows; use --format json for all of them")
+    return "\n".join(lines) + "\n"
+
+
+def _console_row(c: CaseChange) -> tuple[str, ...]:
+    note = c.signature or c.message
+    span = f"{budget(c.base_budget_used)} -> {budget(c.budget_used)}"
+    return ("!" if c.blocking else "", plain(c.runner, 30), c.category, plain(c.contract_id, 30),
+            plain(c.case_id, 50), span, plain(note, 70))
+
+
+def _align(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+
+
+# ---- Markdown ------------------------------------------------------------------------------------
+
+
+def render_markdown(verdict: Verdict) -> str:
+    mark = "❌" if verdict.blocking else "✅"
+    parts = [f"### {mark} kcgate diff: {headline(verdict)}", "", _count_table(verdict), ""]
+    rows = listed(verdict)
+    if rows:
+        parts += [_change_table(rows[:MAX_ROWS]), ""]
+    if len(rows) > MAX_ROWS:
+        parts += [f"_{len(rows) - MAX_ROWS} more changes not shown; see the JSON report._", ""]
+    return "\n".join(parts)
+
+
+def _count_table(verdict: Verdict) -> str:
+    counts = verdict.counts()
+    blocking = {c.category for c in verdict.blocking}
+    lines = ["| Category | Cases | Blocks |", "|---|---:|:---:|"]
+    lines += [f"| {c} | {counts[c]} | {'⛔' if c in blocking else ''} |" for c in CATEGORIES if counts[c]]
+    return "\n".join(lines)
+
+
+def _change_table(rows: list[CaseChange]) -> str:
+    lines = ["| | Runner | Contract | Case | Change | Budget (base → now) | Details |", "|---|---|---|---|---|---|---|"]
+    return "\n".join(lines + [_md_row(c) for c in rows])
+
+
+def _md_row(c: CaseChange) -> str:
+    details = md_cell(c.signature or c.message or c.status, 160)
+    span = f"{budget(c.base_budget_used)} → {budget(c.budget_used)}"
+    cells = ["⛔" if c.blocking else " ", md_cell(c.runner, 60), md_code(c.contract_id, 60), md_code(c.case_id, 80),
+             c.category, span, details]
+    return "| " + " | ".join(cells) + " |"
+
+
+# ---- JSON ----------------------------------------------------------------------------------------
+
+
+def render_json(verdict: Verdict) -> str:
+    return json.dumps(verdict.to_json(), indent=1, sort_keys=True, allow_nan=False) + "\n"
+
+
+FORMATS: dict[str, Callable[[Verdict], str]] = {
+    "console": render_console,
+    "markdown": render_markdown,
+    "json": render_json,
+}

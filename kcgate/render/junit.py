@@ -1,0 +1,61 @@
+"""JUnit XML for a run (junit-xml package): one testcase per case, metrics and fingerprint as properties."""
+
+from __future__ import annotations
+
+from junit_xml import TestCase, TestSuite, to_xml_report_string
+
+from kcgate.results import CaseResult, RunResult
+
+
+def _case(c: CaseResult) -> TestCase:
+    tc = TestCase(name=c.case_id, classname=f"kcgate.{c.klass}.{c.contract_id}", elapsed_sec=c.duration_s,
+                  file="contracts.toml", line=c.line)
+    if c.status == "fail":
+        sig = f" [{c.signature.cause}] {c.signature.summary}" if c.signature else ""
+        tc.add_failure_info(message=(c.message + sig)[:1000], output=_details(c), failure_type="violation")
+    elif c.status in ("error", "refused"):
+        tc.add_error_info(message=c.message[:1000], output=c.message, error_type=c.status)
+    return tc
+
+
+def _details(c: CaseResult) -> str:
+    m = c.metrics
+    lines = [f"budget_used={m.budget_used} max_abs_err={m.max_abs_err} max_ulp={m.max_ulp} "
+             f"mismatches={m.mismatches}/{m.elements} worst_index={list(m.worst_index)} seed={c.seed}"]
+    if c.signature:
+        lines.append(f"signature: {c.signature.cause}: {c.signature.summary}")
+        lines += [f"  {k} = {v}" for k, v in c.signature.evidence]
+    return "\n".join(lines)
+
+
+def _properties(c: CaseResult) -> dict[str, str]:
+    m = c.metrics
+    props = {"budget_used": m.budget_used, "max_abs_err": m.max_abs_err, "max_rel_err": m.max_rel_err,
+             "max_ulp": m.max_ulp, "mismatches": m.mismatches, "seed": c.seed, "dtype": c.dtype,
+             "shape": "x".join(map(str, c.shape))}
+    if c.signature:
+        props["signature"] = c.signature.cause
+    return {k: str(v) for k, v in props.items()}
+
+
+def render_junit(run: RunResult) -> str:
+    """junit-xml writes the suites; per-testcase <properties> (which it lacks) are added with ElementTree."""
+    fp = run.fingerprint.to_json()
+    props = {f"fingerprint.{k}": str(v) for k, v in fp.items() if k != "flags"}
+    props |= {f"fingerprint.flags.{k}": v for k, v in fp["flags"].items()}
+    props["fingerprint.key"] = run.fingerprint.key()
+    suite = TestSuite(name=f"kcgate.{run.runner}", test_cases=[_case(c) for c in run.cases], properties=props)
+    return add_case_properties(to_xml_report_string([suite], encoding="utf-8"), [_properties(c) for c in run.cases])
+
+
+def add_case_properties(xml: str, per_case: list[dict[str, str]]) -> str:
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(xml)
+    for tc, props in zip(root.iter("testcase"), per_case):
+        el = ET.Element("properties")
+        for k, v in props.items():
+            ET.SubElement(el, "property", name=k, value=v)
+        tc.insert(0, el)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

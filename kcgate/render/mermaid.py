@@ -1,0 +1,75 @@
+"""Mermaid charts (GitHub renders ``mermaid`` code fences) for the cross-vendor comparison. Pure.
+
+Labels come from results files, so they are reduced to a safe alphabet: nothing can close the string,
+the fence, or inject a ``%%{init}%%`` directive.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from kcgate.compare import Comparison, KCurve, runner_budgets
+
+MAX_SERIES = 8
+BUDGET_CAP = 2.0  # bars above 2x the budget would flatten everything else
+_UNSAFE = re.compile(r"[^A-Za-z0-9 ._:/+-]")
+
+
+def label(value: object, limit: int = 40) -> str:
+    return '"' + _UNSAFE.sub("_", str(value))[:limit] + '"'
+
+
+def budget_chart(comparison: Comparison) -> str:
+    """Bar per runner: median over contracts of the worst budget used (1.0 = at the edge)."""
+    pairs = runner_budgets(comparison)
+    if not pairs:
+        return ""
+    values = [round(min(b, BUDGET_CAP), 4) for _, b in pairs]
+    return _fence(
+        [
+            "xychart-beta",
+            f"    title {label('Median budget used per runner (worst case per contract)', 80)}",
+            f"    x-axis [{', '.join(label(r) for r, _ in pairs)}]",
+            f'    y-axis "budget used (capped at {BUDGET_CAP:g})" 0 --> {max(1.0, max(values)):g}',
+            f"    bar [{', '.join(f'{v:g}' for v in values)}]",
+        ]
+    )
+
+
+def k_curve_chart(comparison: Comparison) -> tuple[str, tuple[str, ...]]:
+    """Line per runner of log10(error) against K for the contract with the widest coverage.
+
+    Mermaid's xychart has no legend, so the runners are returned in line order for a caption.
+    """
+    contract, curves, ks = _pick_contract(comparison)
+    if not curves:
+        return "", ()
+    lines = [
+        "xychart-beta",
+        f"    title {label(f'{contract}: log10 error against reduction length K', 80)}",
+        f'    x-axis "K" [{", ".join(label(f"{k:g}") for k in ks)}]',
+        '    y-axis "log10 error"',
+    ]
+    lines += [f"    line [{', '.join(_log_points(c, ks))}]" for c in curves]
+    return _fence(lines), tuple(c.runner for c in curves)
+
+
+def _pick_contract(comparison: Comparison) -> tuple[str, list[KCurve], list[float]]:
+    best: tuple[tuple[int, int], str, list[KCurve], list[float]] = ((0, 0), "", [], [])
+    for contract in sorted({c.contract_id for c in comparison.curves}):
+        curves = [c for c in comparison.curves if c.contract_id == contract][:MAX_SERIES]
+        ks = sorted(set.intersection(*(set(k for k, _ in c.points) for c in curves)))
+        score = (len(curves), len(ks)) if len(ks) >= 2 else (0, 0)
+        if score > best[0]:
+            best = (score, contract, curves, ks)
+    return best[1], best[2], best[3]
+
+
+def _log_points(curve: KCurve, ks: list[float]) -> list[str]:
+    points = dict(curve.points)
+    return [f"{math.log10(max(points[k], 1e-300)):.3g}" for k in ks]
+
+
+def _fence(lines: list[str]) -> str:
+    return "\n".join(["```mermaid", *lines, "```"])

@@ -1,0 +1,547 @@
+"""contracts.toml → frozen ``Project`` / ``Contract`` records, validated with every problem reported at once.
+
+Each problem names the file, the line, the contract id and the key path, and suggests a fix.
+Torch-free: kernels are located statically (module file + top-level name), never imported here.
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kcgate import dtypes, tomlsrc
+from kcgate.classes import CLASSES, suggest
+from kcgate.errors import ContractsError, Problem
+from kcgate.policy import BLOCKABLE, Policy, Waiver
+
+OPS = ("matmul", "bmm", "linear", "sum", "mean", "softmax", "logsumexp", "layernorm", "rmsnorm", "gelu",
+       "silu", "gather", "index_select", "embedding", "sdpa", "custom")
+DEVICES = ("cpu", "cuda", "rocm", "xpu", "mps", "npu")
+POSTCONDITIONS = ("within-bound", "bitwise", "invariant", "policy")
+TOLERANCES = ("error-bound", "ulp", "abs-rel", "exact")
+ORACLES = ("fp64", "freivalds", "auto", "property", "user")
+DISTRIBUTIONS = ("normal", "uniform", "positive", "integers", "large-mean")
+LAYOUTS = ("contiguous", "transposed")
+CALLS = ("return", "out")
+# Each family's natural tolerance when neither the contract nor its class says otherwise
+# (must match kcgate.ops.OPS[...].tolerance; a test checks it).
+OP_TOLERANCE = {"silu": "ulp", "gather": "exact", "index_select": "exact", "embedding": "exact",
+                "custom": "abs-rel"}
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_IMPORT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+
+CONTRACT_KEYS = {
+    "id", "class", "kernel", "op", "description", "devices",  # identifier, scope
+    "dtypes", "accumulate", "out_dtype", "shapes", "distribution", "layout",  # precondition
+    "postcondition", "tolerance", "oracle", "reference", "inputs",  # postcondition, tolerance, oracle
+    "protocol", "signature", "params", "call", "good", "bad", "baseline", "waiver",
+}
+TOLERANCE_KEYS = {"method", "lambda", "ulp", "rtol", "atol"}
+PROTOCOL_KEYS = {"seeds", "trials", "poison", "guard", "timeout_s", "k_sweep"}
+WAIVER_KEYS = {"runner", "until", "reason", "owner"}
+TOP_KEYS = {"project", "policy", "contract"}
+PROJECT_KEYS = {"name", "paths", "baselines", "results"}
+POLICY_KEYS = {"block_on", "budget_drift", "required_runners", "acknowledge_removed"}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    method: str = "error-bound"
+    lam: float = 8.0  # λ of the probabilistic bound (FACTS.md: a practical gate uses 8)
+    ulp: float = 4.0
+    rtol: float = 0.0
+    atol: float = 0.0
+
+
+@dataclass(frozen=True)
+class Protocol:
+    seeds: int = 2
+    trials: int = 2
+    poison: bool = True
+    guard: int = 16
+    timeout_s: float = 120.0
+    k_sweep: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Contract:
+    """The paper's eight parts, with class defaults already applied."""
+
+    id: str  # 1 identifier
+    klass: str
+    kernel: str  # 2 scope
+    op: str
+    description: str = ""
+    devices: tuple[str, ...] = DEVICES
+    dtypes: tuple[str, ...] = ("float32",)  # 3 precondition
+    accumulate: str = "float32"
+    out_dtype: str = ""  # "" = same as the input dtype
+    shapes: tuple[tuple[int, ...], ...] = ()
+    distribution: str = "normal"
+    layout: str = "contiguous"
+    postcondition: str = "within-bound"  # 4
+    tolerance: Tolerance = field(default_factory=Tolerance)  # 5
+    oracle: str = "fp64"  # 6
+    reference: str = ""
+    inputs: str = ""
+    protocol: Protocol = field(default_factory=Protocol)  # 7
+    signature: tuple[str, ...] = ()  # 8 (causes to test for; () = the class's)
+    params: tuple[tuple[str, Any], ...] = ()
+    call: str = "return"
+    good: str = ""
+    bad: str = ""
+    baseline: str = ""
+    line: int | None = None
+
+    def param(self, name: str) -> Any:
+        values = dict(self.params)
+        return values[name] if name in values else CLASSES[self.klass].params[name].default
+
+
+@dataclass(frozen=True)
+class Project:
+    path: Path
+    name: str
+    contracts: tuple[Contract, ...]
+    policy: Policy
+    paths: tuple[Path, ...] = ()
+    baselines_dir: Path | None = None
+    results_dir: Path = Path("results")
+
+    def contract(self, contract_id: str) -> Contract:
+        return next(c for c in self.contracts if c.id == contract_id)
+
+
+# ---- loading ------------------------------------------------------------------------------------
+
+
+class _Collector:
+    """Collects problems for one file; ``where`` strings name the contract and key path."""
+
+    def __init__(self, file: str, lines: tomlsrc.LineMap) -> None:
+        self.file, self.lines, self.problems = file, lines, []  # type: ignore[var-annotated]
+
+    def add(self, path: tuple[Any, ...], where: str, message: str, fix: str = "") -> None:
+        self.problems.append(Problem(self.file, self.lines.find(*path), where, message, fix))
+
+
+def load_project(path: Path | str) -> Project:
+    """Load and validate; raise ContractsError listing every problem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ContractsError(f"{path}: no such file; create it or pass --contracts PATH") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ContractsError(f"{path}: cannot read ({exc}); check the file") from None
+    try:
+        data, lines = tomlsrc.parse(text)
+    except tomlsrc.TomlSyntaxError as exc:
+        prob = Problem(str(path), exc.line, "", f"TOML syntax error: {exc}", "fix the TOML syntax at that line")
+        raise ContractsError(f"{path} is not valid TOML", (prob,)) from None
+    col = _Collector(str(path), lines)
+    project = _project(path, data, col)
+    if col.problems:
+        n = len(col.problems)
+        raise ContractsError(f"{path}: {n} problem{'s' * (n != 1)} found", tuple(col.problems))
+    return project
+
+
+def _project(path: Path, data: dict[str, Any], col: _Collector) -> Project:
+    _unknown(data, TOP_KEYS, (), "", col)
+    proj = _table(data, "project", (), col)
+    _unknown(proj, PROJECT_KEYS, ("project",), "project", col)
+    root = path.parent
+    paths = tuple(root / p for p in _str_list(proj, "paths", ("project",), "project", col))
+    raw = data.get("contract", [])
+    if not isinstance(raw, list) or not raw:
+        col.add((), "", "no [[contract]] entries", "add at least one [[contract]] table (see README)")
+        raw = []
+    contracts = [_contract(i, c, col, (root, *paths)) for i, c in enumerate(raw) if isinstance(c, dict)]
+    _duplicates(contracts, col)
+    valid = tuple(c for c in contracts if c is not None)
+    return Project(
+        path=path,
+        name=_str(proj, "name", ("project",), "project", col) or root.resolve().name,
+        contracts=valid,
+        policy=_policy(data, valid, col),
+        paths=paths,
+        baselines_dir=root / proj["baselines"] if isinstance(proj.get("baselines"), str) else None,
+        results_dir=root / proj["results"] if isinstance(proj.get("results"), str) else Path("results"),
+    )
+
+
+def _contract(i: int, d: dict[str, Any], col: _Collector, roots: tuple[Path, ...]) -> Contract | None:
+    p = ("contract", i)
+    cid = d.get("id")
+    where = f"contract {cid!r}" if isinstance(cid, str) else f"contract #{i + 1}"
+    before = len(col.problems)
+    _unknown(d, CONTRACT_KEYS, p, where, col)
+    if not isinstance(cid, str) or not _ID.match(cid):
+        col.add(p + ("id",), where + ".id", "missing or invalid id",
+                "set id = \"a-stable-name\" (letters, digits, '.', '_', '-'; baselines are keyed on it)")
+    klass = _choice(d, "class", p, where, col, tuple(CLASSES), required=True)
+    op = _choice(d, "op", p, where, col, OPS, required=True)
+    kernel = _import_string(d, "kernel", p, where, col, roots, required=True)
+    cls = CLASSES.get(klass or "")
+    if cls and op and op not in cls.ops:
+        col.add(p + ("op",), where + ".op", f"class {klass} does not apply to op {op!r}",
+                f"use one of: {', '.join(cls.ops)}")
+    contract = Contract(
+        id=cid if isinstance(cid, str) else f"#{i + 1}",
+        klass=klass or "",
+        kernel=kernel,
+        op=op or "",
+        description=_str(d, "description", p, where, col),
+        devices=tuple(_choices(d, "devices", p, where, col, DEVICES)) or DEVICES,
+        dtypes=tuple(_dtypes(d, p, where, col)),
+        accumulate=_dtype_key(d, "accumulate", p, where, col, dtypes.ACCUMULATORS) or "float32",
+        out_dtype=_dtype_key(d, "out_dtype", p, where, col, dtypes.TENSOR_DTYPES),
+        shapes=_shapes(d, p, where, col),
+        distribution=_choice(d, "distribution", p, where, col, DISTRIBUTIONS) or "normal",
+        layout=_choice(d, "layout", p, where, col, LAYOUTS) or "contiguous",
+        postcondition=_choice(d, "postcondition", p, where, col, POSTCONDITIONS) or (cls.postcondition if cls else ""),
+        tolerance=_tolerance(d, p, where, col, _default_tolerance(cls, op)),
+        oracle=_choice(d, "oracle", p, where, col, ORACLES) or (cls.oracle if cls else "fp64"),
+        reference=_import_string(d, "reference", p, where, col, roots),
+        inputs=_import_string(d, "inputs", p, where, col, roots),
+        protocol=_protocol(d, p, where, col, cls),
+        signature=tuple(_str_list(d, "signature", p, where, col)),
+        params=_params(d, p, where, col, cls),
+        call=_choice(d, "call", p, where, col, CALLS) or "return",
+        good=_import_string(d, "good", p, where, col, roots),
+        bad=_import_string(d, "bad", p, where, col, roots),
+        baseline=_import_string(d, "baseline", p, where, col, roots),
+        line=col.lines.find(*p),
+    )
+    _cross_checks(contract, d, p, where, col)
+    return contract if len(col.problems) == before else None
+
+
+def _default_tolerance(cls: Any, op: str | None) -> str:
+    """The class's method, except that 'error-bound' defers to the op family's natural method."""
+    method = cls.tolerance if cls else "error-bound"
+    return OP_TOLERANCE.get(op or "", method) if method == "error-bound" else method
+
+
+def _cross_checks(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) -> None:
+    if c.op == "custom" and not (c.reference and c.inputs):
+        col.add(p + ("op",), where + ".op", "a custom op needs `reference` and `inputs` functions",
+                'add reference = "pkg.mod:ref_fn" and inputs = "pkg.mod:make_inputs"')
+    if c.oracle == "user" and not c.reference:
+        col.add(p + ("oracle",), where + ".oracle", "oracle = 'user' needs a `reference` function",
+                'add reference = "pkg.mod:ref_fn"')
+    if c.oracle == "freivalds" and c.op not in ("matmul", "bmm", "linear"):
+        col.add(p + ("oracle",), where + ".oracle", f"the Freivalds oracle needs a matmul-shaped op, not {c.op!r}",
+                'use oracle = "fp64"')
+    if "shapes" not in d and c.op == "custom":
+        col.add(p, where + ".shapes", "a custom op needs `shapes`", "add shapes = [[...], ...]")
+
+
+def _duplicates(contracts: list[Contract | None], col: _Collector) -> None:
+    seen: dict[str, int] = {}
+    for i, c in enumerate(contracts):
+        if c is None:
+            continue
+        if c.id in seen:
+            col.add(("contract", i, "id"), f"contract {c.id!r}.id",
+                    f"duplicate id (first defined as contract #{seen[c.id] + 1})",
+                    "ids must be unique: rename one of them")
+        seen.setdefault(c.id, i)
+
+
+# ---- parts ------------------------------------------------------------------------------------
+
+
+def _tolerance(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector, default: str) -> Tolerance:
+    t = _table(d, "tolerance", p, col, where)
+    tp, tw = p + ("tolerance",), where + ".tolerance"
+    _unknown(t, TOLERANCE_KEYS, tp, tw, col)
+    method = _choice(t, "method", tp, tw, col, TOLERANCES) or default
+    nums = {k: _positive(t, k, tp, tw, col) for k in ("lambda", "ulp", "rtol", "atol")}
+    if method == "abs-rel" and nums["rtol"] is None and nums["atol"] is None:
+        col.add(tp, tw, "method 'abs-rel' needs rtol and/or atol", "add rtol = 1e-5 (and atol)")
+    return Tolerance(method=method, lam=nums["lambda"] or 8.0, ulp=nums["ulp"] or 4.0,
+                     rtol=nums["rtol"] or 0.0, atol=nums["atol"] or 0.0)
+
+
+def _protocol(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector, cls: Any) -> Protocol:
+    t = _table(d, "protocol", p, col, where)
+    tp, tw = p + ("protocol",), where + ".protocol"
+    _unknown(t, PROTOCOL_KEYS, tp, tw, col)
+    seeds = _int_min(t, "seeds", tp, tw, col, 1)
+    trials = _int_min(t, "trials", tp, tw, col, 1)
+    guard = _int_min(t, "guard", tp, tw, col, 0)
+    poison = t.get("poison", True)
+    if not isinstance(poison, bool):
+        col.add(tp + ("poison",), tw + ".poison", "must be true or false", "poison = true")
+        poison = True
+    sweep = t.get("k_sweep", [])
+    if not (isinstance(sweep, list) and all(isinstance(k, int) and k > 0 for k in sweep)):
+        col.add(tp + ("k_sweep",), tw + ".k_sweep", "must be a list of positive integers", "k_sweep = [256, 1024, 4096]")
+        sweep = []
+    return Protocol(
+        seeds=seeds or (cls.seeds if cls else 2),
+        trials=trials or (cls.trials if cls else 2),
+        poison=poison,
+        guard=16 if guard is None else guard,
+        timeout_s=_positive(t, "timeout_s", tp, tw, col) or 120.0,
+        k_sweep=tuple(sweep),
+    )
+
+
+def _params(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector, cls: Any) -> tuple[tuple[str, Any], ...]:
+    t = _table(d, "params", p, col, where)
+    if cls is None:
+        return ()
+    tp, tw = p + ("params",), where + ".params"
+    out = []
+    for key, value in t.items():
+        spec = cls.params.get(key)
+        if spec is None:
+            fix = suggest(key, list(cls.params)) if cls.params else f"class {cls.id} takes no params"
+            col.add(tp + (key,), f"{tw}.{key}", f"unknown parameter for {cls.id}", fix)
+        elif not _is_type(value, spec.type) or (spec.choices and value not in spec.choices):
+            allowed = ", ".join(map(repr, spec.choices)) if spec.choices else spec.type.__name__
+            col.add(tp + (key,), f"{tw}.{key}", f"invalid value {value!r}", f"use {allowed}")
+        else:
+            out.append((key, value))
+    return tuple(sorted(out, key=lambda kv: kv[0]))
+
+
+def _policy(data: dict[str, Any], contracts: tuple[Contract, ...], col: _Collector) -> Policy:
+    t = _table(data, "policy", (), col)
+    _unknown(t, POLICY_KEYS, ("policy",), "policy", col)
+    block_on = _choices(t, "block_on", ("policy",), "policy", col, BLOCKABLE)
+    drift = _positive(t, "budget_drift", ("policy",), "policy", col)
+    return Policy(
+        block_on=tuple(block_on) if "block_on" in t else Policy().block_on,
+        budget_drift=0.5 if drift is None else drift,
+        required_runners=tuple(_str_list(t, "required_runners", ("policy",), "policy", col)),
+        acknowledge_removed=tuple(_str_list(t, "acknowledge_removed", ("policy",), "policy", col)),
+        waivers=_waivers(data, contracts, col),
+    )
+
+
+def _waivers(data: dict[str, Any], contracts: tuple[Contract, ...], col: _Collector) -> tuple[Waiver, ...]:
+    out = []
+    raw = data.get("contract", [])
+    for i, c in enumerate(raw if isinstance(raw, list) else []):
+        if not isinstance(c, dict) or "waiver" not in c:
+            continue
+        ws = c["waiver"]
+        if not isinstance(ws, list):
+            col.add(("contract", i, "waiver"), f"contract {c.get('id')!r}.waiver", "must be an array of tables",
+                    "write each waiver as a [[contract.waiver]] table")
+            continue
+        out += [wv for j, w in enumerate(ws) if (wv := _waiver(str(c.get("id")), i, j, w, col))]
+    return tuple(out)
+
+
+def _waiver(cid: str, i: int, j: int, w: Any, col: _Collector) -> Waiver | None:
+    p, where = ("contract", i, "waiver", j), f"contract {cid!r}.waiver[{j}]"
+    if not isinstance(w, dict):
+        col.add(p, where, "must be a table", "use [[contract.waiver]]")
+        return None
+    _unknown(w, WAIVER_KEYS, p, where, col)
+    until = w.get("until")
+    if isinstance(until, str):
+        try:
+            until = dt.date.fromisoformat(until)
+        except ValueError:
+            until = None
+    if not isinstance(until, dt.date) or isinstance(until, dt.datetime):
+        col.add(p + ("until",), where + ".until", "needs an expiry date", "until = 2027-03-01 (every waiver expires)")
+        return None
+    runner, reason = w.get("runner"), w.get("reason")
+    if not isinstance(runner, str) or not isinstance(reason, str) or not reason.strip():
+        col.add(p, where, "needs `runner` (a pattern) and a non-empty `reason`",
+                'runner = "apple-*", reason = "MPS bf16 accumulation, see issue 123"')
+        return None
+    return Waiver(cid, runner, until, reason, str(w.get("owner", "")), col.lines.find(*p))
+
+
+# ---- typed field readers --------------------------------------------------------------------------
+
+
+def _table(d: dict[str, Any], key: str, p: tuple[Any, ...], col: _Collector, where: str = "") -> dict[str, Any]:
+    v = d.get(key, {})
+    if not isinstance(v, dict):
+        col.add(p + (key,), f"{where}.{key}" if where else key, "must be a table",
+                f"write [{'contract.' if where else ''}{key}] with keys under it")
+        return {}
+    return v
+
+
+def _unknown(d: dict[str, Any], allowed: set[str], p: tuple[Any, ...], where: str, col: _Collector) -> None:
+    for key in d:
+        if key not in allowed:
+            col.add(p + (key,), f"{where}.{key}" if where else key, "unknown key", suggest(key, sorted(allowed)))
+
+
+def _str(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector) -> str:
+    v = d.get(key, "")
+    if not isinstance(v, str):
+        col.add(p + (key,), f"{where}.{key}", f"must be a string, not {type(v).__name__}", f'{key} = "..."')
+        return ""
+    return v
+
+
+def _str_list(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector) -> list[str]:
+    v = d.get(key, [])
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        col.add(p + (key,), f"{where}.{key}", "must be a list of strings", f'{key} = ["..."]')
+        return []
+    return v
+
+
+def _choice(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector,
+            choices: tuple[str, ...], required: bool = False) -> str | None:
+    v = d.get(key)
+    if v is None:
+        if required:
+            col.add(p, f"{where}.{key}", f"missing required key `{key}`", f"add {key} = ... ({suggest('', choices)})")
+        return None
+    if not isinstance(v, str) or v not in choices:
+        col.add(p + (key,), f"{where}.{key}", f"unknown {key} {v!r}", suggest(str(v), choices))
+        return None
+    return v
+
+
+def _choices(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector,
+             choices: tuple[str, ...]) -> list[str]:
+    return [v for v in _str_list(d, key, p, where, col) if _one_of(v, key, p, where, col, choices)]
+
+
+def _one_of(v: str, key: str, p: tuple[Any, ...], where: str, col: _Collector, choices: tuple[str, ...]) -> bool:
+    if v in choices:
+        return True
+    col.add(p + (key,), f"{where}.{key}", f"unknown value {v!r}", suggest(v, choices))
+    return False
+
+
+def _dtypes(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) -> list[str]:
+    names = [dtypes.canonical(n) for n in _str_list(d, "dtypes", p, where, col)] or ["float32"]
+    return [n for n in names if _one_of(n, "dtypes", p, where, col, dtypes.TENSOR_DTYPES)]
+
+
+def _dtype_key(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector,
+               choices: tuple[str, ...]) -> str:
+    v = _str(d, key, p, where, col)
+    if v and dtypes.canonical(v) not in choices:
+        col.add(p + (key,), f"{where}.{key}", f"unknown dtype {v!r}", suggest(v, choices))
+        return ""
+    return dtypes.canonical(v) if v else ""
+
+
+def _shapes(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) -> tuple[tuple[int, ...], ...]:
+    v = d.get("shapes", [])
+    ok = isinstance(v, list) and all(
+        isinstance(s, list) and s and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in s)
+        for s in v
+    )
+    if not ok:
+        col.add(p + ("shapes",), f"{where}.shapes", "must be a list of shapes of positive integers",
+                "shapes = [[128, 4096, 128], [1, 8192, 256]]")
+        return ()
+    return tuple(tuple(s) for s in v)
+
+
+def _positive(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector) -> float | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0) or v == float("inf"):
+        col.add(p + (key,), f"{where}.{key}", f"must be a positive number, not {v!r}",
+                f"set {key} to a positive finite number, or remove it to use the class default")
+        return None
+    return float(v)
+
+
+def _int_min(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector, lo: int) -> int | None:
+    v = d.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        col.add(p + (key,), f"{where}.{key}", f"must be an integer >= {lo}, not {v!r}", f"{key} = {max(lo, 2)}")
+        return None
+    return v
+
+
+def _is_type(value: Any, t: type) -> bool:
+    if t is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, t) and not (t is int and isinstance(value, bool))
+
+
+# ---- kernels, located without importing --------------------------------------------------------
+
+
+def _import_string(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector,
+                   roots: tuple[Path, ...], required: bool = False) -> str:
+    v = d.get(key)
+    if v is None:
+        if required:
+            col.add(p, f"{where}.{key}", f"missing required key `{key}`", f'add {key} = "package.module:function"')
+        return ""
+    if not isinstance(v, str) or not _IMPORT.match(v):
+        col.add(p + (key,), f"{where}.{key}", f"{v!r} is not an import string",
+                'write it as "package.module:function"')
+        return ""
+    problem = locate(v, roots)
+    if problem:
+        col.add(p + (key,), f"{where}.{key}", problem[0], problem[1])
+    return v
+
+
+def locate(target: str, roots: tuple[Path, ...]) -> tuple[str, str] | None:
+    """Find ``pkg.mod:fn`` statically: the module's source file and a top-level definition of fn."""
+    module, name = target.split(":")
+    source = _module_source(module, roots)
+    if source is None:
+        return (f"cannot find module {module!r}",
+                "check the spelling, or add its directory to [project].paths, or install the package")
+    if source.suffix != ".py":
+        return None  # compiled extension: cannot check statically; run will import it
+    try:
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+    except (SyntaxError, UnicodeDecodeError, OSError) as exc:
+        return (f"module {module!r} ({source}) cannot be parsed: {exc}", "fix the module's syntax")
+    if name not in _top_level_names(tree):
+        return (f"module {module!r} defines no {name!r}", f"check the function name in {source}")
+    return None
+
+
+def _module_source(module: str, roots: tuple[Path, ...]) -> Path | None:
+    import importlib.util
+    import sys
+
+    rel = Path(*module.split("."))
+    for root in (*roots, *(Path(p) for p in sys.path if p)):
+        for cand in (root / rel.with_suffix(".py"), root / rel / "__init__.py"):
+            if cand.is_file():
+                return cand
+    try:  # installed packages that are not plain directories on sys.path
+        spec = importlib.util.find_spec(module.split(".")[0])
+    except (ImportError, ValueError):
+        spec = None
+    return Path(spec.origin) if spec and spec.origin and module.count(".") == 0 else None
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names

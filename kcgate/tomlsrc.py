@@ -1,0 +1,84 @@
+"""Parse TOML and keep a map from key paths to source lines, so errors can name the line.
+
+``tomllib`` returns plain dicts without positions; this module scans the text once for table
+headers and ``key =`` lines. It is a locator for messages, not a second parser.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]\]?\s*(#.*)?$")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_\-\"']+)\s*=")
+_ERR_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+@dataclass
+class LineMap:
+    """Lines of tables and keys: ('contract', 3) -> header line; ('contract', 3, 'tolerance', 'lambda') -> line."""
+
+    lines: dict[tuple[Any, ...], int] = field(default_factory=dict)
+
+    def find(self, *path: Any) -> int | None:
+        """The line of the longest known prefix of ``path``."""
+        for n in range(len(path), 0, -1):
+            if path[:n] in self.lines:
+                return self.lines[path[:n]]
+        return None
+
+
+class TomlSyntaxError(ValueError):
+    def __init__(self, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def parse(text: str) -> tuple[dict[str, Any], LineMap]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = _ERR_POS.search(str(exc))
+        raise TomlSyntaxError(_ERR_POS.sub("", str(exc)).strip(), int(m.group(1)) if m else None) from None
+    return data, _scan(text)
+
+
+def _scan(text: str) -> LineMap:
+    lm = LineMap()
+    counts: dict[str, int] = {}
+    table: tuple[Any, ...] = ()
+    for no, raw in enumerate(text.splitlines(), start=1):
+        h = _HEADER.match(raw)
+        if h and not _KEY.match(raw):
+            table = _header_path(h.group(1) == "[[", h.group(2), counts, table)
+            lm.lines.setdefault(table, no)
+            continue
+        k = _KEY.match(raw)
+        if k:
+            lm.lines.setdefault(table + (k.group(1).strip("\"'"),), no)
+    return lm
+
+
+def _header_path(is_array: bool, name: str, counts: dict[str, int], current: tuple[Any, ...]) -> tuple[Any, ...]:
+    parts = [p.strip().strip("\"'") for p in name.split(".")]
+    if parts[0] == "contract" and len(parts) > 1:
+        # [contract.tolerance] or [[contract.waiver]] belong to the latest [[contract]]
+        idx = counts.get("contract", 0) - 1
+        path: tuple[Any, ...] = ("contract", idx, *parts[1:])
+        if is_array:
+            key = f"contract.{idx}." + ".".join(parts[1:])
+            counts[key] = counts.get(key, 0) + 1
+            path = path + (counts[key] - 1,)
+        return path
+    if is_array:
+        key = ".".join(parts)
+        counts[key] = counts.get(key, 0) + 1
+        return (*parts, counts[key] - 1)
+    return tuple(parts)
