@@ -63,13 +63,15 @@ def slope(sizes: list[int], times: list[float]) -> float:
     xs = [math.log(s) for s in sizes]
     ys = [math.log(t) for t in times]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
 
 
 def report_dtype(dtype: torch.dtype, sizes: list[int], repeats: int) -> dict[int, dict[str, float]]:
     """Measure and print one dtype's table; returns the medians per size."""
     print(f"\n== {str(dtype).removeprefix('torch.')} (medians of {repeats}, interleaved) ==")
-    print(f"{'n':>6} {'matmul s':>9} {'ours':>8} {'reference':>10} {'floor':>8} {'ours/ref':>9}   best-of: ours ref")
+    print(
+        f"{'n':>6} {'matmul s':>9} {'ours':>8} {'reference':>10} {'floor':>8} {'ours/ref':>9}   best-of: ours ref"
+    )
     rows: dict[int, dict[str, float]] = {}
     for n in sizes:
         t = measure(n, dtype, repeats)
@@ -95,11 +97,17 @@ def verdicts(rows: dict[int, dict[str, float]]) -> None:
     overhead = t["ours"] / t["matmul"]
     speedup = t["reference"] / t["ours"]
     floor = t["floor"] / t["matmul"]
-    print(f"\nfp32 n={n}: overhead {100 * overhead:.2f}% (target <= {100 * TARGET_OVERHEAD:.0f}%): "
-          f"{'met' if overhead <= TARGET_OVERHEAD else 'NOT met'}")
-    print(f"fp32 n={n}: reference/ours {speedup:.2f}x (target >= {TARGET_SPEEDUP}x): "
-          f"{'met' if speedup >= TARGET_SPEEDUP else 'NOT met'}")
-    print(f"fp32 n={n}: read-once floor {100 * floor:.2f}% of the matmul; ours = {overhead / floor:.1f}x floor")
+    print(
+        f"\nfp32 n={n}: overhead {100 * overhead:.2f}% (target <= {100 * TARGET_OVERHEAD:.0f}%): "
+        f"{'met' if overhead <= TARGET_OVERHEAD else 'NOT met'}"
+    )
+    print(
+        f"fp32 n={n}: reference/ours {speedup:.2f}x (target >= {TARGET_SPEEDUP}x): "
+        f"{'met' if speedup >= TARGET_SPEEDUP else 'NOT met'}"
+    )
+    print(
+        f"fp32 n={n}: read-once floor {100 * floor:.2f}% of the matmul; ours = {overhead / floor:.1f}x floor"
+    )
 
 
 def main() -> None:

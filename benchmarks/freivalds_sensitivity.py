@@ -116,10 +116,14 @@ def main() -> None:
     edge_trials = 20 if args.quick else 100
     gen = torch.Generator().manual_seed(2026)
     print(describe())
-    print(f"\nn = {n}; sweep {sweep_trials} trials per δ; false positives {fp_trials} trials; "
-          f"contract edge {edge_trials} trials")
-    print(f"{'config':<18} {'ours δ/max|C|':>14} {'ref δ/max|C|':>13} {'ref/ours':>9} "
-          f"{'FP ours':>8} {'FP ref':>7} {'edge fail ours':>15} {'edge fail ref':>14}")
+    print(
+        f"\nn = {n}; sweep {sweep_trials} trials per δ; false positives {fp_trials} trials; "
+        f"contract edge {edge_trials} trials"
+    )
+    print(
+        f"{'config':<18} {'ours δ/max|C|':>14} {'ref δ/max|C|':>13} {'ref/ours':>9} "
+        f"{'FP ours':>8} {'FP ref':>7} {'edge fail ours':>15} {'edge fail ref':>14}"
+    )
     for config in CONFIGS:
         prod = make_product(config, n, gen)
         ours = smallest_detected(checkers()["ours"], prod, sweep_trials, gen)
@@ -132,8 +136,10 @@ def main() -> None:
             f"{edge['reference']:>10}/{edge_trials}",
             flush=True,
         )
-    print(f"\ntarget: ours detects corruptions >= {TARGET_FACTOR:.0f}x smaller than the reference, "
-          f"with 0 false positives")
+    print(
+        f"\ntarget: ours detects corruptions >= {TARGET_FACTOR:.0f}x smaller than the reference, "
+        f"with 0 false positives"
+    )
 
 
 if __name__ == "__main__":

@@ -260,5 +260,5 @@ def _git_bytes(repo: Path, *args: str) -> bytes:
         raise UsageError(f"cannot run git in {repo}: {exc}; install git or pass a directory instead") from None
     if done.returncode != 0:
         err = done.stderr.decode("utf-8", "replace").strip()[:300]
-        raise UsageError(f"git {' '.join(args[:2])} failed in {repo}: {err}; check the ref and the path")
+        raise UsageError(f"git {args[0]} failed in {repo}: {err}; check the ref and the path")
     return done.stdout

@@ -22,6 +22,7 @@ SCHEMA_VERSION = 1
 MAX_RESULTS_BYTES = 64 * 1024 * 1024
 MAX_TEXT = 4096  # longest free-text field kept from an untrusted file
 STATUSES = ("pass", "fail", "error", "refused")
+VOLATILE_SUFFIXES = ("_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR", "device_count")
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,14 @@ class Fingerprint:
     flags: tuple[tuple[str, str], ...] = ()
 
     def key(self) -> str:
-        """Stable short hash of everything that changes numerics (the torch patch version too)."""
-        blob = json.dumps(self.to_json(), sort_keys=True).encode()
+        """Stable short hash of everything that changes numerics (the torch patch version too).
+
+        Flags that only choose which of several identical devices to use (visible-device variables)
+        are recorded but not keyed, so a pool of identical machines stays comparable.
+        """
+        d = self.to_json()
+        d["flags"] = {k: v for k, v in d["flags"].items() if not k.endswith(VOLATILE_SUFFIXES)}
+        blob = json.dumps(d, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
     def to_json(self) -> dict[str, Any]:

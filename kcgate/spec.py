@@ -126,7 +126,7 @@ class _Collector:
         self.file, self.lines, self.problems = file, lines, []  # type: ignore[var-annotated]
 
     def add(self, path: tuple[Any, ...], where: str, message: str, fix: str = "") -> None:
-        self.problems.append(Problem(self.file, self.lines.find(*path), where, message, fix))
+        self.problems.append(Problem(self.file, self.lines.find(*path) or 1, where, message, fix))
 
 
 def load_project(path: Path | str) -> Project:

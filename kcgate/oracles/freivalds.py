@@ -346,7 +346,8 @@ def _verdict(
     """Reduce residuals (..., k, M) against τ (..., M) to one result."""
     worst_vec = resid.amax(dim=-2)  # (..., M)
     tau_b = tau.expand_as(worst_vec)
-    ratio = torch.where(worst_vec == 0, torch.zeros_like(worst_vec), worst_vec / tau_b).reshape(-1)
+    ratio = torch.where(worst_vec == 0, torch.zeros_like(worst_vec), worst_vec / tau_b)
+    ratio = ratio.nan_to_num(nan=math.inf).reshape(-1)  # a NaN threshold (NaN in c) is a failure
     if ratio.numel() == 0:
         return FreivaldsResult(True, 0.0, 0, 0.0, 0.0, seed, k, false_alarm_prob)
     worst = int(torch.argmax(ratio))

@@ -25,7 +25,6 @@ from kcgate.render.markdown import CHECK_RUN_LIMIT, COMMENT_LIMIT
 STICKY_MARKER = "<!-- kcgate:sticky -->"
 BOT_LOGIN = "github-actions[bot]"  # who GITHUB_TOKEN comments as; GET /user is 403 for it
 CHECK_NAME = "kcgate"
-META_RESERVE = 300  # bytes the markers take at the top of the comment
 MAX_SCANNED_PRS = 300
 _META = re.compile(r"<!-- kcgate:meta (\{[^<>]{0,400}\}) -->")
 

@@ -16,6 +16,7 @@ from kcgate.render.escape import md_cell, md_code, md_text
 from kcgate.render.labels import SEVERITY, icon, label, rank
 
 COMMENT_LIMIT = 65_536  # GitHub: characters in an issue comment body
+COMMENT_BUDGET = COMMENT_LIMIT - 300  # room for the publisher's hidden markers
 SUMMARY_LIMIT = 1_048_576  # GitHub: bytes of job summary per step
 CHECK_RUN_LIMIT = 65_535  # GitHub: bytes of a check run's output.summary
 MATRIX_MAX_RUNNERS = 12  # columns in the cross-vendor table; more do not read on a PR page
@@ -157,8 +158,8 @@ def _sections(verdict: Verdict, ctx: RenderContext, collapse: bool) -> list[Sect
     blocking = tuple(change_row(c, ctx) for c in changes if c.blocking)
     others = tuple(change_row(c, ctx) for c in changes if not c.blocking)
     return [
-        Section("changes", ("### Blocking", "", *_CHANGE_HEAD), blocking, ("",)),
         Section("runners", ("### Runners", "", *_RUNNER_HEAD), _runner_rows(verdict, ctx), ("",)),
+        Section("changes", ("### Blocking", "", *_CHANGE_HEAD), blocking, ("",)),
         _folded("changes", f"Other changes ({len(others):,})", _CHANGE_HEAD, others, collapse),
         _folded("contracts", "Contract × runner", *matrix(verdict), collapse),
     ]
@@ -204,7 +205,9 @@ def budget_text(base: float | None, now: float | None) -> str:
 def _num(x: float | None) -> str:
     if x is None:
         return "–"
-    return f"{x:.2f}" if abs(x) < 100 else f"{x:.3g}"
+    if abs(x) < 100:
+        return f"{x:.2f}"
+    return f"{x:,.0f}" if abs(x) < 1e9 else f"{x:.3g}"
 
 
 def safe_url(url: str) -> bool:

@@ -1,0 +1,119 @@
+"""Collect results from CI artifacts for ``kcgate report``: untrusted files, capped, shards merged.
+
+Downloaded artifacts are data from another (possibly hostile) workflow: symlinks are not followed, the
+number of files and their total size are capped, every file is validated by ``load_run``, and a
+runner's shards are merged only when their fingerprints agree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from kcgate.errors import ResultsError, UsageError
+from kcgate.results import MAX_RESULTS_BYTES, RunResult, load_run
+
+MAX_FILES = 1000
+MAX_TOTAL_BYTES = 512 * 1024 * 1024
+
+
+def collect_results(paths: Sequence[Path], *, max_files: int = MAX_FILES, max_total: int = MAX_TOTAL_BYTES) -> dict[str, RunResult]:
+    """Every results file under ``paths``, keyed by runner, a runner's shards merged into one run."""
+    files = [f for p in paths for f in result_files(p)]
+    check_caps(files, max_files, max_total)
+    groups: dict[str, list[tuple[Path, RunResult]]] = {}
+    for path in files:
+        run = _load_member(path)
+        if run is not None:
+            groups.setdefault(run.runner, []).append((path, run))
+    return {runner: merge_shards(parts) for runner, parts in sorted(groups.items())}
+
+
+def result_files(path: Path) -> list[Path]:
+    """A file stands for itself; a directory gives every regular ``*.json`` below it, sorted."""
+    if path.is_symlink():
+        raise UsageError(f"{path}: is a symbolic link; pass the real file or directory (artifacts are untrusted)")
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise UsageError(f"{path}: no such file or directory; pass results files or the artifacts directory")
+    found = []
+    for top, dirs, names in os.walk(path, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found += [Path(top, n) for n in names if n.endswith(".json") and not Path(top, n).is_symlink()]
+    return sorted(found)
+
+
+def check_caps(files: Sequence[Path], max_files: int, max_total: int) -> None:
+    """Refuse an artifact set too large to be kcgate results before reading any of it."""
+    if len(files) > max_files:
+        raise ResultsError(f"{len(files)} JSON files found, over the cap of {max_files}; point at the results directory only")
+    total = sum(f.stat().st_size for f in files)
+    if total > max_total:
+        raise ResultsError(f"results add up to {total} bytes, over the cap of {max_total}; these are not kcgate results")
+
+
+def _load_member(path: Path) -> RunResult | None:
+    """Load a results file; skip a JSON document that declares another kind (another tool's artifact)."""
+    try:
+        return load_run(path)
+    except ResultsError:
+        if _foreign_kind(path):
+            return None
+        raise
+
+
+def _foreign_kind(path: Path) -> bool:
+    try:
+        if path.stat().st_size > MAX_RESULTS_BYTES:
+            return False
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and "kind" in doc and doc["kind"] != "kcgate-results"
+
+
+def merge_shards(parts: Sequence[tuple[Path, RunResult]]) -> RunResult:
+    """One run from a runner's shards: same fingerprint, no case twice, complete only if every shard is."""
+    first_path, first = parts[0]
+    if len(parts) == 1:
+        return first
+    for path, run in parts[1:]:
+        if run.fingerprint.key() != first.fingerprint.key():
+            raise ResultsError(
+                f"{path} and {first_path} are both runner {first.runner[:100]!r} but measured on different "
+                "machines (fingerprints differ); give each machine its own runner name"
+            )
+    cases = _unique_cases(parts)
+    complete = all(run.complete for _, run in parts) and _all_shards(run for _, run in parts)
+    return first.with_cases(cases, complete=complete)
+
+
+def _unique_cases(parts: Sequence[tuple[Path, RunResult]]) -> tuple:
+    seen: dict[str, Path] = {}
+    out = []
+    for path, run in parts:
+        for case in run.cases:
+            if case.case_id in seen:
+                raise ResultsError(
+                    f"case {case.case_id[:120]!r} of runner {run.runner[:100]!r} is in both {seen[case.case_id]} "
+                    f"and {path}; each shard must run distinct cases (--shard i/N)"
+                )
+            seen[case.case_id] = path
+            out.append(case)
+    return tuple(out)
+
+
+def _all_shards(runs: Iterable[RunResult]) -> bool:
+    """When shards record ``meta.shard = "i/N"``, every i from 1 to N must be present."""
+    marks = [dict(run.meta).get("shard", "") for run in runs]
+    if not all(marks):
+        return True
+    try:
+        got = {int(m.split("/")[0]) for m in marks}
+        total = {int(m.split("/")[1]) for m in marks}
+    except (ValueError, IndexError):
+        return False
+    return len(total) == 1 and got == set(range(1, total.pop() + 1))

@@ -1,0 +1,269 @@
+"""``kcgate report RESULTS...``: the gate over every runner's results, rendered and published.
+
+Reads downloaded artifacts as untrusted data (never imports repository code, never needs torch),
+diffs them against baselines under the policy, writes the PR comment, job summary, JUnit XML, step
+outputs and annotations, optionally publishes to the PR, and exits 1 when anything blocks. A
+failure to publish is reported, never turned into a different exit code.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import typer
+
+if TYPE_CHECKING:
+    from kcgate.diff_model import Verdict
+    from kcgate.policy import Policy
+    from kcgate.publish.github_pr import Outcome
+    from kcgate.publish.settings import Settings
+    from kcgate.render.markdown import RenderContext
+    from kcgate.results import RunResult
+
+COMMENT_MODES = ("sticky", "off")
+
+
+def register(app: typer.Typer) -> None:
+    from kcgate.cli import handle_errors  # here, not at import: kcgate.cli imports this module
+
+    app.command("report")(handle_errors(report_command))
+
+
+def report_command(
+    results: list[Path] = typer.Argument(..., help="Results files or directories of downloaded artifacts."),
+    baseline: list[str] = typer.Option(
+        [], "--baseline", help="Baseline results: file, directory or git:REF:PATH (repeatable; default: the project's baselines dir)."
+    ),
+    contracts: Optional[Path] = typer.Option(None, "--contracts", help="contracts.toml for [policy] and waivers (default: ./contracts.toml if present)."),
+    expect_runner: list[str] = typer.Option([], "--expect-runner", help="A runner that must have results (repeatable); a missing leg blocks."),
+    fail_on: str = typer.Option("", "--fail-on", help="Comma-separated categories that block, replacing [policy] block_on."),
+    comment_out: Optional[Path] = typer.Option(None, "--comment-out", help="Write the PR comment Markdown here."),
+    summary_out: Optional[Path] = typer.Option(None, "--summary-out", help="Write the job summary Markdown here."),
+    junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here (one test case per case change)."),
+    annotations: Optional[bool] = typer.Option(
+        None, "--annotations/--no-annotations", help="Print workflow-command annotations (default: on in GitHub Actions)."
+    ),
+    publish: bool = typer.Option(False, "--publish/--no-publish", help="Post to the pull request with GITHUB_TOKEN."),
+    comment_mode: str = typer.Option("sticky", "--comment-mode", help="sticky (one comment, edited in place) or off."),
+    check_run: bool = typer.Option(False, "--check-run", help="Also create a check run with annotations (needs --publish)."),
+    today: str = typer.Option("", "--today", help="Date for waiver expiry, YYYY-MM-DD (default: today, UTC)."),
+) -> None:
+    """Gate a PR on every runner's results: exit 1 when a change blocks, 0 when none does, 3 on bad input."""
+    from kcgate.commands.diff import parse_today
+    from kcgate.errors import ExitCode, UsageError
+    from kcgate.publish.settings import Settings
+
+    if comment_mode not in COMMENT_MODES:
+        raise UsageError(f"--comment-mode {comment_mode[:40]!r} is not one of: {', '.join(COMMENT_MODES)}")
+    if check_run and not publish:
+        raise UsageError("--check-run creates a check run through the API; add --publish (and set GITHUB_TOKEN)")
+    settings = Settings.from_env()
+    verdict, runs = _gate(results, baseline, contracts, expect_runner, fail_on, parse_today(today))
+    event = _event(settings)
+    ctx = _context(settings, event, runs, _contracts_name(contracts))
+    outcomes = _publish(settings, event, verdict, ctx, publish, comment_mode, check_run, _contracts_name(contracts))
+    paths = _write_files(verdict, runs, ctx, comment_out, summary_out, junit, _contracts_name(contracts))
+    _write_step_files(settings, verdict, ctx, outcomes, paths)
+    _print(verdict, outcomes, settings.actions if annotations is None else annotations, _contracts_name(contracts))
+    if not verdict.passed:
+        raise typer.Exit(int(ExitCode.VIOLATION))
+
+
+# ---- the gate -------------------------------------------------------------------------------------
+
+
+def _gate(
+    results: list[Path], baseline: list[str], contracts: Path | None, expected: list[str], fail_on: str, today: dt.date
+) -> tuple[Verdict, dict[str, RunResult]]:
+    from kcgate.artifacts import collect_results
+    from kcgate.baseline import load_many, paused_gc, project_settings
+    from kcgate.diff import make_verdict
+    from kcgate.errors import UsageError
+
+    policy, baselines_dir = project_settings(contracts)
+    policy = apply_fail_on(policy, fail_on)
+    with paused_gc():
+        runs = collect_results(results)
+        if not runs and not expected and not policy.required_runners:
+            raise UsageError(f"no results files found in {', '.join(map(str, results))[:300]}; pass the artifacts of `kcgate run`")
+        sources: list[str | Path] = list(baseline) or ([baselines_dir] if baselines_dir and baselines_dir.is_dir() else [])
+        bases = load_many(sources) if sources else {}
+        return make_verdict(runs, bases, policy, today, expected), runs
+
+
+def apply_fail_on(policy: Policy, fail_on: str) -> Policy:
+    """--fail-on replaces the policy's block_on; an unknown category lists the choices."""
+    from dataclasses import replace
+
+    from kcgate.errors import UsageError
+    from kcgate.policy import BLOCKABLE
+
+    cats = tuple(c.strip() for c in fail_on.split(",") if c.strip())
+    if not cats:
+        return policy
+    bad = [c for c in cats if c not in BLOCKABLE]
+    if bad:
+        raise UsageError(f"--fail-on: {', '.join(b[:40] for b in bad)} cannot block; choose from: {', '.join(BLOCKABLE)}")
+    return replace(policy, block_on=cats)
+
+
+# ---- rendering context ---------------------------------------------------------------------------
+
+
+def _event(settings: Settings) -> dict[str, Any]:
+    """The event payload, or {} with a warning: a broken payload must not change the verdict."""
+    from kcgate.errors import UsageError
+
+    try:
+        return settings.load_event()
+    except UsageError as exc:
+        typer.echo(f"warning: {exc.message}; links and PR lookup are disabled", err=True)
+        return {}
+
+
+def _contracts_name(contracts: Path | None) -> str:
+    """The path annotations point at: as given (relative to the repository root), or contracts.toml."""
+    return contracts.as_posix() if contracts else "contracts.toml"
+
+
+def _context(settings: Settings, event: dict[str, Any], runs: dict[str, RunResult], contracts: str) -> RenderContext:
+    from kcgate.publish.settings import head_sha
+    from kcgate.render.markdown import RenderContext
+
+    sha = head_sha(settings, event)
+    devices = tuple((name, _device(run)) for name, run in sorted(runs.items()))
+    return RenderContext(head_sha=sha, run_url=settings.run_url(), source_url=settings.blob_url(sha, contracts), devices=devices)
+
+
+def _device(run: RunResult) -> str:
+    fp = run.fingerprint
+    return " ".join(x for x in (fp.backend, fp.device, fp.arch) if x)
+
+
+# ---- publishing -----------------------------------------------------------------------------------
+
+
+def _publish(
+    settings: Settings,
+    event: dict[str, Any],
+    verdict: Verdict,
+    ctx: RenderContext,
+    publish: bool,
+    comment_mode: str,
+    check_run: bool,
+    contracts: str,
+) -> list[Outcome]:
+    if not publish:
+        return []
+    from kcgate.publish import github_pr
+    from kcgate.render.annotations import check_annotation, make_annotations
+    from kcgate.render.markdown import CHECK_RUN_LIMIT, COMMENT_BUDGET, render_comment, render_report
+
+    now = dt.datetime.now(dt.timezone.utc)
+    outcomes = []
+    if comment_mode == "sticky":
+        outcomes.append(github_pr.publish_comment(settings, event, render_comment(verdict, ctx, COMMENT_BUDGET), now))
+    if check_run:
+        summary = render_report(verdict, ctx, CHECK_RUN_LIMIT - 1024, collapse=True)
+        notes = [check_annotation(a) for a in make_annotations(verdict, contracts)]
+        outcomes.append(github_pr.publish_check_run(settings, event, summary, notes, verdict.passed))
+    return outcomes
+
+
+# ---- files and step outputs -----------------------------------------------------------------------
+
+
+def _write_files(
+    verdict: Verdict,
+    runs: dict[str, RunResult],
+    ctx: RenderContext,
+    comment_out: Path | None,
+    summary_out: Path | None,
+    junit: Path | None,
+    contracts: str,
+) -> dict[str, str]:
+    from kcgate.render.junit_report import render_junit
+    from kcgate.render.markdown import COMMENT_BUDGET, render_comment, render_summary
+    from kcgate.results import write_atomic
+
+    paths: dict[str, str] = {}
+    if comment_out:
+        write_atomic(comment_out, render_comment(verdict, ctx, COMMENT_BUDGET))
+        paths["comment-path"] = str(comment_out)
+    if summary_out:
+        write_atomic(summary_out, render_summary(verdict, ctx))
+        paths["summary-path"] = str(summary_out)
+    if junit:
+        write_atomic(junit, render_junit(verdict, runs, contracts))
+        paths["junit-path"] = str(junit)
+    return paths
+
+
+def _write_step_files(
+    settings: Settings, verdict: Verdict, ctx: RenderContext, outcomes: list[Outcome], paths: dict[str, str]
+) -> None:
+    from kcgate.publish.step_files import append_text, output_text
+    from kcgate.render.markdown import SUMMARY_LIMIT, render_summary
+
+    if settings.step_summary:
+        notes = "".join(f"> **kcgate could not post to the pull request:** {_md(o.detail)}\n\n" for o in outcomes if o.failed)
+        budget = SUMMARY_LIMIT - 4096 - len(notes.encode("utf-8"))
+        append_text(settings.step_summary, notes + render_summary(verdict, ctx, budget))
+    if settings.output:
+        append_text(settings.output, output_text(step_outputs(verdict, outcomes, paths)))
+
+
+def step_outputs(verdict: Verdict, outcomes: list[Outcome], paths: dict[str, str]) -> dict[str, str]:
+    """verdict, counts (JSON), blocking, the written paths, and the comment's URL when one was posted."""
+    counts = {k: v for k, v in verdict.counts().items() if v}
+    out = {
+        "verdict": "pass" if verdict.passed else "fail",
+        "counts": json.dumps(counts, sort_keys=True, separators=(",", ":")),
+        "blocking": str(len(verdict.blocking)),
+        **paths,
+    }
+    posted = [o.url for o in outcomes if o.action in ("created", "updated") and o.url]
+    if posted:
+        out["comment-url"] = posted[0]
+    return out
+
+
+def _md(text: str) -> str:
+    from kcgate.render.escape import md_text
+
+    return md_text(text, 400)
+
+
+# ---- stdout ---------------------------------------------------------------------------------------
+
+
+def _print(verdict: Verdict, outcomes: list[Outcome], annotate: bool, contracts: str) -> None:
+    from kcgate.render.annotations import make_annotations, render_workflow_commands, select
+    from kcgate.render.escape import annotation_text
+
+    if annotate:
+        kept, _omitted = select(make_annotations(verdict, contracts))
+        typer.echo(render_workflow_commands(kept), nl=False)
+    for o in outcomes:
+        if o.failed and annotate:
+            typer.echo(f"::warning title=kcgate publish::{annotation_text(o.detail)}; the report is in the job summary")
+        elif o.action == "skipped" and annotate:
+            typer.echo(f"::notice title=kcgate publish::{annotation_text(o.detail)}")
+        else:
+            typer.echo(f"publish: {o.action}: {o.detail} {o.url}".rstrip())
+    typer.echo(verdict_line(verdict))
+
+
+def verdict_line(verdict: Verdict) -> str:
+    """One plain line for the log: PASS/FAIL, blocking counts by category, runners and cases."""
+    from kcgate.render.labels import label
+
+    blocking: dict[str, int] = {}
+    for c in verdict.blocking:
+        blocking[c.category] = blocking.get(c.category, 0) + 1
+    detail = ", ".join(f"{label(k)} {v}" for k, v in sorted(blocking.items()))
+    head = f"FAIL: {len(verdict.blocking)} blocking ({detail})" if blocking else "PASS: nothing blocks"
+    return f"kcgate report: {head}; {len(verdict.runners)} runners, {len(verdict.changes)} cases"

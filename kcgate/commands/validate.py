@@ -1,0 +1,37 @@
+"""`kcgate validate` and `kcgate schema`: check a contracts file, print JSON Schemas. No torch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    from kcgate.cli import handle_errors
+
+    @app.command("validate")
+    @handle_errors
+    def validate(contracts: Path = typer.Argument(Path("contracts.toml"), help="Contracts file to check.")) -> None:
+        """Check contracts.toml without running anything (exit 2 and every problem listed when invalid)."""
+        from kcgate.spec import load_project
+
+        project = load_project(contracts)
+        n = len(project.contracts)
+        waivers = len(project.policy.waivers)
+        typer.echo(f"{contracts}: OK: {n} contract{'s' * (n != 1)}, {waivers} waiver{'s' * (waivers != 1)}")
+
+    @app.command("schema")
+    @handle_errors
+    def schema(
+        kind: str = typer.Argument("contracts", help="contracts (the TOML file) or results (the JSON file)."),
+    ) -> None:
+        """Print a JSON Schema: of contracts.toml (for editors) or of results files."""
+        from kcgate import schema as schemas
+        from kcgate.errors import UsageError
+
+        makers = {"contracts": schemas.contracts_schema, "results": schemas.results_schema}
+        if kind not in makers:
+            raise UsageError(f"unknown schema {kind!r}; choose one of: {', '.join(makers)}")
+        typer.echo(json.dumps(makers[kind](), indent=2, sort_keys=True))

@@ -1,0 +1,99 @@
+"""JSON Schemas: of contracts.toml (for editors, `kcgate schema`) and of results files. Built from the
+same constants the loader validates against, so the schema cannot drift from the code. No torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kcgate import dtypes, spec
+from kcgate.classes import CLASSES
+from kcgate.policy import BLOCKABLE
+from kcgate.results import SCHEMA_VERSION, STATUSES
+
+_STR = {"type": "string"}
+_POS = {"type": "number", "exclusiveMinimum": 0}
+_IMPORT = {"type": "string", "pattern": r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$"}
+
+
+def _enum(values: Any, desc: str = "") -> dict[str, Any]:
+    d: dict[str, Any] = {"enum": list(values)}
+    if desc:
+        d["description"] = desc
+    return d
+
+
+def _obj(props: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": props, "required": list(required), "additionalProperties": False}
+
+
+def _list(item: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": item}
+
+
+def contracts_schema() -> dict[str, Any]:
+    tolerance = _obj({"method": _enum(spec.TOLERANCES), "lambda": _POS, "ulp": _POS, "rtol": _POS, "atol": _POS})
+    protocol = _obj({"seeds": {"type": "integer", "minimum": 1}, "trials": {"type": "integer", "minimum": 1},
+                     "poison": {"type": "boolean"}, "guard": {"type": "integer", "minimum": 0},
+                     "timeout_s": _POS, "k_sweep": _list({"type": "integer", "minimum": 1})})
+    waiver = _obj({"runner": _STR, "until": {"type": "string", "format": "date"}, "reason": _STR, "owner": _STR},
+                  ("runner", "until", "reason"))
+    contract = _obj({
+        "id": {"type": "string", "pattern": spec._ID.pattern, "description": "1. identifier (stable)"},
+        "class": _enum(CLASSES, "one of the twelve contract classes"),
+        "kernel": {**_IMPORT, "description": "2. scope: the kernel under contract"},
+        "op": _enum(spec.OPS), "description": _STR, "devices": _list(_enum(spec.DEVICES)),
+        "dtypes": _list(_enum(dtypes.TENSOR_DTYPES + tuple(dtypes.ALIASES))),
+        "accumulate": _enum(dtypes.ACCUMULATORS + tuple(dtypes.ALIASES)),
+        "out_dtype": _enum(dtypes.TENSOR_DTYPES + tuple(dtypes.ALIASES)),
+        "shapes": _list(_list({"type": "integer", "minimum": 1})),
+        "distribution": _enum(spec.DISTRIBUTIONS), "layout": _enum(spec.LAYOUTS),
+        "postcondition": _enum(spec.POSTCONDITIONS), "tolerance": tolerance,
+        "oracle": _enum(spec.ORACLES), "reference": _IMPORT, "inputs": _IMPORT,
+        "protocol": protocol, "signature": _list(_STR), "params": {"type": "object"},
+        "call": _enum(spec.CALLS), "good": _IMPORT, "bad": _IMPORT, "baseline": _IMPORT,
+        "waiver": _list(waiver),
+    }, ("id", "class", "kernel", "op"))
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "kcgate contracts.toml",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "project": _obj({"name": _STR, "paths": _list(_STR), "baselines": _STR, "results": _STR}),
+            "policy": _obj({"block_on": _list(_enum(BLOCKABLE)), "budget_drift": _POS,
+                            "required_runners": _list(_STR), "acknowledge_removed": _list(_STR)}),
+            "contract": {**_list(contract), "minItems": 1},
+        },
+        "required": ["contract"],
+    }
+
+
+_NUM = {"type": ["number", "null"]}
+
+
+def results_schema() -> dict[str, Any]:
+    metrics = {"type": "object", "properties": {
+        "budget_used": _NUM, "max_abs_err": _NUM, "max_rel_err": _NUM, "max_ulp": _NUM,
+        "mismatches": {"type": "integer"}, "elements": {"type": "integer"},
+        "worst_index": _list({"type": "integer"}), "allowed_at_worst": _NUM,
+        "extra": {"type": "object", "additionalProperties": _NUM}}}
+    signature = {"type": ["object", "null"], "required": ["cause", "summary"],
+                 "properties": {"cause": _STR, "summary": _STR, "evidence": {"type": "object"}}}
+    case = {"type": "object", "required": ["case_id", "contract_id", "status"], "properties": {
+        "case_id": _STR, "contract_id": _STR, "class": _STR, "op": _STR, "dtype": _STR,
+        "shape": _list({"type": "integer"}), "seed": {"type": "integer"}, "status": _enum(STATUSES),
+        "metrics": metrics, "signature": signature, "message": _STR, "duration_s": {"type": "number"},
+        "line": {"type": ["integer", "null"]}}}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "kcgate results file",
+        "type": "object",
+        "required": ["schema_version", "runner", "fingerprint", "cases"],
+        "properties": {
+            "schema_version": {"const": SCHEMA_VERSION}, "kind": {"const": "kcgate-results"},
+            "runner": _STR, "fingerprint": {"type": "object", "required": ["backend"]},
+            "fingerprint_key": _STR, "contracts_file": _STR, "complete": {"type": "boolean"},
+            "kcgate_version": _STR, "meta": {"type": "object"}, "cases": _list(case),
+        },
+    }

@@ -1,0 +1,30 @@
+"""Shared fixtures: the repo root, and running the kcgate CLI in a real subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def kcgate(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+           timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run `python -m kcgate ARGS` and capture its output."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "kcgate", *args], cwd=cwd or ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def no_torch_env(tmp_path: Path) -> dict[str, str]:
+    """An environment in which `import torch` fails, to prove a command never imports it."""
+    fake = tmp_path / "poison" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('torch is poisoned in this test')\n")
+    return {"PYTHONPATH": f"{fake.parent}{os.pathsep}{ROOT}"}

@@ -1,0 +1,1 @@
+"""Tiny kernels used by the tests: correct ones, lying ones and crashing ones."""

@@ -1,0 +1,103 @@
+"""Hand-built Verdicts and runs for the report renderers and publisher tests (no diff engine needed)."""
+
+from __future__ import annotations
+
+from kcgate.diff_model import CaseChange, RunnerDiff, Verdict
+from kcgate.results import CaseResult, Fingerprint, Metrics, RunResult
+
+SHA_OLD = "1" * 40
+SHA_NEW = "2" * 40
+SHA_NEWER = "3" * 40
+
+HOSTILE = (
+    "@octocat <img src=x onerror=alert(1)> | ] [click](https://evil.example) `x` ``` "
+    "\n## heading\n<!-- kcgate:sticky --> ::error::spoof %0A \x1b[31m \u202e"
+)
+
+
+def change(category: str, runner: str = "nvidia-h100", contract: str = "gemm-bf16", case: str | None = None, **kw: object) -> CaseChange:
+    blocking = bool(kw.pop("blocking", category in ("new-violation", "error", "missing-runner", "expired-waiver", "removed")))
+    fields: dict[str, object] = {
+        "category": category,
+        "runner": runner,
+        "case_id": f"{contract}/bfloat16/128x4096x128/s0" if case is None else case,
+        "contract_id": contract,
+        "klass": "C-PRC-01",
+        "status": "fail" if category in ("new-violation", "still-failing", "waived", "expired-waiver") else "pass",
+        "base_status": "pass",
+        "budget_used": 0.4,
+        "base_budget_used": 0.3,
+        "line": 12,
+        "blocking": blocking,
+    }
+    fields.update(kw)
+    return CaseChange(**fields)  # type: ignore[arg-type]
+
+
+def sample_verdict() -> Verdict:
+    """Two runners, one of each interesting category, and a missing leg."""
+    nvidia = RunnerDiff(
+        "nvidia-h100",
+        "aaaaaaaaaaaa",
+        "aaaaaaaaaaaa",
+        (
+            change("new-violation", budget_used=1873.2, base_budget_used=0.21, signature="behaves like a bf16 accumulator (8 effective bits)"),
+            change("unchanged", contract="softmax-fp32", case="softmax-fp32/float32/8x1024/s0", line=30),
+            change("budget-drift", contract="softmax-fp32", case="softmax-fp32/float32/1x65536/s0", budget_used=0.91, base_budget_used=0.2, line=30),
+            change("fixed", contract="layernorm-fp16", case="layernorm-fp16/float16/64x4096/s0", base_status="fail", line=44),
+        ),
+    )
+    amd = RunnerDiff(
+        "amd-mi300x",
+        "bbbbbbbbbbbb",
+        "cccccccccccc",
+        (
+            change("error", runner="amd-mi300x", contract="gather-oob", case="gather-oob/int64/1024/s1", status="error", message="worker crashed: SIGSEGV", budget_used=None, line=58),
+            change("waived", runner="amd-mi300x", contract="gemm-bf16", message="waived until 2027-03-01 (owner @alice): MPS bf16"),
+            change("incomparable", runner="amd-mi300x", contract="softmax-fp32", case="softmax-fp32/float32/8x1024/s0", line=30),
+        ),
+    )
+    missing = RunnerDiff("intel-max", "", "", (change("missing-runner", runner="intel-max", contract="", case="", budget_used=None, base_budget_used=None, line=None, status="", base_status=""),))
+    return Verdict((nvidia, amd, missing))
+
+
+def passing_verdict() -> Verdict:
+    return Verdict((RunnerDiff("cpu-x86", "dddddddddddd", "dddddddddddd", (change("unchanged", runner="cpu-x86"), change("fixed", runner="cpu-x86", contract="softmax-fp32"))),))
+
+
+def hostile_verdict() -> Verdict:
+    """Every untrusted field set to something that would ping, inject HTML or break a table if unescaped."""
+    c = change("new-violation", runner=HOSTILE[:50], contract=HOSTILE, case=HOSTILE, signature=HOSTILE, message=HOSTILE, klass=HOSTILE)
+    return Verdict((RunnerDiff(HOSTILE[:50], "eeeeeeeeeeee", "eeeeeeeeeeee", (c,)),))
+
+
+def big_verdict(n: int = 5000) -> Verdict:
+    """``n`` failing cases across four runners, with long messages: far over the comment limit."""
+    runners = ("nvidia-h100", "amd-mi300x", "intel-max", "apple-m3")
+    diffs = []
+    for r in runners:
+        changes = tuple(
+            change("new-violation", runner=r, contract=f"contract-{i % 97:03d}", case=f"contract-{i % 97:03d}/float32/{i}x4096/s{i}", signature="behaves like an fp16 accumulator " + "x" * 60)
+            for i in range(n // len(runners))
+        )
+        diffs.append(RunnerDiff(r, "f" * 12, "f" * 12, changes))
+    return Verdict(tuple(diffs))
+
+
+def sample_runs() -> dict[str, RunResult]:
+    """Current runs matching sample_verdict's nvidia runner, for fingerprints and metrics in JUnit."""
+    fp = Fingerprint(backend="cuda", vendor="nvidia", device="H100 80GB", arch="sm_90", driver="550.54", runtime="12.4", torch="2.5.1", flags=(("tf32", "off"),))
+    case = CaseResult(
+        case_id="gemm-bf16/bfloat16/128x4096x128/s0",
+        contract_id="gemm-bf16",
+        klass="C-PRC-01",
+        op="matmul",
+        dtype="bfloat16",
+        shape=(128, 4096, 128),
+        seed=0,
+        status="fail",
+        metrics=Metrics(budget_used=1873.2, max_abs_err=0.5, max_rel_err=0.01, mismatches=17, elements=16384),
+        duration_s=0.25,
+        line=12,
+    )
+    return {"nvidia-h100": RunResult("nvidia-h100", fp, (case,))}

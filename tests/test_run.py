@@ -1,0 +1,61 @@
+"""`kcgate run` end to end on the repo's own contracts: table, exit 0, JUnit, results schema."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from kcgate.results import load_run
+from kcgate.schema import results_schema
+from tests.conftest import ROOT, kcgate
+
+
+@pytest.fixture(scope="module")
+def repo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path, Path]:
+    d = tmp_path_factory.mktemp("run")
+    out, junit = d / "cpu.json", d / "junit.xml"
+    proc = kcgate("run", "--out", str(out), "--junit", str(junit), "--runner", "cpu-test", "-q")
+    return proc, out, junit
+
+
+def test_repo_contracts_pass_on_cpu(repo_run) -> None:  # type: ignore[no-untyped-def]
+    proc, out, _ = repo_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "all contracts hold" in proc.stdout and "matmul-fp32/float32/64x4096x64/s0" in proc.stdout
+
+
+def test_results_validate_against_their_schema(repo_run) -> None:  # type: ignore[no-untyped-def]
+    _, out, _ = repo_run
+    data = json.loads(out.read_text())
+    jsonschema.validate(data, results_schema())
+    run = load_run(out)
+    assert run.complete and run.runner == "cpu-test" and run.fingerprint.backend == "cpu"
+    assert all(c.metrics.budget_used is not None and c.seed for c in run.cases)
+
+
+def test_junit_is_parseable_with_properties(repo_run) -> None:  # type: ignore[no-untyped-def]
+    _, out, junit = repo_run
+    root = ET.parse(junit).getroot()
+    cases = list(root.iter("testcase"))
+    assert len(cases) == len(load_run(out).cases)
+    props = {p.get("name") for p in cases[0].iter("property")}
+    assert {"budget_used", "max_ulp", "seed"} <= props
+    suite_props = {p.get("name") for p in root.find("testsuite").find("properties")}  # type: ignore[union-attr]
+    assert "fingerprint.key" in suite_props and "fingerprint.torch" in suite_props
+
+
+def test_list_filters_and_nothing_selected() -> None:
+    proc = kcgate("run", "--list", "-k", "C-PRC-02", "--dtype", "float32")
+    assert proc.returncode == 0 and "softmax-fp32/float32" in proc.stdout and "bfloat16" not in proc.stdout
+    proc = kcgate("run", "-k", "no-such-contract")
+    assert proc.returncode == 5 and "nothing selected" in proc.stderr
+
+
+def test_bad_flags_exit_3() -> None:
+    assert kcgate("run", "--shard", "4/3").returncode == 3
+    assert kcgate("run", "--bogus").returncode == 3
+    assert kcgate("run", "--contracts", str(ROOT / "missing.toml")).returncode == 2
