@@ -19,7 +19,9 @@ MAX_FILES = 1000
 MAX_TOTAL_BYTES = 512 * 1024 * 1024
 
 
-def collect_results(paths: Sequence[Path], *, max_files: int = MAX_FILES, max_total: int = MAX_TOTAL_BYTES) -> dict[str, RunResult]:
+def collect_results(
+    paths: Sequence[Path], *, max_files: int = MAX_FILES, max_total: int = MAX_TOTAL_BYTES
+) -> dict[str, RunResult]:
     """Every results file under ``paths``, keyed by runner, a runner's shards merged into one run."""
     files = [f for p in paths for f in result_files(p)]
     check_caps(files, max_files, max_total)
@@ -34,7 +36,9 @@ def collect_results(paths: Sequence[Path], *, max_files: int = MAX_FILES, max_to
 def result_files(path: Path) -> list[Path]:
     """A file stands for itself; a directory gives every regular ``*.json`` below it, sorted."""
     if path.is_symlink():
-        raise UsageError(f"{path}: is a symbolic link; pass the real file or directory (artifacts are untrusted)")
+        raise UsageError(
+            f"{path}: is a symbolic link; pass the real file or directory (artifacts are untrusted)"
+        )
     if path.is_file():
         return [path]
     if not path.is_dir():
@@ -49,10 +53,14 @@ def result_files(path: Path) -> list[Path]:
 def check_caps(files: Sequence[Path], max_files: int, max_total: int) -> None:
     """Refuse an artifact set too large to be kcgate results before reading any of it."""
     if len(files) > max_files:
-        raise ResultsError(f"{len(files)} JSON files found, over the cap of {max_files}; point at the results directory only")
+        raise ResultsError(
+            f"{len(files)} JSON files found, over the cap of {max_files}; point at the results directory only"
+        )
     total = sum(f.stat().st_size for f in files)
     if total > max_total:
-        raise ResultsError(f"results add up to {total} bytes, over the cap of {max_total}; these are not kcgate results")
+        raise ResultsError(
+            f"results add up to {total} bytes, over the cap of {max_total}; these are not kcgate results"
+        )
 
 
 def _load_member(path: Path) -> RunResult | None:

@@ -40,7 +40,9 @@ def project_settings(contracts: Path | None) -> tuple[Policy, Path | None]:
     path = contracts or DEFAULT_CONTRACTS
     if not path.exists():
         if contracts is not None:
-            raise UsageError(f"{path}: no such contracts file; fix --contracts or omit it to use the default policy")
+            raise UsageError(
+                f"{path}: no such contracts file; fix --contracts or omit it to use the default policy"
+            )
         return Policy(), None
     from kcgate.spec import load_project  # the spec loader imports the class registry; only when needed
 
@@ -88,11 +90,15 @@ def _plan(spec: str) -> list[_File] | None:
     if path.is_dir():
         return [(p, False) for p in _json_files(path)]
     if not path.exists():
-        raise UsageError(f"{path}: no such file or directory; pass a results file, a directory or git:REF:PATH")
+        raise UsageError(
+            f"{path}: no such file or directory; pass a results file, a directory or git:REF:PATH"
+        )
     return [(path, True)]
 
 
-def _index(spec: str, plan: list[_File] | None, loaded: Mapping[_File, RunResult | None], repo: Path) -> dict[str, RunResult]:
+def _index(
+    spec: str, plan: list[_File] | None, loaded: Mapping[_File, RunResult | None], repo: Path
+) -> dict[str, RunResult]:
     if plan is None:
         ref, _, path = spec[len(GIT_PREFIX) :].partition(":")
         return load_git(ref, path, repo)
@@ -214,7 +220,9 @@ def _foreign_kind(data: bytes) -> bool:
 def load_git(ref: str, path: str, repo: Path) -> dict[str, RunResult]:
     """Read results committed at ``ref`` with git plumbing (no checkout, no filters, no repo code run)."""
     if not GIT_REF.fullmatch(ref) or ref.startswith("-"):
-        raise UsageError(f"git ref {ref[:100]!r} is not a plain ref; use a branch, tag or commit (git:REF:PATH)")
+        raise UsageError(
+            f"git ref {ref[:100]!r} is not a plain ref; use a branch, tag or commit (git:REF:PATH)"
+        )
     listed = _git(repo, "ls-tree", "-r", "-z", "--full-name", "--name-only", ref, "--", path or ".")
     names = [n for n in listed if n.endswith(".json")]
     if not names:
@@ -257,7 +265,9 @@ def _git_bytes(repo: Path, *args: str) -> bytes:
     try:
         done = subprocess.run(cmd, cwd=repo, capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"cannot run git in {repo}: {exc}; install git or pass a directory instead") from None
+        raise UsageError(
+            f"cannot run git in {repo}: {exc}; install git or pass a directory instead"
+        ) from None
     if done.returncode != 0:
         err = done.stderr.decode("utf-8", "replace").strip()[:300]
         raise UsageError(f"git {args[0]} failed in {repo}: {err}; check the ref and the path")

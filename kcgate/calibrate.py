@@ -86,7 +86,7 @@ def calibrate(project: Project, backend: Any, keyword: str | None = None, base_s
 def _selected(c: Contract, keyword: str | None) -> bool:
     if not keyword:
         return True
-    return any(k.strip() and (k.strip() in c.id or k.strip() == c.klass) for k in keyword.split(" or "))
+    return any(k.strip() and (k.strip() in c.id or k.strip() in c.klass) for k in keyword.split(" or "))
 
 
 def calibrate_contract(project: Project, c: Contract, backend: Any, base_seed: int = BASE_SEED) -> Calibration:

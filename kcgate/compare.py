@@ -62,7 +62,11 @@ class KCurve:
     points: tuple[tuple[float, float], ...]  # (K, error), K ascending
 
     def to_json(self) -> dict[str, Any]:
-        return {"contract_id": self.contract_id, "runner": self.runner, "points": [list(p) for p in self.points]}
+        return {
+            "contract_id": self.contract_id,
+            "runner": self.runner,
+            "points": [list(p) for p in self.points],
+        }
 
 
 @dataclass(frozen=True)
@@ -153,10 +157,14 @@ def _case_outliers(entries: list[tuple[str, CaseResult, str, float]]) -> list[Ou
         return []
     logs = [math.log10(max(e[3], ERROR_FLOOR)) for e in entries]
     overall = statistics.median(logs)
-    return [o for i, e in enumerate(entries) if (o := _outlier(e, logs[i], overall, logs[:i] + logs[i + 1 :]))]
+    return [
+        o for i, e in enumerate(entries) if (o := _outlier(e, logs[i], overall, logs[:i] + logs[i + 1 :]))
+    ]
 
 
-def _outlier(entry: tuple[str, CaseResult, str, float], log_err: float, overall: float, others: list[float]) -> Outlier | None:
+def _outlier(
+    entry: tuple[str, CaseResult, str, float], log_err: float, overall: float, others: list[float]
+) -> Outlier | None:
     """Outlier when above 10x the others' median and 10x the overall median: a majority is never the outlier."""
     consensus = statistics.median(others)
     limit = math.log10(OUTLIER_FACTOR)
@@ -180,7 +188,11 @@ def k_curves(run: RunResult) -> list[KCurve]:
             continue
         points = worst[case.contract_id]
         points[k] = max(points.get(k, 0.0), measured[1])
-    return [KCurve(cid, run.runner, tuple(sorted(pts.items()))) for cid, pts in sorted(worst.items()) if len(pts) > 1]
+    return [
+        KCurve(cid, run.runner, tuple(sorted(pts.items())))
+        for cid, pts in sorted(worst.items())
+        if len(pts) > 1
+    ]
 
 
 def _device(run: RunResult) -> str:

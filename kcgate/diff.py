@@ -18,7 +18,9 @@ from kcgate.policy import Policy, Waiver
 from kcgate.results import CaseResult, RunResult, clean_number
 
 UNEVALUATED = frozenset({"error", "refused"})
-INCOMPLETE_MESSAGE = "not run: the current results are incomplete (a shard is missing or the run stopped early)"
+INCOMPLETE_MESSAGE = (
+    "not run: the current results are incomplete (a shard is missing or the run stopped early)"
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,9 @@ def diff_runs(
     current_ids = index_cases(current).keys()
     ctx = _context(base, current, runner, policy, today)
     changes = [_present(case, base_cases.get(case.case_id), ctx) for case in current.cases]
-    changes += [_absent(case, current.complete, ctx) for cid, case in base_cases.items() if cid not in current_ids]
+    changes += [
+        _absent(case, current.complete, ctx) for cid, case in base_cases.items() if cid not in current_ids
+    ]
     base_key = base.fingerprint.key() if base else ""
     return RunnerDiff(runner, current.fingerprint.key(), base_key, tuple(changes))
 
@@ -69,7 +73,9 @@ def make_verdict(
 ) -> Verdict:
     """Diff every runner seen on either side or expected; required patterns nobody answered are missing legs."""
     expected = tuple(expected_runners)
-    policy = replace(policy, required_runners=policy.required_runners + tuple(glob.escape(r) for r in expected))
+    policy = replace(
+        policy, required_runners=policy.required_runners + tuple(glob.escape(r) for r in expected)
+    )
     names = sorted(set(current) | set(baselines) | set(expected))
     diffs = [diff_runs(baselines.get(n), current.get(n), n, policy, today) for n in names]
     diffs += [_missing_leg(None, p, policy) for p in _unanswered(policy.required_runners, names)]
@@ -117,7 +123,9 @@ def _waiver_category(case: CaseResult, ctx: _Context) -> str:
     return "" if case.contract_id in ctx.failing_contracts else "unexpected-pass"
 
 
-def _context(base: RunResult | None, current: RunResult, runner: str, policy: Policy, today: dt.date) -> _Context:
+def _context(
+    base: RunResult | None, current: RunResult, runner: str, policy: Policy, today: dt.date
+) -> _Context:
     contracts = {c.contract_id for c in current.cases}
     return _Context(
         runner=runner,
@@ -133,7 +141,9 @@ def _context(base: RunResult | None, current: RunResult, runner: str, policy: Po
 def _present(case: CaseResult, base: CaseResult | None, ctx: _Context) -> CaseChange:
     category = categorize(case, base, ctx)
     waiver = ctx.waivers.get(case.contract_id)
-    message = _waiver_note(waiver) if category in ("waived", "expired-waiver", "unexpected-pass") else case.message
+    message = (
+        _waiver_note(waiver) if category in ("waived", "expired-waiver", "unexpected-pass") else case.message
+    )
     return CaseChange(
         category=category,
         runner=ctx.runner,
@@ -163,7 +173,9 @@ def _absent(base: CaseResult, complete: bool, ctx: _Context) -> CaseChange:
         klass=base.klass,
         base_status=base.status,
         base_budget_used=clean_number(base.metrics.budget_used),
-        message="removal acknowledged in policy" if acknowledged else ("" if complete else INCOMPLETE_MESSAGE),
+        message="removal acknowledged in policy"
+        if acknowledged
+        else ("" if complete else INCOMPLETE_MESSAGE),
         line=base.line,
         blocking=ctx.policy.blocks(category) and not acknowledged,
     )
@@ -174,7 +186,9 @@ def _missing_leg(base: RunResult | None, runner: str, policy: Policy) -> RunnerD
     required = policy.is_required(runner)
     if not required and base is None:
         return RunnerDiff(runner, "", "", ())
-    note = "required runner produced no results" if required else "runner has a baseline but produced no results"
+    note = (
+        "required runner produced no results" if required else "runner has a baseline but produced no results"
+    )
     change = CaseChange(
         category="missing-runner",
         runner=runner,

@@ -18,16 +18,15 @@ BUDGET_CAP = 2.0
 
 
 def render_png(comparison: Comparison) -> bytes:
-    """The figure as PNG bytes; labels are untrusted, so mathtext parsing is switched off."""
+    """The figure as PNG bytes (labels are untrusted: ``_short`` escapes mathtext)."""
     plt = _pyplot()
-    with plt.rc_context({"text.parse_math": False}):
-        fig, (heat, curves) = plt.subplots(1, 2, figsize=(14, 5 + 0.15 * len(comparison.runners)))
-        _heatmap(heat, comparison)
-        _curves(curves, comparison)
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=100)
-        plt.close(fig)
+    fig, (heat, curves) = plt.subplots(1, 2, figsize=(14, 5 + 0.15 * len(comparison.runners)))
+    _heatmap(heat, comparison)
+    _curves(curves, comparison)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
     return buf.getvalue()
 
 
@@ -63,7 +62,12 @@ def _curves(ax: Any, comparison: Comparison) -> None:
     shown = comparison.curves[:MAX_CURVES]
     for curve in shown:
         ks, errors = zip(*curve.points)
-        ax.plot(ks, [max(e, 1e-300) for e in errors], marker="o", label=_short(f"{curve.contract_id} @ {curve.runner}"))
+        ax.plot(
+            ks,
+            [max(e, 1e-300) for e in errors],
+            marker="o",
+            label=_short(f"{curve.contract_id} @ {curve.runner}"),
+        )
     ax.set_title("worst error against reduction length K")
     if shown:
         ax.set_xscale("log")
@@ -76,5 +80,7 @@ def _curves(ax: Any, comparison: Comparison) -> None:
 
 
 def _short(text: str, limit: int = 30) -> str:
+    """A printable label, cut to length, with ``$`` escaped so matplotlib never parses it as mathtext."""
     s = "".join(ch if ch.isprintable() else " " for ch in text)
-    return s if len(s) <= limit else s[: limit - 1] + "…"
+    s = s if len(s) <= limit else s[: limit - 1] + "…"
+    return s.replace("$", r"\$")

@@ -43,7 +43,13 @@ class Logged:
 class FakeGitHub:
     """In-memory GitHub for one repository. Use as a context manager; ``base_url`` is for PyGithub."""
 
-    def __init__(self, owner: str = "acme", repo: str = "kernels", token: str = "t0ken", user: str | None = "kcgate-bot"):
+    def __init__(
+        self,
+        owner: str = "acme",
+        repo: str = "kernels",
+        token: str = "t0ken",
+        user: str | None = "kcgate-bot",
+    ):
         self.owner, self.repo, self.token = owner, repo, token
         self.user = user  # None: an installation token (GITHUB_TOKEN), for which GET /user is 403
         self.read_only = False  # a fork's token: every write is 403
@@ -70,8 +76,8 @@ class FakeGitHub:
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}"
 
     @property
     def login(self) -> str:
@@ -106,7 +112,12 @@ class FakeGitHub:
 
     def user_json(self, login: str) -> dict[str, Any]:
         kind = "Bot" if login.endswith("[bot]") else "User"
-        return {"login": login, "id": abs(hash(login)) % 10**6, "type": kind, "url": f"{self.base_url}/users/{login}"}
+        return {
+            "login": login,
+            "id": abs(hash(login)) % 10**6,
+            "type": kind,
+            "url": f"{self.base_url}/users/{login}",
+        }
 
     def repo_json(self) -> dict[str, Any]:
         return {
@@ -149,7 +160,9 @@ class FakeGitHub:
 
     # ---- request handling (called on the server's threads) ----
 
-    def handle(self, method: str, path: str, query: dict[str, list[str]], body: Any, auth: str) -> tuple[int, Any, dict[str, str]]:
+    def handle(
+        self, method: str, path: str, query: dict[str, list[str]], body: Any, auth: str
+    ) -> tuple[int, Any, dict[str, str]]:
         with self._lock:
             scripted = self._scripted(method, path)
             if scripted is not None:
@@ -167,7 +180,9 @@ class FakeGitHub:
                 return f.status, {"message": f.message}, dict(f.headers)
         return None
 
-    def _route(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any, dict[str, str]]:
+    def _route(
+        self, method: str, path: str, query: dict[str, list[str]], body: Any
+    ) -> tuple[int, Any, dict[str, str]]:
         prefix = f"/repos/{self.owner}/{self.repo}"
         if method == "GET" and path == "/user":
             return self._get_user()
@@ -195,12 +210,23 @@ class FakeGitHub:
 
     def _list_pulls(self, q: dict[str, list[str]], b: Any) -> tuple[int, Any, dict[str, str]]:
         state = q.get("state", ["open"])[0]
-        items = [self.pull_json(n) for n, p in sorted(self.pulls.items()) if state == "all" or p["state"] == state]
+        items = [
+            self.pull_json(n) for n, p in sorted(self.pulls.items()) if state == "all" or p["state"] == state
+        ]
         return self._page(items, q, "/pulls")
+
+    def _get_commit(self, q: Any, b: Any, sha: str) -> tuple[int, Any, dict[str, str]]:
+        if sha not in self.history:
+            return 404, {"message": "No commit found for SHA"}, {}
+        return 200, {"sha": sha, "url": self.api(f"/commits/{sha}"), "commit": {"message": "change"}}, {}
 
     def _commit_pulls(self, q: dict[str, list[str]], b: Any, sha: str) -> tuple[int, Any, dict[str, str]]:
         # Like GitHub: a fork's commit is not associated with the base repository's pull requests.
-        items = [self.pull_json(n) for n, p in sorted(self.pulls.items()) if p["head_sha"] == sha and "someone/" not in p["head_repo"]]
+        items = [
+            self.pull_json(n)
+            for n, p in sorted(self.pulls.items())
+            if p["head_sha"] == sha and "someone/" not in p["head_repo"]
+        ]
         return 200, items, {}
 
     def _list_comments(self, q: dict[str, list[str]], b: Any, number: str) -> tuple[int, Any, dict[str, str]]:
@@ -233,7 +259,12 @@ class FakeGitHub:
             return 404, {"message": "No commit found for SHA"}, {}
         i, j = self.history.index(base), self.history.index(head)
         status = "identical" if i == j else ("ahead" if j > i else "behind")
-        payload = {"status": status, "ahead_by": max(j - i, 0), "behind_by": max(i - j, 0), "total_commits": abs(j - i)}
+        payload = {
+            "status": status,
+            "ahead_by": max(j - i, 0),
+            "behind_by": max(i - j, 0),
+            "total_commits": abs(j - i),
+        }
         return 200, {**payload, "url": self.api(f"/compare/{base}...{head}"), "commits": [], "files": []}, {}
 
     def _create_check_run(self, q: Any, body: Any) -> tuple[int, Any, dict[str, str]]:
@@ -275,7 +306,14 @@ def _body_error(body: Any) -> dict[str, Any] | None:
     if len(text) > COMMENT_LIMIT:
         return {
             "message": "Validation Failed",
-            "errors": [{"resource": "IssueComment", "code": "custom", "field": "body", "message": "body is too long (maximum is 65536 characters)"}],
+            "errors": [
+                {
+                    "resource": "IssueComment",
+                    "code": "custom",
+                    "field": "body",
+                    "message": "body is too long (maximum is 65536 characters)",
+                }
+            ],
         }
     return None
 
@@ -294,6 +332,7 @@ _ROUTES: list[tuple[str, str, Any]] = [
     ("GET", r"", FakeGitHub._get_repo),
     ("GET", r"/pulls", FakeGitHub._list_pulls),
     ("GET", r"/pulls/(\d+)", FakeGitHub._get_pull),
+    ("GET", rf"/commits/{_SHA}", FakeGitHub._get_commit),
     ("GET", rf"/commits/{_SHA}/pulls", FakeGitHub._commit_pulls),
     ("GET", r"/issues/(\d+)/comments", FakeGitHub._list_comments),
     ("POST", r"/issues/(\d+)/comments", FakeGitHub._create_comment),
@@ -311,7 +350,9 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             body = json.loads(raw) if raw else None
-            status, payload, headers = fake.handle(self.command, url.path, parse_qs(url.query), body, self.headers.get("Authorization", ""))
+            status, payload, headers = fake.handle(
+                self.command, url.path, parse_qs(url.query), body, self.headers.get("Authorization", "")
+            )
             fake.log.append(Logged(self.command, url.path, status, body))
             data = json.dumps(payload).encode()
             self.send_response(status)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kcgate.diff_model import CaseChange, RunnerDiff, Verdict
 from kcgate.results import CaseResult, Fingerprint, Metrics, RunResult
 
@@ -15,15 +17,27 @@ HOSTILE = (
 )
 
 
-def change(category: str, runner: str = "nvidia-h100", contract: str = "gemm-bf16", case: str | None = None, **kw: object) -> CaseChange:
-    blocking = bool(kw.pop("blocking", category in ("new-violation", "error", "missing-runner", "expired-waiver", "removed")))
+def change(
+    category: str,
+    runner: str = "nvidia-h100",
+    contract: str = "gemm-bf16",
+    case: str | None = None,
+    **kw: object,
+) -> CaseChange:
+    blocking = bool(
+        kw.pop(
+            "blocking", category in ("new-violation", "error", "missing-runner", "expired-waiver", "removed")
+        )
+    )
     fields: dict[str, object] = {
         "category": category,
         "runner": runner,
         "case_id": f"{contract}/bfloat16/128x4096x128/s0" if case is None else case,
         "contract_id": contract,
         "klass": "C-PRC-01",
-        "status": "fail" if category in ("new-violation", "still-failing", "waived", "expired-waiver") else "pass",
+        "status": "fail"
+        if category in ("new-violation", "still-failing", "waived", "expired-waiver")
+        else "pass",
         "base_status": "pass",
         "budget_used": 0.4,
         "base_budget_used": 0.3,
@@ -41,10 +55,28 @@ def sample_verdict() -> Verdict:
         "aaaaaaaaaaaa",
         "aaaaaaaaaaaa",
         (
-            change("new-violation", budget_used=1873.2, base_budget_used=0.21, signature="behaves like a bf16 accumulator (8 effective bits)"),
+            change(
+                "new-violation",
+                budget_used=1873.2,
+                base_budget_used=0.21,
+                signature="behaves like a bf16 accumulator (8 effective bits)",
+            ),
             change("unchanged", contract="softmax-fp32", case="softmax-fp32/float32/8x1024/s0", line=30),
-            change("budget-drift", contract="softmax-fp32", case="softmax-fp32/float32/1x65536/s0", budget_used=0.91, base_budget_used=0.2, line=30),
-            change("fixed", contract="layernorm-fp16", case="layernorm-fp16/float16/64x4096/s0", base_status="fail", line=44),
+            change(
+                "budget-drift",
+                contract="softmax-fp32",
+                case="softmax-fp32/float32/1x65536/s0",
+                budget_used=0.91,
+                base_budget_used=0.2,
+                line=30,
+            ),
+            change(
+                "fixed",
+                contract="layernorm-fp16",
+                case="layernorm-fp16/float16/64x4096/s0",
+                base_status="fail",
+                line=44,
+            ),
         ),
     )
     amd = RunnerDiff(
@@ -52,22 +84,79 @@ def sample_verdict() -> Verdict:
         "bbbbbbbbbbbb",
         "cccccccccccc",
         (
-            change("error", runner="amd-mi300x", contract="gather-oob", case="gather-oob/int64/1024/s1", status="error", message="worker crashed: SIGSEGV", budget_used=None, line=58),
-            change("waived", runner="amd-mi300x", contract="gemm-bf16", message="waived until 2027-03-01 (owner @alice): MPS bf16"),
-            change("incomparable", runner="amd-mi300x", contract="softmax-fp32", case="softmax-fp32/float32/8x1024/s0", line=30),
+            change(
+                "error",
+                runner="amd-mi300x",
+                contract="gather-oob",
+                case="gather-oob/int64/1024/s1",
+                status="error",
+                message="worker crashed: SIGSEGV",
+                budget_used=None,
+                line=58,
+            ),
+            change(
+                "waived",
+                runner="amd-mi300x",
+                contract="gemm-bf16",
+                message="waived until 2027-03-01 (owner @alice): MPS bf16",
+            ),
+            change(
+                "incomparable",
+                runner="amd-mi300x",
+                contract="softmax-fp32",
+                case="softmax-fp32/float32/8x1024/s0",
+                line=30,
+            ),
         ),
     )
-    missing = RunnerDiff("intel-max", "", "", (change("missing-runner", runner="intel-max", contract="", case="", budget_used=None, base_budget_used=None, line=None, status="", base_status=""),))
+    missing = RunnerDiff(
+        "intel-max",
+        "",
+        "",
+        (
+            change(
+                "missing-runner",
+                runner="intel-max",
+                contract="",
+                case="",
+                budget_used=None,
+                base_budget_used=None,
+                line=None,
+                status="",
+                base_status="",
+            ),
+        ),
+    )
     return Verdict((nvidia, amd, missing))
 
 
 def passing_verdict() -> Verdict:
-    return Verdict((RunnerDiff("cpu-x86", "dddddddddddd", "dddddddddddd", (change("unchanged", runner="cpu-x86"), change("fixed", runner="cpu-x86", contract="softmax-fp32"))),))
+    return Verdict(
+        (
+            RunnerDiff(
+                "cpu-x86",
+                "dddddddddddd",
+                "dddddddddddd",
+                (
+                    change("unchanged", runner="cpu-x86"),
+                    change("fixed", runner="cpu-x86", contract="softmax-fp32"),
+                ),
+            ),
+        )
+    )
 
 
 def hostile_verdict() -> Verdict:
     """Every untrusted field set to something that would ping, inject HTML or break a table if unescaped."""
-    c = change("new-violation", runner=HOSTILE[:50], contract=HOSTILE, case=HOSTILE, signature=HOSTILE, message=HOSTILE, klass=HOSTILE)
+    c = change(
+        "new-violation",
+        runner=HOSTILE[:50],
+        contract=HOSTILE,
+        case=HOSTILE,
+        signature=HOSTILE,
+        message=HOSTILE,
+        klass=HOSTILE,
+    )
     return Verdict((RunnerDiff(HOSTILE[:50], "eeeeeeeeeeee", "eeeeeeeeeeee", (c,)),))
 
 
@@ -77,7 +166,13 @@ def big_verdict(n: int = 5000) -> Verdict:
     diffs = []
     for r in runners:
         changes = tuple(
-            change("new-violation", runner=r, contract=f"contract-{i % 97:03d}", case=f"contract-{i % 97:03d}/float32/{i}x4096/s{i}", signature="behaves like an fp16 accumulator " + "x" * 60)
+            change(
+                "new-violation",
+                runner=r,
+                contract=f"contract-{i % 97:03d}",
+                case=f"contract-{i % 97:03d}/float32/{i}x4096/s{i}",
+                signature="behaves like an fp16 accumulator " + "x" * 60,
+            )
             for i in range(n // len(runners))
         )
         diffs.append(RunnerDiff(r, "f" * 12, "f" * 12, changes))
@@ -86,7 +181,16 @@ def big_verdict(n: int = 5000) -> Verdict:
 
 def sample_runs() -> dict[str, RunResult]:
     """Current runs matching sample_verdict's nvidia runner, for fingerprints and metrics in JUnit."""
-    fp = Fingerprint(backend="cuda", vendor="nvidia", device="H100 80GB", arch="sm_90", driver="550.54", runtime="12.4", torch="2.5.1", flags=(("tf32", "off"),))
+    fp = Fingerprint(
+        backend="cuda",
+        vendor="nvidia",
+        device="H100 80GB",
+        arch="sm_90",
+        driver="550.54",
+        runtime="12.4",
+        torch="2.5.1",
+        flags=(("tf32", "off"),),
+    )
     case = CaseResult(
         case_id="gemm-bf16/bfloat16/128x4096x128/s0",
         contract_id="gemm-bf16",
@@ -101,3 +205,42 @@ def sample_runs() -> dict[str, RunResult]:
         line=12,
     )
     return {"nvidia-h100": RunResult("nvidia-h100", fp, (case,))}
+
+
+def results_case(
+    case_id: str, status: str, budget: float, contract: str = "gemm-bf16", line: int = 12
+) -> CaseResult:
+    return CaseResult(
+        case_id=case_id,
+        contract_id=contract,
+        klass="C-PRC-01",
+        op="matmul",
+        dtype="bfloat16",
+        shape=(128, 4096, 128),
+        seed=0,
+        status=status,
+        metrics=Metrics(budget_used=budget),
+        line=line,
+    )
+
+
+def write_results_pair(root: Path, runner: str = "cpu-x86", regress: bool = True) -> tuple[Path, Path]:
+    """A baseline and a current results file for one runner; the current one breaks a contract if ``regress``."""
+    from kcgate.results import write_run
+
+    fp = Fingerprint(backend="cpu", vendor="intel", device="Xeon", torch="2.5.1")
+    base = RunResult(
+        runner, fp, (results_case("gemm-bf16/a", "pass", 0.2), results_case("gemm-bf16/b", "pass", 0.3))
+    )
+    now = RunResult(
+        runner,
+        fp,
+        (
+            results_case("gemm-bf16/a", "fail" if regress else "pass", 3.5 if regress else 0.2),
+            results_case("gemm-bf16/b", "pass", 0.3),
+        ),
+    )
+    base_dir, cur_dir = root / "baselines", root / "artifacts" / f"kcgate-results-{runner}"
+    write_run(base_dir / f"{runner}.json", base, stable=True)
+    write_run(cur_dir / f"{runner}.json", now)
+    return base_dir, root / "artifacts"

@@ -78,7 +78,9 @@ def test_parallel_and_serial_loading_agree(tmp_path: Path, monkeypatch: pytest.M
     files = [(p, True) for p in sorted(tmp_path.glob("*.json"))]
     serial = baseline.load_files(files)
     monkeypatch.setattr(baseline, "PARALLEL_MIN_BYTES", 0)
-    assert baseline._worth_a_helper(files) == (baseline.sys.platform.startswith("linux") and baseline.os.cpu_count() != 1)
+    assert baseline._worth_a_helper(files) == (
+        baseline.sys.platform.startswith("linux") and baseline.os.cpu_count() != 1
+    )
     assert baseline.load_files(files) == serial
 
 
@@ -166,7 +168,9 @@ def test_git_ref_reads_the_committed_version(repo: Path) -> None:
     assert baseline.load_results("git:HEAD:baselines/cpu-ci.json", repo=repo).keys() == {"cpu-ci"}
 
 
-@pytest.mark.parametrize("spec", ["git:--output=/tmp/x:baselines", "git:HEAD;rm -rf /:baselines", "git:$(id):b"])
+@pytest.mark.parametrize(
+    "spec", ["git:--output=/tmp/x:baselines", "git:HEAD;rm -rf /:baselines", "git:$(id):b"]
+)
 def test_git_ref_must_be_plain(repo: Path, spec: str) -> None:
     with pytest.raises(UsageError, match="not a plain ref"):
         baseline.load_results(spec, repo=repo)

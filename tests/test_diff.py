@@ -66,7 +66,9 @@ TABLE = [
 
 
 @pytest.mark.parametrize(("category", "current", "base", "case_id", "blocking"), TABLE)
-def test_each_category_from_files(category: str, current: str, base: str | None, case_id: str, blocking: bool) -> None:
+def test_each_category_from_files(
+    category: str, current: str, base: str | None, case_id: str, blocking: bool
+) -> None:
     assert _by_case(current, base)[case_id] == (category, blocking)
 
 
@@ -96,7 +98,10 @@ def test_waiver_still_needed_by_a_failing_case_is_not_unexpected() -> None:
     run = load_run(DATA / "current.json")
     extra = replace(run.cases[-1], case_id="unexpected-pass-2", status="fail")
     run = run.with_cases((*run.cases, extra))
-    changes = {c.case_id: c.category for c in diff_runs(load_run(DATA / "base.json"), run, "cpu-ci", POLICY, TODAY).changes}
+    changes = {
+        c.case_id: c.category
+        for c in diff_runs(load_run(DATA / "base.json"), run, "cpu-ci", POLICY, TODAY).changes
+    }
     assert changes["unexpected-pass-1"] == "fixed"  # judged against its baseline, like any case
     assert changes["unexpected-pass-2"] == "waived"
 
@@ -131,7 +136,13 @@ def test_no_silent_fallback_to_another_runner() -> None:
     verdict = make_verdict({cur.runner: cur}, {"cpu-ci": load_run(DATA / "base.json")}, POLICY, TODAY)
     fresh = next(r for r in verdict.runners if r.runner == "cpu-fresh")
     assert fresh.base_fingerprint_key == ""
-    assert {c.category for c in fresh.changes} <= {"unverified", "error", "waived", "expired-waiver", "unexpected-pass"}
+    assert {c.category for c in fresh.changes} <= {
+        "unverified",
+        "error",
+        "waived",
+        "expired-waiver",
+        "unexpected-pass",
+    }
 
 
 def test_duplicate_case_ids_are_an_error() -> None:
@@ -214,7 +225,9 @@ def test_self_diff_with_waivers(run: RunResult, policy: Policy) -> None:
 
 @settings(max_examples=300)
 @given(st.one_of(st.none(), runs()), st.one_of(st.none(), runs()), policies())
-def test_categories_exhaustive_and_exclusive(base: RunResult | None, current: RunResult | None, policy: Policy) -> None:
+def test_categories_exhaustive_and_exclusive(
+    base: RunResult | None, current: RunResult | None, policy: Policy
+) -> None:
     diff = diff_runs(base, current, "cpu-a", policy, TODAY)
     assert all(c.category in CATEGORIES for c in diff.changes)
     if current is None:

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
-baseline_app = typer.Typer(help="Manage baselines: one results file per runner, <runner>.json.", no_args_is_help=True)
+baseline_app = typer.Typer(
+    help="Manage baselines: one results file per runner, <runner>.json.", no_args_is_help=True
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -21,7 +23,9 @@ def update_command(
     directory: Path | None = typer.Option(
         None, "--dir", help="Baselines directory (default: [baselines] in contracts.toml, else ./baselines)."
     ),
-    contracts: Path | None = typer.Option(None, "--contracts", help="contracts.toml naming the baselines directory."),
+    contracts: Path | None = typer.Option(
+        None, "--contracts", help="contracts.toml naming the baselines directory."
+    ),
 ) -> None:
     """Write each runner's results to DIR/<runner>.json with sorted keys and no timestamps."""
     from kcgate.baseline import DEFAULT_DIR, load_many, project_settings, write_baselines
@@ -29,7 +33,9 @@ def update_command(
 
     runs = load_many(results)
     if not runs:
-        raise UsageError("no results files found in " + ", ".join(results)[:300] + "; pass the results of `kcgate run`")
+        raise UsageError(
+            "no results files found in " + ", ".join(results)[:300] + "; pass the results of `kcgate run`"
+        )
     target = directory or project_settings(contracts)[1] or DEFAULT_DIR
     for path in write_baselines(runs, target):
         typer.echo(f"wrote {path}")

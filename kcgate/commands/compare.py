@@ -18,9 +18,13 @@ def register(app: typer.Typer) -> None:
 
 
 def compare_command(
-    results: list[str] = typer.Argument(..., help="Results files or directories, one results file per runner."),
+    results: list[str] = typer.Argument(
+        ..., help="Results files or directories, one results file per runner."
+    ),
     fmt: str = typer.Option("console", "--format", help="Output format: console, markdown or json."),
-    png: Path | None = typer.Option(None, "--png", help="Also write a PNG heatmap and K curves (needs kcgate[plot])."),
+    png: Path | None = typer.Option(
+        None, "--png", help="Also write a PNG heatmap and K curves (needs kcgate[plot])."
+    ),
 ) -> None:
     """Compare runners side by side: verdict and budget used per contract, and who disagrees with the rest."""
     from kcgate.baseline import load_many, paused_gc
@@ -33,7 +37,9 @@ def compare_command(
     with paused_gc():
         runs = load_many(results)
         if not runs:
-            raise UsageError("no results files found in " + ", ".join(results)[:300] + "; pass the results of `kcgate run`")
+            raise UsageError(
+                "no results files found in " + ", ".join(results)[:300] + "; pass the results of `kcgate run`"
+            )
         comparison = compare_runs(runs)
     if png is not None:
         write_png(comparison, png)

@@ -19,13 +19,19 @@ def register(app: typer.Typer) -> None:
 
 
 def diff_command(
-    base: str = typer.Argument(..., help="Baseline results: a file, a directory of results, or git:REF:PATH."),
+    base: str = typer.Argument(
+        ..., help="Baseline results: a file, a directory of results, or git:REF:PATH."
+    ),
     current: str = typer.Argument(..., help="Current results: a file or a directory of results."),
     contracts: Path | None = typer.Option(
-        None, "--contracts", help="contracts.toml with [policy] and waivers (default: ./contracts.toml if present)."
+        None,
+        "--contracts",
+        help="contracts.toml with [policy] and waivers (default: ./contracts.toml if present).",
     ),
     fmt: str = typer.Option("console", "--format", help="Output format: console, markdown or json."),
-    today: str = typer.Option("", "--today", help="Date for waiver expiry, YYYY-MM-DD (default: today, UTC)."),
+    today: str = typer.Option(
+        "", "--today", help="Date for waiver expiry, YYYY-MM-DD (default: today, UTC)."
+    ),
     expect_runner: list[str] = typer.Option(
         [], "--expect-runner", help="A runner that must have results (repeatable); a missing leg blocks."
     ),

@@ -35,21 +35,47 @@ def register(app: typer.Typer) -> None:
 def report_command(
     results: list[Path] = typer.Argument(..., help="Results files or directories of downloaded artifacts."),
     baseline: list[str] = typer.Option(
-        [], "--baseline", help="Baseline results: file, directory or git:REF:PATH (repeatable; default: the project's baselines dir)."
+        [],
+        "--baseline",
+        help="Baseline results: file, directory or git:REF:PATH (repeatable; default: the project's baselines dir).",
     ),
-    contracts: Optional[Path] = typer.Option(None, "--contracts", help="contracts.toml for [policy] and waivers (default: ./contracts.toml if present)."),
-    expect_runner: list[str] = typer.Option([], "--expect-runner", help="A runner that must have results (repeatable); a missing leg blocks."),
-    fail_on: str = typer.Option("", "--fail-on", help="Comma-separated categories that block, replacing [policy] block_on."),
-    comment_out: Optional[Path] = typer.Option(None, "--comment-out", help="Write the PR comment Markdown here."),
-    summary_out: Optional[Path] = typer.Option(None, "--summary-out", help="Write the job summary Markdown here."),
-    junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here (one test case per case change)."),
+    contracts: Optional[Path] = typer.Option(
+        None,
+        "--contracts",
+        help="contracts.toml for [policy] and waivers (default: ./contracts.toml if present).",
+    ),
+    expect_runner: list[str] = typer.Option(
+        [], "--expect-runner", help="A runner that must have results (repeatable); a missing leg blocks."
+    ),
+    fail_on: str = typer.Option(
+        "", "--fail-on", help="Comma-separated categories that block, replacing [policy] block_on."
+    ),
+    comment_out: Optional[Path] = typer.Option(
+        None, "--comment-out", help="Write the PR comment Markdown here."
+    ),
+    summary_out: Optional[Path] = typer.Option(
+        None, "--summary-out", help="Write the job summary Markdown here."
+    ),
+    junit: Optional[Path] = typer.Option(
+        None, "--junit", help="Write JUnit XML here (one test case per case change)."
+    ),
     annotations: Optional[bool] = typer.Option(
-        None, "--annotations/--no-annotations", help="Print workflow-command annotations (default: on in GitHub Actions)."
+        None,
+        "--annotations/--no-annotations",
+        help="Print workflow-command annotations (default: on in GitHub Actions).",
     ),
-    publish: bool = typer.Option(False, "--publish/--no-publish", help="Post to the pull request with GITHUB_TOKEN."),
-    comment_mode: str = typer.Option("sticky", "--comment-mode", help="sticky (one comment, edited in place) or off."),
-    check_run: bool = typer.Option(False, "--check-run", help="Also create a check run with annotations (needs --publish)."),
-    today: str = typer.Option("", "--today", help="Date for waiver expiry, YYYY-MM-DD (default: today, UTC)."),
+    publish: bool = typer.Option(
+        False, "--publish/--no-publish", help="Post to the pull request with GITHUB_TOKEN."
+    ),
+    comment_mode: str = typer.Option(
+        "sticky", "--comment-mode", help="sticky (one comment, edited in place) or off."
+    ),
+    check_run: bool = typer.Option(
+        False, "--check-run", help="Also create a check run with annotations (needs --publish)."
+    ),
+    today: str = typer.Option(
+        "", "--today", help="Date for waiver expiry, YYYY-MM-DD (default: today, UTC)."
+    ),
 ) -> None:
     """Gate a PR on every runner's results: exit 1 when a change blocks, 0 when none does, 3 on bad input."""
     from kcgate.commands.diff import parse_today
@@ -59,15 +85,24 @@ def report_command(
     if comment_mode not in COMMENT_MODES:
         raise UsageError(f"--comment-mode {comment_mode[:40]!r} is not one of: {', '.join(COMMENT_MODES)}")
     if check_run and not publish:
-        raise UsageError("--check-run creates a check run through the API; add --publish (and set GITHUB_TOKEN)")
+        raise UsageError(
+            "--check-run creates a check run through the API; add --publish (and set GITHUB_TOKEN)"
+        )
     settings = Settings.from_env()
     verdict, runs = _gate(results, baseline, contracts, expect_runner, fail_on, parse_today(today))
     event = _event(settings)
     ctx = _context(settings, event, runs, _contracts_name(contracts))
-    outcomes = _publish(settings, event, verdict, ctx, publish, comment_mode, check_run, _contracts_name(contracts))
+    outcomes = _publish(
+        settings, event, verdict, ctx, publish, comment_mode, check_run, _contracts_name(contracts)
+    )
     paths = _write_files(verdict, runs, ctx, comment_out, summary_out, junit, _contracts_name(contracts))
     _write_step_files(settings, verdict, ctx, outcomes, paths)
-    _print(verdict, outcomes, settings.actions if annotations is None else annotations, _contracts_name(contracts))
+    _print(
+        verdict,
+        outcomes,
+        settings.actions if annotations is None else annotations,
+        _contracts_name(contracts),
+    )
     if not verdict.passed:
         raise typer.Exit(int(ExitCode.VIOLATION))
 
@@ -76,7 +111,12 @@ def report_command(
 
 
 def _gate(
-    results: list[Path], baseline: list[str], contracts: Path | None, expected: list[str], fail_on: str, today: dt.date
+    results: list[Path],
+    baseline: list[str],
+    contracts: Path | None,
+    expected: list[str],
+    fail_on: str,
+    today: dt.date,
 ) -> tuple[Verdict, dict[str, RunResult]]:
     from kcgate.artifacts import collect_results
     from kcgate.baseline import load_many, paused_gc, project_settings
@@ -88,8 +128,12 @@ def _gate(
     with paused_gc():
         runs = collect_results(results)
         if not runs and not expected and not policy.required_runners:
-            raise UsageError(f"no results files found in {', '.join(map(str, results))[:300]}; pass the artifacts of `kcgate run`")
-        sources: list[str | Path] = list(baseline) or ([baselines_dir] if baselines_dir and baselines_dir.is_dir() else [])
+            raise UsageError(
+                f"no results files found in {', '.join(map(str, results))[:300]}; pass the artifacts of `kcgate run`"
+            )
+        sources: list[str | Path] = list(baseline) or (
+            [baselines_dir] if baselines_dir and baselines_dir.is_dir() else []
+        )
         bases = load_many(sources) if sources else {}
         return make_verdict(runs, bases, policy, today, expected), runs
 
@@ -106,7 +150,9 @@ def apply_fail_on(policy: Policy, fail_on: str) -> Policy:
         return policy
     bad = [c for c in cats if c not in BLOCKABLE]
     if bad:
-        raise UsageError(f"--fail-on: {', '.join(b[:40] for b in bad)} cannot block; choose from: {', '.join(BLOCKABLE)}")
+        raise UsageError(
+            f"--fail-on: {', '.join(b[:40] for b in bad)} cannot block; choose from: {', '.join(BLOCKABLE)}"
+        )
     return replace(policy, block_on=cats)
 
 
@@ -129,13 +175,20 @@ def _contracts_name(contracts: Path | None) -> str:
     return contracts.as_posix() if contracts else "contracts.toml"
 
 
-def _context(settings: Settings, event: dict[str, Any], runs: dict[str, RunResult], contracts: str) -> RenderContext:
+def _context(
+    settings: Settings, event: dict[str, Any], runs: dict[str, RunResult], contracts: str
+) -> RenderContext:
     from kcgate.publish.settings import head_sha
     from kcgate.render.markdown import RenderContext
 
     sha = head_sha(settings, event)
     devices = tuple((name, _device(run)) for name, run in sorted(runs.items()))
-    return RenderContext(head_sha=sha, run_url=settings.run_url(), source_url=settings.blob_url(sha, contracts), devices=devices)
+    return RenderContext(
+        head_sha=sha,
+        run_url=settings.run_url(),
+        source_url=settings.blob_url(sha, contracts),
+        devices=devices,
+    )
 
 
 def _device(run: RunResult) -> str:
@@ -165,7 +218,9 @@ def _publish(
     now = dt.datetime.now(dt.timezone.utc)
     outcomes = []
     if comment_mode == "sticky":
-        outcomes.append(github_pr.publish_comment(settings, event, render_comment(verdict, ctx, COMMENT_BUDGET), now))
+        outcomes.append(
+            github_pr.publish_comment(settings, event, render_comment(verdict, ctx, COMMENT_BUDGET), now)
+        )
     if check_run:
         summary = render_report(verdict, ctx, CHECK_RUN_LIMIT - 1024, collapse=True)
         notes = [check_annotation(a) for a in make_annotations(verdict, contracts)]
@@ -209,7 +264,11 @@ def _write_step_files(
     from kcgate.render.markdown import SUMMARY_LIMIT, render_summary
 
     if settings.step_summary:
-        notes = "".join(f"> **kcgate could not post to the pull request:** {_md(o.detail)}\n\n" for o in outcomes if o.failed)
+        notes = "".join(
+            f"> **kcgate could not post to the pull request:** {_md(o.detail)}\n\n"
+            for o in outcomes
+            if o.failed
+        )
         budget = SUMMARY_LIMIT - 4096 - len(notes.encode("utf-8"))
         append_text(settings.step_summary, notes + render_summary(verdict, ctx, budget))
     if settings.output:
@@ -249,7 +308,9 @@ def _print(verdict: Verdict, outcomes: list[Outcome], annotate: bool, contracts:
         typer.echo(render_workflow_commands(kept), nl=False)
     for o in outcomes:
         if o.failed and annotate:
-            typer.echo(f"::warning title=kcgate publish::{annotation_text(o.detail)}; the report is in the job summary")
+            typer.echo(
+                f"::warning title=kcgate publish::{annotation_text(o.detail)}; the report is in the job summary"
+            )
         elif o.action == "skipped" and annotate:
             typer.echo(f"::notice title=kcgate publish::{annotation_text(o.detail)}")
         else:

@@ -126,9 +126,13 @@ def _event_pull_number(event: Mapping[str, Any], sha: str) -> int | None:
 
 
 def _pull_by_commit(repo: Repository, sha: str) -> int | None:
-    for pr in repo.get_commit(sha).get_pulls():
-        if pr.state == "open" and pr.head.sha == sha:
-            return int(pr.number)
+    try:
+        for pr in repo.get_commit(sha).get_pulls():
+            if pr.state == "open" and pr.head.sha == sha:
+                return int(pr.number)
+    except GithubException as exc:
+        if exc.status not in (404, 422):  # a commit this repository does not know: keep looking
+            raise
     return None
 
 
@@ -160,7 +164,11 @@ def comment_author(gh: Github, settings: Settings) -> str:
 def find_sticky(comments: Iterable[IssueComment], author: str) -> IssueComment | None:
     """Our comment: it has the marker and we wrote it (someone else quoting the marker is left alone)."""
     for comment in comments:
-        if STICKY_MARKER in (comment.body or "") and comment.user is not None and comment.user.login == author:
+        if (
+            STICKY_MARKER in (comment.body or "")
+            and comment.user is not None
+            and comment.user.login == author
+        ):
             return comment
     return None
 
@@ -168,7 +176,9 @@ def find_sticky(comments: Iterable[IssueComment], author: str) -> IssueComment |
 def stale_reason(repo: Repository, pr_head: str, ours: CommentMeta, existing: CommentMeta | None) -> str:
     """Why this run must not write ("" when it may): the PR moved on, or the comment is for a newer commit."""
     if pr_head != ours.sha:
-        return f"the pull request's head is now {pr_head[:12]}; this run is for {ours.sha[:12]}, so it is stale"
+        return (
+            f"the pull request's head is now {pr_head[:12]}; this run is for {ours.sha[:12]}, so it is stale"
+        )
     if existing is None:
         return ""
     if existing.sha == ours.sha:
@@ -206,7 +216,9 @@ def publish_comment(settings: Settings, event: Mapping[str, Any], markdown: str,
     return _guarded(lambda: _upsert_comment(connect(settings), settings, event, markdown, now))
 
 
-def _upsert_comment(gh: Github, settings: Settings, event: Mapping[str, Any], markdown: str, now: dt.datetime) -> Outcome:
+def _upsert_comment(
+    gh: Github, settings: Settings, event: Mapping[str, Any], markdown: str, now: dt.datetime
+) -> Outcome:
     repo = gh.get_repo(settings.repository)
     sha = head_sha(settings, event)
     number = find_pull_number(repo, settings, event, sha)
@@ -239,7 +251,9 @@ def publish_check_run(
     """A completed check run on the head commit, its annotations sent 50 per request."""
     if not (settings.token and settings.repository):
         return Outcome("skipped", "no GITHUB_TOKEN or GITHUB_REPOSITORY, so no check run was created")
-    return _guarded(lambda: _create_check_run(connect(settings), settings, event, summary, annotations, passed))
+    return _guarded(
+        lambda: _create_check_run(connect(settings), settings, event, summary, annotations, passed)
+    )
 
 
 def _create_check_run(

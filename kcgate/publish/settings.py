@@ -100,10 +100,14 @@ def load_event(path: Path) -> dict[str, Any]:
     """Read an event payload, capped in size; a broken one is a usage error naming the file."""
     try:
         if path.stat().st_size > MAX_EVENT_BYTES:
-            raise UsageError(f"{path}: event payload is over {MAX_EVENT_BYTES} bytes; is GITHUB_EVENT_PATH right?")
+            raise UsageError(
+                f"{path}: event payload is over {MAX_EVENT_BYTES} bytes; is GITHUB_EVENT_PATH right?"
+            )
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise UsageError(f"{path}: cannot read the event payload ({exc.strerror}); check GITHUB_EVENT_PATH") from None
+        raise UsageError(
+            f"{path}: cannot read the event payload ({exc.strerror}); check GITHUB_EVENT_PATH"
+        ) from None
     except ValueError as exc:
         raise UsageError(f"{path}: the event payload is not JSON ({str(exc)[:100]})") from None
     return data if isinstance(data, dict) else {}

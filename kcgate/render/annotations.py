@@ -83,7 +83,9 @@ def _annotation(level: str, changes: Sequence[CaseChange], contracts_file: str) 
 
 def _message(category: str, changes: Sequence[CaseChange]) -> str:
     runners = sorted({c.runner for c in changes})
-    head = f"{len(changes)} {'case' if len(changes) == 1 else 'cases'} {label(category)} on {', '.join(runners)}"
+    head = (
+        f"{len(changes)} {'case' if len(changes) == 1 else 'cases'} {label(category)} on {', '.join(runners)}"
+    )
     lines = [head] + [_case_line(c) for c in changes[:_MAX_LISTED]]
     if len(changes) > _MAX_LISTED:
         lines.append(f"… and {len(changes) - _MAX_LISTED} more; see the job summary")
@@ -127,7 +129,9 @@ def _cap(items: list[Annotation], room: int) -> tuple[list[Annotation], int]:
     take = items[: room - 1]
     extra = len(items) - len(take)
     level = items[0].level
-    note = Annotation(level, items[0].file, None, f"{extra} more {level}s omitted", _omitted_text(extra, level))
+    note = Annotation(
+        level, items[0].file, None, f"{extra} more {level}s omitted", _omitted_text(extra, level)
+    )
     return [*take, note], extra
 
 
@@ -165,6 +169,8 @@ def check_annotation(a: Annotation) -> dict[str, str | int]:
     }
 
 
-def batches(items: Sequence[dict[str, str | int]], size: int = CHECKS_BATCH) -> list[list[dict[str, str | int]]]:
+def batches(
+    items: Sequence[dict[str, str | int]], size: int = CHECKS_BATCH
+) -> list[list[dict[str, str | int]]]:
     """Split Checks API annotations into requests of at most ``size``."""
     return [list(items[i : i + size]) for i in range(0, len(items), size)]

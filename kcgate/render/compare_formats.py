@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable
 
 from kcgate.compare import Cell, Comparison, Outlier
-from kcgate.render.diff_formats import budget, plain
+from kcgate.render.diff_formats import align, budget, plain
 from kcgate.render.escape import md_cell, md_code
 from kcgate.render.mermaid import budget_chart, k_curve_chart
 
@@ -28,7 +28,16 @@ def cell_text(cell: Cell | None, icons: bool) -> str:
 
 
 def outlier_note(o: Outlier) -> str:
+    """Only numbers and fixed words (metric and status are validated enums), so it needs no escaping."""
     return f"{o.metric} {o.error:.3g} is {o.ratio:.3g}x the others' median {o.consensus:.3g} ({o.status})"
+
+
+def outlier_groups(outliers: tuple[Outlier, ...]) -> list[tuple[Outlier, int]]:
+    """One row per runner and contract: its worst case and how many cases were outliers."""
+    groups: dict[tuple[str, str], list[Outlier]] = {}
+    for o in outliers:
+        groups.setdefault((o.runner, o.contract_id), []).append(o)
+    return [(max(g, key=lambda o: o.ratio), len(g)) for _, g in sorted(groups.items())]
 
 
 # ---- console -------------------------------------------------------------------------------------
@@ -41,7 +50,13 @@ def render_console(comparison: Comparison) -> str:
         (plain(k, 40), *(cell_text(grid.get((k, r)), icons=False) for r in comparison.runners))
         for k in comparison.contracts[:MAX_CONTRACT_ROWS]
     ]
-    lines = [_title(comparison), "", *_align(rows), *_console_overflow(comparison), *_console_outliers(comparison)]
+    lines = [
+        _title(comparison),
+        "",
+        *align(rows),
+        *_console_overflow(comparison),
+        *_console_outliers(comparison),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -53,13 +68,16 @@ def _console_overflow(comparison: Comparison) -> list[str]:
 def _console_outliers(comparison: Comparison) -> list[str]:
     if not comparison.outliers:
         return ["", "consensus: no runner is an outlier"]
-    shown = comparison.outliers[:MAX_OUTLIER_ROWS]
-    return ["", "consensus outliers:"] + [f"  {plain(o.runner, 30)}  {plain(o.case_id, 60)}  {outlier_note(o)}" for o in shown]
-
-
-def _align(rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    rows: list[tuple[str, ...]] = [("RUNNER", "CONTRACT", "CASES", "WORST CASE", "FINDING")]
+    rows += [
+        (plain(o.runner, 30), plain(o.contract_id, 30), str(n), plain(o.case_id, 50), outlier_note(o))
+        for o, n in outlier_groups(comparison.outliers)[:MAX_OUTLIER_ROWS]
+    ]
+    return [
+        "",
+        "consensus outliers (error over 10x the other runners' median, even within tolerance):",
+        *align(rows),
+    ]
 
 
 def _title(comparison: Comparison) -> str:
@@ -71,14 +89,19 @@ def _title(comparison: Comparison) -> str:
 
 def render_markdown(comparison: Comparison) -> str:
     parts = [f"### {_title(comparison)}", "", _matrix(comparison), ""]
-    parts += _md_overflow(comparison) + _md_outliers(comparison) + _md_devices(comparison) + _md_charts(comparison)
+    parts += (
+        _md_overflow(comparison) + _md_outliers(comparison) + _md_devices(comparison) + _md_charts(comparison)
+    )
     return "\n".join(parts)
 
 
 def _matrix(comparison: Comparison) -> str:
     grid = comparison.grid()
     runners = comparison.runners
-    lines = ["| Contract | " + " | ".join(md_cell(r, 40) for r in runners) + " |", "|---" * (len(runners) + 1) + "|"]
+    lines = [
+        "| Contract | " + " | ".join(md_cell(r, 40) for r in runners) + " |",
+        "|---" * (len(runners) + 1) + "|",
+    ]
     for k in comparison.contracts[:MAX_CONTRACT_ROWS]:
         cells = [cell_text(grid.get((k, r)), icons=True) for r in runners]
         lines.append(f"| {md_code(k, 60)} | " + " | ".join(cells) + " |")
@@ -94,10 +117,10 @@ def _md_outliers(comparison: Comparison) -> list[str]:
     if not comparison.outliers:
         return ["**Consensus:** no runner is an outlier on any case seen by three or more runners.", ""]
     head = ["**Consensus outliers** (error over 10x the other runners' median, even within tolerance):", ""]
-    rows = ["| Runner | Contract | Case | Finding |", "|---|---|---|---|"]
+    rows = ["| Runner | Contract | Cases | Worst case | Finding |", "|---|---|---:|---|---|"]
     rows += [
-        f"| {md_cell(o.runner, 40)} | {md_code(o.contract_id, 60)} | {md_code(o.case_id, 80)} | {md_cell(outlier_note(o), 200)} |"
-        for o in comparison.outliers[:MAX_OUTLIER_ROWS]
+        f"| {md_cell(o.runner, 40)} | {md_code(o.contract_id, 60)} | {n} | {md_code(o.case_id, 80)} | {outlier_note(o)} |"
+        for o, n in outlier_groups(comparison.outliers)[:MAX_OUTLIER_ROWS]
     ]
     return head + rows + [""]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from kcgate.diff_model import CATEGORIES, CaseChange, Verdict
 from kcgate.render.escape import md_cell, md_code
@@ -50,9 +50,9 @@ def count_line(verdict: Verdict) -> str:
 
 def render_console(verdict: Verdict) -> str:
     rows = listed(verdict)
-    table = [("", "RUNNER", "CATEGORY", "CONTRACT", "CASE", "BUDGET", "NOTE")]
+    table: list[tuple[str, ...]] = [("", "RUNNER", "CATEGORY", "CONTRACT", "CASE", "BUDGET", "NOTE")]
     table += [_console_row(c) for c in rows[:MAX_ROWS]]
-    lines = [f"kcgate diff: {headline(verdict)}", f"cases: {count_line(verdict)}", ""] + _align(table)
+    lines = [f"kcgate diff: {headline(verdict)}", f"cases: {count_line(verdict)}", ""] + align(table)
     if len(rows) > MAX_ROWS:
         lines.append(f"... {len(rows) - MAX_ROWS} more rows; use --format json for all of them")
     return "\n".join(lines) + "\n"
@@ -61,11 +61,19 @@ def render_console(verdict: Verdict) -> str:
 def _console_row(c: CaseChange) -> tuple[str, ...]:
     note = c.signature or c.message
     span = f"{budget(c.base_budget_used)} -> {budget(c.budget_used)}"
-    return ("!" if c.blocking else "", plain(c.runner, 30), c.category, plain(c.contract_id, 30),
-            plain(c.case_id, 50), span, plain(note, 70))
+    return (
+        "!" if c.blocking else "",
+        plain(c.runner, 30),
+        c.category,
+        plain(c.contract_id, 30),
+        plain(c.case_id, 50),
+        span,
+        plain(note, 70),
+    )
 
 
-def _align(rows: list[tuple[str, ...]]) -> list[str]:
+def align(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    """Left-aligned columns for the console."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
 
@@ -93,15 +101,25 @@ def _count_table(verdict: Verdict) -> str:
 
 
 def _change_table(rows: list[CaseChange]) -> str:
-    lines = ["| | Runner | Contract | Case | Change | Budget (base → now) | Details |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| | Runner | Contract | Case | Change | Budget (base → now) | Details |",
+        "|---|---|---|---|---|---|---|",
+    ]
     return "\n".join(lines + [_md_row(c) for c in rows])
 
 
 def _md_row(c: CaseChange) -> str:
     details = md_cell(c.signature or c.message or c.status, 160)
     span = f"{budget(c.base_budget_used)} → {budget(c.budget_used)}"
-    cells = ["⛔" if c.blocking else " ", md_cell(c.runner, 60), md_code(c.contract_id, 60), md_code(c.case_id, 80),
-             c.category, span, details]
+    cells = [
+        "⛔" if c.blocking else " ",
+        md_cell(c.runner, 60),
+        md_code(c.contract_id, 60),
+        md_code(c.case_id, 80),
+        c.category,
+        span,
+        details,
+    ]
     return "| " + " | ".join(cells) + " |"
 
 

@@ -19,11 +19,15 @@ from kcgate.results import CaseResult, RunResult
 
 _SKIPPED = frozenset({"waived", "unverified", "incomparable", "missing-runner", "removed"})
 _FAILING = frozenset({"fail", "error", "refused"})
-_ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufdd0-\ufddf\ufffe\uffff]")
+_ILLEGAL_XML = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufdd0-\ufddf\ufffe\uffff]"
+)
 _TEXT_LIMIT = 2000
 
 
-def render_junit(verdict: Verdict, runs: Mapping[str, RunResult] | None = None, contracts_file: str = "contracts.toml") -> str:
+def render_junit(
+    verdict: Verdict, runs: Mapping[str, RunResult] | None = None, contracts_file: str = "contracts.toml"
+) -> str:
     """The whole report as a JUnit XML document (UTF-8 text with an XML declaration)."""
     runs = runs or {}
     root = ET.Element("testsuites")
@@ -66,7 +70,9 @@ def make_test_case(change: CaseChange, result: CaseResult | None, contracts_file
         file=contracts_file,
         line=change.line,
     )
-    message = f"{label(change.category)}: {change.signature or change.message or change.status or 'no detail'}"
+    message = (
+        f"{label(change.category)}: {change.signature or change.message or change.status or 'no detail'}"
+    )
     message = message[:_TEXT_LIMIT]
     if change.blocking and change.category == "error":
         tc.add_error_info(message=message, output=_details(change), error_type=change.category)
@@ -93,7 +99,11 @@ def _details(c: CaseChange) -> str:
 
 def suite_properties(rd: RunnerDiff, run: RunResult | None) -> dict[str, str]:
     """The runner's fingerprint, flattened to ``fingerprint.<field>``."""
-    props = {"runner": rd.runner, "fingerprint_key": rd.fingerprint_key, "base_fingerprint_key": rd.base_fingerprint_key}
+    props = {
+        "runner": rd.runner,
+        "fingerprint_key": rd.fingerprint_key,
+        "base_fingerprint_key": rd.base_fingerprint_key,
+    }
     if run is not None:
         for key, value in run.fingerprint.to_json().items():
             if key == "flags":

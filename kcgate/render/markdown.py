@@ -75,9 +75,12 @@ def size(lines: Iterable[str]) -> int:
     return sum(len(line.encode("utf-8")) + 1 for line in lines)
 
 
-def fit_sections(head: list[str], sections: Sequence[Section], budget: int) -> tuple[list[str], dict[str, int]]:
+def fit_sections(
+    head: list[str], sections: Sequence[Section], budget: int
+) -> tuple[list[str], dict[str, int]]:
     """Add rows in order while they fit; a section with no row that fits is left out whole."""
-    lines, used, omitted = list(head), size(head), {}
+    lines, used = list(head), size(head)
+    omitted: dict[str, int] = {}
     for sec in sections:
         overhead = size(sec.head) + size(sec.tail)
         kept = _take(sec.rows, budget - used - overhead)
@@ -114,7 +117,9 @@ def _header(verdict: Verdict, ctx: RenderContext) -> list[str]:
     n = len(verdict.blocking)
     if n:
         runners = len({c.runner for c in verdict.blocking})
-        top = f"## ❌ {title}: {n:,} blocking {_plural(n, 'change')} on {runners} {_plural(runners, 'runner')}"
+        top = (
+            f"## ❌ {title}: {n:,} blocking {_plural(n, 'change')} on {runners} {_plural(runners, 'runner')}"
+        )
     else:
         top = f"## ✅ {title}: no blocking changes"
     return [top, "", _counts_line(verdict), ""]
@@ -150,7 +155,10 @@ def _plural(n: int, word: str) -> str:
 
 # ---- sections ---------------------------------------------------------------------------------
 
-_CHANGE_HEAD = ("| | runner | contract | case | change | budget used | signature or message |", "|---|---|---|---|---|---|---|")
+_CHANGE_HEAD = (
+    "| | runner | contract | case | change | budget used | signature or message |",
+    "|---|---|---|---|---|---|---|",
+)
 
 
 def _sections(verdict: Verdict, ctx: RenderContext, collapse: bool) -> list[Section]:
@@ -222,7 +230,9 @@ _RUNNER_HEAD = ("| runner | device | baseline | blocking | changed | cases |", "
 
 def _runner_rows(verdict: Verdict, ctx: RenderContext) -> tuple[str, ...]:
     devices = dict(ctx.devices)
-    return tuple(_runner_row(r, devices.get(r.runner, "")) for r in sorted(verdict.runners, key=lambda r: r.runner))
+    return tuple(
+        _runner_row(r, devices.get(r.runner, "")) for r in sorted(verdict.runners, key=lambda r: r.runner)
+    )
 
 
 def _runner_row(r: RunnerDiff, device: str) -> str:
@@ -277,7 +287,9 @@ def _worst_per_cell(changes: Iterable[CaseChange]) -> dict[tuple[str, str], tupl
     return out
 
 
-def _matrix_row(cid: str, runners: Sequence[str], cells: dict[tuple[str, str], tuple[CaseChange, float | None]]) -> str:
+def _matrix_row(
+    cid: str, runners: Sequence[str], cells: dict[tuple[str, str], tuple[CaseChange, float | None]]
+) -> str:
     parts = [md_cell(cid, 80)]
     for runner in runners:
         cell = cells.get((cid, runner))

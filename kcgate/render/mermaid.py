@@ -13,7 +13,7 @@ from kcgate.compare import Comparison, KCurve, runner_budgets
 
 MAX_SERIES = 8
 BUDGET_CAP = 2.0  # bars above 2x the budget would flatten everything else
-_UNSAFE = re.compile(r"[^A-Za-z0-9 ._:/+-]")
+_UNSAFE = re.compile(r"[^A-Za-z0-9 ._:/()+-]")
 
 
 def label(value: object, limit: int = 40) -> str:

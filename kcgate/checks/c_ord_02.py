@@ -1,0 +1,46 @@
+"""C-ORD-02 check: ``repeats`` identical calls on the same inputs, compared at the declared level:
+bitwise (any differing bit fails), bounded (within twice the error bound), or none (accuracy only).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kcgate.checks import Finding, verdict
+from kcgate.checks.c_support import bitwise_budget, fold
+from kcgate.harness import CaseContext, Trial, run_trial
+from kcgate.signatures import sig
+
+
+def check(ctx: CaseContext) -> Finding:
+    xs = ctx.inputs(ctx.case.shape, "repeat")
+    repeats = max(int(ctx.contract.param("repeats")), 2)
+    ts = [run_trial(ctx, inputs=xs) for _ in range(repeats)]  # same inputs on purpose: no stale check
+    finding = verdict(ctx, ts)
+    level = str(ctx.contract.param("level"))
+    if level == "none" or finding.status == "error":
+        return finding
+    budget, differing = _spread(ts, level)
+    signature = sig("nondeterminism", f"{differing} element(s) differ across {repeats} identical calls "
+                    f"({'bitwise' if level == 'bitwise' else 'beyond the bound'})",
+                    differing=float(differing), repeats=float(repeats), level=level)
+    return fold(finding, budget, signature, f"identical calls disagree ({level} determinism declared)",
+                {"determinism_budget": budget})
+
+
+def _spread(ts: list[Trial], level: str) -> tuple[float, int]:
+    outs = [t for t in ts if t.out is not None]
+    if len(outs) < 2:
+        return 0.0, 0
+    first = outs[0].out
+    budget, differing = 0.0, 0
+    for t in outs[1:]:
+        same = (t.out == first) | (t.out.isnan() & first.isnan())
+        differing = max(differing, int((~same).sum()))
+        if level == "bitwise":
+            budget = max(budget, bitwise_budget(t.out, first))
+        elif outs[0].cmp is not None:
+            allowed = 2 * outs[0].cmp.allowed.to(torch.float64).expand(first.shape)
+            d = (t.out.to(torch.float64) - first.to(torch.float64)).abs()
+            budget = max(budget, float((d / allowed.clamp_min(1e-300)).nan_to_num(0.0).max()))
+    return budget, differing

@@ -1,0 +1,50 @@
+"""C-ORD-03 check: each sampled row computed alone, at a reversed position and with other batch-mates
+must match the same row of the full batch (bitwise, or within twice the bound when ``level = bounded``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kcgate.checks import Finding, verdict
+from kcgate.checks.c_support import bitwise_budget, fold
+from kcgate.harness import CaseContext, run_trial
+from kcgate.signatures import sig
+
+
+def check(ctx: CaseContext) -> Finding:
+    xs = ctx.inputs(ctx.case.shape, "batch")
+    full = run_trial(ctx, inputs=xs)
+    finding = verdict(ctx, [full])
+    if full.out is None or finding.status == "error":
+        return finding
+    n = full.out.shape[0]
+    budget, where = 0.0, ""
+    for name, rows in variants(ctx, n):
+        sub = run_trial(ctx, inputs=ctx.op.slice_rows(xs, rows))
+        if sub.out is None:
+            continue
+        b = _budget(ctx, sub.out, full.out[rows], full)
+        if b > budget:
+            budget, where = b, name
+    signature = sig("batch-dependence", f"a row's result changes with the batch ({where})",
+                    batch_budget=budget, variant=where)
+    return fold(finding, budget, signature, f"rows differ from the full batch ({where})", {"batch_budget": budget})
+
+
+def variants(ctx: CaseContext, n: int) -> list[tuple[str, torch.Tensor]]:
+    """(name, row indices): alone, reversed order (positions), and two halves (other batch-mates)."""
+    gen = ctx.generator("batch-rows")
+    pick = int(torch.randint(0, n, (1,), generator=gen))
+    out = [("batch size 1", torch.tensor([pick])), ("reversed positions", torch.arange(n).flip(0))]
+    if n >= 4:
+        perm = torch.randperm(n, generator=gen)
+        out.append(("other batch-mates", perm[: n // 2]))
+    return out
+
+
+def _budget(ctx: CaseContext, sub: torch.Tensor, ref_rows: torch.Tensor, full) -> float:  # type: ignore[no-untyped-def]
+    if str(ctx.contract.param("level")) == "bitwise":
+        return bitwise_budget(sub, ref_rows)
+    d = (sub.to(torch.float64) - ref_rows.to(torch.float64)).abs()
+    return float((d / (2 * full.cmp.allowed.max().clamp_min(1e-300))).max())

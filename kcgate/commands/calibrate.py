@@ -1,0 +1,53 @@
+"""`kcgate calibrate`: three-state calibration — every contract accepts good, rejects bad and baseline.
+
+Runs the built-in class contracts (and, with --contracts, the user's contracts that name good/bad/
+baseline kernels). Exit 0 when calibrated, 6 when a bad kernel passes (under-specified), 1 when a good
+kernel is rejected. torch is imported inside the command only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from kcgate.cli import handle_errors
+from kcgate.errors import ExitCode
+
+
+def register(app: typer.Typer) -> None:
+    app.command("calibrate")(calibrate)
+
+
+@handle_errors
+def calibrate(
+    contracts: Optional[Path] = typer.Option(None, "--contracts", help="Also calibrate this contracts.toml's "
+                                             "contracts that name good/bad/baseline kernels."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Write the calibration matrix as JSON here."),
+    keyword: Optional[str] = typer.Option(None, "-k", help="Only contracts whose id or class matches."),
+    builtin: bool = typer.Option(True, "--builtin/--no-builtin", help="Include the twelve built-in classes."),
+    backend: str = typer.Option("cpu", "--backend", help="Device backend to calibrate on."),
+) -> None:
+    """Prove each contract accepts its good kernel and rejects its bad and baseline kernels."""
+    from kcgate import calibrate as cal
+    from kcgate.devices import get_backend
+    from kcgate.errors import UsageError
+    from kcgate.results import write_atomic
+    from kcgate.spec import load_project
+
+    dev = get_backend(backend)
+    rows = []
+    projects = ([load_project(cal.BUILTIN)] if builtin else []) + ([load_project(contracts)] if contracts else [])
+    for project in projects:
+        rows += cal.calibrate(project, dev, keyword)
+    if not rows:
+        raise UsageError("no contract to calibrate: none names good/bad/baseline kernels or -k matched nothing; "
+                         'add good = "pkg.mod:fn" (and bad, baseline) to a contract')
+    typer.echo(cal.render_matrix(rows))
+    if json_path:
+        write_atomic(json_path, cal.to_json(rows))
+    if any(r.under_specified for r in rows):
+        raise typer.Exit(int(ExitCode.UNDER_SPECIFIED))
+    if any(r.good_rejected for r in rows):
+        raise typer.Exit(int(ExitCode.VIOLATION))

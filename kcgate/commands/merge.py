@@ -1,0 +1,25 @@
+"""`kcgate merge`: combine `--shard i/N` results of one runner. No torch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    from kcgate.cli import handle_errors
+
+    @app.command("merge")
+    @handle_errors
+    def merge(
+        files: list[Path] = typer.Argument(..., help="Shard results files of one runner."),
+        out: Path = typer.Option(..., "--out", "-o", help="Merged results file."),
+    ) -> None:
+        """Merge shard results into one runner's results; refuses to mix runners or fingerprints."""
+        from kcgate.merge import merge_runs
+        from kcgate.results import load_run, write_run
+
+        merged = merge_runs([load_run(f) for f in files], [str(f) for f in files])
+        write_run(out, merged)
+        typer.echo(f"merged {len(files)} files, {len(merged.cases)} cases -> {out}")

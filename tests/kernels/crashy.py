@@ -1,0 +1,63 @@
+"""Kernels that crash, hang, exit, flood or lie, each in its own way. Used through real subprocess workers."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import time
+
+import torch
+
+
+def good(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a @ b
+
+
+def segfault(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    ctypes.string_at(0)  # reads address 0: SIGSEGV
+    return a @ b
+
+
+def abort(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    os.abort()
+
+
+def hang(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    time.sleep(3600)
+    return a @ b
+
+
+def oom(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    hoard = []
+    while True:
+        hoard.append(torch.empty(2**28))  # 1 GiB at a time: address space runs out fast under the cap
+
+
+def exit0(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    sys.exit(0)
+
+
+def hard_exit0(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    os._exit(0)
+
+
+def flood(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    sys.stdout.write("x" * (10 * 1024 * 1024))
+    sys.stdout.flush()
+    return a @ b
+
+
+def mutate(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    out = a @ b
+    a.mul_(0.5)  # scribbles on its input
+    return out
+
+
+def raises(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    raise RuntimeError("kernel exploded")
+
+
+def slow(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    time.sleep(0.4)
+    return a @ b

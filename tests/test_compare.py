@@ -1,0 +1,192 @@
+"""Cross-vendor comparison: the matrix, consensus outliers, K curves, Mermaid, PNG and the command."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kcgate.cli import app
+from kcgate.compare import compare_runs, find_outliers, k_curves
+from kcgate.errors import UsageError
+from kcgate.render import compare_formats, mermaid
+from kcgate.results import CaseResult, Fingerprint, Metrics, RunResult, write_run
+
+
+def case(cid: str, contract: str = "gemm", status: str = "pass", budget: float | None = 0.1, err: float | None = 1e-6,
+         k: float | None = None, norm: float | None = None) -> CaseResult:  # fmt: skip
+    extra = tuple((n, v) for n, v in (("norm_err", norm), ("reduction_len", k)) if v is not None)
+    metrics = Metrics(budget_used=budget, max_abs_err=err, extra=extra)
+    return CaseResult(cid, contract, "C-PRC-01", "matmul", "float32", (4, 4), 0, status, metrics)
+
+
+def run(runner: str, *cases: CaseResult) -> RunResult:
+    return RunResult(runner, Fingerprint(backend="cuda", device=f"{runner}-gpu"), tuple(cases))
+
+
+def three(errors: dict[str, float], **kw: object) -> dict[str, RunResult]:
+    return {r: run(r, case("gemm/k4096", err=e, **kw)) for r, e in errors.items()}  # type: ignore[arg-type]
+
+
+# ---- matrix --------------------------------------------------------------------------------------
+
+
+def test_cell_is_worst_case_and_largest_budget() -> None:
+    runs = {
+        "a": run(
+            "a", case("x1", budget=0.2), case("x2", status="fail", budget=3.0), case("x3", status="error")
+        )
+    }
+    (cell,) = compare_runs(runs).cells
+    assert (cell.verdict, cell.budget_used, cell.cases, cell.failing) == ("fail", 3.0, 3, 1)
+
+
+def test_error_outranks_refused_and_pass() -> None:
+    runs = {
+        "a": run(
+            "a",
+            case("x1"),
+            case("x2", status="refused", budget=None),
+            case("x3", status="error", budget=None),
+        )
+    }
+    assert compare_runs(runs).cells[0].verdict == "error"
+
+
+def test_matrix_has_a_gap_where_a_runner_lacks_a_contract() -> None:
+    comparison = compare_runs({"a": run("a", case("g1")), "b": run("b", case("s1", contract="softmax"))})
+    text = compare_formats.render_console(comparison)
+    assert comparison.contracts == ("gemm", "softmax") and "—" in text
+
+
+# ---- consensus -----------------------------------------------------------------------------------
+
+
+def test_one_runner_far_above_the_others_is_an_outlier_even_when_passing() -> None:
+    (outlier,) = find_outliers(three({"amd": 1e-7, "intel": 2e-7, "npu": 5e-5}))
+    assert (outlier.runner, outlier.status, outlier.metric) == ("npu", "pass", "max_abs_err")
+    assert outlier.ratio == pytest.approx(5e-5 / (2e-7 * 1e-7) ** 0.5)
+
+
+def test_the_majority_is_never_the_outlier() -> None:
+    assert find_outliers(three({"a": 1e-7, "b": 1e-3, "c": 1e-3})) == ()
+
+
+def test_a_lower_error_is_never_an_outlier() -> None:
+    assert find_outliers(three({"a": 1e-9, "b": 1e-6, "c": 1.1e-6})) == ()
+
+
+def test_two_runners_are_no_consensus() -> None:
+    assert find_outliers(three({"a": 1e-9, "b": 1e-2})) == ()
+
+
+def test_norm_err_is_preferred_and_non_finite_is_skipped() -> None:
+    runs = three({"a": 1.0, "b": 1.0, "c": 1.0}, norm=1e-6)
+    runs["c"] = run("c", case("gemm/k4096", err=1.0, norm=1e-3))
+    runs["d"] = run("d", case("gemm/k4096", err=1.0, norm=float("nan")))
+    (outlier,) = find_outliers(runs)
+    assert (outlier.runner, outlier.metric) == ("c", "norm_err")
+
+
+def test_exact_zero_errors_still_compare() -> None:
+    (outlier,) = find_outliers(three({"a": 0.0, "b": 0.0, "c": 1e-8}))
+    assert outlier.runner == "c" and outlier.ratio > 1e6
+
+
+# ---- K curves and charts -------------------------------------------------------------------------
+
+
+def _k_runs() -> dict[str, RunResult]:
+    def cases(scale: float) -> list[CaseResult]:
+        return [
+            case(f"gemm/k{k}/s{s}", err=scale * k**0.5 * (1 + s), k=float(k))
+            for k in (64, 1024, 4096)
+            for s in (0, 1)
+        ]
+
+    return {r: run(r, *cases(s)) for r, s in (("nvidia", 1e-7), ("amd", 1.2e-7), ("ascend", 3e-4))}
+
+
+def test_k_curve_keeps_the_worst_error_per_k() -> None:
+    (curve,) = k_curves(_k_runs()["nvidia"])
+    assert [k for k, _ in curve.points] == [64.0, 1024.0, 4096.0]
+    assert curve.points[0][1] == pytest.approx(1e-7 * 8 * 2)
+
+
+def test_markdown_has_matrix_outliers_and_mermaid() -> None:
+    text = compare_formats.render_markdown(compare_runs(_k_runs()))
+    assert "| Contract | amd | ascend | nvidia |" in text
+    assert "**Consensus outliers**" in text and "ascend" in text
+    assert text.count("```mermaid") == 2 and "xychart-beta" in text and "line [" in text
+    assert "Lines in order: amd, ascend, nvidia." in text
+
+
+def test_mermaid_labels_cannot_break_out() -> None:
+    hostile = 'x"]\n```\n%%{init: {"theme": "dark"}}%%<script>'
+    runs = {hostile: run(hostile, case("c1")), "b": run("b", case("c1"))}
+    chart = mermaid.budget_chart(compare_runs(runs))
+    body = chart.removeprefix("```mermaid\n").removesuffix("\n```")
+    assert "```" not in body and "%%" not in body and "<" not in body and "{" not in body
+    assert body.count("\n") == 4
+
+
+def test_json_output_is_strict() -> None:
+    runs = _k_runs()
+    runs["nan"] = run("nan", case("gemm/k64/s0", budget=float("nan"), err=float("inf"), k=float("nan")))
+    doc = json.loads(compare_formats.render_json(compare_runs(runs)))
+    assert doc["kind"] == "kcgate-compare" and len(doc["runners"]) == 4
+
+
+def test_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from kcgate.plot import render_png
+
+    runs = _k_runs()
+    runs["$\\frac{1"] = run("$\\frac{1", case("x$^", k=2.0), case("x$^2", k=4.0))  # mathtext off
+    assert render_png(compare_runs(runs))[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_png_without_matplotlib_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kcgate.plot import render_png
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(UsageError, match=r"install it with: pip install 'kcgate\[plot\]'"):
+        render_png(compare_runs(_k_runs()))
+
+
+# ---- command -------------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def results_dir(tmp_path: Path) -> Path:
+    for name, r in _k_runs().items():
+        write_run(tmp_path / "results" / f"{name}.json", r)
+    return tmp_path / "results"
+
+
+@pytest.mark.parametrize("fmt", ["console", "markdown", "json"])
+def test_compare_command(results_dir: Path, fmt: str) -> None:
+    files = sorted(str(p) for p in results_dir.glob("*.json"))
+    result = CliRunner().invoke(app, ["compare", *files, "--format", fmt])
+    assert result.exit_code == 0, result.output
+    assert "ascend" in result.output
+
+
+def test_compare_command_png(results_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    result = CliRunner().invoke(app, ["compare", str(results_dir), "--png", str(tmp_path / "out" / "m.png")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "m.png").stat().st_size > 1000
+
+
+def test_compare_command_bad_format(results_dir: Path) -> None:
+    result = CliRunner().invoke(app, ["compare", str(results_dir), "--format", "html"])
+    assert result.exit_code == 3 and "console, markdown, json" in result.output
+
+
+def test_compare_command_empty_dir(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["compare", str(tmp_path)])
+    assert result.exit_code == 3 and "no results files found" in result.output

@@ -1,0 +1,235 @@
+"""Hostile results files: every defect is a clear ResultsError / exit 3 or safe output, never a traceback.
+
+Also runs ``diff`` and ``compare`` in a subprocess where ``import torch`` fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kcgate.baseline import load_results
+from kcgate.cli import app
+from kcgate.compare import compare_runs
+from kcgate.diff import make_verdict
+from kcgate.errors import ResultsError
+from kcgate.policy import Policy
+from kcgate.render import compare_formats, diff_formats
+from kcgate.results import MAX_TEXT, load_run
+
+DATA = Path(__file__).parent / "data" / "diff"
+TODAY_ARGS = ["--today", "2026-06-01"]
+HOSTILE_ID = (
+    "<script>alert(1)</script> | @octocat [x](javascript:alert(1)) ![i](http://e.invalid/p.png) `tick`"
+)
+
+
+def _doc(**case: object) -> dict[str, object]:
+    doc = json.loads((DATA / "current.json").read_text())
+    if case:
+        doc["cases"] = [{"case_id": "c1", "contract_id": "k", "status": "pass", **case}]
+    return doc
+
+
+def _write(tmp: Path, doc: object, name: str = "r.json") -> Path:
+    path = tmp / name
+    path.write_text(json.dumps(doc) if not isinstance(doc, str) else doc)
+    return path
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+# ---- malformed files -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ((DATA / "current.json").read_text()[:500], "not valid JSON"),
+        (
+            '{"schema_version": 99, "runner": "x", "fingerprint": {}, "cases": []}',
+            "schema_version 99 is not supported",
+        ),
+        ('{"kind": "something-else"}', "not a kcgate results file"),
+        ("\xff\xfe garbage", "not valid JSON"),
+        ("[1, 2]", "must hold a JSON object"),
+        (
+            '{"schema_version": 1, "runner": "x", "fingerprint": {"backend": "cpu"}, "cases": [{"status": "weird"}]}',
+            "status",
+        ),
+    ],
+)
+def test_malformed_file_is_a_results_error_and_exit_3(tmp_path: Path, content: str, message: str) -> None:
+    path = _write(tmp_path, content)
+    with pytest.raises(ResultsError, match=re.escape(message)):
+        load_results(path)
+    code, out = _cli("diff", str(DATA / "base.json"), str(path))
+    assert code == 3 and message in out and "Traceback" not in out
+
+
+def test_100_mb_file_is_refused_by_size_before_reading(tmp_path: Path) -> None:
+    path = tmp_path / "huge.json"
+    with path.open("wb") as fh:
+        fh.truncate(100 * 1024 * 1024)  # sparse: the size is real, the disk use is not
+    start = time.perf_counter()
+    code, out = _cli("compare", str(path))
+    assert code == 3 and "over the" in out and "cap" in out
+    assert time.perf_counter() - start < 1.0
+
+
+def test_huge_strings_are_cut(tmp_path: Path) -> None:
+    path = _write(tmp_path, _doc(case_id="x" * 5_000_000, message="m" * 1_000_000))
+    (case,) = load_run(path).cases
+    assert len(case.case_id) == MAX_TEXT
+    run = load_results(path)
+    text = compare_formats.render_markdown(compare_runs(run)) + diff_formats.render_markdown(
+        make_verdict(run, {}, Policy(), __import__("datetime").date(2026, 6, 1))
+    )
+    assert max(len(line) for line in text.splitlines()) < 2000
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_non_finite_metrics_become_missing_and_outputs_stay_strict_json(tmp_path: Path, number: str) -> None:
+    text = json.dumps(_doc(metrics={"budget_used": 0.5, "max_abs_err": 1e-3, "extra": {"norm_err": 1.0}}))
+    text = (
+        text.replace("0.5", number)
+        .replace("0.001", number)
+        .replace('"norm_err": 1.0', f'"norm_err": {number}')
+    )
+    path = _write(tmp_path, text)
+    (case,) = load_run(path).cases
+    assert case.metrics.budget_used is None and case.metrics.max_abs_err is None
+    for args in (
+        ["diff", str(path), str(path), "--format", "json"],
+        ["compare", str(path), "--format", "json"],
+    ):
+        code, out = _cli(*args)
+        assert code == 0, out
+        json.loads(out)
+
+
+def test_unknown_fields_are_ignored(tmp_path: Path) -> None:
+    doc = _doc()
+    doc["future_field"] = {"a": 1}
+    doc["cases"][0]["another"] = [1, 2]  # type: ignore[index]
+    assert load_run(_write(tmp_path, doc)).cases == load_run(DATA / "current.json").cases
+
+
+def test_wrong_types_are_named(tmp_path: Path) -> None:
+    path = _write(tmp_path, _doc(metrics={"budget_used": "0.5"}))
+    code, out = _cli("compare", str(path))
+    assert code == 3 and "'budget_used' must be a number" in out
+
+
+def test_bad_today_and_format_are_usage_errors() -> None:
+    assert _cli("diff", str(DATA / "base.json"), str(DATA / "current.json"), "--today", "tomorrow")[0] == 3
+    assert _cli("diff", str(DATA / "base.json"), str(DATA / "current.json"), "--format", "xml")[0] == 3
+
+
+# ---- rendering of hostile ids --------------------------------------------------------------------
+
+
+def _hostile_run(tmp_path: Path) -> Path:
+    doc = _doc(case_id=HOSTILE_ID, contract_id=HOSTILE_ID, message=HOSTILE_ID, status="fail")
+    doc["runner"] = "evil|@octocat<b>"
+    return _write(tmp_path, doc)
+
+
+def _assert_safe_markdown(text: str) -> None:
+    """Outside code spans (which GitHub renders literally): no HTML, no mention, no link; tables keep shape."""
+    text = re.sub(r"`[^`\n]*`", "`code`", text)
+    assert "<script>" not in text and "<b>" not in text
+    assert not re.search(r"@octocat", text)  # a zero-width space breaks every mention
+    assert "](javascript:" not in text and "](http:" not in text and "![" not in text
+    for row in (line for line in text.splitlines() if line.startswith("|")):
+        assert _columns(row) == _columns(_table_header(text, row)), row
+
+
+def _columns(row: str) -> int:
+    return len(re.findall(r"(?<!\\)\|", row))
+
+
+def _table_header(text: str, row: str) -> str:
+    lines = text.splitlines()
+    i = lines.index(row)
+    while i > 0 and lines[i - 1].startswith("|"):
+        i -= 1
+    return lines[i]
+
+
+def test_diff_markdown_escapes_hostile_ids(tmp_path: Path) -> None:
+    path = _hostile_run(tmp_path)
+    code, out = _cli("diff", str(DATA / "base.json"), str(path), "--format", "markdown", *TODAY_ARGS)
+    assert code == 1
+    assert "alert" in out  # the text is there, escaped
+    _assert_safe_markdown(out)
+
+
+def test_compare_markdown_escapes_hostile_ids(tmp_path: Path) -> None:
+    hostile = _hostile_run(tmp_path)
+    code, out = _cli("compare", str(hostile), str(DATA / "base.json"), "--format", "markdown")
+    assert code == 0, out
+    _assert_safe_markdown(out)
+
+
+def test_console_output_has_no_terminal_escapes(tmp_path: Path) -> None:
+    path = _write(tmp_path, _doc(case_id="a\x1b[2J\x1b]0;pwned\x07b", status="fail"))
+    for args in (["diff", str(DATA / "base.json"), str(path)], ["compare", str(path)]):
+        out = _cli(*args)[1]
+        assert "\x1b" not in out and "\x07" not in out
+
+
+# ---- the gate's exit codes -----------------------------------------------------------------------
+
+
+def test_diff_exit_codes() -> None:
+    base, cur = str(DATA / "base.json"), str(DATA / "current.json")
+    assert _cli("diff", base, cur, *TODAY_ARGS)[0] == 1
+    assert _cli("diff", cur, cur, *TODAY_ARGS)[0] == 1  # its error cases block even against themselves
+    assert _cli("diff", base, base, *TODAY_ARGS)[0] == 0
+    code, out = _cli("diff", base, base, "--expect-runner", "gpu-1", *TODAY_ARGS)
+    assert code == 1 and "missing-runner" in out
+
+
+def test_diff_directory_against_directory(tmp_path: Path) -> None:
+    (tmp_path / "b").mkdir()
+    (tmp_path / "c").mkdir()
+    (tmp_path / "b" / "cpu-ci.json").write_text((DATA / "base.json").read_text())
+    (tmp_path / "c" / "cpu-ci.json").write_text((DATA / "base.json").read_text())
+    assert _cli("diff", str(tmp_path / "b"), str(tmp_path / "c"))[0] == 0
+
+
+# ---- no torch ------------------------------------------------------------------------------------
+
+
+def test_diff_and_compare_run_where_torch_cannot_be_imported(tmp_path: Path) -> None:
+    fake = tmp_path / "shadow" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(
+        "raise ImportError('torch must not be imported by reporting commands')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake.parent), os.environ.get("PYTHONPATH", "")])}
+    probe = "import sys, runpy; sys.argv = ['kcgate', *sys.argv[1:]]; from kcgate.cli import main\n"
+    probe += "try:\n    main()\nfinally:\n    assert 'torch' not in sys.modules, 'torch was imported'\n"
+    base, cur = str(DATA / "base.json"), str(DATA / "current.json")
+    for args, expected in (
+        (["diff", base, base, "--format", "markdown"], 0),
+        (["diff", base, cur, "--format", "json"], 1),
+        (["compare", base, str(DATA / "current-no-baseline.json"), "--format", "markdown"], 0),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *args], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == expected, done.stderr
+        assert "Traceback" not in done.stderr
