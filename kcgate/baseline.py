@@ -46,7 +46,7 @@ def project_settings(contracts: Path | None) -> tuple[Policy, Path | None]:
         return Policy(), None
     from kcgate.spec import load_project  # the spec loader imports the class registry; only when needed
 
-    project = load_project(path)
+    project = load_project(path, locate_kernels=False)
     return project.policy, project.baselines_dir
 
 

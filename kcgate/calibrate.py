@@ -74,7 +74,9 @@ def state_kernels(c: Contract) -> dict[str, str]:
     return {s: getattr(c, s) for s in STATES if getattr(c, s)}
 
 
-def calibrate(project: Project, backend: Any, keyword: str | None = None, base_seed: int = BASE_SEED) -> list[Calibration]:
+def calibrate(
+    project: Project, backend: Any, keyword: str | None = None, base_seed: int = BASE_SEED
+) -> list[Calibration]:
     """Run every state of every contract that names at least one state (``-k`` filters contract or class)."""
     out = []
     for c in project.contracts:
@@ -89,13 +91,16 @@ def _selected(c: Contract, keyword: str | None) -> bool:
     return any(k.strip() and (k.strip() in c.id or k.strip() in c.klass) for k in keyword.split(" or "))
 
 
-def calibrate_contract(project: Project, c: Contract, backend: Any, base_seed: int = BASE_SEED) -> Calibration:
+def calibrate_contract(
+    project: Project, c: Contract, backend: Any, base_seed: int = BASE_SEED
+) -> Calibration:
     from kcgate.execute import execute_case
     from kcgate.ops import OPS
     from kcgate.plan import make_plan
 
-    single = Project(path=project.path, name=project.name, contracts=(c,), policy=project.policy,
-                     paths=project.paths)
+    single = Project(
+        path=project.path, name=project.name, contracts=(c,), policy=project.policy, paths=project.paths
+    )
     cases = make_plan(single, base_seed, {name: op.default_shapes for name, op in OPS.items()})
     states = []
     for state, target in state_kernels(c).items():
@@ -114,8 +119,15 @@ def _summarize(state: str, target: str, results: list[Any]) -> StateResult:
     failed_unmeasured = any(b is None and r.status != "pass" for b, r in zip(budgets, results))
     budget = math.inf if failed_unmeasured and worst.status == "fail" else max(known, default=None)
     sig = worst.signature
-    return StateResult(state, target, worst.status, budget, worst.message,
-                       sig.cause if sig else "", sig.summary if sig else "")
+    return StateResult(
+        state,
+        target,
+        worst.status,
+        budget,
+        worst.message,
+        sig.cause if sig else "",
+        sig.summary if sig else "",
+    )
 
 
 # ---- rendering (pure) ----------------------------------------------------------------------------
@@ -128,8 +140,10 @@ def render_matrix(rows: list[Calibration]) -> str:
     for r in rows:
         cells = [_cell(r.state(s)) for s in STATES]
         sig = r.state("bad")
-        lines.append(f"{r.contract_id:<22} {r.klass:<9} {cells[0]:<16} {cells[1]:<16} {cells[2]:<16} "
-                     f"{_num(r.margin):>8}  {sig.summary if sig else ''}")
+        lines.append(
+            f"{r.contract_id:<22} {r.klass:<9} {cells[0]:<16} {cells[1]:<16} {cells[2]:<16} "
+            f"{_num(r.margin):>8}  {sig.summary if sig else ''}"
+        )
     lines += ["", verdict_line(rows)]
     return "\n".join(lines)
 
@@ -138,8 +152,10 @@ def verdict_line(rows: list[Calibration]) -> str:
     under = [r.contract_id for r in rows if r.under_specified]
     good_bad = [r.contract_id for r in rows if r.good_rejected]
     if under:
-        return (f"under-specified: {', '.join(under)} accepted a bad or baseline kernel; tighten the tolerance "
-                "or add the measurement that exposes it")
+        return (
+            f"under-specified: {', '.join(under)} accepted a bad or baseline kernel; tighten the tolerance "
+            "or add the measurement that exposes it"
+        )
     if good_bad:
         return f"good kernel rejected by: {', '.join(good_bad)}; the contract (or the good kernel) is wrong"
     return f"calibrated: {len(rows)} contract(s) accept good and reject bad and baseline"
@@ -163,13 +179,30 @@ def _num(x: float | None) -> str:
 def to_json(rows: list[Calibration]) -> str:
     def state(s: StateResult) -> dict[str, Any]:
         b = s.budget_used
-        return {"state": s.state, "kernel": s.kernel, "status": s.status, "accepted": s.accepted,
-                "budget_used": None if b is None or math.isinf(b) else b, "unbounded": b is not None and math.isinf(b),
-                "cause": s.cause, "summary": s.summary, "message": s.message}
+        return {
+            "state": s.state,
+            "kernel": s.kernel,
+            "status": s.status,
+            "accepted": s.accepted,
+            "budget_used": None if b is None or math.isinf(b) else b,
+            "unbounded": b is not None and math.isinf(b),
+            "cause": s.cause,
+            "summary": s.summary,
+            "message": s.message,
+        }
 
-    doc = {"kind": "kcgate-calibration", "contracts": [
-        {"contract_id": r.contract_id, "class": r.klass, "under_specified": r.under_specified,
-         "good_rejected": r.good_rejected,
-         "margin": None if r.margin is None or math.isinf(r.margin) else r.margin,
-         "states": [state(s) for s in r.states]} for r in rows]}
+    doc = {
+        "kind": "kcgate-calibration",
+        "contracts": [
+            {
+                "contract_id": r.contract_id,
+                "class": r.klass,
+                "under_specified": r.under_specified,
+                "good_rejected": r.good_rejected,
+                "margin": None if r.margin is None or math.isinf(r.margin) else r.margin,
+                "states": [state(s) for s in r.states],
+            }
+            for r in rows
+        ],
+    }
     return json.dumps(doc, indent=1, sort_keys=True) + "\n"

@@ -79,17 +79,26 @@ def nearest_format(bits: float) -> str:
 
 
 def accumulator_signature(ks: Sequence[int], nerr: Sequence[float], declared_bits: int) -> Signature | None:
-    """"behaves like an fp16 accumulator (≈11 bits)" when the fitted width is well below the declared one."""
+    """ "behaves like an fp16 accumulator (≈11 bits)" when the fitted width is well below the declared one."""
     bits, slope = fit_accumulator(ks, nerr)
     if not math.isfinite(bits) or bits > declared_bits - 3:
         return None
     # error vs K: √K-like growth is 0.5 in K·u/‖a∘b‖ units, i.e. slope ≈ 0.5 healthy, ≈ 1 biased
     if math.isfinite(slope) and slope > 0.8:
-        return sig("biased-rounding", f"error grows like K^{slope:.2f} (biased rounding), ≈{bits:.1f} effective bits",
-                   effective_bits=round(bits, 2), slope=round(slope, 3))
+        return sig(
+            "biased-rounding",
+            f"error grows like K^{slope:.2f} (biased rounding), ≈{bits:.1f} effective bits",
+            effective_bits=round(bits, 2),
+            slope=round(slope, 3),
+        )
     fmt = nearest_format(bits)
-    return sig("low-precision-accumulator", f"behaves like a {fmt} accumulator (≈{bits:.1f} effective bits)",
-               effective_bits=round(bits, 2), nearest=fmt, slope=round(slope, 3) if math.isfinite(slope) else "")
+    return sig(
+        "low-precision-accumulator",
+        f"behaves like a {fmt} accumulator (≈{bits:.1f} effective bits)",
+        effective_bits=round(bits, 2),
+        nearest=fmt,
+        slope=round(slope, 3) if math.isfinite(slope) else "",
+    )
 
 
 def dot_scale(op: str, inputs: Sequence[torch.Tensor]) -> torch.Tensor | None:
@@ -114,8 +123,13 @@ def round_operands(t: torch.Tensor, bits: int, mode: str) -> torch.Tensor:
     return round_mantissa(t, bits - 1, mode).to(torch.float64)
 
 
-def operand_signature(out: torch.Tensor, ref: torch.Tensor, inputs: Sequence[torch.Tensor],
-                      oracle: Any, float_inputs: Sequence[int]) -> Signature | None:
+def operand_signature(
+    out: torch.Tensor,
+    ref: torch.Tensor,
+    inputs: Sequence[torch.Tensor],
+    oracle: Any,
+    float_inputs: Sequence[int],
+) -> Signature | None:
     """Does the output match the oracle on operands rounded to 11 or 8 bits far better than the exact one?"""
     o = out.to(torch.float64)
     e_exact = _rms(o - ref)
@@ -131,9 +145,13 @@ def operand_signature(out: torch.Tensor, ref: torch.Tensor, inputs: Sequence[tor
     if best is None:
         return None
     e, name, bits, mode = best
-    return sig("operand-truncation",
-               f"operands rounded to {bits} bits ({name}-like, {'truncated' if mode == 'truncate' else 'rounded'})",
-               operand_bits=float(bits), residual_ratio=round(e / e_exact, 4), mode=mode)
+    return sig(
+        "operand-truncation",
+        f"operands rounded to {bits} bits ({name}-like, {'truncated' if mode == 'truncate' else 'rounded'})",
+        operand_bits=float(bits),
+        residual_ratio=round(e / e_exact, 4),
+        mode=mode,
+    )
 
 
 def _rms(x: torch.Tensor) -> float:
@@ -152,8 +170,12 @@ def bias_signature(signed: torch.Tensor, ref: torch.Tensor) -> Signature | None:
     if abs(t) < 8 or frac < 0.1:
         return None
     direction = "toward zero" if t < 0 else "away from zero"
-    return sig("biased-rounding", f"biased rounding {direction} (mean error t = {t:.1f})",
-               t_statistic=round(t, 2), direction=direction)
+    return sig(
+        "biased-rounding",
+        f"biased rounding {direction} (mean error t = {t:.1f})",
+        t_statistic=round(t, 2),
+        direction=direction,
+    )
 
 
 def tail_signature(ratio: torch.Tensor) -> Signature | None:
@@ -168,16 +190,27 @@ def tail_signature(ratio: torch.Tensor) -> Signature | None:
     if not bool(bad_cols[first:].all()):
         return periodic_signature(bad_cols)
     tail = n - first
-    return sig("tail-pattern", f"errors only in the last {tail} of {n} columns (a mishandled tail tile)",
-               tail_columns=float(tail), columns=float(n))
+    return sig(
+        "tail-pattern",
+        f"errors only in the last {tail} of {n} columns (a mishandled tail tile)",
+        tail_columns=float(tail),
+        columns=float(n),
+    )
 
 
 def periodic_signature(bad_cols: torch.Tensor) -> Signature | None:
     idx = bad_cols.nonzero().flatten()
     for period in (8, 16, 32, 64, 128):
-        if bad_cols.numel() >= 2 * period and idx.numel() > 1 and bool(((idx % period) == idx[0] % period).all()):
-            return sig("tile-pattern", f"errors repeat every {period} columns (a tile-period pattern)",
-                       period=float(period))
+        if (
+            bad_cols.numel() >= 2 * period
+            and idx.numel() > 1
+            and bool(((idx % period) == idx[0] % period).all())
+        ):
+            return sig(
+                "tile-pattern",
+                f"errors repeat every {period} columns (a tile-period pattern)",
+                period=float(period),
+            )
     return None
 
 
@@ -187,12 +220,17 @@ def nan_signature(out: torch.Tensor, ref: torch.Tensor) -> Signature | None:
     introduced = int((~o.isfinite() & ref.isfinite()).sum())
     swallowed = int((o.isfinite() & ~ref.isfinite()).sum())
     if swallowed:
-        return sig("nan-pattern", f"{swallowed} non-finite result(s) replaced by finite values (NaN/Inf swallowed)",
-                   swallowed=float(swallowed), introduced=float(introduced))
+        return sig(
+            "nan-pattern",
+            f"{swallowed} non-finite result(s) replaced by finite values (NaN/Inf swallowed)",
+            swallowed=float(swallowed),
+            introduced=float(introduced),
+        )
     if introduced:
         cause = "overflow" if bool(o.isinf().any()) or bool(ref.abs().max() < 1e30) else "nan-pattern"
-        return sig(cause, f"{introduced} NaN/Inf result(s) where the oracle is finite",
-                   introduced=float(introduced))
+        return sig(
+            cause, f"{introduced} NaN/Inf result(s) where the oracle is finite", introduced=float(introduced)
+        )
     return None
 
 
@@ -201,7 +239,9 @@ def nan_signature(out: torch.Tensor, ref: torch.Tensor) -> Signature | None:
 
 def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
     """Name the failure mode of a failed case from its trials (the most specific classifier first)."""
-    worst = max((t for t in ts if t.cmp is not None), key=lambda t: t.metrics.budget_used or math.inf, default=None)
+    worst = max(
+        (t for t in ts if t.cmp is not None), key=lambda t: t.metrics.budget_used or math.inf, default=None
+    )
     if worst is None:
         return None
     cmp = worst.cmp
@@ -215,8 +255,11 @@ def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
         if found is not None:
             return found
     b = worst.metrics.budget_used
-    return sig("exceeds-bound", f"error {'inf' if b is None else f'{b:.3g}'}× the allowed bound, no specific pattern",
-               budget_used=b if b is not None else "inf")
+    return sig(
+        "exceeds-bound",
+        f"error {'inf' if b is None else f'{b:.3g}'}× the allowed bound, no specific pattern",
+        budget_used=b if b is not None else "inf",
+    )
 
 
 def _operand(ctx: Any, trial: Any) -> Signature | None:

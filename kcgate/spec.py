@@ -124,13 +124,18 @@ class _Collector:
 
     def __init__(self, file: str, lines: tomlsrc.LineMap) -> None:
         self.file, self.lines, self.problems = file, lines, []  # type: ignore[var-annotated]
+        self.locate = True
 
     def add(self, path: tuple[Any, ...], where: str, message: str, fix: str = "") -> None:
         self.problems.append(Problem(self.file, self.lines.find(*path) or 1, where, message, fix))
 
 
-def load_project(path: Path | str) -> Project:
-    """Load and validate; raise ContractsError listing every problem."""
+def load_project(path: Path | str, *, locate_kernels: bool = True) -> Project:
+    """Load and validate; raise ContractsError listing every problem.
+
+    ``locate_kernels=False`` is for the reporting path (diff, report), which runs where the kernels are
+    not installed and must never look at repository code: import strings are then checked for syntax only.
+    """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -144,6 +149,7 @@ def load_project(path: Path | str) -> Project:
         prob = Problem(str(path), exc.line, "", f"TOML syntax error: {exc}", "fix the TOML syntax at that line")
         raise ContractsError(f"{path} is not valid TOML", (prob,)) from None
     col = _Collector(str(path), lines)
+    col.locate = locate_kernels
     project = _project(path, data, col)
     if col.problems:
         n = len(col.problems)
@@ -494,7 +500,7 @@ def _import_string(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, 
         col.add(p + (key,), f"{where}.{key}", f"{v!r} is not an import string",
                 'write it as "package.module:function"')
         return ""
-    problem = locate(v, roots)
+    problem = locate(v, roots) if col.locate else None
     if problem:
         col.add(p + (key,), f"{where}.{key}", problem[0], problem[1])
     return v

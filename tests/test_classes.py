@@ -56,9 +56,18 @@ def test_baselines_fail_visibly_even_to_the_basic_test():
 
 
 def test_bad_failures_carry_the_class_signature(matrix):
-    expected = {"C-PRC-01": "low-precision-accumulator", "C-PRC-02": "cancellation", "C-PRC-03": "operand-truncation",
-                "C-PRC-04": "biased-rounding", "C-ORD-02": "nondeterminism", "C-ORD-03": "batch-dependence",
-                "C-CMP-01": "approximation", "C-CMP-02": "tail-pattern", "C-CMP-03": "stale-output",
-                "C-EXC-01": "nan-pattern", "C-EXC-02": "out-of-bounds"}
+    expected = {
+        "C-PRC-01": "low-precision-accumulator",
+        "C-PRC-02": "cancellation",
+        "C-PRC-03": "operand-truncation",
+        "C-PRC-04": "biased-rounding",
+        "C-ORD-02": "nondeterminism",
+        "C-ORD-03": "batch-dependence",
+        "C-CMP-01": "approximation",
+        "C-CMP-02": "tail-pattern",
+        "C-CMP-03": "stale-output",
+        "C-EXC-01": "nan-pattern",
+        "C-EXC-02": "out-of-bounds",
+    }
     for cid, cause in expected.items():
         assert matrix[cid].state("bad").cause == cause, (cid, matrix[cid].state("bad").summary)

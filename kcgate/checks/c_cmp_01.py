@@ -17,7 +17,9 @@ from kcgate.signatures import sig
 def check(ctx: CaseContext) -> Finding:
     ts = trials(ctx)
     finding = verdict(ctx, ts)
-    if finding.status != "fail" or (finding.signature and finding.signature.cause in ("nan-pattern", "overflow")):
+    if finding.status != "fail" or (
+        finding.signature and finding.signature.cause in ("nan-pattern", "overflow")
+    ):
         return finding
     found = approximation_signature(ts)
     return replace(finding, signature=found) if found else finding
@@ -25,11 +27,16 @@ def check(ctx: CaseContext) -> Finding:
 
 def approximation_signature(ts: list[Trial]) -> Signature | None:
     """Systematic error: a large share of elements over the bound, varying smoothly with the input."""
-    t = max((t for t in ts if t.cmp is not None), key=lambda t: t.metrics.budget_used or float("inf"), default=None)
-    if t is None or t.inputs[0].shape != t.cmp.ref.shape:
+    t = max(
+        (t for t in ts if t.cmp is not None),
+        key=lambda t: t.metrics.budget_used or float("inf"),
+        default=None,
+    )
+    if t is None or t.cmp is None or t.inputs[0].shape != t.cmp.ref.shape:
         return None
+    cmp = t.cmp
     x = t.inputs[0].to(torch.float64).flatten()
-    e = t.cmp.signed.flatten()
+    e = cmp.signed.flatten()
     ok = e.isfinite()
     order = x[ok].argsort()
     es = e[ok][order]
@@ -38,10 +45,13 @@ def approximation_signature(ts: list[Trial]) -> Signature | None:
     # smooth in x: neighbouring inputs have nearly the same error (lag-1 correlation near 1)
     a, b = es[:-1], es[1:]
     corr = float(torch.corrcoef(torch.stack([a, b]))[0, 1])
-    over = float((t.cmp.ratio > 1).float().mean())
+    over = float((cmp.ratio > 1).float().mean())
     if corr < 0.9 or over < 0.05:
         return None
-    return sig("approximation", f"smooth systematic error over the input range (lag-1 correlation {corr:.3f}, "
-               f"{over:.0%} of elements over): an approximation inside the fusion",
-               correlation=round(corr, 4), fraction_over=round(over, 4))
-
+    return sig(
+        "approximation",
+        f"smooth systematic error over the input range (lag-1 correlation {corr:.3f}, "
+        f"{over:.0%} of elements over): an approximation inside the fusion",
+        correlation=round(corr, 4),
+        fraction_over=round(over, 4),
+    )

@@ -24,10 +24,16 @@ def check(ctx: CaseContext) -> Finding:
     if finding.status != "fail" or (finding.signature and finding.signature.cause == "stale-output"):
         return finding
     bad = [t.shape for t in held if not t.ok]
-    return replace(finding, signature=sig(
-        "shape-overfitting", f"passes at {tuple(ctx.case.shape)}, fails at held-out shape(s) "
-        f"{', '.join('x'.join(map(str, s)) for s in bad[:3])}", held_out_failed=float(len(bad)),
-        declared="x".join(map(str, ctx.case.shape))))
+    return replace(
+        finding,
+        signature=sig(
+            "shape-overfitting",
+            f"passes at {tuple(ctx.case.shape)}, fails at held-out shape(s) "
+            f"{', '.join('x'.join(map(str, s)) for s in bad[:3])}",
+            held_out_failed=float(len(bad)),
+            declared="x".join(map(str, ctx.case.shape)),
+        ),
+    )
 
 
 def held_out_shapes(ctx: CaseContext) -> list[tuple[int, ...]]:

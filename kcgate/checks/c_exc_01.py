@@ -25,8 +25,14 @@ def check(ctx: CaseContext) -> Finding:
         ts.append(sub)
     finding = verdict(ctx, ts)
     if finding.status == "fail" and sub is not None and not sub.ok and all(t.ok for t in ts if t is not sub):
-        return replace(finding, signature=sig("subnormal-flush", "subnormal inputs flushed to zero "
-                                              "(declared: keep)", budget_used=sub.metrics.budget_used or "inf"))
+        return replace(
+            finding,
+            signature=sig(
+                "subnormal-flush",
+                "subnormal inputs flushed to zero (declared: keep)",
+                budget_used=sub.metrics.budget_used or "inf",
+            ),
+        )
     return finding
 
 
@@ -35,10 +41,15 @@ def _finite_bound(ctx: CaseContext, t: Trial) -> Trial:
     and a category change (NaN swallowed) must count as an infinite error, not as inf/inf."""
     if t.cmp is None or t.out is None:
         return t
-    finite = tuple(torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0) if x.is_floating_point() else x
-                   for x in t.inputs)
-    t.cmp = compare(t.out, t.cmp.ref, allowance(ctx, finite, t.cmp.ref.nan_to_num(0.0, 0.0, 0.0)),
-                    ctx.contract.tolerance.method)
+    finite = tuple(
+        torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0) if x.is_floating_point() else x for x in t.inputs
+    )
+    t.cmp = compare(
+        t.out,
+        t.cmp.ref,
+        allowance(ctx, finite, t.cmp.ref.nan_to_num(0.0, 0.0, 0.0)),
+        ctx.contract.tolerance.method,
+    )
     t.metrics = to_metrics(t.cmp, dict(t.metrics.extra))
     return t
 
@@ -61,7 +72,5 @@ def poisoned(ctx: CaseContext, xs: tuple[torch.Tensor, ...]) -> tuple[torch.Tens
 def subnormal(ctx: CaseContext, xs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
     """The first input scaled into the subnormal range (its values stay distinct and non-zero)."""
     x = xs[0]
-    scale = torch.finfo(x.dtype).tiny * 2.0 ** -8
+    scale = torch.finfo(x.dtype).tiny * 2.0**-8
     return ((x.to(torch.float64) * scale).to(x.dtype), *xs[1:])
-
-

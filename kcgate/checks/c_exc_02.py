@@ -4,7 +4,6 @@ handled per the declared policy — raise, clamp, zero, or undefined (anything b
 
 from __future__ import annotations
 
-
 import torch
 
 from kcgate.checks import Finding, trials, verdict
@@ -13,7 +12,11 @@ from kcgate.harness import CaseContext, Trial, oracle
 from kcgate.signatures import sig
 
 # op → (position of the index tensor, input position and dim whose size bounds it)
-INDEXING: dict[str, tuple[int, int, int]] = {"index_select": (1, 0, 0), "gather": (1, 0, 1), "embedding": (0, 1, 0)}
+INDEXING: dict[str, tuple[int, int, int]] = {
+    "index_select": (1, 0, 0),
+    "gather": (1, 0, 1),
+    "embedding": (0, 1, 0),
+}
 PLANTED = 8  # out-of-range indices per trial: one violation is budget 2, so a wrong policy scores 16
 
 
@@ -25,12 +28,24 @@ def check(ctx: CaseContext) -> Finding:
     t = call_guarded(ctx, xs)
     policy = str(ctx.contract.param("oob"))
     violations, behaviour = judge(ctx, t, xs, oob, policy)
-    signature = sig("out-of-bounds", f"{violations} out-of-range index(es) {behaviour} (declared: {policy})",
-                    violations=float(violations), behaviour=behaviour, policy=policy)
+    signature = sig(
+        "out-of-bounds",
+        f"{violations} out-of-range index(es) {behaviour} (declared: {policy})",
+        violations=float(violations),
+        behaviour=behaviour,
+        policy=policy,
+    )
     if "out-of-bounds" in t.issues:
-        return Finding("fail", finding.metrics, signature, "the kernel wrote outside its buffers on out-of-range indices")
-    return fold(finding, count_budget(violations), signature,
-                f"out-of-range indices {behaviour}; the contract declares {policy!r}", {"oob_violations": violations})
+        return Finding(
+            "fail", finding.metrics, signature, "the kernel wrote outside its buffers on out-of-range indices"
+        )
+    return fold(
+        finding,
+        count_budget(violations),
+        signature,
+        f"out-of-range indices {behaviour}; the contract declares {policy!r}",
+        {"oob_violations": violations},
+    )
 
 
 def call_guarded(ctx: CaseContext, xs: tuple[torch.Tensor, ...]) -> Trial:
@@ -56,7 +71,9 @@ def planted(ctx: CaseContext, xs: tuple[torch.Tensor, ...]) -> tuple[tuple[torch
     return tuple(idx if i == pos else x for i, x in enumerate(xs)), oob
 
 
-def judge(ctx: CaseContext, t: Trial, xs: tuple[torch.Tensor, ...], oob: torch.Tensor, policy: str) -> tuple[int, str]:
+def judge(
+    ctx: CaseContext, t: Trial, xs: tuple[torch.Tensor, ...], oob: torch.Tensor, policy: str
+) -> tuple[int, str]:
     """(violations, what the kernel did with the out-of-range indices)."""
     planted_n = int(oob.sum())
     if "raised" in t.issues:
@@ -74,14 +91,19 @@ def judge(ctx: CaseContext, t: Trial, xs: tuple[torch.Tensor, ...], oob: torch.T
 
 
 def interpret(ctx: CaseContext, out: torch.Tensor, xs: tuple[torch.Tensor, ...], oob: torch.Tensor) -> str:
-    for name, label in (("wrap", "were wrapped modulo the size (the AMD silent-acceptance pattern)"),
-                        ("zero", "read as zeros"), ("clamp", "were clamped to the valid range")):
+    for name, label in (
+        ("wrap", "were wrapped modulo the size (the AMD silent-acceptance pattern)"),
+        ("zero", "read as zeros"),
+        ("clamp", "were clamped to the valid range"),
+    ):
         if _rows_differ(ctx, out, _interpretation(ctx, xs, oob, name), oob) == 0:
             return label
     return "gave unexplained values"
 
 
-def _interpretation(ctx: CaseContext, xs: tuple[torch.Tensor, ...], oob: torch.Tensor, how: str) -> torch.Tensor:
+def _interpretation(
+    ctx: CaseContext, xs: tuple[torch.Tensor, ...], oob: torch.Tensor, how: str
+) -> torch.Tensor:
     pos, src, dim = INDEXING[ctx.op.name]
     n = xs[src].shape[dim]
     idx = xs[pos]
@@ -93,7 +115,11 @@ def _interpretation(ctx: CaseContext, xs: tuple[torch.Tensor, ...], oob: torch.T
 
 
 def _out_mask(ctx: CaseContext, oob: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
-    return oob if oob.shape == ref.shape else oob.reshape(*oob.shape, *([1] * (ref.dim() - oob.dim()))).expand_as(ref)
+    return (
+        oob
+        if oob.shape == ref.shape
+        else oob.reshape(*oob.shape, *([1] * (ref.dim() - oob.dim()))).expand_as(ref)
+    )
 
 
 def _rows_differ(ctx: CaseContext, out: torch.Tensor, expected: torch.Tensor, oob: torch.Tensor) -> int:
@@ -102,5 +128,3 @@ def _rows_differ(ctx: CaseContext, out: torch.Tensor, expected: torch.Tensor, oo
     mask = _out_mask(ctx, oob, expected)
     same = (out.to(torch.float64) == expected) | (out.isnan() & expected.isnan())
     return int((~same & mask).reshape(oob.numel(), -1).any(-1).sum()) if mask.any() else 0
-
-

@@ -19,12 +19,22 @@ def check(ctx: CaseContext) -> Finding:
     ts = [run_trial(ctx, inputs=permute_reduction(ctx.op.name, base, p)) for p in orders(ctx, base)]
     finding = verdict(ctx, ts)
     spread = _spread_budget(ts)
-    signature = sig("order-dependence", f"results across {len(ts)} reduction orders differ by {spread:.3g}× "
-                    "twice the non-associativity bound", spread_budget=spread, orders=float(len(ts)))
+    signature = sig(
+        "order-dependence",
+        f"results across {len(ts)} reduction orders differ by {spread:.3g}× "
+        "twice the non-associativity bound",
+        spread_budget=spread,
+        orders=float(len(ts)),
+    )
     if finding.status == "fail" and finding.signature and finding.signature.cause == "exceeds-bound":
         finding = Finding(finding.status, finding.metrics, signature, finding.message)
-    return fold(finding, spread, signature, "result depends on the reduction order beyond the bound",
-                {"order_spread_budget": spread})
+    return fold(
+        finding,
+        spread,
+        signature,
+        "result depends on the reduction order beyond the bound",
+        {"order_spread_budget": spread},
+    )
 
 
 def orders(ctx: CaseContext, inputs: tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
@@ -42,14 +52,14 @@ def orders(ctx: CaseContext, inputs: tuple[torch.Tensor, ...]) -> list[torch.Ten
 
 def _spread_budget(ts: list[Trial]) -> float:
     """max |r_i − r_0| / (2 · allowed): two results each within the bound differ by at most twice it."""
-    done = [t for t in ts if t.out is not None and t.cmp is not None]
+    done = [(t.out, t.cmp) for t in ts if t.out is not None and t.cmp is not None]
     if len(done) < 2:
         return 0.0
-    r0 = done[0].out.to(torch.float64)
-    allowed = 2 * done[0].cmp.allowed.to(torch.float64).expand_as(r0)
+    r0 = done[0][0].to(torch.float64)
+    allowed = 2 * done[0][1].allowed.to(torch.float64).expand_as(r0)
     worst = 0.0
-    for t in done[1:]:
-        d = (t.out.to(torch.float64) - r0).abs()
+    for out, _ in done[1:]:
+        d = (out.to(torch.float64) - r0).abs()
         ratio = torch.where(allowed > 0, d / allowed.clamp_min(1e-300), torch.where(d > 0, torch.inf, 0.0))
         worst = max(worst, float(torch.nan_to_num(ratio, nan=0.0).max()))
     return worst

@@ -21,26 +21,36 @@ def check(ctx: CaseContext) -> Finding:
     if level == "none" or finding.status == "error":
         return finding
     budget, differing = _spread(ts, level)
-    signature = sig("nondeterminism", f"{differing} element(s) differ across {repeats} identical calls "
-                    f"({'bitwise' if level == 'bitwise' else 'beyond the bound'})",
-                    differing=float(differing), repeats=float(repeats), level=level)
-    return fold(finding, budget, signature, f"identical calls disagree ({level} determinism declared)",
-                {"determinism_budget": budget})
+    signature = sig(
+        "nondeterminism",
+        f"{differing} element(s) differ across {repeats} identical calls "
+        f"({'bitwise' if level == 'bitwise' else 'beyond the bound'})",
+        differing=float(differing),
+        repeats=float(repeats),
+        level=level,
+    )
+    return fold(
+        finding,
+        budget,
+        signature,
+        f"identical calls disagree ({level} determinism declared)",
+        {"determinism_budget": budget},
+    )
 
 
 def _spread(ts: list[Trial], level: str) -> tuple[float, int]:
-    outs = [t for t in ts if t.out is not None]
+    outs = [t.out for t in ts if t.out is not None]
     if len(outs) < 2:
         return 0.0, 0
-    first = outs[0].out
+    first, cmp0 = outs[0], ts[0].cmp
     budget, differing = 0.0, 0
-    for t in outs[1:]:
-        same = (t.out == first) | (t.out.isnan() & first.isnan())
+    for out in outs[1:]:
+        same = (out == first) | (out.isnan() & first.isnan())
         differing = max(differing, int((~same).sum()))
         if level == "bitwise":
-            budget = max(budget, bitwise_budget(t.out, first))
-        elif outs[0].cmp is not None:
-            allowed = 2 * outs[0].cmp.allowed.to(torch.float64).expand(first.shape)
-            d = (t.out.to(torch.float64) - first.to(torch.float64)).abs()
+            budget = max(budget, bitwise_budget(out, first))
+        elif cmp0 is not None:
+            allowed = 2 * cmp0.allowed.to(torch.float64).expand(first.shape)
+            d = (out.to(torch.float64) - first.to(torch.float64)).abs()
             budget = max(budget, float((d / allowed.clamp_min(1e-300)).nan_to_num(0.0).max()))
     return budget, differing

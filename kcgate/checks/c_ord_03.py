@@ -27,9 +27,15 @@ def check(ctx: CaseContext) -> Finding:
         b = _budget(ctx, sub.out, full.out[rows], full)
         if b > budget:
             budget, where = b, name
-    signature = sig("batch-dependence", f"a row's result changes with the batch ({where})",
-                    batch_budget=budget, variant=where)
-    return fold(finding, budget, signature, f"rows differ from the full batch ({where})", {"batch_budget": budget})
+    signature = sig(
+        "batch-dependence",
+        f"a row's result changes with the batch ({where})",
+        batch_budget=budget,
+        variant=where,
+    )
+    return fold(
+        finding, budget, signature, f"rows differ from the full batch ({where})", {"batch_budget": budget}
+    )
 
 
 def variants(ctx: CaseContext, n: int) -> list[tuple[str, torch.Tensor]]:

@@ -18,8 +18,10 @@ def check(ctx: CaseContext) -> Finding:
     finding = verdict(ctx, ts)
     if finding.status != "fail" or ctx.op.name not in SHAPE_K:
         return finding
-    sweep = [run_trial(ctx, with_k(ctx.op.name, ctx.case.shape, k), salt=("k", k))
-             for k in ctx.contract.protocol.k_sweep or DEFAULT_SWEEP]
+    sweep = [
+        run_trial(ctx, with_k(ctx.op.name, ctx.case.shape, k), salt=("k", k))
+        for k in ctx.contract.protocol.k_sweep or DEFAULT_SWEEP
+    ]
     from kcgate.signatures import _accumulator
 
     sig = _accumulator(ctx, [t for t in ts + sweep if t.cmp is not None])

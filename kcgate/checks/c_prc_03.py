@@ -18,11 +18,12 @@ def check(ctx: CaseContext) -> Finding:
     ts = trials(ctx)
     bits = int(ctx.contract.param("operand_bits"))
     if bits:
-        ts = [_widen(ctx, t, 2.0 ** -bits) for t in ts]
+        ts = [_widen(ctx, t, 2.0**-bits) for t in ts]
     finding = verdict(ctx, ts)
     if finding.status != "fail":
         return finding
     worst = max((t for t in ts if t.cmp is not None), key=lambda t: t.metrics.budget_used or float("inf"))
+    assert worst.out is not None and worst.cmp is not None
     found = operand_signature(worst.out, worst.cmp.ref, worst.inputs, ctx.op.oracle, ctx.op.float_inputs)
     return replace(finding, signature=found) if found else finding
 

@@ -25,9 +25,14 @@ def check(ctx: CaseContext) -> Finding:
         _rounding_metrics(ctx, t)
     finding = verdict(ctx, ts)
     bias = _bias_budget(ctx, ts)
-    message = f"outputs are biased toward zero: mean error {bias[1]:+.3f} ulp (round-to-nearest-even keeps it ~0)"
-    signature = sig("biased-rounding", f"rounds toward zero, not to nearest even (mean error {bias[1]:+.3f} ulp)",
-                    mean_error_ulp=round(bias[1], 4))
+    message = (
+        f"outputs are biased toward zero: mean error {bias[1]:+.3f} ulp (round-to-nearest-even keeps it ~0)"
+    )
+    signature = sig(
+        "biased-rounding",
+        f"rounds toward zero, not to nearest even (mean error {bias[1]:+.3f} ulp)",
+        mean_error_ulp=round(bias[1], 4),
+    )
     return fold(finding, bias[0], signature, message, {"bias_budget": bias[0]})
 
 

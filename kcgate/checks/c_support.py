@@ -23,11 +23,22 @@ REDUCTION_AXES: dict[str, dict[int, int]] = {
     "mean": {0: -1},
 }
 # Position of the reduction length in the case shape.
-SHAPE_K: dict[str, int] = {"matmul": 1, "linear": 1, "bmm": 2, "sum": -1, "mean": -1, "softmax": -1,
-                           "logsumexp": -1, "layernorm": -1, "rmsnorm": -1}
+SHAPE_K: dict[str, int] = {
+    "matmul": 1,
+    "linear": 1,
+    "bmm": 2,
+    "sum": -1,
+    "mean": -1,
+    "softmax": -1,
+    "logsumexp": -1,
+    "layernorm": -1,
+    "rmsnorm": -1,
+}
 
 
-def permute_reduction(op: str, inputs: tuple[torch.Tensor, ...], perm: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def permute_reduction(
+    op: str, inputs: tuple[torch.Tensor, ...], perm: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
     axes = REDUCTION_AXES[op]
     return tuple(t.index_select(axes[i] % t.dim(), perm) if i in axes else t for i, t in enumerate(inputs))
 
@@ -53,8 +64,13 @@ def count_budget(violations: int) -> float:
     return 2.0 * violations
 
 
-def fold(finding: Finding, budget: float, signature: Signature | None, message: str,
-         extra: dict[str, float] | None = None) -> Finding:
+def fold(
+    finding: Finding,
+    budget: float,
+    signature: Signature | None,
+    message: str,
+    extra: dict[str, float] | None = None,
+) -> Finding:
     """Combine the within-bound finding with a class-specific budget: the worse of the two decides."""
     metrics = finding.metrics
     if extra:

@@ -22,9 +22,14 @@ def register(app: typer.Typer) -> None:
 
 @handle_errors
 def calibrate(
-    contracts: Optional[Path] = typer.Option(None, "--contracts", help="Also calibrate this contracts.toml's "
-                                             "contracts that name good/bad/baseline kernels."),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Write the calibration matrix as JSON here."),
+    contracts: Optional[Path] = typer.Option(
+        None,
+        "--contracts",
+        help="Also calibrate this contracts.toml's contracts that name good/bad/baseline kernels.",
+    ),
+    json_path: Optional[Path] = typer.Option(
+        None, "--json", help="Write the calibration matrix as JSON here."
+    ),
     keyword: Optional[str] = typer.Option(None, "-k", help="Only contracts whose id or class matches."),
     builtin: bool = typer.Option(True, "--builtin/--no-builtin", help="Include the twelve built-in classes."),
     backend: str = typer.Option("cpu", "--backend", help="Device backend to calibrate on."),
@@ -38,12 +43,16 @@ def calibrate(
 
     dev = get_backend(backend)
     rows = []
-    projects = ([load_project(cal.BUILTIN)] if builtin else []) + ([load_project(contracts)] if contracts else [])
+    projects = ([load_project(cal.BUILTIN)] if builtin else []) + (
+        [load_project(contracts)] if contracts else []
+    )
     for project in projects:
         rows += cal.calibrate(project, dev, keyword)
     if not rows:
-        raise UsageError("no contract to calibrate: none names good/bad/baseline kernels or -k matched nothing; "
-                         'add good = "pkg.mod:fn" (and bad, baseline) to a contract')
+        raise UsageError(
+            "no contract to calibrate: none names good/bad/baseline kernels or -k matched nothing; "
+            'add good = "pkg.mod:fn" (and bad, baseline) to a contract'
+        )
     typer.echo(cal.render_matrix(rows))
     if json_path:
         write_atomic(json_path, cal.to_json(rows))

@@ -36,7 +36,7 @@ def blocked_matmul(a: torch.Tensor, b: torch.Tensor, block: int, acc: torch.dtyp
     a32, b32 = a.to(torch.float32), b.to(torch.float32)
     total = torch.zeros(a.shape[0], b.shape[1], dtype=acc)
     for k0 in range(0, a.shape[1], block):
-        part = a32[:, k0:k0 + block] @ b32[k0:k0 + block]
+        part = a32[:, k0 : k0 + block] @ b32[k0 : k0 + block]
         total = (total.to(torch.float32) + part).to(acc)
     return total.to(torch.float32)
 
@@ -44,7 +44,7 @@ def blocked_matmul(a: torch.Tensor, b: torch.Tensor, block: int, acc: torch.dtyp
 def chunk_sums(x: torch.Tensor, chunk: int) -> torch.Tensor:
     """Per-chunk fp32 partial sums along the last dim, shape (rows, n_chunks); the tail chunk included."""
     n = x.shape[-1]
-    return torch.stack([x[..., k0:k0 + chunk].sum(-1) for k0 in range(0, n, chunk)], dim=-1)
+    return torch.stack([x[..., k0 : k0 + chunk].sum(-1) for k0 in range(0, n, chunk)], dim=-1)
 
 
 def sequential_sum(parts: torch.Tensor, acc: torch.dtype) -> torch.Tensor:

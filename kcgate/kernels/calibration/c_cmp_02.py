@@ -22,7 +22,7 @@ def _tiled(a: torch.Tensor, b: torch.Tensor, block_n: int, drop_tail: bool) -> t
     out = torch.zeros(a.shape[0], n, dtype=a.dtype)
     stop = n - n % block_n if drop_tail else n
     for j in range(0, stop, block_n):
-        out[:, j:j + block_n] = a @ b[:, j:j + block_n]
+        out[:, j : j + block_n] = a @ b[:, j : j + block_n]
     return out
 
 

@@ -18,7 +18,7 @@ def _fixed_order(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """One fp32 multiply-add per k, in k order: each row's arithmetic ignores the rest of the batch."""
     acc = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float32)
     for k in range(a.shape[1]):
-        acc = acc + a[:, k:k + 1].to(torch.float32) * b[k:k + 1].to(torch.float32)
+        acc = acc + a[:, k : k + 1].to(torch.float32) * b[k : k + 1].to(torch.float32)
     return acc
 
 
