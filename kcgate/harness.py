@@ -106,6 +106,8 @@ def run_trial(ctx: CaseContext, shape: Sequence[int] | None = None, salt: Any = 
     if out is None:
         return trial
     trial.out = out
+    if _wants_freivalds(ctx, shape):
+        return _freivalds_trial(ctx, trial)
     t0 = time.perf_counter()
     trial.ref = oracle(ctx, inputs)
     allowed = allowance(ctx, inputs, trial.ref)
@@ -116,6 +118,39 @@ def run_trial(ctx: CaseContext, shape: Sequence[int] | None = None, salt: Any = 
     if fresh:
         _stale_check(ctx, trial)
     trial.metrics = to_metrics(trial.cmp, {"reduction_len": float(ctx.op.reduction_len(shape))})
+    return trial
+
+
+def _wants_freivalds(ctx: CaseContext, shape: tuple[int, ...]) -> bool:
+    """oracle = "freivalds", or "auto" above FREIVALDS_AUTO_MIN_FLOPS, on a matmul-shaped op."""
+    if ctx.contract.oracle not in ("freivalds", "auto") or ctx.op.name not in ("matmul", "bmm", "linear"):
+        return False
+    from kcgate.oracles.freivalds import use_freivalds
+
+    m = int(torch.tensor(shape[:-2]).prod().item()) if ctx.op.name == "bmm" else shape[0]
+    m = m * shape[-3] if ctx.op.name == "bmm" else m
+    return use_freivalds(m, shape[-2], shape[-1], ctx.contract.oracle)
+
+
+def _freivalds_trial(ctx: CaseContext, trial: Trial) -> Trial:
+    """O(n²) verification of a large product: random vectors drawn after the output exists."""
+    from kcgate.oracles.freivalds import freivalds_check, freivalds_linear
+
+    assert trial.out is not None
+    t0 = time.perf_counter()
+    x = trial.inputs
+    kw = {"accumulate": ctx.contract.accumulate, "lam": ctx.contract.tolerance.lam}
+    if ctx.op.name == "linear":
+        res = freivalds_linear(x[0], x[1], trial.out.to(ctx.out_dtype), x[2], **kw)  # type: ignore[arg-type]
+    else:
+        res = freivalds_check(x[0], x[1], trial.out.to(ctx.out_dtype), **kw)  # type: ignore[arg-type]
+    trial.oracle_s = time.perf_counter() - t0
+    trial.metrics = Metrics(
+        budget_used=res.budget_used, elements=trial.out.numel(), mismatches=0 if res.passed else 1,
+        worst_index=(res.worst_row,),
+        extra=(("freivalds_false_alarm", res.false_alarm_prob), ("freivalds_k", float(res.k)),
+               ("reduction_len", float(ctx.op.reduction_len(trial.shape)))),
+    )
     return trial
 
 

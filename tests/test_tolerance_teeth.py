@@ -55,3 +55,19 @@ def test_contract_rejects_the_bf16_accumulator_and_accepts_fp32(tmp_path) -> Non
 
 def test_a_kernel_returning_zeros_never_passes(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert _run(tmp_path, "zeros").status == "fail"
+
+
+def test_freivalds_oracle_in_a_contract_accepts_fp32_and_rejects_bf16_accumulation(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import ROOT
+
+    results = {}
+    for kernel in ("fp32", "bf16_blocks"):
+        f = tmp_path / f"fv-{kernel}.toml"
+        f.write_text(CONTRACT.format(root=ROOT, kernel=kernel).replace("[[64, 1024, 64]]", "[[256, 1024, 256]]")
+                     + 'oracle = "freivalds"\n')
+        project = load_project(f)
+        (case, *_) = make_plan(project, 1, {})
+        results[kernel] = execute_case(project, case, CpuBackend())
+    assert results["fp32"].status == "pass", results["fp32"].message
+    assert results["bf16_blocks"].status == "fail"
+    assert dict(results["fp32"].metrics.extra)["freivalds_k"] >= 1
