@@ -1,0 +1,131 @@
+"""Benchmark: wall time of ``kcgate run`` on the repo's contracts.toml against the time spent inside cases.
+
+Run: ``python benchmarks/harness_overhead.py [--repeats 3]`` from anywhere (it runs in the repo root).
+
+Each repeat runs ``kcgate run --out TMP -q --seed 1`` as a subprocess and reads the results JSON. When the
+cases' ``metrics.extra`` carry ``kernel_s``/``oracle_s`` those are summed too; otherwise "time inside cases"
+is the sum of the cases' ``duration_s`` (measured in the worker around each case: inputs, kernel, oracle,
+comparison). Startup + orchestration overhead = wall - sum of case durations. ``python -c pass`` and
+``python -c 'import torch'`` are timed in the same loop (interleaved) as the floor of a worker's startup.
+Medians over the repeats; the overhead is computed per repeat and then its median taken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def machine() -> str:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        from _machine import describe
+
+        return describe()
+    except ImportError:
+        try:
+            import torch
+
+            tv = torch.__version__
+        except ImportError:
+            tv = "not installed"
+        return f"platform: {platform.platform()} python {platform.python_version()}\n" \
+               f"cpu count: {os.cpu_count()}\ntorch: {tv}"
+
+
+def kcgate_cmd() -> list[str]:
+    exe = Path(sys.executable).parent / "kcgate"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kcgate"]
+
+
+def timed(cmd: list[str], ok: tuple[int, ...] = (0,)) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    dt = time.perf_counter() - t0
+    if proc.returncode not in ok:
+        sys.exit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return dt
+
+
+def run_once(tmp: Path, i: int, extra_args: list[str]) -> dict[str, float]:
+    out = tmp / f"run{i}.json"
+    wall = timed([*kcgate_cmd(), "run", "--out", str(out), "-q", "--seed", "1", *extra_args], ok=(0, 1))
+    data = json.loads(out.read_text(encoding="utf-8"))
+    cases = data["cases"]
+    durations = [float(c.get("duration_s") or 0.0) for c in cases]
+    extras = [(c.get("metrics") or {}).get("extra") or {} for c in cases]
+    row = {"wall": wall, "cases": float(len(cases)), "sum_dur": sum(durations),
+           "first_dur": durations[0] if durations else 0.0}
+    if any("kernel_s" in e or "oracle_s" in e for e in extras):
+        row["kernel"] = sum(float(e.get("kernel_s", 0.0)) for e in extras)
+        row["oracle"] = sum(float(e.get("oracle_s", 0.0)) for e in extras)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--isolation", default="process", help="passed to kcgate run (default: process)")
+    args = ap.parse_args()
+
+    print(machine())
+    print(f"repo: {ROOT}  command: kcgate run --out TMP -q --seed 1 --isolation {args.isolation}")
+    print(f"repeats: {args.repeats} (interleaved with the python / torch-import floors)\n")
+
+    rows: list[dict[str, float]] = []
+    py_pass: list[float] = []
+    torch_imp: list[float] = []
+    tmp = Path(tempfile.mkdtemp(prefix="kcgate-bench-"))
+    try:
+        for i in range(args.repeats):
+            py_pass.append(timed([sys.executable, "-c", "pass"]))
+            torch_imp.append(timed([sys.executable, "-c", "import torch"]))
+            rows.append(run_once(tmp, i, ["--isolation", args.isolation]))
+            r = rows[-1]
+            print(f"  repeat {i + 1}: wall {r['wall']:.3f} s, sum(duration_s) {r['sum_dur']:.3f} s, "
+                  f"python -c pass {py_pass[-1]:.3f} s, import torch {torch_imp[-1]:.3f} s", flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    med = statistics.median
+    wall = med(r["wall"] for r in rows)
+    inside = med(r["sum_dur"] for r in rows)
+    overhead = med(r["wall"] - r["sum_dur"] for r in rows)
+    first = med(r["first_dur"] for r in rows)
+    n = int(rows[0]["cases"])
+    floor_torch, floor_py = med(torch_imp), med(py_pass)
+
+    print(f"\ncases per run: {n}")
+    print(f"(a) total wall of kcgate run (median):          {wall:8.3f} s   1.00 x wall")
+    print(f"(b) sum of case duration_s (median):            {inside:8.3f} s   {inside / wall:.2f} x wall")
+    print(f"(c) startup + orchestration = wall - sum (med): {overhead:8.3f} s   {overhead / wall:.2f} x wall")
+    print(f"    per case: inside {inside / n * 1000:.1f} ms, overhead {overhead / n * 1000:.1f} ms")
+    print(f"    first case duration_s (warm-up, in (b)):    {first:8.3f} s   {first / wall:.2f} x wall")
+    if all("kernel" in r for r in rows):
+        kern = med(r["kernel"] for r in rows)
+        orac = med(r["oracle"] for r in rows)
+        print(f"    kernel_s sum {kern:.3f} s ({kern / wall:.2f} x wall), "
+              f"oracle_s sum {orac:.3f} s ({orac / wall:.2f} x wall)")
+    else:
+        print("    metrics.extra has no kernel_s/oracle_s (the harness times them on the Trial but does not "
+              "record them): 'inside' = sum of duration_s")
+    print(f"python -c pass (median):                        {floor_py:8.3f} s")
+    print(f"python -c 'import torch' (median, worker floor):{floor_torch:8.3f} s   "
+          f"{floor_torch / wall:.2f} x wall, {floor_torch / overhead if overhead > 0 else float('nan'):.2f} "
+          f"x overhead")
+    print("    (with --isolation process the worker imports torch once per run; the CLI process need not)")
+
+
+if __name__ == "__main__":
+    main()

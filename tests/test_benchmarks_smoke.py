@@ -1,0 +1,44 @@
+"""Smoke test for benchmarks/cli_startup.py: its torch-free proof passes for --help, validate and schema.
+
+No timing assertions: only that ``python -X importtime -m kcgate CMD`` names no torch module and that a
+poisoned torch on the path is never imported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cli_startup() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("kcgate_bench_cli_startup", ROOT / "benchmarks" / "cli_startup.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["--help", "validate", "schema"])
+def test_cli_command_is_torch_free(name: str, tmp_path: Path) -> None:
+    bench = _cli_startup()
+    args = bench.FAST_COMMANDS[name]
+    rc, lines = bench.importtime_torch_lines(args)
+    assert rc == 0, f"kcgate {name} exited {rc}"
+    assert lines == [], f"kcgate {name} imports torch: {lines}"
+    rc, imported, err = bench.fake_torch_attempted(args, tmp_path)
+    assert rc == 0, f"kcgate {name} exited {rc} with torch poisoned: {err}"
+    assert not imported, f"kcgate {name} attempted `import torch`"
+
+
+def test_importtime_detector_sees_torch() -> None:
+    """The detector is not vacuous: a line naming torch (or a torch submodule) is caught, others are not."""
+    bench = _cli_startup()
+    assert bench._TORCH_LINE.search("import time:       120 |     2000 | torch")
+    assert bench._TORCH_LINE.search("import time:       120 |     2000 |   torch._C")
+    assert not bench._TORCH_LINE.search("import time:       120 |     2000 | torchvision_free_mod")
+    assert not bench._TORCH_LINE.search("import time:       120 |     2000 | kcgate.torchless")
