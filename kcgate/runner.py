@@ -61,7 +61,9 @@ def _ordered(run: RunResult, cases: list[Case], results: dict[str, CaseResult], 
     return run.with_cases(tuple(order), complete=complete and len(order) == len(cases))
 
 
-def new_run(runner: str, fingerprint: Fingerprint, contracts_file: str) -> RunResult:
+def new_run(runner: str, fingerprint: Fingerprint, contracts_file: str, shard: str | None = None) -> RunResult:
+    meta = [("started", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))]
+    if shard:
+        meta.append(("shard", shard))  # lets the report see a missing shard of a runner
     return RunResult(runner=runner, fingerprint=fingerprint, cases=(), contracts_file=contracts_file,
-                     complete=False, kcgate_version=__version__,
-                     meta=(("started", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),))
+                     complete=False, kcgate_version=__version__, meta=tuple(sorted(meta)))

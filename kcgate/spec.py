@@ -533,11 +533,29 @@ def _module_source(module: str, roots: tuple[Path, ...]) -> Path | None:
         for cand in (root / rel.with_suffix(".py"), root / rel / "__init__.py"):
             if cand.is_file():
                 return cand
-    try:  # installed packages that are not plain directories on sys.path
-        spec = importlib.util.find_spec(module.split(".")[0])
+    return _installed_source(module)
+
+
+def _installed_source(module: str) -> Path | None:
+    """Locate through the import system's finders (editable installs too) without executing the package:
+    find_spec on a top-level name runs no code; submodules are then looked up as files below it."""
+    import importlib.util
+
+    top, *rest = module.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
-        spec = None
-    return Path(spec.origin) if spec and spec.origin and module.count(".") == 0 else None
+        return None
+    if spec is None:
+        return None
+    if not rest:
+        return Path(spec.origin) if spec.origin else None
+    for base in spec.submodule_search_locations or []:
+        rel = Path(base, *rest)
+        for cand in (rel.with_suffix(".py"), rel / "__init__.py"):
+            if cand.is_file():
+                return cand
+    return None
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:

@@ -67,7 +67,7 @@ def _execute(o: Options, project, cases) -> int:  # type: ignore[no-untyped-def]
     runner = o.runner or f"{device}-{fingerprint.arch or 'generic'}".lower()
     out = o.out or project.results_dir / f"{runner}.json"
     done = resume_from(out, fingerprint, runner) if o.resume else {}
-    run = new_run(runner, fingerprint, str(o.contracts))
+    run = new_run(runner, fingerprint, str(o.contracts), o.shard)
     run = run.with_cases((), complete=False)
     executor = _executor(o, project, device)
     result = execute_plan(cases, executor, run, out, lambda c: project.contract(c.contract_id).protocol.timeout_s,
