@@ -525,7 +525,6 @@ def locate(target: str, roots: tuple[Path, ...]) -> tuple[str, str] | None:
 
 
 def _module_source(module: str, roots: tuple[Path, ...]) -> Path | None:
-    import importlib.util
     import sys
 
     rel = Path(*module.split("."))
