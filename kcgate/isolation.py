@@ -41,10 +41,16 @@ class Worker:
         os.close(w)
         self.results = os.fdopen(r, "rb")
         self.buffer = b""
-        self._read_line(STARTUP_TIMEOUT_S)
+        self.ready = False  # the "ready" line is awaited lazily, so startup overlaps the parent's work
+
+    def wait_ready(self) -> None:
+        if not self.ready:
+            self._read_line(STARTUP_TIMEOUT_S)
+            self.ready = True
 
     def run(self, case: Case, timeout: float) -> dict[str, Any]:
         assert self.proc.stdin is not None
+        self.wait_ready()
         self.log_offset = self.log.seek(0, os.SEEK_END)
         try:
             self.proc.stdin.write((json.dumps(dataclasses.asdict(case)) + "\n").encode())
@@ -119,6 +125,11 @@ class IsolatedExecutor:
         self.timeout, self.env = timeout, env
         self.worker: Worker | None = None
 
+    def start(self) -> None:
+        """Spawn the worker now (its torch import then overlaps the parent's); failures surface on run."""
+        if self.worker is None:
+            self.worker = Worker(self.contracts, self.device, self.memory_limit, self.env)
+
     def run(self, case: Case, timeout: float) -> CaseResult:
         t0 = time.perf_counter()
         worker = self._worker()
@@ -135,14 +146,16 @@ class IsolatedExecutor:
         return error_result(case, full, time.perf_counter() - t0)
 
     def _worker(self) -> Worker:
-        if self.worker is None:
-            try:
-                self.worker = Worker(self.contracts, self.device, self.memory_limit, self.env)
-            except (WorkerDied, TimeoutError) as exc:
-                from kcgate.errors import KcgateError
+        try:
+            self.start()
+            assert self.worker is not None
+            self.worker.wait_ready()
+        except (WorkerDied, TimeoutError) as exc:
+            self._discard()
+            from kcgate.errors import KcgateError
 
-                raise KcgateError(f"the worker process failed to start ({exc or 'timeout'}); "
-                                  "run with --isolation none to see the error in this process") from None
+            raise KcgateError(f"the worker process failed to start ({exc or 'timeout'}); "
+                              "run with --isolation none to see the error in this process") from None
         return self.worker
 
     def _discard(self) -> None:

@@ -62,6 +62,9 @@ def _execute(o: Options, project, cases) -> int:  # type: ignore[no-untyped-def]
     from kcgate.runner import execute_plan, new_run, resume_from
 
     device = o.device or default_backend()
+    executor = _executor(o, project, device)
+    if hasattr(executor, "start"):
+        executor.start()  # the worker imports torch while this process fingerprints the device
     backend = get_backend(device)
     fingerprint = backend.fingerprint()
     runner = o.runner or f"{device}-{fingerprint.arch or 'generic'}".lower()
@@ -69,7 +72,6 @@ def _execute(o: Options, project, cases) -> int:  # type: ignore[no-untyped-def]
     done = resume_from(out, fingerprint, runner) if o.resume else {}
     run = new_run(runner, fingerprint, str(o.contracts), o.shard)
     run = run.with_cases((), complete=False)
-    executor = _executor(o, project, device)
     result = execute_plan(cases, executor, run, out, lambda c: project.contract(c.contract_id).protocol.timeout_s,
                           done, None if o.quiet else _progress)
     typer.echo(render_run(result))
