@@ -85,15 +85,20 @@ class TorchBackend:
     def _probe(self) -> bool:
         raise NotImplementedError
 
-    # Declared here so every subclass satisfies ``Backend``; each vendor module overrides them.
+    device_string = ""  # the torch device type kernels run on (ROCm torch reuses "cuda")
+
     def device(self) -> str:
-        raise NotImplementedError
+        return self.device_string
+
+    def runtime_module(self) -> Any:
+        """The torch submodule with synchronize() and empty_cache(): torch.cuda, torch.xpu, torch.mps."""
+        return getattr(self.torch, self.device_string)
 
     def synchronize(self) -> None:
-        raise NotImplementedError
+        self.runtime_module().synchronize()
 
     def empty_cache(self) -> None:
-        raise NotImplementedError
+        self.runtime_module().empty_cache()
 
     def fingerprint(self) -> Fingerprint:
         raise NotImplementedError

@@ -24,12 +24,10 @@ CPU_ENV = ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 class CpuBackend(TorchBackend):
     name = "cpu"
+    device_string = "cpu"
 
     def available(self) -> bool:
         return True
-
-    def device(self) -> str:
-        return "cpu"
 
     def synchronize(self) -> None:
         pass  # CPU ops are synchronous

@@ -70,18 +70,10 @@ def blas_flags(torch: Any) -> dict[str, str]:
 
 class CudaBackend(TorchBackend):
     name = "cuda"
+    device_string = "cuda"
 
     def _probe(self) -> bool:
         return not is_rocm_build(self.torch) and cuda_api_available(self.torch)
-
-    def device(self) -> str:
-        return "cuda"
-
-    def synchronize(self) -> None:
-        self.torch.cuda.synchronize()
-
-    def empty_cache(self) -> None:
-        self.torch.cuda.empty_cache()
 
     def fingerprint(self) -> Fingerprint:
         torch = self.torch

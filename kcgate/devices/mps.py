@@ -26,18 +26,10 @@ MPS_ENV = (
 
 class MpsBackend(TorchBackend):
     name = "mps"
+    device_string = "mps"
 
     def _probe(self) -> bool:
         return bool(call_value(self.torch, "backends.mps.is_available"))
-
-    def device(self) -> str:
-        return "mps"
-
-    def synchronize(self) -> None:
-        self.torch.mps.synchronize()
-
-    def empty_cache(self) -> None:
-        self.torch.mps.empty_cache()
 
     def fingerprint(self) -> Fingerprint:
         torch = self.torch

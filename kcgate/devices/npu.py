@@ -31,6 +31,7 @@ NPU_FLAGS = {
 
 class NpuBackend(TorchBackend):
     name = "npu"
+    device_string = "npu"
 
     def __init__(self, torch_mod: Any = None, npu_mod: Any = None) -> None:
         super().__init__(torch_mod)
@@ -48,14 +49,8 @@ class NpuBackend(TorchBackend):
     def _probe(self) -> bool:
         return bool(call_value(self.npu, "npu.is_available"))
 
-    def device(self) -> str:
-        return "npu"
-
-    def synchronize(self) -> None:
-        self.npu.npu.synchronize()
-
-    def empty_cache(self) -> None:
-        self.npu.npu.empty_cache()
+    def runtime_module(self) -> Any:
+        return self.npu.npu  # the plug-in, not torch, owns the runtime
 
     def fingerprint(self) -> Fingerprint:
         torch, npu = self.torch, self.npu

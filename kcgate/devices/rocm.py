@@ -36,18 +36,10 @@ ROCM_ENV = (
 
 class RocmBackend(TorchBackend):
     name = "rocm"
+    device_string = "cuda"  # ROCm torch reuses the CUDA device type
 
     def _probe(self) -> bool:
         return is_rocm_build(self.torch) and cuda_api_available(self.torch)
-
-    def device(self) -> str:
-        return "cuda"  # ROCm torch reuses the CUDA device type
-
-    def synchronize(self) -> None:
-        self.torch.cuda.synchronize()
-
-    def empty_cache(self) -> None:
-        self.torch.cuda.empty_cache()
 
     def fingerprint(self) -> Fingerprint:
         torch = self.torch

@@ -40,18 +40,10 @@ PROP_FLAGS = {
 
 class XpuBackend(TorchBackend):
     name = "xpu"
+    device_string = "xpu"
 
     def _probe(self) -> bool:
         return bool(call_value(self.torch, "xpu.is_available"))
-
-    def device(self) -> str:
-        return "xpu"
-
-    def synchronize(self) -> None:
-        self.torch.xpu.synchronize()
-
-    def empty_cache(self) -> None:
-        self.torch.xpu.empty_cache()
 
     def fingerprint(self) -> Fingerprint:
         torch = self.torch
