@@ -1,9 +1,15 @@
-"""Describe the machine a benchmark ran on (shared by the benchmarks; printed at the top of each run)."""
+"""Shared by the benchmarks: describe the machine (printed at the top of each run) and time kcgate commands."""
 
 from __future__ import annotations
 
 import os
 import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def cpu_model() -> str:
@@ -43,6 +49,22 @@ def describe() -> str:
     except OSError:
         pass
     return "\n".join(lines)
+
+
+def kcgate_cmd() -> list[str]:
+    """The installed console script when present (what users run), else ``python -m kcgate``."""
+    exe = Path(sys.executable).parent / "kcgate"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kcgate"]
+
+
+def timed(cmd: list[str], ok: tuple[int, ...] = (0,)) -> float:
+    """Wall seconds of one command run in the repo root; exits with its output if it fails."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    dt = time.perf_counter() - t0
+    if proc.returncode not in ok:
+        sys.exit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return dt
 
 
 if __name__ == "__main__":

@@ -18,44 +18,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import ROOT, describe, kcgate_cmd, timed  # noqa: E402
+
 TARGET_HELP_S = 0.3
 FAST_COMMANDS: dict[str, list[str]] = {"--help": ["--help"], "validate": ["validate"], "schema": ["schema"]}
 OK_CODES = (0, 1)  # diff exits 1 when a change blocks; that is a result, not a failure
 _TORCH_LINE = re.compile(r"\|\s*torch(\.|\s*$)")
-
-
-def machine() -> str:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    try:
-        from _machine import describe
-
-        return describe()
-    except ImportError:
-        try:
-            import torch
-
-            tv = torch.__version__
-        except ImportError:
-            tv = "not installed"
-        return f"platform: {platform.platform()} python {platform.python_version()}\n" \
-               f"cpu count: {os.cpu_count()}\ntorch: {tv}"
-
-
-def kcgate_cmd() -> list[str]:
-    exe = Path(sys.executable).parent / "kcgate"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kcgate"]
 
 
 # ---- proof: no torch --------------------------------------------------------------------------------
@@ -126,15 +104,6 @@ def make_results(tmp: Path) -> tuple[Path, Path, Path]:
     return base, current, other
 
 
-def timed(cmd: list[str]) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    dt = time.perf_counter() - t0
-    if proc.returncode not in OK_CODES:
-        sys.exit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
-    return dt
-
-
 def top_importers(args: Sequence[str], n: int = 30) -> list[tuple[int, int, str]]:
     """(self us, cumulative us, module) of the N largest cumulative import times."""
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "kcgate", *args], cwd=ROOT,
@@ -153,7 +122,7 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="print the top importers of --help anyway")
     args = ap.parse_args()
 
-    print(machine())
+    print(describe())
     print(f"repo: {ROOT}  kcgate: {' '.join(kcgate_cmd())}")
     tmp = Path(tempfile.mkdtemp(prefix="kcgate-bench-"))
     try:
@@ -174,7 +143,7 @@ def main() -> None:
         names = list(runs)
         for i in range(args.repeats):
             for name in names[i % len(names):] + names[:i % len(names)]:
-                times[name].append(timed(runs[name]))
+                times[name].append(timed(runs[name], OK_CODES))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

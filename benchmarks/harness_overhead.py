@@ -14,48 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def machine() -> str:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    try:
-        from _machine import describe
-
-        return describe()
-    except ImportError:
-        try:
-            import torch
-
-            tv = torch.__version__
-        except ImportError:
-            tv = "not installed"
-        return f"platform: {platform.platform()} python {platform.python_version()}\n" \
-               f"cpu count: {os.cpu_count()}\ntorch: {tv}"
-
-
-def kcgate_cmd() -> list[str]:
-    exe = Path(sys.executable).parent / "kcgate"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kcgate"]
-
-
-def timed(cmd: list[str], ok: tuple[int, ...] = (0,)) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    dt = time.perf_counter() - t0
-    if proc.returncode not in ok:
-        sys.exit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    return dt
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import ROOT, describe, kcgate_cmd, timed  # noqa: E402
 
 
 def run_once(tmp: Path, i: int, extra_args: list[str]) -> dict[str, float]:
@@ -79,7 +45,7 @@ def main() -> None:
     ap.add_argument("--isolation", default="process", help="passed to kcgate run (default: process)")
     args = ap.parse_args()
 
-    print(machine())
+    print(describe())
     print(f"repo: {ROOT}  command: kcgate run --out TMP -q --seed 1 --isolation {args.isolation}")
     print(f"repeats: {args.repeats} (interleaved with the python / torch-import floors)\n")
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -21,31 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import ROOT, describe, kcgate_cmd  # noqa: E402
+
 TARGET = 1.3
 MODES = ("process", "none")
-
-
-def machine() -> str:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    try:
-        from _machine import describe
-
-        return describe()
-    except ImportError:
-        try:
-            import torch
-
-            tv = torch.__version__
-        except ImportError:
-            tv = "not installed"
-        return f"platform: {platform.platform()} python {platform.python_version()}\n" \
-               f"cpu count: {os.cpu_count()}\ntorch: {tv}"
-
-
-def kcgate_cmd() -> list[str]:
-    exe = Path(sys.executable).parent / "kcgate"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "kcgate"]
 
 
 def run_once(mode: str, out: Path) -> tuple[float, float, int]:
@@ -65,7 +43,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="runs per mode (>= 3 for a median)")
     args = ap.parse_args()
 
-    print(machine())
+    print(describe())
     print(f"repo: {ROOT}  command: kcgate run --out TMP -q --seed 1 --isolation {{process|none}}")
     print(f"repeats: {args.repeats} per mode, ABBA-interleaved\n")
 
