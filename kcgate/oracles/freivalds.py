@@ -215,22 +215,7 @@ def reference_freivalds(
     cr = torch.matmul(c, r.to(c.dtype)).to(abr.dtype)
     err = (abr - cr).abs().amax(dim=-2)  # (..., k)
     tol = atol + rtol * cr.abs().amax(dim=-2)
-    ratio = (err.double() / tol.double()).nan_to_num(nan=math.inf).reshape(-1)
-    worst = int(torch.argmax(ratio))
-    budget = float(ratio[worst])
-    return FreivaldsResult(
-        passed=budget <= 1.0,
-        budget_used=budget,
-        worst_row=worst,
-        residual=float(err.reshape(-1)[worst]),
-        threshold=float(tol.reshape(-1)[worst]),
-        seed=seed,
-        k=k,
-        false_alarm_prob=math.nan,
-    )
-
-
-# ---------------------------------------------------------------------------------------------- internals
+    return _worst(err, tol, seed=seed, k=k, false_alarm_prob=math.nan)
 
 
 def _as_dtype(dtype: torch.dtype | str) -> torch.dtype:
@@ -346,9 +331,17 @@ def _verdict(
 ) -> FreivaldsResult:
     """Reduce residuals (..., k, M) against τ (..., M) to one result."""
     worst_vec = resid.amax(dim=-2)  # (..., M)
-    tau_b = tau.expand_as(worst_vec)
-    ratio = torch.where(worst_vec == 0, torch.zeros_like(worst_vec), worst_vec / tau_b)
-    ratio = ratio.nan_to_num(nan=math.inf).reshape(-1)  # a NaN threshold (NaN in c) is a failure
+    return _worst(
+        worst_vec, tau.expand_as(worst_vec), seed=seed, k=k, false_alarm_prob=min(1.0, false_alarm_prob)
+    )
+
+
+def _worst(
+    err: torch.Tensor, tol: torch.Tensor, *, seed: int, k: int, false_alarm_prob: float
+) -> FreivaldsResult:
+    """The entry with the largest err / tol (same shapes); a NaN ratio (NaN in c) is a failure."""
+    ratio = torch.where(err == 0, 0.0, err.double() / tol.double())  # in fp64: bf16 residuals too
+    ratio = ratio.nan_to_num(nan=math.inf).reshape(-1)
     if ratio.numel() == 0:
         return FreivaldsResult(True, 0.0, 0, 0.0, 0.0, seed, k, false_alarm_prob)
     worst = int(torch.argmax(ratio))
@@ -357,9 +350,9 @@ def _verdict(
         passed=budget <= 1.0,
         budget_used=budget,
         worst_row=worst,
-        residual=float(worst_vec.reshape(-1)[worst]),
-        threshold=float(tau_b.reshape(-1)[worst]),
+        residual=float(err.reshape(-1)[worst]),
+        threshold=float(tol.reshape(-1)[worst]),
         seed=seed,
         k=k,
-        false_alarm_prob=min(1.0, false_alarm_prob),
+        false_alarm_prob=false_alarm_prob,
     )
