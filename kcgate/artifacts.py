@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from kcgate.errors import ResultsError, UsageError
+from kcgate.merge import merge_shards
 from kcgate.results import MAX_RESULTS_BYTES, RunResult, load_run
 
 MAX_FILES = 1000
@@ -81,47 +82,3 @@ def _foreign_kind(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(doc, dict) and "kind" in doc and doc["kind"] != "kcgate-results"
-
-
-def merge_shards(parts: Sequence[tuple[Path, RunResult]]) -> RunResult:
-    """One run from a runner's shards: same fingerprint, no case twice, complete only if every shard is."""
-    first_path, first = parts[0]
-    if len(parts) == 1:
-        return first
-    for path, run in parts[1:]:
-        if run.fingerprint.key() != first.fingerprint.key():
-            raise ResultsError(
-                f"{path} and {first_path} are both runner {first.runner[:100]!r} but measured on different "
-                "machines (fingerprints differ); give each machine its own runner name"
-            )
-    cases = _unique_cases(parts)
-    complete = all(run.complete for _, run in parts) and _all_shards(run for _, run in parts)
-    return first.with_cases(cases, complete=complete)
-
-
-def _unique_cases(parts: Sequence[tuple[Path, RunResult]]) -> tuple:
-    seen: dict[str, Path] = {}
-    out = []
-    for path, run in parts:
-        for case in run.cases:
-            if case.case_id in seen:
-                raise ResultsError(
-                    f"case {case.case_id[:120]!r} of runner {run.runner[:100]!r} is in both {seen[case.case_id]} "
-                    f"and {path}; each shard must run distinct cases (--shard i/N)"
-                )
-            seen[case.case_id] = path
-            out.append(case)
-    return tuple(out)
-
-
-def _all_shards(runs: Iterable[RunResult]) -> bool:
-    """When shards record ``meta.shard = "i/N"``, every i from 1 to N must be present."""
-    marks = [dict(run.meta).get("shard", "") for run in runs]
-    if not all(marks):
-        return True
-    try:
-        got = {int(m.split("/")[0]) for m in marks}
-        total = {int(m.split("/")[1]) for m in marks}
-    except (ValueError, IndexError):
-        return False
-    return len(total) == 1 and got == set(range(1, total.pop() + 1))

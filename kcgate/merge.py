@@ -1,26 +1,60 @@
-"""Merge shard results into one runner's result; never mixes runners or fingerprints. No torch."""
+"""Merge a runner's shard results into one run: `kcgate merge` and the report's artifact reader.
+
+Never mixes runners or fingerprints, never takes a case twice, and calls the run complete only when
+every shard is complete and, where shards record ``meta.shard = "i/N"``, every i from 1 to N is there.
+No torch.
+"""
 
 from __future__ import annotations
 
-from kcgate.errors import UsageError
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from kcgate.errors import ResultsError
 from kcgate.results import CaseResult, RunResult
 
 
-def merge_runs(runs: list[RunResult], names: list[str]) -> RunResult:
-    if not runs:
-        raise UsageError("nothing to merge: pass the shard results files")
-    first = runs[0]
-    for run, name in zip(runs[1:], names[1:]):
+def merge_shards(parts: Sequence[tuple[Path, RunResult]]) -> RunResult:
+    """One run from (file, run) pairs of the same runner and fingerprint; cases keep the files' order."""
+    if not parts:
+        raise ResultsError("nothing to merge: pass the shard results files")
+    first_path, first = parts[0]
+    for path, run in parts[1:]:
         if run.runner != first.runner or run.fingerprint.key() != first.fingerprint.key():
-            raise UsageError(
-                f"{name}: runner {run.runner!r} fingerprint {run.fingerprint.key()} differs from {names[0]}: "
-                f"runner {first.runner!r} fingerprint {first.fingerprint.key()}; merge only shards of one runner"
+            raise ResultsError(
+                f"{path}: runner {run.runner[:100]!r} fingerprint {run.fingerprint.key()} differs from "
+                f"{first_path}: runner {first.runner[:100]!r} fingerprint {first.fingerprint.key()}; "
+                "merge only shards of one runner measured on one machine (or give each machine its own name)"
             )
-    cases: dict[str, CaseResult] = {}
-    for run, name in zip(runs, names):
-        for c in run.cases:
-            if c.case_id in cases and cases[c.case_id] != c:
-                raise UsageError(f"{name}: case {c.case_id!r} also appears, with another result, in an earlier "
-                                 "file; shards must not overlap (use the same --shard N for all of them)")
-            cases[c.case_id] = c
-    return first.with_cases(tuple(cases[k] for k in sorted(cases)), complete=all(r.complete for r in runs))
+    if len(parts) == 1:
+        return first
+    complete = all(run.complete for _, run in parts) and _all_shards(run for _, run in parts)
+    return first.with_cases(_unique_cases(parts), complete=complete)
+
+
+def _unique_cases(parts: Sequence[tuple[Path, RunResult]]) -> tuple[CaseResult, ...]:
+    seen: dict[str, Path] = {}
+    out = []
+    for path, run in parts:
+        for case in run.cases:
+            if case.case_id in seen:
+                raise ResultsError(
+                    f"case {case.case_id[:120]!r} of runner {run.runner[:100]!r} is in both {seen[case.case_id]} "
+                    f"and {path}; each shard must run distinct cases (--shard i/N)"
+                )
+            seen[case.case_id] = path
+            out.append(case)
+    return tuple(out)
+
+
+def _all_shards(runs: Iterable[RunResult]) -> bool:
+    """When shards record ``meta.shard = "i/N"``, every i from 1 to N must be present."""
+    marks = [dict(run.meta).get("shard", "") for run in runs]
+    if not all(marks):
+        return True
+    try:
+        got = {int(m.split("/")[0]) for m in marks}
+        total = {int(m.split("/")[1]) for m in marks}
+    except (ValueError, IndexError):
+        return False
+    return len(total) == 1 and got == set(range(1, total.pop() + 1))

@@ -85,6 +85,11 @@ def test_shards_merged_equal_the_unsharded_run(tmp_path: Path) -> None:
         assert proc.returncode in (0, 5), proc.stderr
     merged = kcgate("merge", *[s for s in shards if Path(s).exists()], "--out", str(tmp_path / "m.json"))
     assert merged.returncode == 0, merged.stderr
+    assert load_run(tmp_path / "m.json").complete
+    partial = kcgate("merge", shards[0], shards[1], "--out", str(tmp_path / "p.json"))
+    assert partial.returncode == 0 and not load_run(tmp_path / "p.json").complete  # shard 3/3 is missing
+    twice = kcgate("merge", shards[0], shards[0], "--out", str(tmp_path / "t.json"))
+    assert twice.returncode == 3 and "distinct cases" in twice.stderr
     whole = {c.case_id: c for c in load_run(tmp_path / "all.json").cases}
     parts = {c.case_id: c for c in load_run(tmp_path / "m.json").cases}
     assert whole.keys() == parts.keys() and len(whole) == 28

@@ -17,9 +17,9 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "--out", "-o", help="Merged results file."),
     ) -> None:
         """Merge shard results into one runner's results; refuses to mix runners or fingerprints."""
-        from kcgate.merge import merge_runs
+        from kcgate.merge import merge_shards
         from kcgate.results import load_run, write_run
 
-        merged = merge_runs([load_run(f) for f in files], [str(f) for f in files])
+        merged = merge_shards([(f, load_run(f)) for f in files])
         write_run(out, merged)
         typer.echo(f"merged {len(files)} files, {len(merged.cases)} cases -> {out}")
