@@ -75,14 +75,10 @@ def _with_extra(m: Metrics, extra: dict[str, float]) -> Metrics:
 
 
 def diagnose(ctx: CaseContext, ts: list[Trial]) -> Signature | None:
-    """Name the likely failure mode (kcgate.signatures when present; a NaN check otherwise)."""
-    try:
-        from kcgate import signatures
-    except ImportError:
-        signatures = None  # type: ignore[assignment]
-    if signatures is not None and hasattr(signatures, "diagnose"):
-        return signatures.diagnose(ctx, ts)
-    return None
+    """Name the likely failure mode with its evidence (kcgate.signatures)."""
+    from kcgate import signatures
+
+    return signatures.diagnose(ctx, ts)
 
 
 def check_within_bound(ctx: CaseContext) -> Finding:

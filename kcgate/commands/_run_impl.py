@@ -71,7 +71,6 @@ def _execute(o: Options, project, cases) -> int:  # type: ignore[no-untyped-def]
     out = o.out or project.results_dir / f"{runner}.json"
     done = resume_from(out, fingerprint, runner) if o.resume else {}
     run = new_run(runner, fingerprint, str(o.contracts), o.shard)
-    run = run.with_cases((), complete=False)
     result = execute_plan(cases, executor, run, out, lambda c: project.contract(c.contract_id).protocol.timeout_s,
                           done, None if o.quiet else _progress)
     typer.echo(render_run(result))

@@ -17,8 +17,3 @@ OPS: dict[str, OpFamily] = {
                GATHER, INDEX_SELECT, EMBEDDING)
 }
 
-
-def get_op(name: str) -> OpFamily:
-    if name == "custom":
-        raise KeyError("custom ops are built per contract by kcgate.ops.custom.custom_op")
-    return OPS[name]

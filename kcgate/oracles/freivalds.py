@@ -90,8 +90,10 @@ class FreivaldsResult:
 
 
 def unit_roundoff(dtype: torch.dtype | str) -> float:
-    """Unit roundoff u = eps/2 of a floating dtype (``"float32"`` or ``torch.float32``)."""
-    return float(torch.finfo(_as_dtype(dtype)).eps) / 2.0
+    """Unit roundoff u = 2^-p (``"float32"``, ``torch.float32``, or a format with no tensor dtype: ``"tfloat32"``)."""
+    from kcgate import dtypes
+
+    return dtypes.unit_roundoff(str(dtype).removeprefix("torch."))
 
 
 def use_freivalds(m: int, k: int, n: int, oracle_setting: str = "auto") -> bool:

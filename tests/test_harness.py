@@ -1,0 +1,67 @@
+"""Harness integrity with provided output buffers: NaN prefill, canaries, poisoned input guard bands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kcgate.devices.cpu import CpuBackend
+from kcgate.execute import execute_case
+from kcgate.plan import make_plan
+from kcgate.spec import load_project
+from tests.conftest import ROOT
+
+CONTRACT = """
+[project]
+paths = ["{root}"]
+
+[[contract]]
+id = "mm-out"
+class = "C-PRC-01"
+kernel = "tests.kernels.outbuf:{kernel}"
+op = "matmul"
+call = "out"
+shapes = [[8, 64, 8]]
+protocol = {{ seeds = 1, trials = 1 }}
+"""
+
+
+def _run(tmp_path: Path, kernel: str):  # type: ignore[no-untyped-def]
+    f = tmp_path / f"{kernel}.toml"
+    f.write_text(CONTRACT.format(root=ROOT, kernel=kernel))
+    project = load_project(f)
+    (case,) = make_plan(project, 1, {})
+    return execute_case(project, case, CpuBackend())
+
+
+def test_kernel_writing_its_out_buffer_passes(tmp_path: Path) -> None:
+    result = _run(tmp_path, "good")
+    assert result.status == "pass", result.message
+
+
+def test_unwritten_output_stays_nan_and_fails(tmp_path: Path) -> None:
+    result = _run(tmp_path, "lazy")
+    assert result.status == "fail" and result.metrics.budget_used == float("inf")  # NaN against a number
+    assert result.metrics.mismatches == 8  # exactly the unwritten row
+
+
+@pytest.mark.parametrize("kernel", ["overrun"])
+def test_write_past_the_end_hits_the_canary(tmp_path: Path, kernel: str) -> None:
+    result = _run(tmp_path, kernel)
+    assert result.status == "fail" and result.signature is not None
+    assert result.signature.cause == "out-of-bounds", result.message
+
+
+def test_read_past_the_end_reads_poison(tmp_path: Path) -> None:
+    result = _run(tmp_path, "overread")
+    assert result.status == "fail", result.message
+
+
+def test_freivalds_unit_roundoff_knows_formats_without_a_tensor_dtype() -> None:
+    import torch
+
+    from kcgate.oracles.freivalds import unit_roundoff
+
+    assert unit_roundoff("tfloat32") == 2.0**-11
+    assert unit_roundoff(torch.bfloat16) == 2.0**-8 and unit_roundoff("float32") == 2.0**-24
