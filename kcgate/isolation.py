@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from kcgate.errors import ExitCode, KcgateError, UsageError
 from kcgate.execute import error_result
 from kcgate.plan import Case
-from kcgate.results import CaseResult
+from kcgate.results import CaseResult, Fingerprint
 
 STARTUP_TIMEOUT_S = 120.0
 TAIL_CHARS = 2000
@@ -41,12 +42,12 @@ class Worker:
         os.close(w)
         self.results = os.fdopen(r, "rb")
         self.buffer = b""
-        self.ready = False  # the "ready" line is awaited lazily, so startup overlaps the parent's work
+        self.hello: dict[str, Any] | None = None  # the handshake, awaited lazily so start-up overlaps the parent
 
-    def wait_ready(self) -> None:
-        if not self.ready:
-            self._read_line(STARTUP_TIMEOUT_S)
-            self.ready = True
+    def wait_ready(self) -> dict[str, Any]:
+        if self.hello is None:
+            self.hello = self._read_line(STARTUP_TIMEOUT_S)
+        return self.hello
 
     def run(self, case: Case, timeout: float) -> dict[str, Any]:
         assert self.proc.stdin is not None
@@ -119,16 +120,21 @@ def _signal_name(n: int) -> str:
 class IsolatedExecutor:
     """Runs cases one at a time in a reused worker; replaces the worker after a crash or timeout."""
 
-    def __init__(self, contracts: Path, device: str = "cpu", memory_limit: int = 0,
+    def __init__(self, contracts: Path, device: str = "auto", memory_limit: int = 0,
                  timeout: float | None = None, env: dict[str, str] | None = None) -> None:
         self.contracts, self.device, self.memory_limit = contracts, device, memory_limit
         self.timeout, self.env = timeout, env
         self.worker: Worker | None = None
 
     def start(self) -> None:
-        """Spawn the worker now (its torch import then overlaps the parent's); failures surface on run."""
+        """Spawn the worker now (its torch import then overlaps the parent's); failures surface later."""
         if self.worker is None:
             self.worker = Worker(self.contracts, self.device, self.memory_limit, self.env)
+
+    def handshake(self) -> tuple[str, Fingerprint]:
+        """The device the worker resolved and its fingerprint: the process that runs kernels describes itself."""
+        hello = self._worker().wait_ready()
+        return str(hello["device"]), Fingerprint.from_json(hello["fingerprint"])
 
     def run(self, case: Case, timeout: float) -> CaseResult:
         t0 = time.perf_counter()
@@ -149,13 +155,15 @@ class IsolatedExecutor:
         try:
             self.start()
             assert self.worker is not None
-            self.worker.wait_ready()
+            hello = self.worker.wait_ready()
         except (WorkerDied, TimeoutError) as exc:
             self._discard()
-            from kcgate.errors import KcgateError
-
             raise KcgateError(f"the worker process failed to start ({exc or 'timeout'}); "
                               "run with --isolation none to see the error in this process") from None
+        if not hello.get("ready"):
+            self._discard()
+            error = UsageError if hello.get("exit_code") == ExitCode.BAD_USAGE else KcgateError
+            raise error(str(hello.get("error", "the worker refused to start")))
         return self.worker
 
     def _discard(self) -> None:
@@ -173,10 +181,14 @@ class IsolatedExecutor:
 class InProcessExecutor:
     """No isolation (``--isolation none``): fastest, but a crashing kernel takes the run with it."""
 
-    def __init__(self, project: Any, device: str = "cpu") -> None:
-        from kcgate.devices import get_backend
+    def __init__(self, project: Any, device: str = "auto") -> None:
+        from kcgate.devices import default_backend, get_backend
 
-        self.project, self.backend = project, get_backend(device)
+        self.project = project
+        self.backend = get_backend(default_backend() if device == "auto" else device)
+
+    def handshake(self) -> tuple[str, Fingerprint]:
+        return self.backend.name, self.backend.fingerprint()
 
     def run(self, case: Case, timeout: float) -> CaseResult:
         from kcgate.execute import execute_case

@@ -2,6 +2,10 @@
 
 Started by ``kcgate.isolation``; stdout and stderr go to a file so a kernel that floods them
 cannot corrupt the protocol. Run as ``python -m kcgate.worker --contracts F --device D --fd N``.
+
+Before reading any case it imports torch and the harness, resolves ``--device auto``, and sends
+one handshake line with the device and its fingerprint, so the parent never waits on a second
+torch import: the worker's start-up runs while the parent plans.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+from typing import Any
 
 
 def _limit_memory(limit_bytes: int) -> None:
@@ -20,23 +25,39 @@ def _limit_memory(limit_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
 
 
+def _start(contracts: str, device: str) -> tuple[dict[str, Any], Any, Any]:
+    """The handshake payload, the project and the backend; a KcgateError becomes an error handshake."""
+    import kcgate.checks  # noqa: F401  (warm: what the first case would otherwise import)
+    import kcgate.harness  # noqa: F401
+    import kcgate.ops  # noqa: F401
+    from kcgate.devices import default_backend, get_backend
+    from kcgate.spec import load_project
+
+    backend = get_backend(default_backend() if device == "auto" else device)
+    project = load_project(contracts)
+    hello = {"ready": True, "device": backend.name, "fingerprint": backend.fingerprint().to_json()}
+    return hello, project, backend
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--contracts", required=True)
-    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--device", default="auto")
     ap.add_argument("--fd", type=int, required=True)
     ap.add_argument("--memory-limit", type=int, default=0)
     args = ap.parse_args()
     out = os.fdopen(args.fd, "w", buffering=1, encoding="utf-8")
-    from kcgate.devices import get_backend
-    from kcgate.execute import execute_case
+    from kcgate.errors import KcgateError
+    from kcgate.execute import execute_case  # imports torch and the harness before the first case
     from kcgate.plan import Case
-    from kcgate.spec import load_project
 
-    project = load_project(args.contracts)
-    backend = get_backend(args.device)
+    try:
+        hello, project, backend = _start(args.contracts, args.device)
+    except KcgateError as exc:
+        out.write(json.dumps({"ready": False, "error": exc.message, "exit_code": int(exc.exit_code)}) + "\n")
+        return
     _limit_memory(args.memory_limit)
-    out.write(json.dumps({"ready": True}) + "\n")
+    out.write(json.dumps(hello) + "\n")
     for line in sys.stdin:
         d = json.loads(line)
         case = Case(**{**d, "shape": tuple(d["shape"])})

@@ -37,17 +37,22 @@ def run_command(o: Options) -> int:
     if o.isolation not in ("process", "none"):
         raise UsageError(f"--isolation {o.isolation!r}: choose 'process' or 'none'")
     project = load_project(o.contracts)
-    cases = planning.shard(planning.select(planning.make_plan(project, o.seed, _default_shapes()), o.keyword,
-                                           o.dtypes), planning.parse_shard(o.shard))
-    if o.list_only:
-        from kcgate.render.console import render_plan
+    executor = None if o.list_only else _executor(o, project)  # a worker starts up while we plan
+    try:
+        cases = planning.shard(planning.select(planning.make_plan(project, o.seed, _default_shapes()), o.keyword,
+                                               o.dtypes), planning.parse_shard(o.shard))
+        if o.list_only:
+            from kcgate.render.console import render_plan
 
-        typer.echo(render_plan(cases))
-        return ExitCode.OK if cases else ExitCode.NOTHING_SELECTED
-    if not cases:
-        typer.echo("nothing selected: no case matches the filters (-k, --dtype, --shard); try --list", err=True)
-        return ExitCode.NOTHING_SELECTED
-    return _execute(o, project, cases)
+            typer.echo(render_plan(cases))
+            return ExitCode.OK if cases else ExitCode.NOTHING_SELECTED
+        if not cases:
+            typer.echo("nothing selected: no case matches the filters (-k, --dtype, --shard); try --list", err=True)
+            return ExitCode.NOTHING_SELECTED
+        return _execute(o, project, cases, executor)
+    finally:
+        if executor is not None:
+            executor.close()
 
 
 def _default_shapes() -> dict[str, tuple[tuple[int, ...], ...]]:
@@ -56,17 +61,11 @@ def _default_shapes() -> dict[str, tuple[tuple[int, ...], ...]]:
     return {name: op.default_shapes for name, op in OPS.items()}
 
 
-def _execute(o: Options, project, cases) -> int:  # type: ignore[no-untyped-def]
-    from kcgate.devices import default_backend, get_backend
+def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-untyped-def]
     from kcgate.render.console import render_run
     from kcgate.runner import execute_plan, new_run, resume_from
 
-    device = o.device or default_backend()
-    executor = _executor(o, project, device)
-    if hasattr(executor, "start"):
-        executor.start()  # the worker imports torch while this process fingerprints the device
-    backend = get_backend(device)
-    fingerprint = backend.fingerprint()
+    device, fingerprint = executor.handshake()  # from the process that runs the kernels
     runner = o.runner or f"{device}-{fingerprint.arch or 'generic'}".lower()
     out = o.out or project.results_dir / f"{runner}.json"
     done = resume_from(out, fingerprint, runner) if o.resume else {}
@@ -84,7 +83,12 @@ def _execute(o: Options, project, cases) -> int:  # type: ignore[no-untyped-def]
     return ExitCode.OK if all(c.ok for c in result.cases) else ExitCode.VIOLATION
 
 
-def _executor(o: Options, project, device: str):  # type: ignore[no-untyped-def]
+def _executor(o: Options, project):  # type: ignore[no-untyped-def]
+    from kcgate.devices import check_name
+
+    device = o.device or "auto"
+    if device != "auto":
+        check_name(device)
     if o.isolation == "none":
         from kcgate.isolation import InProcessExecutor
 
@@ -92,7 +96,9 @@ def _executor(o: Options, project, device: str):  # type: ignore[no-untyped-def]
     from kcgate.isolation import IsolatedExecutor
 
     limit = int(o.memory_limit_gb * 2**30) if o.memory_limit_gb > 0 else _half_ram()
-    return IsolatedExecutor(o.contracts, device, limit, o.timeout)
+    executor = IsolatedExecutor(o.contracts, device, limit, o.timeout)
+    executor.start()
+    return executor
 
 
 def _half_ram() -> int:

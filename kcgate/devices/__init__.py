@@ -36,11 +36,18 @@ VENDORS: dict[str, str] = {
 }
 
 
-def get_backend(name: str) -> Backend:
+def check_name(name: str) -> None:
+    """Refuse an unknown device name (cheap: no torch, no detection)."""
     from kcgate.errors import UsageError
 
     if name not in BACKENDS:
         raise UsageError(f"unknown device {name!r}; choose one of: {', '.join(BACKENDS)}")
+
+
+def get_backend(name: str) -> Backend:
+    from kcgate.errors import UsageError
+
+    check_name(name)
     backend = BACKENDS[name]()
     if not backend.available():
         raise UsageError(
