@@ -15,7 +15,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from kcgate import baseline
 from kcgate.baseline import load_sources, paused_gc
 from kcgate.compare import compare_runs
 from kcgate.diff import make_verdict
@@ -91,12 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=10_000)
     parser.add_argument("--runners", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument(
-        "--serial", action="store_true", help="no helper process (see kcgate.baseline.load_files)"
-    )
     args = parser.parse_args(argv)
-    if args.serial:
-        baseline.PARALLEL_MIN_BYTES = sys.maxsize
     print(
         f"machine: {platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
     )

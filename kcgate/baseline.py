@@ -9,14 +9,10 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import multiprocessing
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from kcgate.diff import index_cases
@@ -30,7 +26,6 @@ GIT_REF = re.compile(r"[A-Za-z0-9_./@{}~^+-]{1,200}")
 GIT_TIMEOUT_S = 60
 DEFAULT_CONTRACTS = Path("contracts.toml")
 DEFAULT_DIR = Path("baselines")
-PARALLEL_MIN_BYTES = 8 * 1024 * 1024
 
 _File = tuple[Path, bool]  # a results file and whether it was named explicitly (then it must be results)
 
@@ -147,43 +142,13 @@ def write_baselines(runs: Mapping[str, RunResult], directory: Path) -> list[Path
 
 
 def load_files(files: Sequence[_File]) -> list[RunResult | None]:
-    """Load files in order; a large batch is split with one helper process, since parsing is CPU-bound."""
-    with paused_gc():
-        if not _worth_a_helper(files):
-            return _load_each(files)
-        try:
-            return _load_split(files)
-        except (OSError, BrokenProcessPool):  # cannot fork here, or the helper died: read them all here
-            return _load_each(files)
+    """Load files in order, in this process.
 
-
-def _worth_a_helper(files: Sequence[_File]) -> bool:
-    # fork only on Linux (safe and cheap there); below a few MiB a helper costs more than it saves
-    if not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2 or len(files) < 2:
-        return False
-    return sum(_size(p) for p, _ in files) >= PARALLEL_MIN_BYTES
-
-
-def _load_split(files: Sequence[_File]) -> list[RunResult | None]:
-    """The helper loads every other file while this process loads the rest; results come back pickled."""
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork")) as pool:
-        theirs = pool.submit(_load_each, files[1::2])
-        out: list[RunResult | None] = [None] * len(files)
-        out[0::2] = _load_each(files[0::2])
-        out[1::2] = theirs.result()
-    return out
-
-
-def _load_each(files: Sequence[_File]) -> list[RunResult | None]:
+    A forked helper loading every other file was tried and removed: pickling the records back cost as
+    much as the parse it saved, and on a busy 2-core machine it was 25% slower (benchmarks/diff_compare_speed.py).
+    """
     with paused_gc():
         return [load_run(path) if strict else _load_member(path) for path, strict in files]
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def _json_files(root: Path) -> list[Path]:

@@ -50,7 +50,9 @@ class Fingerprint:
         return hashlib.sha256(blob).hexdigest()[:12]
 
     def to_json(self) -> dict[str, Any]:
-        d = {k: getattr(self, k) for k in ("backend", "vendor", "device", "arch", "driver", "runtime", "torch")}
+        d = {
+            k: getattr(self, k) for k in ("backend", "vendor", "device", "arch", "driver", "runtime", "torch")
+        }
         d["flags"] = dict(self.flags)
         return d
 
@@ -120,19 +122,28 @@ class Metrics:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Metrics:
         extra = d.get("extra") or {}
-        _expect(isinstance(extra, dict), "metrics.extra must be an object")
+        if type(extra) is not dict:
+            raise _Invalid("metrics.extra must be an object")
         wi = d.get("worst_index") or []
-        _expect(isinstance(wi, list) and all(isinstance(i, int) for i in wi), "metrics.worst_index must be ints")
-        return cls(
-            budget_used=_num(d, "budget_used"),
-            max_abs_err=_num(d, "max_abs_err"),
-            max_rel_err=_num(d, "max_rel_err"),
-            max_ulp=_num(d, "max_ulp"),
-            mismatches=_int(d, "mismatches"),
-            elements=_int(d, "elements"),
-            worst_index=tuple(wi[:8]),
-            allowed_at_worst=_num(d, "allowed_at_worst"),
-            extra=tuple(sorted((str(k)[:200], _finite_or_nan(v)) for k, v in extra.items() if v is not None)),
+        if type(wi) is not list or not all(type(i) is int for i in wi):
+            raise _Invalid("metrics.worst_index must be ints")
+        return _build(
+            cls,
+            {
+                "budget_used": _num(d, "budget_used"),
+                "max_abs_err": _num(d, "max_abs_err"),
+                "max_rel_err": _num(d, "max_rel_err"),
+                "max_ulp": _num(d, "max_ulp"),
+                "mismatches": _int(d, "mismatches"),
+                "elements": _int(d, "elements"),
+                "worst_index": tuple(wi[:8]),
+                "allowed_at_worst": _num(d, "allowed_at_worst"),
+                "extra": tuple(
+                    sorted((str(k)[:200], _finite_or_nan(v)) for k, v in extra.items() if v is not None)
+                )
+                if extra
+                else (),
+            },
         )
 
 
@@ -177,31 +188,41 @@ class CaseResult:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> CaseResult:
-        _expect(isinstance(d, dict), "each case must be an object")
-        status = _text(d, "status", required=True)
-        _expect(status in STATUSES, f"case status {status[:40]!r} is not one of {', '.join(STATUSES)}")
+        # hot path (10^5 cases per report): plain ifs, so no message is formatted unless it is raised
+        if type(d) is not dict:
+            raise _Invalid("each case must be an object")
+        status = d.get("status")
+        if status not in STATUSES:
+            raise _Invalid(f"case status {str(status)[:40]!r} is not one of {', '.join(STATUSES)}")
         shape = d.get("shape") or []
-        _expect(isinstance(shape, list) and all(isinstance(i, int) for i in shape), "case.shape must be ints")
+        if type(shape) is not list or not all(type(i) is int for i in shape):
+            raise _Invalid("case.shape must be ints")
         sig = d.get("signature")
-        _expect(sig is None or isinstance(sig, dict), "case.signature must be an object or null")
+        if sig is not None and type(sig) is not dict:
+            raise _Invalid("case.signature must be an object or null")
         metrics = d.get("metrics") or {}
-        _expect(isinstance(metrics, dict), "case.metrics must be an object")
+        if type(metrics) is not dict:
+            raise _Invalid("case.metrics must be an object")
         line = d.get("line")
-        _expect(line is None or (isinstance(line, int) and not isinstance(line, bool)), "case.line must be an int")
-        return cls(
-            case_id=_text(d, "case_id", required=True),
-            contract_id=_text(d, "contract_id", required=True),
-            klass=_text(d, "class"),
-            op=_text(d, "op"),
-            dtype=_text(d, "dtype"),
-            shape=tuple(shape[:8]),
-            seed=_int(d, "seed"),
-            status=status,
-            metrics=Metrics.from_json(metrics),
-            signature=Signature.from_json(sig) if sig else None,
-            message=_text(d, "message"),
-            duration_s=_num(d, "duration_s") or 0.0,
-            line=line,
+        if line is not None and type(line) is not int:
+            raise _Invalid("case.line must be an int")
+        return _build(
+            cls,
+            {
+                "case_id": _text(d, "case_id", required=True),
+                "contract_id": _text(d, "contract_id", required=True),
+                "klass": _text(d, "class"),
+                "op": _text(d, "op"),
+                "dtype": _text(d, "dtype"),
+                "shape": tuple(shape[:8]),
+                "seed": _int(d, "seed"),
+                "status": status,
+                "metrics": Metrics.from_json(metrics),
+                "signature": Signature.from_json(sig) if sig else None,
+                "message": _text(d, "message"),
+                "duration_s": _num(d, "duration_s") or 0.0,
+                "line": line,
+            },
         )
 
 
@@ -307,7 +328,9 @@ def load_run(path: Path, *, max_bytes: int = MAX_RESULTS_BYTES) -> RunResult:
     try:
         data = json.loads(path.read_bytes(), parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{path}: not valid JSON ({str(exc)[:200]}); re-run `kcgate run` to regenerate it") from None
+        raise ResultsError(
+            f"{path}: not valid JSON ({str(exc)[:200]}); re-run `kcgate run` to regenerate it"
+        ) from None
     try:
         return RunResult.from_json(data)
     except _Invalid as exc:
@@ -338,27 +361,47 @@ def _reject_constant(name: str) -> float:
     return math.nan
 
 
+_FLOAT_MAX_INT = 2**1024  # larger ints overflow float()
+
+
+def _build(cls: type[Any], fields: dict[str, Any]) -> Any:
+    """A frozen dataclass from already-validated fields, without its __init__ (5x faster on 10^5 records).
+
+    ``fields`` must name every field exactly; the JSON round-trip tests would fail on a missing one.
+    """
+    obj = object.__new__(cls)
+    obj.__dict__.update(fields)
+    return obj
+
+
 def _text(d: Mapping[str, Any], key: str, *, required: bool = False) -> str:
     v = d.get(key)
-    if v is None:
-        _expect(not required, f"missing required field {key!r}")
-        return ""
-    _expect(isinstance(v, str), f"field {key!r} must be a string")
-    return v[:MAX_TEXT]
+    if type(v) is str:
+        return v if len(v) <= MAX_TEXT else v[:MAX_TEXT]
+    if v is not None:
+        raise _Invalid(f"field {key!r} must be a string")
+    if required:
+        raise _Invalid(f"missing required field {key!r}")
+    return ""
 
 
 def _num(d: Mapping[str, Any], key: str) -> float | None:
+    # JSON gives exactly int or float (never bool here: type(True) is bool); inf - inf and nan - nan are nan
     v = d.get(key)
-    if v is None:
-        return None
-    _expect(isinstance(v, (int, float)) and not isinstance(v, bool), f"field {key!r} must be a number")
-    return float(v) if math.isfinite(v) else None
+    if type(v) is float:
+        return v if v - v == 0.0 else None
+    if type(v) is int:
+        return float(v) if -_FLOAT_MAX_INT < v < _FLOAT_MAX_INT else None
+    if v is not None:
+        raise _Invalid(f"field {key!r} must be a number")
+    return None
 
 
 def _int(d: Mapping[str, Any], key: str) -> int:
     v = d.get(key, 0)
-    _expect(isinstance(v, int) and not isinstance(v, bool), f"field {key!r} must be an integer")
-    return int(v)
+    if type(v) is not int:
+        raise _Invalid(f"field {key!r} must be an integer")
+    return v  # type: ignore[no-any-return]
 
 
 def _finite_or_nan(v: Any) -> float:

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from kcgate import baseline
 from kcgate.cli import app
 from kcgate.errors import ResultsError, UsageError
-from kcgate.results import load_run, write_run
+from kcgate.results import load_run
 
 DATA = Path(__file__).parent / "data" / "diff"
 
@@ -69,28 +69,6 @@ def test_symlinks_are_not_followed(tmp_path: Path) -> None:
 def test_missing_path_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no such file"):
         baseline.load_results(tmp_path / "nope")
-
-
-def test_parallel_and_serial_loading_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for i in range(4):
-        run = load_run(DATA / "current.json")
-        write_run(tmp_path / f"r{i}.json", replace(run, runner=f"r{i}"))
-    files = [(p, True) for p in sorted(tmp_path.glob("*.json"))]
-    serial = baseline.load_files(files)
-    monkeypatch.setattr(baseline, "PARALLEL_MIN_BYTES", 0)
-    assert baseline._worth_a_helper(files) == (
-        baseline.sys.platform.startswith("linux") and baseline.os.cpu_count() != 1
-    )
-    assert baseline.load_files(files) == serial
-
-
-def test_parallel_loading_reports_the_bad_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    good = _copy(tmp_path, "base.json")
-    bad = tmp_path / "bad.json"
-    bad.write_text("{")
-    monkeypatch.setattr(baseline, "PARALLEL_MIN_BYTES", 0)
-    with pytest.raises(ResultsError, match="bad.json"):
-        baseline.load_files([(good, True), (bad, True)])
 
 
 # ---- writing -------------------------------------------------------------------------------------

