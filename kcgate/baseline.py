@@ -144,8 +144,9 @@ def write_baselines(runs: Mapping[str, RunResult], directory: Path) -> list[Path
 def load_files(files: Sequence[_File]) -> list[RunResult | None]:
     """Load files in order, in this process.
 
-    A forked helper loading every other file was tried and removed: pickling the records back cost as
-    much as the parse it saved, and on a busy 2-core machine it was 25% slower (benchmarks/diff_compare_speed.py).
+    A forked helper loading every other file was tried twice and removed: sending the records back
+    pickled cost as much as the parse it saved (25% slower on a busy 2-core machine), and as marshalled
+    tuples it gained 3% (median of 5, benchmarks/diff_compare_speed.py): allocating the records dominates.
     """
     with paused_gc():
         return [load_run(path) if strict else _load_member(path) for path, strict in files]

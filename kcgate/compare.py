@@ -133,11 +133,15 @@ def _cell(contract_id: str, runner: str, cases: list[CaseResult]) -> Cell:
 
 def case_error(case: CaseResult) -> tuple[str, float] | None:
     """The error a case is compared on: the op's own norm error when it reports one, else max |error|."""
-    extra = dict(case.metrics.extra)
-    for metric, value in (("norm_err", extra.get("norm_err")), ("max_abs_err", case.metrics.max_abs_err)):
+    for metric, value in (("norm_err", _extra(case, "norm_err")), ("max_abs_err", case.metrics.max_abs_err)):
         if value is not None:
             return (metric, value) if math.isfinite(value) and value >= 0 else None
     return None
+
+
+def _extra(case: CaseResult, key: str) -> float | None:
+    """One ``metrics.extra`` value (a short tuple: scanning it beats building a dict per case)."""
+    return next((v for k, v in case.metrics.extra if k == key), None)
 
 
 def find_outliers(runs: Mapping[str, RunResult]) -> tuple[Outlier, ...]:
@@ -185,7 +189,7 @@ def k_curves(run: RunResult) -> list[KCurve]:
     """Worst error per reduction length, for contracts whose cases report ``extra.reduction_len``."""
     worst: dict[str, dict[float, float]] = defaultdict(dict)
     for case in run.cases:
-        k = dict(case.metrics.extra).get("reduction_len")
+        k = _extra(case, "reduction_len")
         measured = case_error(case)
         if k is None or not math.isfinite(k) or k <= 0 or measured is None:
             continue
