@@ -95,13 +95,13 @@ def calibrate_contract(
     project: Project, c: Contract, backend: Any, base_seed: int = BASE_SEED
 ) -> Calibration:
     from kcgate.execute import execute_case
-    from kcgate.ops import OPS
+    from kcgate.ops import default_shapes
     from kcgate.plan import make_plan
 
     single = Project(
         path=project.path, name=project.name, contracts=(c,), policy=project.policy, paths=project.paths
     )
-    cases = make_plan(single, base_seed, {name: op.default_shapes for name, op in OPS.items()})
+    cases = make_plan(single, base_seed, default_shapes())
     states = []
     for state, target in state_kernels(c).items():
         results = [execute_case(single, case, backend, kernel=target) for case in cases]

@@ -136,6 +136,11 @@ class IsolatedExecutor:
         hello = self._worker().wait_ready()
         return str(hello["device"]), Fingerprint.from_json(hello["fingerprint"])
 
+    def default_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
+        """The op families' default shapes, as the worker's kcgate knows them (this process stays torch-free)."""
+        shapes = self._worker().wait_ready()["default_shapes"]
+        return {op: tuple(tuple(s) for s in listed) for op, listed in shapes.items()}
+
     def run(self, case: Case, timeout: float) -> CaseResult:
         t0 = time.perf_counter()
         worker = self._worker()
@@ -189,6 +194,11 @@ class InProcessExecutor:
 
     def handshake(self) -> tuple[str, Fingerprint]:
         return self.backend.name, self.backend.fingerprint()
+
+    def default_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
+        from kcgate.ops import default_shapes
+
+        return default_shapes()
 
     def run(self, case: Case, timeout: float) -> CaseResult:
         from kcgate.execute import execute_case

@@ -4,8 +4,9 @@ Started by ``kcgate.isolation``; stdout and stderr go to a file so a kernel that
 cannot corrupt the protocol. Run as ``python -m kcgate.worker --contracts F --device D --fd N``.
 
 Before reading any case it imports torch and the harness, resolves ``--device auto``, and sends
-one handshake line with the device and its fingerprint, so the parent never waits on a second
-torch import: the worker's start-up runs while the parent plans.
+one handshake line with the device, its fingerprint and the op families' default shapes. The parent
+plans from that handshake, so with isolation it never imports torch itself: the one torch import of
+a run happens here.
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ def _start(contracts: str, device: str) -> tuple[dict[str, Any], Any, Any]:
     """The handshake payload, the project and the backend; a KcgateError becomes an error handshake."""
     import kcgate.checks  # noqa: F401  (warm: what the first case would otherwise import)
     import kcgate.harness  # noqa: F401
-    import kcgate.ops  # noqa: F401
     from kcgate.devices import default_backend, get_backend
+    from kcgate.ops import default_shapes
     from kcgate.spec import load_project
 
     backend = get_backend(default_backend() if device == "auto" else device)
     project = load_project(contracts)
-    hello = {"ready": True, "device": backend.name, "fingerprint": backend.fingerprint().to_json()}
+    hello = {"ready": True, "device": backend.name, "fingerprint": backend.fingerprint().to_json(),
+             "default_shapes": default_shapes()}
     return hello, project, backend
 
 

@@ -109,3 +109,23 @@ def test_merge_refuses_mixed_fingerprints(tmp_path: Path) -> None:
     (tmp_path / "b.json").write_text(json.dumps(other))
     proc = kcgate("merge", str(out), str(tmp_path / "b.json"), "--out", str(tmp_path / "m.json"))
     assert proc.returncode == 3 and "fingerprint" in proc.stderr
+
+
+def test_isolated_run_imports_torch_only_in_the_worker(tmp_path: Path) -> None:
+    """The parent plans from the worker's handshake (device, fingerprint, default shapes): no torch import."""
+    cmd = [sys.executable, "-X", "importtime", "-m", "kcgate", "run", "--contracts", "small.toml", "-q",
+           "--seed", "3", "--out", str(tmp_path / "r.json"), "-k", "sum*"]
+    proc = subprocess.run(cmd, cwd=DATA, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    parent_torch = [ln for ln in proc.stderr.splitlines() if ln.startswith("import time:") and "torch" in ln]
+    assert parent_torch == []
+    run = load_run(tmp_path / "r.json")
+    assert run.cases and run.fingerprint.torch  # the fingerprint came from the worker's torch
+    listed = kcgate("run", "--contracts", "small.toml", "--list", "-k", "sum*", cwd=DATA)  # plans in-process
+    assert listed.returncode == 0 and all(c.case_id in listed.stdout for c in run.cases)
+
+
+def test_an_unavailable_device_is_reported_by_the_worker(tmp_path: Path) -> None:
+    proc = kcgate("run", "--contracts", "small.toml", "--device", "mps", "--out", str(tmp_path / "r.json"), cwd=DATA)
+    assert proc.returncode == 3 and "device 'mps' is not available" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "r.json").exists()

@@ -37,10 +37,11 @@ def run_command(o: Options) -> int:
     if o.isolation not in ("process", "none"):
         raise UsageError(f"--isolation {o.isolation!r}: choose 'process' or 'none'")
     project = load_project(o.contracts)
-    executor = None if o.list_only else _executor(o, project)  # a worker starts up while we plan
+    executor = None if o.list_only else _executor(o, project)  # with isolation, the one torch import is its
     try:
-        cases = planning.shard(planning.select(planning.make_plan(project, o.seed, _default_shapes()), o.keyword,
-                                               o.dtypes), planning.parse_shard(o.shard))
+        shapes = executor.default_shapes() if executor else _default_shapes()
+        cases = planning.shard(planning.select(planning.make_plan(project, o.seed, shapes), o.keyword, o.dtypes),
+                               planning.parse_shard(o.shard))
         if o.list_only:
             from kcgate.render.console import render_plan
 
@@ -56,9 +57,9 @@ def run_command(o: Options) -> int:
 
 
 def _default_shapes() -> dict[str, tuple[tuple[int, ...], ...]]:
-    from kcgate.ops import OPS
+    from kcgate.ops import default_shapes
 
-    return {name: op.default_shapes for name, op in OPS.items()}
+    return default_shapes()
 
 
 def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-untyped-def]

@@ -17,3 +17,7 @@ OPS: dict[str, OpFamily] = {
                GATHER, INDEX_SELECT, EMBEDDING)
 }
 
+
+def default_shapes() -> dict[str, tuple[tuple[int, ...], ...]]:
+    """Each op family's default shapes: what a contract without ``shapes`` runs on."""
+    return {name: op.default_shapes for name, op in OPS.items()}
