@@ -13,7 +13,6 @@ Medians over the repeats; the overhead is computed per repeat and then its media
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import sys
@@ -23,14 +22,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import ROOT, describe, kcgate_cmd, timed  # noqa: E402
 
+from kcgate.results import load_run  # noqa: E402
+
 
 def run_once(tmp: Path, i: int, extra_args: list[str]) -> dict[str, float]:
     out = tmp / f"run{i}.json"
     wall = timed([*kcgate_cmd(), "run", "--out", str(out), "-q", "--seed", "1", *extra_args], ok=(0, 1))
-    data = json.loads(out.read_text(encoding="utf-8"))
-    cases = data["cases"]
-    durations = [float(c.get("duration_s") or 0.0) for c in cases]
-    extras = [(c.get("metrics") or {}).get("extra") or {} for c in cases]
+    cases = load_run(out).cases
+    durations = [c.duration_s for c in cases]
+    extras = [dict(c.metrics.extra) for c in cases]
     row = {"wall": wall, "cases": float(len(cases)), "sum_dur": sum(durations),
            "first_dur": durations[0] if durations else 0.0}
     if any("kernel_s" in e or "oracle_s" in e for e in extras):

@@ -10,7 +10,6 @@ target: process / none <= 1.3x.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import subprocess
@@ -21,6 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import ROOT, describe, kcgate_cmd  # noqa: E402
+
+from kcgate.results import load_run  # noqa: E402
 
 TARGET = 1.3
 MODES = ("process", "none")
@@ -34,8 +35,8 @@ def run_once(mode: str, out: Path) -> tuple[float, float, int]:
     wall = time.perf_counter() - t0
     if proc.returncode not in (0, 1):
         sys.exit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    cases = json.loads(out.read_text(encoding="utf-8"))["cases"]
-    return wall, sum(float(c.get("duration_s") or 0.0) for c in cases), len(cases)
+    cases = load_run(out).cases
+    return wall, sum(c.duration_s for c in cases), len(cases)
 
 
 def main() -> None:

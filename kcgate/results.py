@@ -11,14 +11,15 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kcgate.errors import ResultsError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 1: one object per case (kcgate 0.1); 2: one row per case
 MAX_RESULTS_BYTES = 64 * 1024 * 1024
 MAX_TEXT = 4096  # longest free-text field kept from an untrusted file
 STATUSES = ("pass", "fail", "error", "refused")
@@ -92,6 +93,38 @@ class Signature:
         return cls(cause=_text(d, "cause", required=True), summary=_text(d, "summary"), evidence=items)
 
 
+CASE_FIELDS = (
+    "case_id",
+    "contract_id",
+    "class",
+    "op",
+    "dtype",
+    "shape",
+    "seed",
+    "status",
+    "metrics",
+    "signature",
+    "message",
+    "duration_s",
+    "line",
+)
+"""The columns of a case row in a schema-2 results file (its ``case_fields``)."""
+METRIC_FIELDS = (
+    "budget_used",
+    "max_abs_err",
+    "max_rel_err",
+    "max_ulp",
+    "mismatches",
+    "elements",
+    "worst_index",
+    "allowed_at_worst",
+    "extra",
+)
+"""The columns of a case row's metrics (the file's ``metric_fields``)."""
+_METRICS_AT = CASE_FIELDS.index("metrics")
+_DURATION_AT = CASE_FIELDS.index("duration_s")
+
+
 @dataclass(frozen=True)
 class Metrics:
     """Numbers measured for one case. ``budget_used`` = measured error / allowed error (1.0 = at the edge)."""
@@ -106,38 +139,57 @@ class Metrics:
     allowed_at_worst: float | None = None
     extra: tuple[tuple[str, float], ...] = ()
 
+    def to_row(self) -> list[Any]:
+        """Values in ``METRIC_FIELDS`` order (non-finite numbers become null)."""
+        return [
+            clean_number(self.budget_used),
+            clean_number(self.max_abs_err),
+            clean_number(self.max_rel_err),
+            clean_number(self.max_ulp),
+            self.mismatches,
+            self.elements,
+            list(self.worst_index),
+            clean_number(self.allowed_at_worst),
+            {k: clean_number(v) for k, v in self.extra},
+        ]
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "budget_used": clean_number(self.budget_used),
-            "max_abs_err": clean_number(self.max_abs_err),
-            "max_rel_err": clean_number(self.max_rel_err),
-            "max_ulp": clean_number(self.max_ulp),
-            "mismatches": self.mismatches,
-            "elements": self.elements,
-            "worst_index": list(self.worst_index),
-            "allowed_at_worst": clean_number(self.allowed_at_worst),
-            "extra": {k: clean_number(v) for k, v in self.extra},
-        }
+        return dict(zip(METRIC_FIELDS, self.to_row()))
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> Metrics:
-        extra = d.get("extra") or {}
-        if type(extra) is not dict:
+    def from_json(cls, d: Any) -> Metrics:
+        if type(d) is not dict:
+            raise _Invalid("case.metrics must be an object")
+        return cls._validated([d.get(k) for k in METRIC_FIELDS])
+
+    @classmethod
+    def from_row(cls, row: Any) -> Metrics:
+        if type(row) is not list or len(row) != len(METRIC_FIELDS):
+            raise _Invalid(f"case.metrics must be a list of the {len(METRIC_FIELDS)} metric_fields")
+        return cls._validated(row)
+
+    @classmethod
+    def _validated(cls, row: list[Any]) -> Metrics:
+        budget, abs_err, rel_err, ulp, mismatches, elements, worst, allowed, extra = row
+        if extra is None:
+            extra = {}
+        elif type(extra) is not dict:
             raise _Invalid("metrics.extra must be an object")
-        wi = d.get("worst_index") or []
-        if type(wi) is not list or not all(type(i) is int for i in wi):
+        if worst is None:
+            worst = []
+        elif type(worst) is not list or not all(type(i) is int for i in worst):
             raise _Invalid("metrics.worst_index must be ints")
         return _build(
             cls,
             {
-                "budget_used": _num(d, "budget_used"),
-                "max_abs_err": _num(d, "max_abs_err"),
-                "max_rel_err": _num(d, "max_rel_err"),
-                "max_ulp": _num(d, "max_ulp"),
-                "mismatches": _int(d, "mismatches"),
-                "elements": _int(d, "elements"),
-                "worst_index": tuple(wi[:8]),
-                "allowed_at_worst": _num(d, "allowed_at_worst"),
+                "budget_used": _number(budget, "budget_used"),
+                "max_abs_err": _number(abs_err, "max_abs_err"),
+                "max_rel_err": _number(rel_err, "max_rel_err"),
+                "max_ulp": _number(ulp, "max_ulp"),
+                "mismatches": _count(mismatches, "mismatches"),
+                "elements": _count(elements, "elements"),
+                "worst_index": tuple(worst[:8]),
+                "allowed_at_worst": _number(allowed, "allowed_at_worst"),
                 "extra": tuple(
                     sorted((str(k)[:200], _finite_or_nan(v)) for k, v in extra.items() if v is not None)
                 )
@@ -145,6 +197,9 @@ class Metrics:
                 else (),
             },
         )
+
+
+_NO_METRICS = Metrics()
 
 
 @dataclass(frozen=True)
@@ -169,58 +224,75 @@ class CaseResult:
     def ok(self) -> bool:
         return self.status == "pass"
 
+    def to_row(self) -> list[Any]:
+        """Values in ``CASE_FIELDS`` order, metrics as a row too: one line per case in a results file."""
+        return [
+            self.case_id,
+            self.contract_id,
+            self.klass,
+            self.op,
+            self.dtype,
+            list(self.shape),
+            self.seed,
+            self.status,
+            self.metrics.to_row(),
+            self.signature.to_json() if self.signature else None,
+            self.message,
+            round(self.duration_s, 6),
+            self.line,
+        ]
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "case_id": self.case_id,
-            "contract_id": self.contract_id,
-            "class": self.klass,
-            "op": self.op,
-            "dtype": self.dtype,
-            "shape": list(self.shape),
-            "seed": self.seed,
-            "status": self.status,
-            "metrics": self.metrics.to_json(),
-            "signature": self.signature.to_json() if self.signature else None,
-            "message": self.message,
-            "duration_s": round(self.duration_s, 6),
-            "line": self.line,
-        }
+        """One case as an object (the worker's protocol, and schema-1 files)."""
+        d = dict(zip(CASE_FIELDS, self.to_row()))
+        d["metrics"] = self.metrics.to_json()
+        return d
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> CaseResult:
-        # hot path (10^5 cases per report): plain ifs, so no message is formatted unless it is raised
+    def from_json(cls, d: Any) -> CaseResult:
         if type(d) is not dict:
             raise _Invalid("each case must be an object")
-        status = d.get("status")
+        metrics = d.get("metrics")
+        return cls._validated(
+            [d.get(k) for k in CASE_FIELDS], Metrics.from_json(metrics) if metrics else _NO_METRICS
+        )
+
+    @classmethod
+    def from_row(cls, row: Any) -> CaseResult:
+        if type(row) is not list or len(row) != len(CASE_FIELDS):
+            raise _Invalid(f"each case must be a list of the {len(CASE_FIELDS)} case_fields")
+        metrics = row[_METRICS_AT]
+        return cls._validated(row, Metrics.from_row(metrics) if metrics is not None else _NO_METRICS)
+
+    @classmethod
+    def _validated(cls, row: list[Any], metrics: Metrics) -> CaseResult:
+        # hot path (10^5 cases per report): plain ifs, so no message is formatted unless it is raised
+        case_id, contract_id, klass, op, dtype, shape, seed, status, _, sig, message, duration, line = row
         if status not in STATUSES:
             raise _Invalid(f"case status {str(status)[:40]!r} is not one of {', '.join(STATUSES)}")
-        shape = d.get("shape") or []
-        if type(shape) is not list or not all(type(i) is int for i in shape):
+        if shape is None:
+            shape = []
+        elif type(shape) is not list or not all(type(i) is int for i in shape):
             raise _Invalid("case.shape must be ints")
-        sig = d.get("signature")
         if sig is not None and type(sig) is not dict:
             raise _Invalid("case.signature must be an object or null")
-        metrics = d.get("metrics") or {}
-        if type(metrics) is not dict:
-            raise _Invalid("case.metrics must be an object")
-        line = d.get("line")
         if line is not None and type(line) is not int:
             raise _Invalid("case.line must be an int")
         return _build(
             cls,
             {
-                "case_id": _text(d, "case_id", required=True),
-                "contract_id": _text(d, "contract_id", required=True),
-                "klass": _text(d, "class"),
-                "op": _text(d, "op"),
-                "dtype": _text(d, "dtype"),
+                "case_id": _string(case_id, "case_id", required=True),
+                "contract_id": _string(contract_id, "contract_id", required=True),
+                "klass": _string(klass, "class"),
+                "op": _string(op, "op"),
+                "dtype": _string(dtype, "dtype"),
                 "shape": tuple(shape[:8]),
-                "seed": _int(d, "seed"),
+                "seed": _count(seed, "seed"),
                 "status": status,
-                "metrics": Metrics.from_json(metrics),
+                "metrics": metrics,
                 "signature": Signature.from_json(sig) if sig else None,
-                "message": _text(d, "message"),
-                "duration_s": _num(d, "duration_s") or 0.0,
+                "message": _string(message, "message"),
+                "duration_s": _number(duration, "duration_s") or 0.0,
                 "line": line,
             },
         )
@@ -239,6 +311,7 @@ class RunResult:
     meta: tuple[tuple[str, str], ...] = ()  # volatile facts (timestamps, host); dropped from baselines
 
     def to_json(self) -> dict[str, Any]:
+        """The schema-2 document: a header, then one row per case (``case_fields`` names the columns)."""
         return {
             "schema_version": SCHEMA_VERSION,
             "kind": "kcgate-results",
@@ -249,18 +322,21 @@ class RunResult:
             "complete": self.complete,
             "kcgate_version": self.kcgate_version,
             "meta": dict(self.meta),
-            "cases": [c.to_json() for c in self.cases],
+            "case_fields": list(CASE_FIELDS),
+            "metric_fields": list(METRIC_FIELDS),
+            "cases": [c.to_row() for c in self.cases],
         }
 
     @classmethod
     def from_json(cls, d: Any) -> RunResult:
+        """Schema 2 (rows), or schema 1 (one object per case), so baselines written by 0.1 still load."""
         _expect(isinstance(d, dict), "a results file must hold a JSON object")
         _expect(d.get("kind", "kcgate-results") == "kcgate-results", "this is not a kcgate results file")
         version = d.get("schema_version")
         _expect(
-            version == SCHEMA_VERSION,
-            f"schema_version {str(version)[:20]} is not supported (this kcgate reads {SCHEMA_VERSION}); "
-            "re-run `kcgate run` with this version of kcgate",
+            version in READABLE_VERSIONS and type(version) is int,
+            f"schema_version {str(version)[:20]} is not supported (this kcgate reads "
+            f"{' and '.join(map(str, READABLE_VERSIONS))}); re-run `kcgate run` with this version of kcgate",
         )
         fp = d.get("fingerprint")
         _expect(isinstance(fp, dict), "fingerprint must be an object")
@@ -271,7 +347,7 @@ class RunResult:
         return cls(
             runner=_text(d, "runner", required=True),
             fingerprint=Fingerprint.from_json(fp),
-            cases=tuple(CaseResult.from_json(c) for c in cases),
+            cases=tuple(map(_case_reader(d, version), cases)),
             contracts_file=_text(d, "contracts_file") or "contracts.toml",
             complete=bool(d.get("complete", True)),
             kcgate_version=_text(d, "kcgate_version"),
@@ -282,17 +358,34 @@ class RunResult:
         return replace(self, cases=cases, complete=self.complete if complete is None else complete)
 
 
+def _case_reader(d: dict[str, Any], version: int) -> Callable[[Any], CaseResult]:
+    if version == 1:
+        return CaseResult.from_json
+    for key, expected in (("case_fields", CASE_FIELDS), ("metric_fields", METRIC_FIELDS)):
+        _expect(
+            d.get(key) == list(expected),
+            f"{key} is not {', '.join(expected)} (this kcgate's schema {SCHEMA_VERSION} columns); "
+            "re-run `kcgate run` with this version of kcgate",
+        )
+    return CaseResult.from_row
+
+
 # ---- files -------------------------------------------------------------------------------------
 
 
 def dumps_run(run: RunResult, *, stable: bool = False) -> str:
-    """Serialize; ``stable`` drops volatile fields so baselines diff cleanly in review."""
+    """Serialize: the header with sorted keys, then one line per case, so a baseline's review diff shows
+    one changed line per changed case. ``stable`` drops volatile fields (timestamps, durations)."""
     d = run.to_json()
+    rows = d.pop("cases")
     if stable:
         d["meta"] = {}
-        for c in d["cases"]:
-            c["duration_s"] = 0.0
-    return json.dumps(d, sort_keys=True, indent=1, allow_nan=False, default=_json_default) + "\n"
+        for row in rows:
+            row[_DURATION_AT] = 0.0
+    head = json.dumps(d, sort_keys=True, indent=1, allow_nan=False, default=_json_default)
+    lines = ",\n  ".join(json.dumps(r, allow_nan=False, default=_json_default) for r in rows)
+    cases = f"[\n  {lines}\n ]" if rows else "[]"
+    return f'{head[:-2]},\n "cases": {cases}\n}}\n'
 
 
 def write_run(path: Path, run: RunResult, *, stable: bool = False) -> None:
@@ -375,7 +468,10 @@ def _build(cls: type[Any], fields: dict[str, Any]) -> Any:
 
 
 def _text(d: Mapping[str, Any], key: str, *, required: bool = False) -> str:
-    v = d.get(key)
+    return _string(d.get(key), key, required=required)
+
+
+def _string(v: Any, key: str, *, required: bool = False) -> str:
     if type(v) is str:
         return v if len(v) <= MAX_TEXT else v[:MAX_TEXT]
     if v is not None:
@@ -385,9 +481,8 @@ def _text(d: Mapping[str, Any], key: str, *, required: bool = False) -> str:
     return ""
 
 
-def _num(d: Mapping[str, Any], key: str) -> float | None:
+def _number(v: Any, key: str) -> float | None:
     # JSON gives exactly int or float (never bool here: type(True) is bool); inf - inf and nan - nan are nan
-    v = d.get(key)
     if type(v) is float:
         return v if v - v == 0.0 else None
     if type(v) is int:
@@ -397,11 +492,13 @@ def _num(d: Mapping[str, Any], key: str) -> float | None:
     return None
 
 
-def _int(d: Mapping[str, Any], key: str) -> int:
-    v = d.get(key, 0)
-    if type(v) is not int:
+def _count(v: Any, key: str) -> int:
+    """An integer field; missing (null) reads as 0."""
+    if type(v) is int:
+        return v  # type: ignore[no-any-return]
+    if v is not None:
         raise _Invalid(f"field {key!r} must be an integer")
-    return v  # type: ignore[no-any-return]
+    return 0
 
 
 def _finite_or_nan(v: Any) -> float:

@@ -9,7 +9,7 @@ from typing import Any
 from kcgate import dtypes, spec
 from kcgate.classes import CLASSES
 from kcgate.policy import BLOCKABLE
-from kcgate.results import SCHEMA_VERSION, STATUSES
+from kcgate.results import CASE_FIELDS, METRIC_FIELDS, SCHEMA_VERSION, STATUSES
 
 _STR = {"type": "string"}
 _POS = {"type": "number", "exclusiveMinimum": 0}
@@ -73,27 +73,32 @@ _NUM = {"type": ["number", "null"]}
 
 
 def results_schema() -> dict[str, Any]:
-    metrics = {"type": "object", "properties": {
-        "budget_used": _NUM, "max_abs_err": _NUM, "max_rel_err": _NUM, "max_ulp": _NUM,
-        "mismatches": {"type": "integer"}, "elements": {"type": "integer"},
-        "worst_index": _list({"type": "integer"}), "allowed_at_worst": _NUM,
-        "extra": {"type": "object", "additionalProperties": _NUM}}}
+    """Schema 2: a header, ``case_fields``/``metric_fields`` naming the columns, then one row per case."""
+    metrics = _row([_NUM, _NUM, _NUM, _NUM, _INT, _INT, _list({"type": "integer"}), _NUM,
+                    {"type": "object", "additionalProperties": _NUM}])
     signature = {"type": ["object", "null"], "required": ["cause", "summary"],
                  "properties": {"cause": _STR, "summary": _STR, "evidence": {"type": "object"}}}
-    case = {"type": "object", "required": ["case_id", "contract_id", "status"], "properties": {
-        "case_id": _STR, "contract_id": _STR, "class": _STR, "op": _STR, "dtype": _STR,
-        "shape": _list({"type": "integer"}), "seed": {"type": "integer"}, "status": _enum(STATUSES),
-        "metrics": metrics, "signature": signature, "message": _STR, "duration_s": {"type": "number"},
-        "line": {"type": ["integer", "null"]}}}
+    case = _row([_STR, _STR, _STR, _STR, _STR, _list({"type": "integer"}), _INT, _enum(STATUSES), metrics,
+                 signature, _STR, {"type": "number"}, {"type": ["integer", "null"]}])
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "kcgate results file",
         "type": "object",
-        "required": ["schema_version", "runner", "fingerprint", "cases"],
+        "required": ["schema_version", "runner", "fingerprint", "case_fields", "metric_fields", "cases"],
         "properties": {
             "schema_version": {"const": SCHEMA_VERSION}, "kind": {"const": "kcgate-results"},
             "runner": _STR, "fingerprint": {"type": "object", "required": ["backend"]},
             "fingerprint_key": _STR, "contracts_file": _STR, "complete": {"type": "boolean"},
-            "kcgate_version": _STR, "meta": {"type": "object"}, "cases": _list(case),
+            "kcgate_version": _STR, "meta": {"type": "object"},
+            "case_fields": {"const": list(CASE_FIELDS)}, "metric_fields": {"const": list(METRIC_FIELDS)},
+            "cases": _list(case),
         },
     }
+
+
+_INT = {"type": "integer"}
+
+
+def _row(columns: list[dict[str, Any]]) -> dict[str, Any]:
+    """A fixed-length array whose items are the given columns, in order."""
+    return {"type": "array", "prefixItems": columns, "items": False, "minItems": len(columns)}

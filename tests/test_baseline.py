@@ -80,7 +80,8 @@ def test_write_is_deterministic_and_drops_volatile_fields(tmp_path: Path) -> Non
     (second,) = baseline.write_baselines(runs, tmp_path / "two")
     assert first.name == "cpu-ci.json" and first.read_bytes() == second.read_bytes()
     doc = json.loads(first.read_text())
-    assert doc["meta"] == {} and list(doc) == sorted(doc)
+    assert doc["meta"] == {} and list(doc) == sorted(set(doc) - {"cases"}) + ["cases"]  # rows come last
+    assert first.read_text().count("\n  [") == len(runs["cpu-ci"].cases)  # one line per case
     assert load_run(first).cases == tuple(replace(c, duration_s=0.0) for c in runs["cpu-ci"].cases)
 
 

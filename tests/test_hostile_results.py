@@ -23,7 +23,7 @@ from kcgate.diff import make_verdict
 from kcgate.errors import ResultsError
 from kcgate.policy import Policy
 from kcgate.render import compare_formats, diff_formats
-from kcgate.results import MAX_TEXT, load_run
+from kcgate.results import CASE_FIELDS, MAX_TEXT, METRIC_FIELDS, load_run
 
 DATA = Path(__file__).parent / "data" / "diff"
 TODAY_ARGS = ["--today", "2026-06-01"]
@@ -32,11 +32,22 @@ HOSTILE_ID = (
 )
 
 
-def _doc(**case: object) -> dict[str, object]:
+def _doc(version: int = 2, **case: object) -> dict[str, object]:
+    """The sample results as schema ``version`` (the files in DATA are schema 1), optionally with one case."""
     doc = json.loads((DATA / "current.json").read_text())
     if case:
         doc["cases"] = [{"case_id": "c1", "contract_id": "k", "status": "pass", **case}]
+    if version == 2:
+        doc.update(schema_version=2, case_fields=list(CASE_FIELDS), metric_fields=list(METRIC_FIELDS))
+        doc["cases"] = [_row(c) for c in doc["cases"]]  # type: ignore[attr-defined]
     return doc
+
+
+def _row(case: dict[str, object]) -> list[object]:
+    metrics = case.get("metrics")
+    row = [case.get(k) for k in CASE_FIELDS]
+    row[CASE_FIELDS.index("metrics")] = [metrics.get(k) for k in METRIC_FIELDS] if isinstance(metrics, dict) else metrics
+    return row
 
 
 def _write(tmp: Path, doc: object, name: str = "r.json") -> Path:
@@ -88,8 +99,9 @@ def test_100_mb_file_is_refused_by_size_before_reading(tmp_path: Path) -> None:
     assert time.perf_counter() - start < 1.0
 
 
-def test_huge_strings_are_cut(tmp_path: Path) -> None:
-    path = _write(tmp_path, _doc(case_id="x" * 5_000_000, message="m" * 1_000_000))
+@pytest.mark.parametrize("version", [1, 2])
+def test_huge_strings_are_cut(tmp_path: Path, version: int) -> None:
+    path = _write(tmp_path, _doc(version, case_id="x" * 5_000_000, message="m" * 1_000_000))
     (case,) = load_run(path).cases
     assert len(case.case_id) == MAX_TEXT
     run = load_results(path)
@@ -99,9 +111,12 @@ def test_huge_strings_are_cut(tmp_path: Path) -> None:
     assert max(len(line) for line in text.splitlines()) < 2000
 
 
+@pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
-def test_non_finite_metrics_become_missing_and_outputs_stay_strict_json(tmp_path: Path, number: str) -> None:
-    text = json.dumps(_doc(metrics={"budget_used": 0.5, "max_abs_err": 1e-3, "extra": {"norm_err": 1.0}}))
+def test_non_finite_metrics_become_missing_and_outputs_stay_strict_json(
+    tmp_path: Path, number: str, version: int
+) -> None:
+    text = json.dumps(_doc(version, metrics={"budget_used": 0.5, "max_abs_err": 1e-3, "extra": {"norm_err": 1.0}}))
     text = (
         text.replace("0.5", number)
         .replace("0.001", number)
@@ -120,14 +135,36 @@ def test_non_finite_metrics_become_missing_and_outputs_stay_strict_json(tmp_path
 
 
 def test_unknown_fields_are_ignored(tmp_path: Path) -> None:
-    doc = _doc()
+    doc = _doc(1)
     doc["future_field"] = {"a": 1}
     doc["cases"][0]["another"] = [1, 2]  # type: ignore[index]
     assert load_run(_write(tmp_path, doc)).cases == load_run(DATA / "current.json").cases
+    doc = _doc(2)
+    doc["future_field"] = {"a": 1}
+    assert load_run(_write(tmp_path, doc)).cases == load_run(DATA / "current.json").cases
 
 
-def test_wrong_types_are_named(tmp_path: Path) -> None:
-    path = _write(tmp_path, _doc(metrics={"budget_used": "0.5"}))
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["cases"][0].append(1), "each case must be a list of the 13 case_fields"),
+        (lambda d: d["cases"].__setitem__(0, {"case_id": "a"}), "each case must be a list of the 13 case_fields"),
+        (lambda d: d["cases"][0][8].pop(), "case.metrics must be a list of the 9 metric_fields"),
+        (lambda d: d["case_fields"].reverse(), "case_fields is not case_id, contract_id"),
+        (lambda d: d.pop("metric_fields"), "metric_fields is not budget_used"),
+        (lambda d: d.__setitem__("schema_version", True), "schema_version True is not supported"),
+    ],
+)
+def test_schema_2_rows_that_do_not_fit_their_columns(tmp_path: Path, change, message: str) -> None:  # type: ignore[no-untyped-def]
+    doc = _doc(2)
+    change(doc)
+    code, out = _cli("compare", str(_write(tmp_path, doc)))
+    assert code == 3 and message in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_wrong_types_are_named(tmp_path: Path, version: int) -> None:
+    path = _write(tmp_path, _doc(version, metrics={"budget_used": "0.5"}))
     code, out = _cli("compare", str(path))
     assert code == 3 and "'budget_used' must be a number" in out
 
