@@ -72,7 +72,7 @@ def execute_case(project: Project, case: Case, backend: Any, kernel: str | None 
         case_id=case.case_id, contract_id=case.contract_id, klass=case.klass, op=case.op, dtype=case.dtype,
         shape=case.shape, seed=case.seed, status=finding.status, metrics=finding.metrics,
         signature=finding.signature, message=finding.message, duration_s=time.perf_counter() - t0,
-        line=case.line,
+        kernel_s=ctx.kernel_s, oracle_s=ctx.oracle_s, line=case.line,
     )
 
 

@@ -35,6 +35,8 @@ class CaseContext:
     device: str = "cpu"
     synchronize: Callable[[], None] = lambda: None
     previous_outputs: list[torch.Tensor] = field(default_factory=list)
+    kernel_s: float = 0.0  # seconds inside the kernel, all calls of this case (synchronized)
+    oracle_s: float = 0.0  # seconds in the fp64 oracle or the Freivalds check, all calls of this case
 
     @property
     def dtype(self) -> torch.dtype:
@@ -144,6 +146,7 @@ def _freivalds_trial(ctx: CaseContext, trial: Trial) -> Trial:
     else:
         res = freivalds_check(x[0], x[1], trial.out.to(ctx.out_dtype), **kw)  # type: ignore[arg-type]
     trial.oracle_s = time.perf_counter() - t0
+    ctx.oracle_s += trial.oracle_s
     trial.metrics = Metrics(
         budget_used=res.budget_used, elements=trial.out.numel(), mismatches=0 if res.passed else 1,
         worst_index=(res.worst_row,),
@@ -155,9 +158,12 @@ def _freivalds_trial(ctx: CaseContext, trial: Trial) -> Trial:
 
 def oracle(ctx: CaseContext, inputs: Tensors) -> torch.Tensor:
     """The fp64 reference: the op's oracle on inputs upcast exactly to float64."""
+    t0 = time.perf_counter()
     up = tuple(t.to(torch.float64) if t.is_floating_point() else t for t in inputs)
     with torch.no_grad():
-        return ctx.op.oracle(*up).to(torch.float64)
+        ref = ctx.op.oracle(*up).to(torch.float64)
+    ctx.oracle_s += time.perf_counter() - t0
+    return ref
 
 
 def allowance(ctx: CaseContext, inputs: Tensors, ref: torch.Tensor) -> torch.Tensor:
@@ -197,6 +203,7 @@ def _call(ctx: CaseContext, trial: Trial, kernel: Callable[..., Any], kwargs: di
             result = kernel(*views, **kwargs, **({"out": out_buf[1]} if out_buf else {}))
         ctx.synchronize()
         trial.kernel_s = time.perf_counter() - t0
+        ctx.kernel_s += trial.kernel_s
     except Exception as exc:  # the kernel's failure is a finding, not ours
         trial.error = f"{type(exc).__name__}: {exc}"[:2000]
         trial.issues.append("raised")

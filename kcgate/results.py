@@ -106,6 +106,8 @@ CASE_FIELDS = (
     "signature",
     "message",
     "duration_s",
+    "kernel_s",
+    "oracle_s",
     "line",
 )
 """The columns of a case row in a schema-2 results file (its ``case_fields``)."""
@@ -122,7 +124,7 @@ METRIC_FIELDS = (
 )
 """The columns of a case row's metrics (the file's ``metric_fields``)."""
 _METRICS_AT = CASE_FIELDS.index("metrics")
-_DURATION_AT = CASE_FIELDS.index("duration_s")
+_TIMINGS_AT = tuple(CASE_FIELDS.index(k) for k in ("duration_s", "kernel_s", "oracle_s"))
 
 
 @dataclass(frozen=True)
@@ -217,7 +219,9 @@ class CaseResult:
     metrics: Metrics = field(default_factory=Metrics)
     signature: Signature | None = None
     message: str = ""
-    duration_s: float = 0.0
+    duration_s: float = 0.0  # the whole case: inputs, kernel calls, oracle and check
+    kernel_s: float = 0.0  # inside the kernel (synchronized), all its calls
+    oracle_s: float = 0.0  # inside the fp64 oracle or the Freivalds check
     line: int | None = None  # line of the contract in contracts.toml, for annotations
 
     @property
@@ -239,6 +243,8 @@ class CaseResult:
             self.signature.to_json() if self.signature else None,
             self.message,
             round(self.duration_s, 6),
+            round(self.kernel_s, 6),
+            round(self.oracle_s, 6),
             self.line,
         ]
 
@@ -267,7 +273,23 @@ class CaseResult:
     @classmethod
     def _validated(cls, row: list[Any], metrics: Metrics) -> CaseResult:
         # hot path (10^5 cases per report): plain ifs, so no message is formatted unless it is raised
-        case_id, contract_id, klass, op, dtype, shape, seed, status, _, sig, message, duration, line = row
+        (
+            case_id,
+            contract_id,
+            klass,
+            op,
+            dtype,
+            shape,
+            seed,
+            status,
+            _,
+            sig,
+            message,
+            duration,
+            kernel,
+            oracle,
+            line,
+        ) = row
         if status not in STATUSES:
             raise _Invalid(f"case status {str(status)[:40]!r} is not one of {', '.join(STATUSES)}")
         if shape is None:
@@ -293,6 +315,8 @@ class CaseResult:
                 "signature": Signature.from_json(sig) if sig else None,
                 "message": _string(message, "message"),
                 "duration_s": _number(duration, "duration_s") or 0.0,
+                "kernel_s": _number(kernel, "kernel_s") or 0.0,
+                "oracle_s": _number(oracle, "oracle_s") or 0.0,
                 "line": line,
             },
         )
@@ -381,7 +405,8 @@ def dumps_run(run: RunResult, *, stable: bool = False) -> str:
     if stable:
         d["meta"] = {}
         for row in rows:
-            row[_DURATION_AT] = 0.0
+            for at in _TIMINGS_AT:
+                row[at] = 0.0
     head = json.dumps(d, sort_keys=True, indent=1, allow_nan=False, default=_json_default)
     lines = ",\n  ".join(json.dumps(r, allow_nan=False, default=_json_default) for r in rows)
     cases = f"[\n  {lines}\n ]" if rows else "[]"

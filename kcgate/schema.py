@@ -79,7 +79,7 @@ def results_schema() -> dict[str, Any]:
     signature = {"type": ["object", "null"], "required": ["cause", "summary"],
                  "properties": {"cause": _STR, "summary": _STR, "evidence": {"type": "object"}}}
     case = _row([_STR, _STR, _STR, _STR, _STR, _list({"type": "integer"}), _INT, _enum(STATUSES), metrics,
-                 signature, _STR, {"type": "number"}, {"type": ["integer", "null"]}])
+                 signature, _STR, _SECONDS, _SECONDS, _SECONDS, {"type": ["integer", "null"]}])
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "kcgate results file",
@@ -97,6 +97,7 @@ def results_schema() -> dict[str, Any]:
 
 
 _INT = {"type": "integer"}
+_SECONDS = {"type": "number", "minimum": 0}
 
 
 def _row(columns: list[dict[str, Any]]) -> dict[str, Any]:

@@ -147,8 +147,8 @@ def test_unknown_fields_are_ignored(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d["cases"][0].append(1), "each case must be a list of the 13 case_fields"),
-        (lambda d: d["cases"].__setitem__(0, {"case_id": "a"}), "each case must be a list of the 13 case_fields"),
+        (lambda d: d["cases"][0].append(1), "each case must be a list of the 15 case_fields"),
+        (lambda d: d["cases"].__setitem__(0, {"case_id": "a"}), "each case must be a list of the 15 case_fields"),
         (lambda d: d["cases"][0][8].pop(), "case.metrics must be a list of the 9 metric_fields"),
         (lambda d: d["case_fields"].reverse(), "case_fields is not case_id, contract_id"),
         (lambda d: d.pop("metric_fields"), "metric_fields is not budget_used"),
