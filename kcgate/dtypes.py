@@ -18,6 +18,11 @@ class Format:
         """Unit roundoff 2^-p (round to nearest)."""
         return 2.0 ** -self.p if self.p else 0.0
 
+    @property
+    def has_inf(self) -> bool:
+        """Floats have ±inf except the "fn" (finite) and "fnuz" fp8 variants, which overflow to NaN or ±max."""
+        return self.kind == "float" and not self.name.endswith(("fn", "fnuz"))
+
 
 FORMATS: dict[str, Format] = {
     f.name: f

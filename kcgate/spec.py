@@ -235,6 +235,13 @@ def _default_tolerance(cls: Any, op: str | None) -> str:
 
 
 def _cross_checks(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) -> None:
+    if c.klass == "C-PRC-04" and c.param("overflow") == "inf":
+        outs = (c.out_dtype,) if c.out_dtype else c.dtypes
+        finite = [t for t in outs if t in dtypes.FORMATS and not dtypes.FORMATS[t].has_inf]
+        if finite:
+            col.add(p + ("params", "overflow"), where + ".params.overflow",
+                    f"overflow = \"inf\" is impossible for {', '.join(finite)} output: the format has no infinity",
+                    'declare overflow = "saturate" or "nan", or use a float8_e5m2 output')
     if c.op == "custom" and not (c.reference and c.inputs):
         col.add(p + ("op",), where + ".op", "a custom op needs `reference` and `inputs` functions",
                 'add reference = "pkg.mod:ref_fn" and inputs = "pkg.mod:make_inputs"')

@@ -3,6 +3,7 @@ inf, NaN); a kernel that passes assert_close on ordinary inputs but overflows to
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ torch = pytest.importorskip("torch")
 from kcgate.calibrate import BUILTIN, calibrate  # noqa: E402
 from kcgate.checks.c_prc_04_overflow import classify  # noqa: E402
 from kcgate.devices.cpu import CpuBackend  # noqa: E402
+from kcgate.errors import ContractsError  # noqa: E402
 from kcgate.execute import execute_case  # noqa: E402
 from kcgate.kernels.calibration import c_prc_04_fp8 as cal  # noqa: E402
 from kcgate.plan import make_plan  # noqa: E402
@@ -83,10 +85,13 @@ def test_e5m2_inf_policy(tmp_path: Path) -> None:
     assert r.status == "fail" and _evidence(r)["observed"] == "inf", r.message
 
 
-def test_inf_policy_on_e4m3fn_is_refused_as_impossible(tmp_path: Path) -> None:
-    r = _run(tmp_path, f"{CAL}:good", overflow="inf")
-    assert r.status == "refused"
-    assert "no infinity" in r.message and 'overflow = "saturate"' in r.message
+def test_inf_policy_on_e4m3fn_is_a_contract_error(tmp_path: Path) -> None:
+    with pytest.raises(ContractsError) as info:
+        _run(tmp_path, f"{CAL}:good", overflow="inf")
+    text = info.value.render()
+    assert "params.overflow" in text and "no infinity" in text and 'overflow = "saturate"' in text
+    assert re.search(r"contracts\.toml:\d+", text)
+    assert _run(tmp_path, f"{TESTS}:gelu_e5m2_inf", overflow="inf", out="float8_e5m2").status == "pass"
 
 
 def test_matmul_probe_overflows_in_both_signs(tmp_path: Path) -> None:

@@ -46,22 +46,6 @@ def fp8_format(dtype: torch.dtype) -> dtypes.Format | None:
     return dtypes.FORMATS.get(name) if name.startswith("float8") else None
 
 
-def has_inf(fmt: dtypes.Format) -> bool:
-    """The "fn" (finite) and "fnuz" fp8 variants have no infinity encoding."""
-    return not fmt.name.endswith(("fn", "fnuz"))
-
-
-def contract_problem(ctx: CaseContext) -> str:
-    """A declared overflow result the output format cannot represent (inf on e4m3fn), else ""."""
-    fmt = fp8_format(ctx.out_dtype)
-    if fmt is None or str(ctx.contract.param("overflow")) != "inf" or has_inf(fmt):
-        return ""
-    return (
-        f'overflow = "inf" is impossible for {fmt.name} output: the format has no infinity (its overflow '
-        'result is NaN or ±max); declare overflow = "saturate" or "nan", or use float8_e5m2 output'
-    )
-
-
 def probe(ctx: CaseContext) -> Probe | None:
     """Run the overflow probe for an fp8 output dtype; None when not applicable."""
     fmt = fp8_format(ctx.out_dtype)
