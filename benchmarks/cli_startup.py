@@ -41,9 +41,16 @@ _TORCH_LINE = re.compile(r"\|\s*torch(\.|\s*$)")
 
 def importtime_torch_lines(args: Sequence[str]) -> tuple[int, list[str]]:
     """Run ``python -X importtime -m kcgate ARGS``; (exit code, the importtime lines naming torch)."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "kcgate", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
-    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("import time:") and _TORCH_LINE.search(ln)]
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "kcgate", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = [
+        ln for ln in proc.stderr.splitlines() if ln.startswith("import time:") and _TORCH_LINE.search(ln)
+    ]
     return proc.returncode, lines
 
 
@@ -59,12 +66,23 @@ def fake_torch_attempted(args: Sequence[str], tmp: Path) -> tuple[int, bool, str
     (poison / "torch" / "__init__.py").write_text(
         "import os, pathlib\n"
         "pathlib.Path(os.environ['KCGATE_BENCH_TORCH_MARKER']).write_text('imported')\n"
-        "raise ImportError('torch is poisoned by benchmarks/cli_startup.py')\n", encoding="utf-8")
+        "raise ImportError('torch is poisoned by benchmarks/cli_startup.py')\n",
+        encoding="utf-8",
+    )
     marker.unlink(missing_ok=True)
-    env = {**os.environ, "KCGATE_BENCH_TORCH_MARKER": str(marker),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(poison), os.environ.get("PYTHONPATH", "")]))}
-    proc = subprocess.run([sys.executable, "-m", "kcgate", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    env = {
+        **os.environ,
+        "KCGATE_BENCH_TORCH_MARKER": str(marker),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(poison), os.environ.get("PYTHONPATH", "")])),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "kcgate", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return proc.returncode, marker.exists(), proc.stderr[-500:]
 
 
@@ -106,8 +124,13 @@ def make_results(tmp: Path) -> tuple[Path, Path, Path]:
 
 def top_importers(args: Sequence[str], n: int = 30) -> list[tuple[int, int, str]]:
     """(self us, cumulative us, module) of the N largest cumulative import times."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "kcgate", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "kcgate", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     rows = []
     for ln in proc.stderr.splitlines():
         m = re.match(r"import time:\s+(\d+)\s+\|\s+(\d+)\s+\|(.*)$", ln)
@@ -127,8 +150,11 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="kcgate-bench-"))
     try:
         base, current, other = make_results(tmp)
-        commands = {**FAST_COMMANDS, "diff": ["diff", str(base), str(current)],
-                    "compare": ["compare", str(base), str(other)]}
+        commands = {
+            **FAST_COMMANDS,
+            "diff": ["diff", str(base), str(current)],
+            "compare": ["compare", str(base), str(other)],
+        }
 
         problems = prove_torch_free(commands, tmp)
         print("\ntorch-free proof (importtime has no torch line; fake torch never imported):")
@@ -142,7 +168,7 @@ def main() -> None:
         times: dict[str, list[float]] = {k: [] for k in runs}
         names = list(runs)
         for i in range(args.repeats):
-            for name in names[i % len(names):] + names[:i % len(names)]:
+            for name in names[i % len(names) :] + names[: i % len(names)]:
                 times[name].append(timed(runs[name], OK_CODES))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -154,8 +180,10 @@ def main() -> None:
         print(f"  {name:<20} {med:9.3f} {min(ts):7.3f} {max(ts):7.3f} {med / floor:9.2f}")
     help_s = statistics.median(times["kcgate --help"])
     ok = help_s <= TARGET_HELP_S
-    print(f"\nkcgate --help median {help_s:.3f} s; target <= {TARGET_HELP_S} s: {'within' if ok else 'OVER'} "
-          f"({help_s / TARGET_HELP_S:.2f}x of target)")
+    print(
+        f"\nkcgate --help median {help_s:.3f} s; target <= {TARGET_HELP_S} s: {'within' if ok else 'OVER'} "
+        f"({help_s / TARGET_HELP_S:.2f}x of target)"
+    )
 
     if not ok or args.profile:
         print("\ntop importers of `python -X importtime -m kcgate --help` (cumulative us, self us, module):")

@@ -30,9 +30,14 @@ def run_once(tmp: Path, i: int, extra_args: list[str]) -> dict[str, float]:
     wall = timed([*kcgate_cmd(), "run", "--out", str(out), "-q", "--seed", "1", *extra_args], ok=(0, 1))
     cases = load_run(out).cases
     durations = [c.duration_s for c in cases]
-    return {"wall": wall, "cases": float(len(cases)), "sum_dur": sum(durations),
-            "first_dur": durations[0] if durations else 0.0,
-            "kernel": sum(c.kernel_s for c in cases), "oracle": sum(c.oracle_s for c in cases)}
+    return {
+        "wall": wall,
+        "cases": float(len(cases)),
+        "sum_dur": sum(durations),
+        "first_dur": durations[0] if durations else 0.0,
+        "kernel": sum(c.kernel_s for c in cases),
+        "oracle": sum(c.oracle_s for c in cases),
+    }
 
 
 def main() -> None:
@@ -55,8 +60,11 @@ def main() -> None:
             torch_imp.append(timed([sys.executable, "-c", "import torch"]))
             rows.append(run_once(tmp, i, ["--isolation", args.isolation]))
             r = rows[-1]
-            print(f"  repeat {i + 1}: wall {r['wall']:.3f} s, sum(duration_s) {r['sum_dur']:.3f} s, "
-                  f"python -c pass {py_pass[-1]:.3f} s, import torch {torch_imp[-1]:.3f} s", flush=True)
+            print(
+                f"  repeat {i + 1}: wall {r['wall']:.3f} s, sum(duration_s) {r['sum_dur']:.3f} s, "
+                f"python -c pass {py_pass[-1]:.3f} s, import torch {torch_imp[-1]:.3f} s",
+                flush=True,
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -79,12 +87,16 @@ def main() -> None:
     print(f"    of which inside kernels (kernel_s): {kern:8.3f} s   {kern / wall:.2f} x wall")
     print(f"    of which inside oracles (oracle_s): {orac:8.3f} s   {orac / wall:.2f} x wall")
     rest = inside - kern - orac
-    print(f"    of which harness work in the case:  {rest:8.3f} s   {rest / wall:.2f} x wall "
-          "(inputs, guard bands, comparison, the class check's extra calls and statistics)")
+    print(
+        f"    of which harness work in the case:  {rest:8.3f} s   {rest / wall:.2f} x wall "
+        "(inputs, guard bands, comparison, the class check's extra calls and statistics)"
+    )
     print(f"python -c pass (median):                        {floor_py:8.3f} s")
-    print(f"python -c 'import torch' (median, worker floor):{floor_torch:8.3f} s   "
-          f"{floor_torch / wall:.2f} x wall, {floor_torch / overhead if overhead > 0 else float('nan'):.2f} "
-          f"x overhead")
+    print(
+        f"python -c 'import torch' (median, worker floor):{floor_torch:8.3f} s   "
+        f"{floor_torch / wall:.2f} x wall, {floor_torch / overhead if overhead > 0 else float('nan'):.2f} "
+        f"x overhead"
+    )
     print("    (with --isolation process the worker imports torch once per run; the CLI process need not)")
 
 

@@ -60,7 +60,9 @@ def main() -> None:
                 walls[mode].append(wall)
                 inside[mode].append(dur)
                 n_cases[mode] = n
-                print(f"  repeat {i + 1} {mode:<7}: wall {wall:.3f} s, sum(duration_s) {dur:.3f} s", flush=True)
+                print(
+                    f"  repeat {i + 1} {mode:<7}: wall {wall:.3f} s, sum(duration_s) {dur:.3f} s", flush=True
+                )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -72,12 +74,16 @@ def main() -> None:
     print(f"--isolation none    (median wall): {nn:.3f} s   sum(duration_s) {med(inside['none']):.3f} s")
     print(f"difference (process - none):       {p - nn:+.3f} s")
     ovh = {m: med(w - d for w, d in zip(walls[m], inside[m])) for m in MODES}
-    print(f"outside cases, wall - sum(duration_s) (median; less sensitive to kernel-time noise): "
-          f"process {ovh['process']:.3f} s, none {ovh['none']:.3f} s, "
-          f"difference {ovh['process'] - ovh['none']:+.3f} s")
+    print(
+        f"outside cases, wall - sum(duration_s) (median; less sensitive to kernel-time noise): "
+        f"process {ovh['process']:.3f} s, none {ovh['none']:.3f} s, "
+        f"difference {ovh['process'] - ovh['none']:+.3f} s"
+    )
     verdict = "within" if p / nn <= TARGET else "OVER"
-    print(f"ratio process / none: {p / nn:.2f}x (median of paired ratios {paired:.2f}x); "
-          f"target <= {TARGET}x: {verdict}")
+    print(
+        f"ratio process / none: {p / nn:.2f}x (median of paired ratios {paired:.2f}x); "
+        f"target <= {TARGET}x: {verdict}"
+    )
 
 
 if __name__ == "__main__":

@@ -75,13 +75,17 @@ def state_kernels(c: Contract) -> dict[str, str]:
 
 
 def calibrate(
-    project: Project, backend: Any, keyword: str | None = None, base_seed: int = BASE_SEED
+    project: Project, executor: Any, keyword: str | None = None, base_seed: int = BASE_SEED
 ) -> list[Calibration]:
-    """Run every state of every contract that names at least one state (``-k`` filters contract or class)."""
+    """Run every state of every contract that names at least one state (``-k`` filters contract or class).
+
+    ``executor`` runs the cases (``kcgate.isolation``): in a worker process by default, so a bad kernel
+    that crashes or hangs is recorded as an error of its state, never the end of the calibration.
+    """
     out = []
     for c in project.contracts:
         if state_kernels(c) and _selected(c, keyword):
-            out.append(calibrate_contract(project, c, backend, base_seed))
+            out.append(calibrate_contract(project, c, executor, base_seed))
     return out
 
 
@@ -92,19 +96,17 @@ def _selected(c: Contract, keyword: str | None) -> bool:
 
 
 def calibrate_contract(
-    project: Project, c: Contract, backend: Any, base_seed: int = BASE_SEED
+    project: Project, c: Contract, executor: Any, base_seed: int = BASE_SEED
 ) -> Calibration:
-    from kcgate.execute import execute_case
-    from kcgate.ops import default_shapes
     from kcgate.plan import make_plan
 
     single = Project(
         path=project.path, name=project.name, contracts=(c,), policy=project.policy, paths=project.paths
     )
-    cases = make_plan(single, base_seed, default_shapes())
+    cases = make_plan(single, base_seed, executor.default_shapes())
     states = []
     for state, target in state_kernels(c).items():
-        results = [execute_case(single, case, backend, kernel=target) for case in cases]
+        results = [executor.run(case, c.protocol.timeout_s, kernel=target) for case in cases]
         states.append(_summarize(state, target, results))
     return Calibration(c.id, c.klass, tuple(states))
 

@@ -16,7 +16,7 @@ class Format:
     @property
     def u(self) -> float:
         """Unit roundoff 2^-p (round to nearest)."""
-        return 2.0 ** -self.p if self.p else 0.0
+        return 2.0**-self.p if self.p else 0.0
 
     @property
     def has_inf(self) -> bool:
@@ -38,8 +38,17 @@ FORMATS: dict[str, Format] = {
         Format("int32", 32, 0, 2147483647.0, "int"),
     )
 }
-ALIASES = {"fp64": "float64", "fp32": "float32", "tf32": "tfloat32", "fp16": "float16", "half": "float16",
-           "bf16": "bfloat16", "fp8": "float8_e4m3fn", "double": "float64", "float": "float32"}
+ALIASES = {
+    "fp64": "float64",
+    "fp32": "float32",
+    "tf32": "tfloat32",
+    "fp16": "float16",
+    "half": "float16",
+    "bf16": "bfloat16",
+    "fp8": "float8_e4m3fn",
+    "double": "float64",
+    "float": "float32",
+}
 # Dtypes tensors can have (tf32 is an accumulator/operand format inside matmul units, not a tensor dtype).
 TENSOR_DTYPES = ("float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 ACCUMULATORS = ("float64", "float32", "tfloat32", "float16", "bfloat16")

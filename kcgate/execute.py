@@ -69,18 +69,38 @@ def execute_case(project: Project, case: Case, backend: Any, kernel: str | None 
             raise
         return error_result(case, _describe(exc), time.perf_counter() - t0)
     return CaseResult(
-        case_id=case.case_id, contract_id=case.contract_id, klass=case.klass, op=case.op, dtype=case.dtype,
-        shape=case.shape, seed=case.seed, status=finding.status, metrics=finding.metrics,
-        signature=finding.signature, message=finding.message, duration_s=time.perf_counter() - t0,
-        kernel_s=ctx.kernel_s, oracle_s=ctx.oracle_s, line=case.line,
+        case_id=case.case_id,
+        contract_id=case.contract_id,
+        klass=case.klass,
+        op=case.op,
+        dtype=case.dtype,
+        shape=case.shape,
+        seed=case.seed,
+        status=finding.status,
+        metrics=finding.metrics,
+        signature=finding.signature,
+        message=finding.message,
+        duration_s=time.perf_counter() - t0,
+        kernel_s=ctx.kernel_s,
+        oracle_s=ctx.oracle_s,
+        line=case.line,
     )
 
 
 def error_result(case: Case, message: str, duration: float = 0.0) -> CaseResult:
     return CaseResult(
-        case_id=case.case_id, contract_id=case.contract_id, klass=case.klass, op=case.op, dtype=case.dtype,
-        shape=case.shape, seed=case.seed, status="error", metrics=Metrics(), message=message[:4000],
-        duration_s=duration, line=case.line,
+        case_id=case.case_id,
+        contract_id=case.contract_id,
+        klass=case.klass,
+        op=case.op,
+        dtype=case.dtype,
+        shape=case.shape,
+        seed=case.seed,
+        status="error",
+        metrics=Metrics(),
+        message=message[:4000],
+        duration_s=duration,
+        line=case.line,
     )
 
 

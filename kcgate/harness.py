@@ -53,8 +53,11 @@ class CaseContext:
 
     def bound_args(self) -> BoundArgs:
         out = self.contract.out_dtype or self.case.dtype
-        return BoundArgs(dtypes.unit_roundoff(self.contract.accumulate), dtypes.unit_roundoff(out),
-                         self.contract.tolerance.lam)
+        return BoundArgs(
+            dtypes.unit_roundoff(self.contract.accumulate),
+            dtypes.unit_roundoff(out),
+            self.contract.tolerance.lam,
+        )
 
     def inputs(self, shape: Sequence[int], salt: Any) -> Tensors:
         """Fresh inputs for one trial: new values every call, reproducible from the recorded seed."""
@@ -91,13 +94,22 @@ class Trial:
 
     @property
     def ok(self) -> bool:
-        return not self.error and not self.issues and (self.metrics.budget_used or 0.0) <= 1.0 \
+        return (
+            not self.error
+            and not self.issues
+            and (self.metrics.budget_used or 0.0) <= 1.0
             and self.metrics.budget_used is not None
+        )
 
 
-def run_trial(ctx: CaseContext, shape: Sequence[int] | None = None, salt: Any = 0,
-              inputs: Tensors | None = None, kernel: Callable[..., Any] | None = None,
-              call_kwargs: dict[str, Any] | None = None) -> Trial:
+def run_trial(
+    ctx: CaseContext,
+    shape: Sequence[int] | None = None,
+    salt: Any = 0,
+    inputs: Tensors | None = None,
+    kernel: Callable[..., Any] | None = None,
+    call_kwargs: dict[str, Any] | None = None,
+) -> Trial:
     """Run the kernel once on fresh (or given) inputs and compare it with the fp64 oracle."""
     shape = tuple(shape or ctx.case.shape)
     fresh = inputs is None
@@ -148,10 +160,15 @@ def _freivalds_trial(ctx: CaseContext, trial: Trial) -> Trial:
     trial.oracle_s = time.perf_counter() - t0
     ctx.oracle_s += trial.oracle_s
     trial.metrics = Metrics(
-        budget_used=res.budget_used, elements=trial.out.numel(), mismatches=0 if res.passed else 1,
+        budget_used=res.budget_used,
+        elements=trial.out.numel(),
+        mismatches=0 if res.passed else 1,
         worst_index=(res.worst_row,),
-        extra=(("freivalds_false_alarm", res.false_alarm_prob), ("freivalds_k", float(res.k)),
-               ("reduction_len", float(ctx.op.reduction_len(trial.shape)))),
+        extra=(
+            ("freivalds_false_alarm", res.false_alarm_prob),
+            ("freivalds_k", float(res.k)),
+            ("reduction_len", float(ctx.op.reduction_len(trial.shape))),
+        ),
     )
     return trial
 
@@ -191,7 +208,9 @@ def signal_ratio(trial: Trial) -> float:
 # ---- calling the kernel under guard -------------------------------------------------------------
 
 
-def _call(ctx: CaseContext, trial: Trial, kernel: Callable[..., Any], kwargs: dict[str, Any]) -> torch.Tensor | None:
+def _call(
+    ctx: CaseContext, trial: Trial, kernel: Callable[..., Any], kwargs: dict[str, Any]
+) -> torch.Tensor | None:
     guard = ctx.contract.protocol.guard if ctx.contract.protocol.poison else 0
     bufs = [_guarded(t, guard, ctx.device) for t in trial.inputs]
     views = tuple(b[1] for b in bufs)
@@ -210,7 +229,9 @@ def _call(ctx: CaseContext, trial: Trial, kernel: Callable[..., Any], kwargs: di
         return None
     _integrity(trial, bufs, snapshots, guard)
     if out_buf is not None:
-        result = _check_out_buffer(trial, out_buf, guard) if result is None or result is out_buf[1] else result
+        result = (
+            _check_out_buffer(trial, out_buf, guard) if result is None or result is out_buf[1] else result
+        )
     return _as_output(trial, result)
 
 
@@ -218,15 +239,18 @@ def _guarded(t: torch.Tensor, guard: int, device: str) -> tuple[torch.Tensor, to
     """Place a tensor inside a larger buffer whose margins are poisoned (NaN, or -1 for indices)."""
     fill = float("nan") if t.is_floating_point() else -1
     buf = torch.full((t.numel() + 2 * guard,), fill, dtype=t.dtype, device=device)
-    buf[guard:guard + t.numel()] = t.flatten().to(device)
-    return buf, buf[guard:guard + t.numel()].view(t.shape)
+    buf[guard : guard + t.numel()] = t.flatten().to(device)
+    return buf, buf[guard : guard + t.numel()].view(t.shape)
 
 
-def _integrity(trial: Trial, bufs: list[tuple[torch.Tensor, torch.Tensor]], snaps: list[torch.Tensor],
-               guard: int) -> None:
+def _integrity(
+    trial: Trial, bufs: list[tuple[torch.Tensor, torch.Tensor]], snaps: list[torch.Tensor], guard: int
+) -> None:
     for (buf, view), snap in zip(bufs, snaps):
-        if not torch.equal(view.nan_to_num(0.5) if view.is_floating_point() else view,
-                           snap.nan_to_num(0.5) if snap.is_floating_point() else snap):
+        if not torch.equal(
+            view.nan_to_num(0.5) if view.is_floating_point() else view,
+            snap.nan_to_num(0.5) if snap.is_floating_point() else snap,
+        ):
             _issue(trial, "input-mutation")
         if guard and not _margins_intact(buf, guard):
             _issue(trial, "out-of-bounds")
@@ -241,8 +265,10 @@ def _out_shape(ctx: CaseContext, inputs: Tensors) -> tuple[int, ...]:
     """The output's shape from the oracle run on meta tensors (no arithmetic); a user reference that
     cannot run on meta tensors is evaluated for real."""
     try:
-        meta = tuple(t.to(device="meta", dtype=torch.float64) if t.is_floating_point() else t.to("meta")
-                     for t in inputs)
+        meta = tuple(
+            t.to(device="meta", dtype=torch.float64) if t.is_floating_point() else t.to("meta")
+            for t in inputs
+        )
         with torch.no_grad():
             return tuple(ctx.op.oracle(*meta).shape)
     except Exception:  # noqa: BLE001 — any failure just means "compute it"
@@ -256,7 +282,7 @@ def _out_buffer(ctx: CaseContext, trial: Trial, guard: int) -> tuple[torch.Tenso
     if guard:
         buf[:guard] = CANARY
         buf[-guard:] = CANARY
-    return buf, buf[guard:guard + n].view(shape)
+    return buf, buf[guard : guard + n].view(shape)
 
 
 def _check_out_buffer(trial: Trial, out_buf: tuple[torch.Tensor, torch.Tensor], guard: int) -> torch.Tensor:

@@ -35,26 +35,47 @@ class Worker:
     def __init__(self, contracts: Path, device: str, memory_limit: int, env: dict[str, str] | None) -> None:
         self.log: IO[bytes] = tempfile.TemporaryFile()
         r, w = os.pipe()
-        cmd = [sys.executable, "-m", "kcgate.worker", "--contracts", str(contracts), "--device", device,
-               "--fd", str(w), "--memory-limit", str(memory_limit)]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=self.log, stderr=self.log,
-                                     pass_fds=(w,), env=env, start_new_session=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "kcgate.worker",
+            "--contracts",
+            str(contracts),
+            "--device",
+            device,
+            "--fd",
+            str(w),
+            "--memory-limit",
+            str(memory_limit),
+        ]
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=self.log,
+            stderr=self.log,
+            pass_fds=(w,),
+            env=env,
+            start_new_session=True,
+        )
         os.close(w)
         self.results = os.fdopen(r, "rb")
         self.buffer = b""
-        self.hello: dict[str, Any] | None = None  # the handshake, awaited lazily so start-up overlaps the parent
+        self.hello: dict[str, Any] | None = (
+            None  # the handshake, awaited lazily so start-up overlaps the parent
+        )
 
     def wait_ready(self) -> dict[str, Any]:
         if self.hello is None:
             self.hello = self._read_line(STARTUP_TIMEOUT_S)
         return self.hello
 
-    def run(self, case: Case, timeout: float) -> dict[str, Any]:
+    def run(self, case: Case, timeout: float, kernel: str | None = None) -> dict[str, Any]:
         assert self.proc.stdin is not None
         self.wait_ready()
         self.log_offset = self.log.seek(0, os.SEEK_END)
+        message = {"case": dataclasses.asdict(case), "kernel": kernel}
         try:
-            self.proc.stdin.write((json.dumps(dataclasses.asdict(case)) + "\n").encode())
+            self.proc.stdin.write((json.dumps(message) + "\n").encode())
             self.proc.stdin.flush()
         except BrokenPipeError:
             raise WorkerDied("the worker's input pipe closed") from None
@@ -88,7 +109,7 @@ class Worker:
     def stderr_tail(self) -> str:
         self.log.seek(getattr(self, "log_offset", 0))
         data = self.log.read()
-        text = data[-TAIL_CHARS * 4:].decode("utf-8", "replace")
+        text = data[-TAIL_CHARS * 4 :].decode("utf-8", "replace")
         return text[-TAIL_CHARS:]
 
     def kill(self) -> None:
@@ -120,8 +141,14 @@ def _signal_name(n: int) -> str:
 class IsolatedExecutor:
     """Runs cases one at a time in a reused worker; replaces the worker after a crash or timeout."""
 
-    def __init__(self, contracts: Path, device: str = "auto", memory_limit: int = 0,
-                 timeout: float | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        contracts: Path,
+        device: str = "auto",
+        memory_limit: int = 0,
+        timeout: float | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.contracts, self.device, self.memory_limit = contracts, device, memory_limit
         self.timeout, self.env = timeout, env
         self.worker: Worker | None = None
@@ -141,12 +168,13 @@ class IsolatedExecutor:
         shapes = self._worker().wait_ready()["default_shapes"]
         return {op: tuple(tuple(s) for s in listed) for op, listed in shapes.items()}
 
-    def run(self, case: Case, timeout: float) -> CaseResult:
+    def run(self, case: Case, timeout: float, kernel: str | None = None) -> CaseResult:
+        """Run ``case`` (with another kernel in place of the contract's, e.g. a calibration state)."""
         t0 = time.perf_counter()
         worker = self._worker()
         limit = self.timeout or timeout
         try:
-            return CaseResult.from_json(worker.run(case, limit))
+            return CaseResult.from_json(worker.run(case, limit, kernel))
         except TimeoutError:
             message = f"timed out after {limit:g} s (per-case timeout); the worker was killed"
         except WorkerDied as exc:
@@ -163,8 +191,10 @@ class IsolatedExecutor:
             hello = self.worker.wait_ready()
         except (WorkerDied, TimeoutError) as exc:
             self._discard()
-            raise KcgateError(f"the worker process failed to start ({exc or 'timeout'}); "
-                              "run with --isolation none to see the error in this process") from None
+            raise KcgateError(
+                f"the worker process failed to start ({exc or 'timeout'}); "
+                "run with --isolation none to see the error in this process"
+            ) from None
         if not hello.get("ready"):
             self._discard()
             error = UsageError if hello.get("exit_code") == ExitCode.BAD_USAGE else KcgateError
@@ -200,10 +230,47 @@ class InProcessExecutor:
 
         return default_shapes()
 
-    def run(self, case: Case, timeout: float) -> CaseResult:
+    def run(self, case: Case, timeout: float, kernel: str | None = None) -> CaseResult:
         from kcgate.execute import execute_case
 
-        return execute_case(self.project, case, self.backend)
+        return execute_case(self.project, case, self.backend, kernel=kernel)
 
     def close(self) -> None:
         pass
+
+
+ISOLATION_MODES = ("process", "none")
+
+
+def check_isolation(mode: str) -> None:
+    if mode not in ISOLATION_MODES:
+        raise UsageError(f"--isolation {mode!r}: choose 'process' or 'none'")
+
+
+def make_executor(
+    isolation: str,
+    project: Any,
+    device: str | None,
+    memory_limit_gb: float = 0.0,
+    timeout: float | None = None,
+) -> IsolatedExecutor | InProcessExecutor:
+    """The executor for ``--isolation``; a worker is started at once, so its start-up overlaps the caller's work."""
+    from kcgate.devices import check_name
+
+    check_isolation(isolation)
+    device = device or "auto"
+    if device != "auto":
+        check_name(device)
+    if isolation == "none":
+        return InProcessExecutor(project, device)
+    limit = int(memory_limit_gb * 2**30) if memory_limit_gb > 0 else _half_ram()
+    executor = IsolatedExecutor(project.path, device, limit, timeout)
+    executor.start()
+    return executor
+
+
+def _half_ram() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError):
+        return 0

@@ -12,8 +12,12 @@ import torch
 
 from kcgate.results import Metrics
 
-_INT_VIEW = {torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16,
-             torch.float64: torch.int64}
+_INT_VIEW = {
+    torch.float32: torch.int32,
+    torch.float16: torch.int16,
+    torch.bfloat16: torch.int16,
+    torch.float64: torch.int64,
+}
 
 
 def ulp_keys(x: torch.Tensor) -> torch.Tensor:

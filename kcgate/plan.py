@@ -34,7 +34,9 @@ def derive_seed(base: int, cid: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{base}:{cid}".encode()).digest()[:8], "little") >> 1
 
 
-def make_plan(project: Project, base_seed: int, default_shapes: dict[str, tuple[tuple[int, ...], ...]]) -> list[Case]:
+def make_plan(
+    project: Project, base_seed: int, default_shapes: dict[str, tuple[tuple[int, ...], ...]]
+) -> list[Case]:
     return [case for c in project.contracts for case in _cases(c, base_seed, default_shapes)]
 
 
@@ -45,7 +47,9 @@ def _cases(c: Contract, base_seed: int, default_shapes: dict[str, tuple[tuple[in
         for shape in shapes:
             for s in range(c.protocol.seeds):
                 cid = case_id(c.id, dtype, shape, s)
-                out.append(Case(cid, c.id, c.klass, c.op, dtype, shape, s, derive_seed(base_seed, cid), c.line))
+                out.append(
+                    Case(cid, c.id, c.klass, c.op, dtype, shape, s, derive_seed(base_seed, cid), c.line)
+                )
     return out
 
 

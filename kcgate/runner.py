@@ -16,7 +16,7 @@ FLUSH_INTERVAL_S = 0.2
 
 
 class Executor(Protocol):
-    def run(self, case: Case, timeout: float) -> CaseResult: ...
+    def run(self, case: Case, timeout: float, kernel: str | None = None) -> CaseResult: ...
 
     def close(self) -> None: ...
 
@@ -27,15 +27,23 @@ def resume_from(path: Path, fingerprint: Fingerprint, runner: str) -> dict[str, 
         return {}
     prior = load_run(path)
     if prior.runner != runner or prior.fingerprint.key() != fingerprint.key():
-        raise UsageError(f"{path}: cannot resume: it was written by runner {prior.runner!r} with fingerprint "
-                         f"{prior.fingerprint.key()}, this is {runner!r} with {fingerprint.key()}; "
-                         "remove the file or write to another --out")
+        raise UsageError(
+            f"{path}: cannot resume: it was written by runner {prior.runner!r} with fingerprint "
+            f"{prior.fingerprint.key()}, this is {runner!r} with {fingerprint.key()}; "
+            "remove the file or write to another --out"
+        )
     return {c.case_id: c for c in prior.cases}
 
 
-def execute_plan(cases: list[Case], executor: Executor, run: RunResult, out: Path | None,
-                 timeouts: Callable[[Case], float], done: dict[str, CaseResult] | None = None,
-                 progress: Callable[[int, int, CaseResult], None] | None = None) -> RunResult:
+def execute_plan(
+    cases: list[Case],
+    executor: Executor,
+    run: RunResult,
+    out: Path | None,
+    timeouts: Callable[[Case], float],
+    done: dict[str, CaseResult] | None = None,
+    progress: Callable[[int, int, CaseResult], None] | None = None,
+) -> RunResult:
     """Run every case not already done; the results file is valid after every case (kill -9 safe)."""
     results = dict(done or {})
     todo = [c for c in cases if c.case_id not in results]
@@ -61,9 +69,18 @@ def _ordered(run: RunResult, cases: list[Case], results: dict[str, CaseResult], 
     return run.with_cases(tuple(order), complete=complete and len(order) == len(cases))
 
 
-def new_run(runner: str, fingerprint: Fingerprint, contracts_file: str, shard: str | None = None) -> RunResult:
+def new_run(
+    runner: str, fingerprint: Fingerprint, contracts_file: str, shard: str | None = None
+) -> RunResult:
     meta = [("started", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))]
     if shard:
         meta.append(("shard", shard))  # lets the report see a missing shard of a runner
-    return RunResult(runner=runner, fingerprint=fingerprint, cases=(), contracts_file=contracts_file,
-                     complete=False, kcgate_version=__version__, meta=tuple(sorted(meta)))
+    return RunResult(
+        runner=runner,
+        fingerprint=fingerprint,
+        cases=(),
+        contracts_file=contracts_file,
+        complete=False,
+        kcgate_version=__version__,
+        meta=tuple(sorted(meta)),
+    )

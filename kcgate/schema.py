@@ -32,28 +32,53 @@ def _list(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def contracts_schema() -> dict[str, Any]:
-    tolerance = _obj({"method": _enum(spec.TOLERANCES), "lambda": _POS, "ulp": _POS, "rtol": _POS, "atol": _POS})
-    protocol = _obj({"seeds": {"type": "integer", "minimum": 1}, "trials": {"type": "integer", "minimum": 1},
-                     "poison": {"type": "boolean"}, "guard": {"type": "integer", "minimum": 0},
-                     "timeout_s": _POS, "k_sweep": _list({"type": "integer", "minimum": 1})})
-    waiver = _obj({"runner": _STR, "until": {"type": "string", "format": "date"}, "reason": _STR, "owner": _STR},
-                  ("runner", "until", "reason"))
-    contract = _obj({
-        "id": {"type": "string", "pattern": spec._ID.pattern, "description": "1. identifier (stable)"},
-        "class": _enum(CLASSES, "one of the twelve contract classes"),
-        "kernel": {**_IMPORT, "description": "2. scope: the kernel under contract"},
-        "op": _enum(spec.OPS), "description": _STR, "devices": _list(_enum(spec.DEVICES)),
-        "dtypes": _list(_enum(dtypes.TENSOR_DTYPES + tuple(dtypes.ALIASES))),
-        "accumulate": _enum(dtypes.ACCUMULATORS + tuple(dtypes.ALIASES)),
-        "out_dtype": _enum(dtypes.TENSOR_DTYPES + tuple(dtypes.ALIASES)),
-        "shapes": _list(_list({"type": "integer", "minimum": 1})),
-        "distribution": _enum(spec.DISTRIBUTIONS), "layout": _enum(spec.LAYOUTS),
-        "postcondition": _enum(spec.POSTCONDITIONS), "tolerance": tolerance,
-        "oracle": _enum(spec.ORACLES), "reference": _IMPORT, "inputs": _IMPORT,
-        "protocol": protocol, "signature": _list(_STR), "params": {"type": "object"},
-        "call": _enum(spec.CALLS), "good": _IMPORT, "bad": _IMPORT, "baseline": _IMPORT,
-        "waiver": _list(waiver),
-    }, ("id", "class", "kernel", "op"))
+    tolerance = _obj(
+        {"method": _enum(spec.TOLERANCES), "lambda": _POS, "ulp": _POS, "rtol": _POS, "atol": _POS}
+    )
+    protocol = _obj(
+        {
+            "seeds": {"type": "integer", "minimum": 1},
+            "trials": {"type": "integer", "minimum": 1},
+            "poison": {"type": "boolean"},
+            "guard": {"type": "integer", "minimum": 0},
+            "timeout_s": _POS,
+            "k_sweep": _list({"type": "integer", "minimum": 1}),
+        }
+    )
+    waiver = _obj(
+        {"runner": _STR, "until": {"type": "string", "format": "date"}, "reason": _STR, "owner": _STR},
+        ("runner", "until", "reason"),
+    )
+    contract = _obj(
+        {
+            "id": {"type": "string", "pattern": spec._ID.pattern, "description": "1. identifier (stable)"},
+            "class": _enum(CLASSES, "one of the twelve contract classes"),
+            "kernel": {**_IMPORT, "description": "2. scope: the kernel under contract"},
+            "op": _enum(spec.OPS),
+            "description": _STR,
+            "devices": _list(_enum(spec.DEVICES)),
+            "dtypes": _list(_enum(dtypes.TENSOR_DTYPES + tuple(dtypes.ALIASES))),
+            "accumulate": _enum(dtypes.ACCUMULATORS + tuple(dtypes.ALIASES)),
+            "out_dtype": _enum(dtypes.TENSOR_DTYPES + tuple(dtypes.ALIASES)),
+            "shapes": _list(_list({"type": "integer", "minimum": 1})),
+            "distribution": _enum(spec.DISTRIBUTIONS),
+            "layout": _enum(spec.LAYOUTS),
+            "postcondition": _enum(spec.POSTCONDITIONS),
+            "tolerance": tolerance,
+            "oracle": _enum(spec.ORACLES),
+            "reference": _IMPORT,
+            "inputs": _IMPORT,
+            "protocol": protocol,
+            "signature": _list(_STR),
+            "params": {"type": "object"},
+            "call": _enum(spec.CALLS),
+            "good": _IMPORT,
+            "bad": _IMPORT,
+            "baseline": _IMPORT,
+            "waiver": _list(waiver),
+        },
+        ("id", "class", "kernel", "op"),
+    )
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "kcgate contracts.toml",
@@ -61,8 +86,14 @@ def contracts_schema() -> dict[str, Any]:
         "additionalProperties": False,
         "properties": {
             "project": _obj({"name": _STR, "paths": _list(_STR), "baselines": _STR, "results": _STR}),
-            "policy": _obj({"block_on": _list(_enum(BLOCKABLE)), "budget_drift": _POS,
-                            "required_runners": _list(_STR), "acknowledge_removed": _list(_STR)}),
+            "policy": _obj(
+                {
+                    "block_on": _list(_enum(BLOCKABLE)),
+                    "budget_drift": _POS,
+                    "required_runners": _list(_STR),
+                    "acknowledge_removed": _list(_STR),
+                }
+            ),
             "contract": {**_list(contract), "minItems": 1},
         },
         "required": ["contract"],
@@ -74,23 +105,60 @@ _NUM = {"type": ["number", "null"]}
 
 def results_schema() -> dict[str, Any]:
     """Schema 2: a header, ``case_fields``/``metric_fields`` naming the columns, then one row per case."""
-    metrics = _row([_NUM, _NUM, _NUM, _NUM, _INT, _INT, _list({"type": "integer"}), _NUM,
-                    {"type": "object", "additionalProperties": _NUM}])
-    signature = {"type": ["object", "null"], "required": ["cause", "summary"],
-                 "properties": {"cause": _STR, "summary": _STR, "evidence": {"type": "object"}}}
-    case = _row([_STR, _STR, _STR, _STR, _STR, _list({"type": "integer"}), _INT, _enum(STATUSES), metrics,
-                 signature, _STR, _SECONDS, _SECONDS, _SECONDS, {"type": ["integer", "null"]}])
+    metrics = _row(
+        [
+            _NUM,
+            _NUM,
+            _NUM,
+            _NUM,
+            _INT,
+            _INT,
+            _list({"type": "integer"}),
+            _NUM,
+            {"type": "object", "additionalProperties": _NUM},
+        ]
+    )
+    signature = {
+        "type": ["object", "null"],
+        "required": ["cause", "summary"],
+        "properties": {"cause": _STR, "summary": _STR, "evidence": {"type": "object"}},
+    }
+    case = _row(
+        [
+            _STR,
+            _STR,
+            _STR,
+            _STR,
+            _STR,
+            _list({"type": "integer"}),
+            _INT,
+            _enum(STATUSES),
+            metrics,
+            signature,
+            _STR,
+            _SECONDS,
+            _SECONDS,
+            _SECONDS,
+            {"type": ["integer", "null"]},
+        ]
+    )
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "kcgate results file",
         "type": "object",
         "required": ["schema_version", "runner", "fingerprint", "case_fields", "metric_fields", "cases"],
         "properties": {
-            "schema_version": {"const": SCHEMA_VERSION}, "kind": {"const": "kcgate-results"},
-            "runner": _STR, "fingerprint": {"type": "object", "required": ["backend"]},
-            "fingerprint_key": _STR, "contracts_file": _STR, "complete": {"type": "boolean"},
-            "kcgate_version": _STR, "meta": {"type": "object"},
-            "case_fields": {"const": list(CASE_FIELDS)}, "metric_fields": {"const": list(METRIC_FIELDS)},
+            "schema_version": {"const": SCHEMA_VERSION},
+            "kind": {"const": "kcgate-results"},
+            "runner": _STR,
+            "fingerprint": {"type": "object", "required": ["backend"]},
+            "fingerprint_key": _STR,
+            "contracts_file": _STR,
+            "complete": {"type": "boolean"},
+            "kcgate_version": _STR,
+            "meta": {"type": "object"},
+            "case_fields": {"const": list(CASE_FIELDS)},
+            "metric_fields": {"const": list(METRIC_FIELDS)},
             "cases": _list(case),
         },
     }

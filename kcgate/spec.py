@@ -18,8 +18,24 @@ from kcgate.classes import CLASSES, suggest
 from kcgate.errors import ContractsError, Problem
 from kcgate.policy import BLOCKABLE, Policy, Waiver
 
-OPS = ("matmul", "bmm", "linear", "sum", "mean", "softmax", "logsumexp", "layernorm", "rmsnorm", "gelu",
-       "silu", "gather", "index_select", "embedding", "sdpa", "custom")
+OPS = (
+    "matmul",
+    "bmm",
+    "linear",
+    "sum",
+    "mean",
+    "softmax",
+    "logsumexp",
+    "layernorm",
+    "rmsnorm",
+    "gelu",
+    "silu",
+    "gather",
+    "index_select",
+    "embedding",
+    "sdpa",
+    "custom",
+)
 DEVICES = ("cpu", "cuda", "rocm", "xpu", "mps", "npu")
 POSTCONDITIONS = ("within-bound", "bitwise", "invariant", "policy")
 TOLERANCES = ("error-bound", "ulp", "abs-rel", "exact")
@@ -29,16 +45,42 @@ LAYOUTS = ("contiguous", "transposed")
 CALLS = ("return", "out")
 # Each family's natural tolerance when neither the contract nor its class says otherwise
 # (must match kcgate.ops.OPS[...].tolerance; a test checks it).
-OP_TOLERANCE = {"silu": "ulp", "gather": "exact", "index_select": "exact", "embedding": "exact",
-                "custom": "abs-rel"}
+OP_TOLERANCE = {
+    "silu": "ulp",
+    "gather": "exact",
+    "index_select": "exact",
+    "embedding": "exact",
+    "custom": "abs-rel",
+}
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _IMPORT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 
 CONTRACT_KEYS = {
-    "id", "class", "kernel", "op", "description", "devices",  # identifier, scope
-    "dtypes", "accumulate", "out_dtype", "shapes", "distribution", "layout",  # precondition
-    "postcondition", "tolerance", "oracle", "reference", "inputs",  # postcondition, tolerance, oracle
-    "protocol", "signature", "params", "call", "good", "bad", "baseline", "waiver",
+    "id",
+    "class",
+    "kernel",
+    "op",
+    "description",
+    "devices",  # identifier, scope
+    "dtypes",
+    "accumulate",
+    "out_dtype",
+    "shapes",
+    "distribution",
+    "layout",  # precondition
+    "postcondition",
+    "tolerance",
+    "oracle",
+    "reference",
+    "inputs",  # postcondition, tolerance, oracle
+    "protocol",
+    "signature",
+    "params",
+    "call",
+    "good",
+    "bad",
+    "baseline",
+    "waiver",
 }
 TOLERANCE_KEYS = {"method", "lambda", "ulp", "rtol", "atol"}
 PROTOCOL_KEYS = {"seeds", "trials", "poison", "guard", "timeout_s", "k_sweep"}
@@ -146,7 +188,9 @@ def load_project(path: Path | str, *, locate_kernels: bool = True) -> Project:
     try:
         data, lines = tomlsrc.parse(text)
     except tomlsrc.TomlSyntaxError as exc:
-        prob = Problem(str(path), exc.line, "", f"TOML syntax error: {exc}", "fix the TOML syntax at that line")
+        prob = Problem(
+            str(path), exc.line, "", f"TOML syntax error: {exc}", "fix the TOML syntax at that line"
+        )
         raise ContractsError(f"{path} is not valid TOML", (prob,)) from None
     col = _Collector(str(path), lines)
     col.locate = locate_kernels
@@ -188,15 +232,23 @@ def _contract(i: int, d: dict[str, Any], col: _Collector, roots: tuple[Path, ...
     before = len(col.problems)
     _unknown(d, CONTRACT_KEYS, p, where, col)
     if not isinstance(cid, str) or not _ID.match(cid):
-        col.add(p + ("id",), where + ".id", "missing or invalid id",
-                "set id = \"a-stable-name\" (letters, digits, '.', '_', '-'; baselines are keyed on it)")
+        col.add(
+            p + ("id",),
+            where + ".id",
+            "missing or invalid id",
+            "set id = \"a-stable-name\" (letters, digits, '.', '_', '-'; baselines are keyed on it)",
+        )
     klass = _choice(d, "class", p, where, col, tuple(CLASSES), required=True)
     op = _choice(d, "op", p, where, col, OPS, required=True)
     kernel = _import_string(d, "kernel", p, where, col, roots, required=True)
     cls = CLASSES.get(klass or "")
     if cls and op and op not in cls.ops:
-        col.add(p + ("op",), where + ".op", f"class {klass} does not apply to op {op!r}",
-                f"use one of: {', '.join(cls.ops)}")
+        col.add(
+            p + ("op",),
+            where + ".op",
+            f"class {klass} does not apply to op {op!r}",
+            f"use one of: {', '.join(cls.ops)}",
+        )
     contract = Contract(
         id=cid if isinstance(cid, str) else f"#{i + 1}",
         klass=klass or "",
@@ -210,7 +262,8 @@ def _contract(i: int, d: dict[str, Any], col: _Collector, roots: tuple[Path, ...
         shapes=_shapes(d, p, where, col),
         distribution=_choice(d, "distribution", p, where, col, DISTRIBUTIONS) or "normal",
         layout=_choice(d, "layout", p, where, col, LAYOUTS) or "contiguous",
-        postcondition=_choice(d, "postcondition", p, where, col, POSTCONDITIONS) or (cls.postcondition if cls else ""),
+        postcondition=_choice(d, "postcondition", p, where, col, POSTCONDITIONS)
+        or (cls.postcondition if cls else ""),
         tolerance=_tolerance(d, p, where, col, _default_tolerance(cls, op)),
         oracle=_choice(d, "oracle", p, where, col, ORACLES) or (cls.oracle if cls else "fp64"),
         reference=_import_string(d, "reference", p, where, col, roots),
@@ -239,18 +292,33 @@ def _cross_checks(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str
         outs = (c.out_dtype,) if c.out_dtype else c.dtypes
         finite = [t for t in outs if t in dtypes.FORMATS and not dtypes.FORMATS[t].has_inf]
         if finite:
-            col.add(p + ("params", "overflow"), where + ".params.overflow",
-                    f"overflow = \"inf\" is impossible for {', '.join(finite)} output: the format has no infinity",
-                    'declare overflow = "saturate" or "nan", or use a float8_e5m2 output')
+            col.add(
+                p + ("params", "overflow"),
+                where + ".params.overflow",
+                f'overflow = "inf" is impossible for {", ".join(finite)} output: the format has no infinity',
+                'declare overflow = "saturate" or "nan", or use a float8_e5m2 output',
+            )
     if c.op == "custom" and not (c.reference and c.inputs):
-        col.add(p + ("op",), where + ".op", "a custom op needs `reference` and `inputs` functions",
-                'add reference = "pkg.mod:ref_fn" and inputs = "pkg.mod:make_inputs"')
+        col.add(
+            p + ("op",),
+            where + ".op",
+            "a custom op needs `reference` and `inputs` functions",
+            'add reference = "pkg.mod:ref_fn" and inputs = "pkg.mod:make_inputs"',
+        )
     if c.oracle == "user" and not c.reference:
-        col.add(p + ("oracle",), where + ".oracle", "oracle = 'user' needs a `reference` function",
-                'add reference = "pkg.mod:ref_fn"')
+        col.add(
+            p + ("oracle",),
+            where + ".oracle",
+            "oracle = 'user' needs a `reference` function",
+            'add reference = "pkg.mod:ref_fn"',
+        )
     if c.oracle == "freivalds" and c.op not in ("matmul", "bmm", "linear"):
-        col.add(p + ("oracle",), where + ".oracle", f"the Freivalds oracle needs a matmul-shaped op, not {c.op!r}",
-                'use oracle = "fp64"')
+        col.add(
+            p + ("oracle",),
+            where + ".oracle",
+            f"the Freivalds oracle needs a matmul-shaped op, not {c.op!r}",
+            'use oracle = "fp64"',
+        )
     if "shapes" not in d and c.op == "custom":
         col.add(p, where + ".shapes", "a custom op needs `shapes`", "add shapes = [[...], ...]")
 
@@ -261,9 +329,12 @@ def _duplicates(contracts: list[Contract | None], col: _Collector) -> None:
         if c is None:
             continue
         if c.id in seen:
-            col.add(("contract", i, "id"), f"contract {c.id!r}.id",
-                    f"duplicate id (first defined as contract #{seen[c.id] + 1})",
-                    "ids must be unique: rename one of them")
+            col.add(
+                ("contract", i, "id"),
+                f"contract {c.id!r}.id",
+                f"duplicate id (first defined as contract #{seen[c.id] + 1})",
+                "ids must be unique: rename one of them",
+            )
         seen.setdefault(c.id, i)
 
 
@@ -278,8 +349,13 @@ def _tolerance(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collecto
     nums = {k: _positive(t, k, tp, tw, col) for k in ("lambda", "ulp", "rtol", "atol")}
     if method == "abs-rel" and nums["rtol"] is None and nums["atol"] is None:
         col.add(tp, tw, "method 'abs-rel' needs rtol and/or atol", "add rtol = 1e-5 (and atol)")
-    return Tolerance(method=method, lam=nums["lambda"] or 8.0, ulp=nums["ulp"] or 4.0,
-                     rtol=nums["rtol"] or 0.0, atol=nums["atol"] or 0.0)
+    return Tolerance(
+        method=method,
+        lam=nums["lambda"] or 8.0,
+        ulp=nums["ulp"] or 4.0,
+        rtol=nums["rtol"] or 0.0,
+        atol=nums["atol"] or 0.0,
+    )
 
 
 def _protocol(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector, cls: Any) -> Protocol:
@@ -295,7 +371,12 @@ def _protocol(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector
         poison = True
     sweep = t.get("k_sweep", [])
     if not (isinstance(sweep, list) and all(isinstance(k, int) and k > 0 for k in sweep)):
-        col.add(tp + ("k_sweep",), tw + ".k_sweep", "must be a list of positive integers", "k_sweep = [256, 1024, 4096]")
+        col.add(
+            tp + ("k_sweep",),
+            tw + ".k_sweep",
+            "must be a list of positive integers",
+            "k_sweep = [256, 1024, 4096]",
+        )
         sweep = []
     return Protocol(
         seeds=seeds or (cls.seeds if cls else 2),
@@ -307,7 +388,9 @@ def _protocol(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector
     )
 
 
-def _params(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector, cls: Any) -> tuple[tuple[str, Any], ...]:
+def _params(
+    d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector, cls: Any
+) -> tuple[tuple[str, Any], ...]:
     t = _table(d, "params", p, col, where)
     if cls is None:
         return ()
@@ -348,8 +431,12 @@ def _waivers(data: dict[str, Any], contracts: tuple[Contract, ...], col: _Collec
             continue
         ws = c["waiver"]
         if not isinstance(ws, list):
-            col.add(("contract", i, "waiver"), f"contract {c.get('id')!r}.waiver", "must be an array of tables",
-                    "write each waiver as a [[contract.waiver]] table")
+            col.add(
+                ("contract", i, "waiver"),
+                f"contract {c.get('id')!r}.waiver",
+                "must be an array of tables",
+                "write each waiver as a [[contract.waiver]] table",
+            )
             continue
         out += [wv for j, w in enumerate(ws) if (wv := _waiver(str(c.get("id")), i, j, w, col))]
     return tuple(out)
@@ -368,12 +455,21 @@ def _waiver(cid: str, i: int, j: int, w: Any, col: _Collector) -> Waiver | None:
         except ValueError:
             until = None
     if not isinstance(until, dt.date) or isinstance(until, dt.datetime):
-        col.add(p + ("until",), where + ".until", "needs an expiry date", "until = 2027-03-01 (every waiver expires)")
+        col.add(
+            p + ("until",),
+            where + ".until",
+            "needs an expiry date",
+            "until = 2027-03-01 (every waiver expires)",
+        )
         return None
     runner, reason = w.get("runner"), w.get("reason")
     if not isinstance(runner, str) or not isinstance(reason, str) or not reason.strip():
-        col.add(p, where, "needs `runner` (a pattern) and a non-empty `reason`",
-                'runner = "apple-*", reason = "MPS bf16 accumulation, see issue 123"')
+        col.add(
+            p,
+            where,
+            "needs `runner` (a pattern) and a non-empty `reason`",
+            'runner = "apple-*", reason = "MPS bf16 accumulation, see issue 123"',
+        )
         return None
     return Waiver(cid, runner, until, reason, str(w.get("owner", "")), col.lines.find(*p))
 
@@ -381,11 +477,17 @@ def _waiver(cid: str, i: int, j: int, w: Any, col: _Collector) -> Waiver | None:
 # ---- typed field readers --------------------------------------------------------------------------
 
 
-def _table(d: dict[str, Any], key: str, p: tuple[Any, ...], col: _Collector, where: str = "") -> dict[str, Any]:
+def _table(
+    d: dict[str, Any], key: str, p: tuple[Any, ...], col: _Collector, where: str = ""
+) -> dict[str, Any]:
     v = d.get(key, {})
     if not isinstance(v, dict):
-        col.add(p + (key,), f"{where}.{key}" if where else key, "must be a table",
-                f"write [{'contract.' if where else ''}{key}] with keys under it")
+        col.add(
+            p + (key,),
+            f"{where}.{key}" if where else key,
+            "must be a table",
+            f"write [{'contract.' if where else ''}{key}] with keys under it",
+        )
         return {}
     return v
 
@@ -393,7 +495,9 @@ def _table(d: dict[str, Any], key: str, p: tuple[Any, ...], col: _Collector, whe
 def _unknown(d: dict[str, Any], allowed: set[str], p: tuple[Any, ...], where: str, col: _Collector) -> None:
     for key in d:
         if key not in allowed:
-            col.add(p + (key,), f"{where}.{key}" if where else key, "unknown key", suggest(key, sorted(allowed)))
+            col.add(
+                p + (key,), f"{where}.{key}" if where else key, "unknown key", suggest(key, sorted(allowed))
+            )
 
 
 def _str(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector) -> str:
@@ -414,12 +518,24 @@ def _str_list(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: 
     return v
 
 
-def _choice(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector,
-            choices: tuple[str, ...], required: bool = False) -> str | None:
+def _choice(
+    d: dict[str, Any],
+    key: str,
+    p: tuple[Any, ...],
+    where: str,
+    col: _Collector,
+    choices: tuple[str, ...],
+    required: bool = False,
+) -> str | None:
     v = d.get(key)
     if v is None:
         if required:
-            col.add(p, f"{where}.{key}", f"missing required key `{key}`", f"add {key} = ... ({suggest('', choices)})")
+            col.add(
+                p,
+                f"{where}.{key}",
+                f"missing required key `{key}`",
+                f"add {key} = ... ({suggest('', choices)})",
+            )
         return None
     if not isinstance(v, str) or v not in choices:
         col.add(p + (key,), f"{where}.{key}", f"unknown {key} {v!r}", suggest(str(v), choices))
@@ -427,12 +543,15 @@ def _choice(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _C
     return v
 
 
-def _choices(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector,
-             choices: tuple[str, ...]) -> list[str]:
+def _choices(
+    d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector, choices: tuple[str, ...]
+) -> list[str]:
     return [v for v in _str_list(d, key, p, where, col) if _one_of(v, key, p, where, col, choices)]
 
 
-def _one_of(v: str, key: str, p: tuple[Any, ...], where: str, col: _Collector, choices: tuple[str, ...]) -> bool:
+def _one_of(
+    v: str, key: str, p: tuple[Any, ...], where: str, col: _Collector, choices: tuple[str, ...]
+) -> bool:
     if v in choices:
         return True
     col.add(p + (key,), f"{where}.{key}", f"unknown value {v!r}", suggest(v, choices))
@@ -444,8 +563,9 @@ def _dtypes(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) 
     return [n for n in names if _one_of(n, "dtypes", p, where, col, dtypes.TENSOR_DTYPES)]
 
 
-def _dtype_key(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector,
-               choices: tuple[str, ...]) -> str:
+def _dtype_key(
+    d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector, choices: tuple[str, ...]
+) -> str:
     v = _str(d, key, p, where, col)
     if v and dtypes.canonical(v) not in choices:
         col.add(p + (key,), f"{where}.{key}", f"unknown dtype {v!r}", suggest(v, choices))
@@ -453,15 +573,21 @@ def _dtype_key(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col:
     return dtypes.canonical(v) if v else ""
 
 
-def _shapes(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) -> tuple[tuple[int, ...], ...]:
+def _shapes(
+    d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector
+) -> tuple[tuple[int, ...], ...]:
     v = d.get("shapes", [])
     ok = isinstance(v, list) and all(
         isinstance(s, list) and s and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in s)
         for s in v
     )
     if not ok:
-        col.add(p + ("shapes",), f"{where}.shapes", "must be a list of shapes of positive integers",
-                "shapes = [[128, 4096, 128], [1, 8192, 256]]")
+        col.add(
+            p + ("shapes",),
+            f"{where}.shapes",
+            "must be a list of shapes of positive integers",
+            "shapes = [[128, 4096, 128], [1, 8192, 256]]",
+        )
         return ()
     return tuple(tuple(s) for s in v)
 
@@ -471,18 +597,26 @@ def _positive(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: 
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0) or v == float("inf"):
-        col.add(p + (key,), f"{where}.{key}", f"must be a positive number, not {v!r}",
-                f"set {key} to a positive finite number, or remove it to use the class default")
+        col.add(
+            p + (key,),
+            f"{where}.{key}",
+            f"must be a positive number, not {v!r}",
+            f"set {key} to a positive finite number, or remove it to use the class default",
+        )
         return None
     return float(v)
 
 
-def _int_min(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector, lo: int) -> int | None:
+def _int_min(
+    d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector, lo: int
+) -> int | None:
     v = d.get(key)
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        col.add(p + (key,), f"{where}.{key}", f"must be an integer >= {lo}, not {v!r}", f"{key} = {max(lo, 2)}")
+        col.add(
+            p + (key,), f"{where}.{key}", f"must be an integer >= {lo}, not {v!r}", f"{key} = {max(lo, 2)}"
+        )
         return None
     return v
 
@@ -496,16 +630,29 @@ def _is_type(value: Any, t: type) -> bool:
 # ---- kernels, located without importing --------------------------------------------------------
 
 
-def _import_string(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector,
-                   roots: tuple[Path, ...], required: bool = False) -> str:
+def _import_string(
+    d: dict[str, Any],
+    key: str,
+    p: tuple[Any, ...],
+    where: str,
+    col: _Collector,
+    roots: tuple[Path, ...],
+    required: bool = False,
+) -> str:
     v = d.get(key)
     if v is None:
         if required:
-            col.add(p, f"{where}.{key}", f"missing required key `{key}`", f'add {key} = "package.module:function"')
+            col.add(
+                p, f"{where}.{key}", f"missing required key `{key}`", f'add {key} = "package.module:function"'
+            )
         return ""
     if not isinstance(v, str) or not _IMPORT.match(v):
-        col.add(p + (key,), f"{where}.{key}", f"{v!r} is not an import string",
-                'write it as "package.module:function"')
+        col.add(
+            p + (key,),
+            f"{where}.{key}",
+            f"{v!r} is not an import string",
+            'write it as "package.module:function"',
+        )
         return ""
     problem = locate(v, roots) if col.locate else None
     if problem:
@@ -518,8 +665,10 @@ def locate(target: str, roots: tuple[Path, ...]) -> tuple[str, str] | None:
     module, name = target.split(":")
     source = _module_source(module, roots)
     if source is None:
-        return (f"cannot find module {module!r}",
-                "check the spelling, or add its directory to [project].paths, or install the package")
+        return (
+            f"cannot find module {module!r}",
+            "check the spelling, or add its directory to [project].paths, or install the package",
+        )
     if source.suffix != ".py":
         return None  # compiled extension: cannot check statically; run will import it
     try:

@@ -66,7 +66,9 @@ def _scan(text: str) -> LineMap:
     return lm
 
 
-def _header_path(is_array: bool, name: str, counts: dict[str, int], current: tuple[Any, ...]) -> tuple[Any, ...]:
+def _header_path(
+    is_array: bool, name: str, counts: dict[str, int], current: tuple[Any, ...]
+) -> tuple[Any, ...]:
     parts = [p.strip().strip("\"'") for p in name.split(".")]
     if parts[0] == "contract" and len(parts) > 1:
         # [contract.tolerance] or [[contract.waiver]] belong to the latest [[contract]]

@@ -1,4 +1,6 @@
-"""The worker process: reads case JSON lines on stdin, writes result JSON lines to a result fd.
+"""The worker process: reads ``{"case": ..., "kernel": ...}`` JSON lines on stdin (``kernel``: an
+import string run in place of the contract's, for calibration; null for the contract's own) and writes
+result JSON lines to a result fd.
 
 Started by ``kcgate.isolation``; stdout and stderr go to a file so a kernel that floods them
 cannot corrupt the protocol. Run as ``python -m kcgate.worker --contracts F --device D --fd N``.
@@ -36,8 +38,12 @@ def _start(contracts: str, device: str) -> tuple[dict[str, Any], Any, Any]:
 
     backend = get_backend(default_backend() if device == "auto" else device)
     project = load_project(contracts)
-    hello = {"ready": True, "device": backend.name, "fingerprint": backend.fingerprint().to_json(),
-             "default_shapes": default_shapes()}
+    hello = {
+        "ready": True,
+        "device": backend.name,
+        "fingerprint": backend.fingerprint().to_json(),
+        "default_shapes": default_shapes(),
+    }
     return hello, project, backend
 
 
@@ -61,10 +67,11 @@ def main() -> None:
     _limit_memory(args.memory_limit)
     out.write(json.dumps(hello) + "\n")
     for line in sys.stdin:
-        d = json.loads(line)
+        message = json.loads(line)
+        d = message["case"]
         case = Case(**{**d, "shape": tuple(d["shape"])})
         print(f"--- kcgate case {case.case_id}", file=sys.stderr, flush=True)
-        result = execute_case(project, case, backend)
+        result = execute_case(project, case, backend, kernel=message.get("kernel"))
         out.write(json.dumps(result.to_json(), allow_nan=False) + "\n")
 
 

@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _cli_startup() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kcgate_bench_cli_startup", ROOT / "benchmarks" / "cli_startup.py")
+    spec = importlib.util.spec_from_file_location(
+        "kcgate_bench_cli_startup", ROOT / "benchmarks" / "cli_startup.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

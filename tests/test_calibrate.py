@@ -56,3 +56,40 @@ def test_loose_user_contract_is_under_specified(tmp_path: Path):
 def test_nothing_to_calibrate_is_a_usage_error():
     res = CliRunner().invoke(app, ["calibrate", "-k", "no-such-contract"])
     assert res.exit_code == 3
+
+
+CRASHY = """
+[project]
+name = "crashy"
+paths = ["{root}"]
+
+[[contract]]
+id = "gemm-crash"
+class = "C-PRC-01"
+op = "matmul"
+kernel = "tests.kernels.crashy:good"
+good = "tests.kernels.crashy:good"
+bad = "tests.kernels.crashy:segfault"
+baseline = "kcgate.kernels.calibration.c_prc_01:baseline"
+shapes = [[32, 256, 32]]
+protocol = {{ seeds = 1, trials = 1 }}
+"""
+
+
+def test_a_crashing_kernel_costs_its_state_not_the_calibration(tmp_path: Path):
+    """Calibration runs user kernels in a worker: a segfaulting bad kernel is an error of that state only."""
+    toml = tmp_path / "contracts.toml"
+    toml.write_text(CRASHY.format(root=Path(__file__).resolve().parents[1]))
+    out = tmp_path / "cal.json"
+    res = CliRunner().invoke(app, ["calibrate", "--no-builtin", "--contracts", str(toml), "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads(out.read_text())["contracts"]
+    states = {s["state"]: s for s in row["states"]}
+    assert states["good"]["status"] == "pass"
+    assert states["bad"]["status"] == "error" and "SIGSEGV" in states["bad"]["message"]
+    assert states["baseline"]["status"] == "fail"  # the worker was replaced and the next state ran
+
+
+def test_calibrate_rejects_a_bad_isolation_mode():
+    res = CliRunner().invoke(app, ["calibrate", "--isolation", "threads"])
+    assert res.exit_code == 3 and "choose 'process' or 'none'" in res.output

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 from kcgate.calibrate import BUILTIN, calibrate  # noqa: E402
 from kcgate.checks import CHECKS  # noqa: E402
 from kcgate.classes import CLASSES  # noqa: E402
-from kcgate.devices import get_backend  # noqa: E402
+from kcgate.isolation import InProcessExecutor  # noqa: E402
 from kcgate.kernels.calibration import module_name  # noqa: E402
 from kcgate.spec import load_project  # noqa: E402
 
@@ -29,7 +29,8 @@ def _module(contract_id: str):  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def matrix():
-    rows = calibrate(load_project(BUILTIN), get_backend("cpu"))
+    project = load_project(BUILTIN)
+    rows = calibrate(project, InProcessExecutor(project, "cpu"))
     return {r.contract_id: r for r in rows}
 
 
@@ -54,7 +55,9 @@ def test_bad_passes_the_basic_test_but_not_the_contract(contract_id, matrix):
     assert row.state("good").accepted, row.state("good").message
     assert not row.state("bad").accepted
     assert not row.state("baseline").accepted, "baseline must fail visibly"
-    assert row.margin is not None and row.margin >= MIN_MARGIN, f"{contract_id}: detection margin {row.margin}"
+    assert row.margin is not None and row.margin >= MIN_MARGIN, (
+        f"{contract_id}: detection margin {row.margin}"
+    )
 
 
 def test_baselines_fail_visibly_even_to_the_basic_test():

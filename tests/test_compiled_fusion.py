@@ -28,7 +28,16 @@ protocol = {{ seeds = 1, trials = 2 }}
 def test_inductor_compiled_fusion_satisfies_its_contract(tmp_path: Path) -> None:
     f = tmp_path / "c.toml"
     f.write_text(CONTRACT.format(root=ROOT))
-    proc = kcgate("run", "--contracts", str(f), "--out", str(tmp_path / "r.json"), "-q", "--timeout", "600",
-                  env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")})
+    proc = kcgate(
+        "run",
+        "--contracts",
+        str(f),
+        "--out",
+        str(tmp_path / "r.json"),
+        "-q",
+        "--timeout",
+        "600",
+        env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PASS" in proc.stdout and "gelu-compiled" in proc.stdout

@@ -24,8 +24,22 @@ VARIANTS = tomllib.loads((ROOT / "runners" / "cpu-variants.toml").read_text())["
 def matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("matrix")
     for v in VARIANTS:
-        proc = kcgate("run", "--contracts", "small.toml", "--runner", v["name"], "--out", str(d / f"{v['name']}.json"),
-                      "-q", "--seed", "5", "--isolation", "none", cwd=DATA, env=v["env"])
+        proc = kcgate(
+            "run",
+            "--contracts",
+            "small.toml",
+            "--runner",
+            v["name"],
+            "--out",
+            str(d / f"{v['name']}.json"),
+            "-q",
+            "--seed",
+            "5",
+            "--isolation",
+            "none",
+            cwd=DATA,
+            env=v["env"],
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return d
 
@@ -40,7 +54,9 @@ def test_variants_have_distinct_fingerprints(matrix: Path) -> None:
 def test_variants_compute_different_bits_somewhere(matrix: Path) -> None:
     a, b = (load_run(matrix / f"{v['name']}.json") for v in VARIANTS)
     errs_a = {c.case_id: c.metrics.max_abs_err for c in a.cases}
-    assert any(errs_a[c.case_id] != c.metrics.max_abs_err for c in b.cases), "the variants ran identical kernels"
+    assert any(errs_a[c.case_id] != c.metrics.max_abs_err for c in b.cases), (
+        "the variants ran identical kernels"
+    )
 
 
 def test_compare_and_report_over_the_matrix(matrix: Path, tmp_path: Path) -> None:
@@ -48,7 +64,16 @@ def test_compare_and_report_over_the_matrix(matrix: Path, tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr
     assert set(json.dumps(json.loads(proc.stdout))) and all(v["name"] in proc.stdout for v in VARIANTS)
     out = tmp_path / "comment.md"
-    proc = kcgate("report", str(matrix), "--baseline", str(matrix), "--contracts", str(DATA / "small.toml"),
-                  "--comment-out", str(out), *[a for v in VARIANTS for a in ("--expect-runner", v["name"])])
+    proc = kcgate(
+        "report",
+        str(matrix),
+        "--baseline",
+        str(matrix),
+        "--contracts",
+        str(DATA / "small.toml"),
+        "--comment-out",
+        str(out),
+        *[a for v in VARIANTS for a in ("--expect-runner", v["name"])],
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert all(v["name"] in out.read_text() for v in VARIANTS)

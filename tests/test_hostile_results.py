@@ -46,7 +46,9 @@ def _doc(version: int = 2, **case: object) -> dict[str, object]:
 def _row(case: dict[str, object]) -> list[object]:
     metrics = case.get("metrics")
     row = [case.get(k) for k in CASE_FIELDS]
-    row[CASE_FIELDS.index("metrics")] = [metrics.get(k) for k in METRIC_FIELDS] if isinstance(metrics, dict) else metrics
+    row[CASE_FIELDS.index("metrics")] = (
+        [metrics.get(k) for k in METRIC_FIELDS] if isinstance(metrics, dict) else metrics
+    )
     return row
 
 
@@ -116,7 +118,9 @@ def test_huge_strings_are_cut(tmp_path: Path, version: int) -> None:
 def test_non_finite_metrics_become_missing_and_outputs_stay_strict_json(
     tmp_path: Path, number: str, version: int
 ) -> None:
-    text = json.dumps(_doc(version, metrics={"budget_used": 0.5, "max_abs_err": 1e-3, "extra": {"norm_err": 1.0}}))
+    text = json.dumps(
+        _doc(version, metrics={"budget_used": 0.5, "max_abs_err": 1e-3, "extra": {"norm_err": 1.0}})
+    )
     text = (
         text.replace("0.5", number)
         .replace("0.001", number)
@@ -148,7 +152,10 @@ def test_unknown_fields_are_ignored(tmp_path: Path) -> None:
     ("change", "message"),
     [
         (lambda d: d["cases"][0].append(1), "each case must be a list of the 15 case_fields"),
-        (lambda d: d["cases"].__setitem__(0, {"case_id": "a"}), "each case must be a list of the 15 case_fields"),
+        (
+            lambda d: d["cases"].__setitem__(0, {"case_id": "a"}),
+            "each case must be a list of the 15 case_fields",
+        ),
         (lambda d: d["cases"][0][8].pop(), "case.metrics must be a list of the 9 metric_fields"),
         (lambda d: d["case_fields"].reverse(), "case_fields is not case_id, contract_id"),
         (lambda d: d.pop("metric_fields"), "metric_fields is not budget_used"),

@@ -37,9 +37,23 @@ EXPECTED: dict[str, dict[str, tuple[str, str, str | None, tuple[str, ...]]]] = {
 def _run(name: str, tmp_path: Path):  # type: ignore[no-untyped-def]
     out = tmp_path / f"{name}.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "kcgate", "run", "--contracts", str(INCIDENTS / name / "contracts.toml"),
-         "--out", str(out), "-q", "--seed", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "kcgate",
+            "run",
+            "--contracts",
+            str(INCIDENTS / name / "contracts.toml"),
+            "--out",
+            str(out),
+            "-q",
+            "--seed",
+            "1",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 1, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     return load_run(out)
@@ -68,4 +82,3 @@ def test_incident(name: str, tmp_path: Path) -> None:
             bits = float(dict(case.signature.evidence)["effective_bits"])
             assert 10.0 <= bits <= 12.0, f"{case.case_id}: {bits} effective bits"
     assert seen == set(expected), f"contracts without cases: {set(expected) - seen}"
-

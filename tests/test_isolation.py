@@ -18,8 +18,21 @@ from tests.conftest import DATA, ROOT, kcgate
 @pytest.fixture(scope="module")
 def crashy(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     out = tmp_path_factory.mktemp("iso") / "crashy.json"
-    proc = kcgate("run", "--contracts", "crashy.toml", "--out", str(out), "--timeout", "4",
-                  "--memory-limit-gb", "3", "-q", "--seed", "1", cwd=DATA)
+    proc = kcgate(
+        "run",
+        "--contracts",
+        "crashy.toml",
+        "--out",
+        str(out),
+        "--timeout",
+        "4",
+        "--memory-limit-gb",
+        "3",
+        "-q",
+        "--seed",
+        "1",
+        cwd=DATA,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr  # violations, not a crash of kcgate
     return {c.contract_id: c for c in load_run(out).cases}
 
@@ -50,14 +63,29 @@ def test_stdout_flood_is_harmless(crashy: dict) -> None:  # type: ignore[type-ar
 
 
 def test_stderr_tail_is_recorded_for_crashes(crashy: dict) -> None:  # type: ignore[type-arg]
-    assert "stderr tail" in crashy["segfault"].message and "kcgate case segfault" in crashy["segfault"].message
+    assert (
+        "stderr tail" in crashy["segfault"].message and "kcgate case segfault" in crashy["segfault"].message
+    )
 
 
 def test_kill_9_leaves_valid_results_and_resume_completes(tmp_path: Path) -> None:
     out = tmp_path / "slow.json"
-    cmd = [sys.executable, "-m", "kcgate", "run", "--contracts", "slow.toml", "--out", str(out), "-q", "--seed", "3"]
-    proc = subprocess.Popen(cmd, cwd=DATA, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "kcgate",
+        "run",
+        "--contracts",
+        "slow.toml",
+        "--out",
+        str(out),
+        "-q",
+        "--seed",
+        "3",
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=DATA, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if out.exists() and 2 <= len(load_run(out).cases) < 8:
@@ -72,7 +100,9 @@ def test_kill_9_leaves_valid_results_and_resume_completes(tmp_path: Path) -> Non
     final = load_run(out)
     ids = [c.case_id for c in final.cases]
     assert final.complete and len(ids) == 8 == len(set(ids))
-    assert {c.case_id: c.seed for c in partial.cases}.items() <= {c.case_id: c.seed for c in final.cases}.items()
+    assert {c.case_id: c.seed for c in partial.cases}.items() <= {
+        c.case_id: c.seed for c in final.cases
+    }.items()
 
 
 def test_shards_merged_equal_the_unsharded_run(tmp_path: Path) -> None:
@@ -113,8 +143,23 @@ def test_merge_refuses_mixed_fingerprints(tmp_path: Path) -> None:
 
 def test_isolated_run_imports_torch_only_in_the_worker(tmp_path: Path) -> None:
     """The parent plans from the worker's handshake (device, fingerprint, default shapes): no torch import."""
-    cmd = [sys.executable, "-X", "importtime", "-m", "kcgate", "run", "--contracts", "small.toml", "-q",
-           "--seed", "3", "--out", str(tmp_path / "r.json"), "-k", "sum*"]
+    cmd = [
+        sys.executable,
+        "-X",
+        "importtime",
+        "-m",
+        "kcgate",
+        "run",
+        "--contracts",
+        "small.toml",
+        "-q",
+        "--seed",
+        "3",
+        "--out",
+        str(tmp_path / "r.json"),
+        "-k",
+        "sum*",
+    ]
     proc = subprocess.run(cmd, cwd=DATA, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     parent_torch = [ln for ln in proc.stderr.splitlines() if ln.startswith("import time:") and "torch" in ln]
@@ -126,6 +171,8 @@ def test_isolated_run_imports_torch_only_in_the_worker(tmp_path: Path) -> None:
 
 
 def test_an_unavailable_device_is_reported_by_the_worker(tmp_path: Path) -> None:
-    proc = kcgate("run", "--contracts", "small.toml", "--device", "mps", "--out", str(tmp_path / "r.json"), cwd=DATA)
+    proc = kcgate(
+        "run", "--contracts", "small.toml", "--device", "mps", "--out", str(tmp_path / "r.json"), cwd=DATA
+    )
     assert proc.returncode == 3 and "device 'mps' is not available" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "r.json").exists()

@@ -32,6 +32,10 @@ def test_ulp_distance_is_adjacent_across_zero_and_nan_is_a_category_change() -> 
     x = torch.tensor([0.0, -0.0, 1.0], dtype=torch.float32)
     y = torch.tensor([-0.0, 0.0, 1.0 + 2.0**-23], dtype=torch.float64)  # the next fp32 after 1
     assert ulp_distance(x, y).tolist() == [1.0, 1.0, 1.0]
-    cmp = compare(torch.tensor([float("nan"), 1.0]), torch.tensor([1.0, 1.0], dtype=torch.float64),
-                  torch.tensor(0.5, dtype=torch.float64), "error-bound")
+    cmp = compare(
+        torch.tensor([float("nan"), 1.0]),
+        torch.tensor([1.0, 1.0], dtype=torch.float64),
+        torch.tensor(0.5, dtype=torch.float64),
+        "error-bound",
+    )
     assert math.isinf(cmp.err[0].item()) and cmp.err[1].item() == 0.0

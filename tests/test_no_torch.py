@@ -30,7 +30,9 @@ def test_the_poison_really_works(no_torch_env: dict[str, str]) -> None:
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", "import torch"], env=no_torch_env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import torch"], env=no_torch_env, capture_output=True, text=True
+    )
     assert proc.returncode != 0 and "poisoned" in proc.stderr
 
 

@@ -15,6 +15,7 @@ from kcgate.checks.c_prc_04_overflow import classify  # noqa: E402
 from kcgate.devices.cpu import CpuBackend  # noqa: E402
 from kcgate.errors import ContractsError  # noqa: E402
 from kcgate.execute import execute_case  # noqa: E402
+from kcgate.isolation import InProcessExecutor  # noqa: E402
 from kcgate.kernels.calibration import c_prc_04_fp8 as cal  # noqa: E402
 from kcgate.plan import make_plan  # noqa: E402
 from kcgate.results import CaseResult  # noqa: E402
@@ -40,8 +41,14 @@ CAL = "kcgate.kernels.calibration.c_prc_04_fp8"
 TESTS = "tests.kernels.fp8"
 
 
-def _run(tmp_path: Path, kernel: str, overflow: str = "saturate", out: str = "float8_e4m3fn",
-         op: str = "gelu", shape: str = "[64, 256]") -> CaseResult:
+def _run(
+    tmp_path: Path,
+    kernel: str,
+    overflow: str = "saturate",
+    out: str = "float8_e4m3fn",
+    op: str = "gelu",
+    shape: str = "[64, 256]",
+) -> CaseResult:
     f = tmp_path / "contracts.toml"
     f.write_text(CONTRACT.format(root=ROOT, kernel=kernel, overflow=overflow, out=out, op=op, shape=shape))
     project = load_project(f)
@@ -114,7 +121,9 @@ def test_basic_test_accepts_the_bad_kernel_that_the_contract_rejects() -> None:
     assert not cal.basic_test(cal.baseline)
     x = torch.randn(64, 256, generator=torch.Generator().manual_seed(1))
     assert torch.equal(cal.good(x).view(torch.uint8), cal.bad(x).view(torch.uint8))  # identical in range
-    (row,) = calibrate(load_project(BUILTIN), CpuBackend(), "cal-prc-04-fp8")
+    (row,) = calibrate(
+        load_project(BUILTIN), InProcessExecutor(load_project(BUILTIN), "cpu"), "cal-prc-04-fp8"
+    )
     assert row.state("good").accepted, row.state("good").message
     bad = row.state("bad")
     assert not bad.accepted and bad.cause == "overflow" and "gives nan" in bad.summary
@@ -123,7 +132,15 @@ def test_basic_test_accepts_the_bad_kernel_that_the_contract_rejects() -> None:
 
 
 def test_classify_names_what_an_overflow_became() -> None:
-    o = torch.tensor([float("nan"), float("inf"), 448.0, -448.0, -float("inf"), 96.0, 0.0], dtype=torch.float64)
+    o = torch.tensor(
+        [float("nan"), float("inf"), 448.0, -448.0, -float("inf"), 96.0, 0.0], dtype=torch.float64
+    )
     assert classify(o, torch.ones(7, dtype=torch.float64), 448.0) == [
-        "nan", "inf", "saturate", "wrapped", "wrapped", "finite-wrong", "finite-wrong",
+        "nan",
+        "inf",
+        "saturate",
+        "wrapped",
+        "wrapped",
+        "finite-wrong",
+        "finite-wrong",
     ]

@@ -34,9 +34,7 @@ def _acc_fault(acc, seed):
     for k in KS:
         a, b = torch.randn(32, k, generator=g), torch.randn(k, 32, generator=g)
         out = a @ b if acc is None else blocked_matmul(a, b, 32, acc)
-        nerr.append(
-            normalized_error((out.double() - a.double() @ b.double()).abs(), _scale(a, b))
-        )
+        nerr.append(normalized_error((out.double() - a.double() @ b.double()).abs(), _scale(a, b)))
     s = accumulator_signature(KS, nerr, 24)
     return "none" if s is None else f"{s.cause}:{dict(s.evidence).get('nearest', '')}"
 

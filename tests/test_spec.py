@@ -60,9 +60,11 @@ def test_repo_contracts_cover_every_op_family_and_are_valid() -> None:
 
 def test_line_numbers_point_at_the_contract(tmp_path: Path) -> None:
     f = tmp_path / "c.toml"
-    f.write_text('[[contract]]\nid = "x"\nclass = "C-PRC-01"\nkernel = "kcgate.builtin_kernels:matmul"\n'
-                 'op = "matmul"\n\n[[contract]]\nid = "y"\nclass = "C-PRC-01"\n'
-                 'kernel = "kcgate.builtin_kernels:matmul"\nop = "matmul"\ntolerance = { ulp = -1 }\n')
+    f.write_text(
+        '[[contract]]\nid = "x"\nclass = "C-PRC-01"\nkernel = "kcgate.builtin_kernels:matmul"\n'
+        'op = "matmul"\n\n[[contract]]\nid = "y"\nclass = "C-PRC-01"\n'
+        'kernel = "kcgate.builtin_kernels:matmul"\nop = "matmul"\ntolerance = { ulp = -1 }\n'
+    )
     with pytest.raises(ContractsError) as info:
         load_project(f)
     (problem,) = info.value.problems
@@ -71,9 +73,11 @@ def test_line_numbers_point_at_the_contract(tmp_path: Path) -> None:
 
 def test_class_defaults_apply_and_overrides_win(tmp_path: Path) -> None:
     f = tmp_path / "c.toml"
-    f.write_text('[[contract]]\nid = "g"\nclass = "C-EXC-02"\nkernel = "kcgate.builtin_kernels:gather"\n'
-                 'op = "gather"\nparams = { oob = "clamp" }\n\n[[contract]]\nid = "m"\nclass = "C-PRC-01"\n'
-                 'kernel = "kcgate.builtin_kernels:matmul"\nop = "matmul"\ntolerance = { lambda = 4 }\n')
+    f.write_text(
+        '[[contract]]\nid = "g"\nclass = "C-EXC-02"\nkernel = "kcgate.builtin_kernels:gather"\n'
+        'op = "gather"\nparams = { oob = "clamp" }\n\n[[contract]]\nid = "m"\nclass = "C-PRC-01"\n'
+        'kernel = "kcgate.builtin_kernels:matmul"\nop = "matmul"\ntolerance = { lambda = 4 }\n'
+    )
     g, m = load_project(f).contracts
     assert g.tolerance.method == "exact" and g.param("oob") == "clamp" and g.postcondition == "policy"
     assert m.tolerance.lam == 4.0 and m.tolerance.method == "error-bound" and m.oracle == "fp64"
@@ -83,17 +87,21 @@ def test_all_twelve_classes_are_accepted(tmp_path: Path) -> None:
     blocks = []
     for cid, cls in CLASSES.items():
         op = "gather" if "gather" in cls.ops else cls.ops[0]
-        blocks.append(f'[[contract]]\nid = "{cid}"\nclass = "{cid}"\nkernel = "kcgate.builtin_kernels:{op}"\n'
-                      f'op = "{op}"\n')
+        blocks.append(
+            f'[[contract]]\nid = "{cid}"\nclass = "{cid}"\nkernel = "kcgate.builtin_kernels:{op}"\n'
+            f'op = "{op}"\n'
+        )
     (tmp_path / "c.toml").write_text("\n".join(blocks).replace("kernels:sum", "kernels:row_sum"))
     assert len(load_project(tmp_path / "c.toml").contracts) == 12
 
 
 def test_waivers_and_policy_are_loaded(tmp_path: Path) -> None:
     f = tmp_path / "c.toml"
-    f.write_text('[policy]\nrequired_runners = ["cpu-*"]\nbudget_drift = 0.3\n\n[[contract]]\nid = "m"\n'
-                 'class = "C-PRC-01"\nkernel = "kcgate.builtin_kernels:matmul"\nop = "matmul"\n\n'
-                 '[[contract.waiver]]\nrunner = "apple-*"\nuntil = 2027-03-01\nreason = "MPS bf16, issue 123"\n')
+    f.write_text(
+        '[policy]\nrequired_runners = ["cpu-*"]\nbudget_drift = 0.3\n\n[[contract]]\nid = "m"\n'
+        'class = "C-PRC-01"\nkernel = "kcgate.builtin_kernels:matmul"\nop = "matmul"\n\n'
+        '[[contract.waiver]]\nrunner = "apple-*"\nuntil = 2027-03-01\nreason = "MPS bf16, issue 123"\n'
+    )
     p = load_project(f)
     (w,) = p.policy.waivers
     assert w.contract_id == "m" and w.matches("m", "apple-m4") and not w.matches("m", "cpu-x")

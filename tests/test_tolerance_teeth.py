@@ -63,8 +63,10 @@ def test_freivalds_oracle_in_a_contract_accepts_fp32_and_rejects_bf16_accumulati
     results = {}
     for kernel in ("fp32", "bf16_blocks"):
         f = tmp_path / f"fv-{kernel}.toml"
-        f.write_text(CONTRACT.format(root=ROOT, kernel=kernel).replace("[[64, 1024, 64]]", "[[256, 1024, 256]]")
-                     + 'oracle = "freivalds"\n')
+        f.write_text(
+            CONTRACT.format(root=ROOT, kernel=kernel).replace("[[64, 1024, 64]]", "[[256, 1024, 256]]")
+            + 'oracle = "freivalds"\n'
+        )
         project = load_project(f)
         (case, *_) = make_plan(project, 1, {})
         results[kernel] = execute_case(project, case, CpuBackend())

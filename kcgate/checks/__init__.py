@@ -50,13 +50,22 @@ def verdict(ctx: CaseContext, ts: list[Trial], extra: dict[str, float] | None = 
     if issues:
         sig = Signature(issues[0], ISSUE_MESSAGES.get(issues[0], issues[0]), (("issues", ", ".join(issues)),))
         detail = next((t.error for t in ts if t.error), "")
-        return Finding("fail", metrics, sig, "; ".join(ISSUE_MESSAGES.get(i, i) for i in issues) + (f": {detail}" if detail else ""))
+        return Finding(
+            "fail",
+            metrics,
+            sig,
+            "; ".join(ISSUE_MESSAGES.get(i, i) for i in issues) + (f": {detail}" if detail else ""),
+        )
     worst_signal = max((signal_ratio(t) for t in ts), default=0.0)
     if ctx.contract.tolerance.method in ("error-bound", "abs-rel") and worst_signal >= 1.0:
-        return Finding("refused", metrics, None,
-                       f"tolerance exceeds the signal (allowed error / output = {worst_signal:.3g}); "
-                       "a kernel returning zeros would pass: use a higher-precision accumulator, a smaller "
-                       "reduction length or a tighter tolerance")
+        return Finding(
+            "refused",
+            metrics,
+            None,
+            f"tolerance exceeds the signal (allowed error / output = {worst_signal:.3g}); "
+            "a kernel returning zeros would pass: use a higher-precision accumulator, a smaller "
+            "reduction length or a tighter tolerance",
+        )
     budget = metrics.budget_used
     if budget is not None and budget <= 1.0:
         return Finding("pass", metrics)

@@ -89,7 +89,9 @@ def _bias_budget(ctx: CaseContext, ts: list[Trial]) -> tuple[float, float]:
         if t.cmp is None or t.out is None:
             continue
         ref = t.cmp.ref
-        d = ((t.out.to(torch.float64) - rne(ref, t.out.dtype)) * ref.sign() / out_ulp(ref, t.out.dtype)).flatten()
+        d = (
+            (t.out.to(torch.float64) - rne(ref, t.out.dtype)) * ref.sign() / out_ulp(ref, t.out.dtype)
+        ).flatten()
         in_range = ref.abs().flatten() <= torch.finfo(t.out.dtype).max
         errs.append(d[d.isfinite() & (ref.flatten() != 0) & in_range])
     if not errs:

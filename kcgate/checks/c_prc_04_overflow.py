@@ -86,8 +86,9 @@ def _slack(ctx: CaseContext, xs: Tensors, ref: torch.Tensor) -> torch.Tensor:
     return torch.maximum(rounding_slack(ctx, xs, ref), ctx.op.bound(up, ref, args).to(torch.float64))
 
 
-def _in_range_metrics(ctx: CaseContext, t: Trial, ref: torch.Tensor, slack: torch.Tensor,
-                      fmt: dtypes.Format) -> None:
+def _in_range_metrics(
+    ctx: CaseContext, t: Trial, ref: torch.Tensor, slack: torch.Tensor, fmt: dtypes.Format
+) -> None:
     """The probe trial measures rounding on in-range elements only (|ref| ≤ max); the rest is policy."""
     assert t.out is not None
     allowed = 0.5 * out_ulp(ref, getattr(torch, fmt.name)) + slack
@@ -95,14 +96,19 @@ def _in_range_metrics(ctx: CaseContext, t: Trial, ref: torch.Tensor, slack: torc
     keep = ref.abs() <= fmt.max
     zero = torch.zeros_like(cmp.err)
     t.cmp = Comparison(
-        torch.where(keep, cmp.err, zero), torch.where(keep, cmp.signed, zero), cmp.allowed,
-        torch.where(keep, cmp.ratio, zero), torch.where(keep, cmp.ulp, zero), cmp.ref,
+        torch.where(keep, cmp.err, zero),
+        torch.where(keep, cmp.signed, zero),
+        cmp.allowed,
+        torch.where(keep, cmp.ratio, zero),
+        torch.where(keep, cmp.ulp, zero),
+        cmp.ref,
     )
     t.metrics = to_metrics(t.cmp, dict(t.metrics.extra))
 
 
-def judge(out: torch.Tensor, ref: torch.Tensor, slack: torch.Tensor, fmt: dtypes.Format, policy: str,
-          t: Trial) -> Probe:
+def judge(
+    out: torch.Tensor, ref: torch.Tensor, slack: torch.Tensor, fmt: dtypes.Format, policy: str, t: Trial
+) -> Probe:
     """Policy violations among overflowing elements; budget 2 per violating element (count_budget).
 
     Overflowing: RNE with an unbounded exponent exceeds max, i.e. |ref| > max + ½ ulp(max) (+ slack).
@@ -126,10 +132,19 @@ def judge(out: torch.Tensor, ref: torch.Tensor, slack: torch.Tensor, fmt: dtypes
     observed = Counter(classify(o[bad], sign[bad], fmt.max)).most_common(1)[0][0]
     i = int(bad.flatten().nonzero()[0])
     example = f"{float(ref.flatten()[i]):+.4g} -> {float(o.flatten()[i]):+.4g}"
-    summary = (f"{fmt.name} overflow gives {observed}, not {policy} ({EXPECTED[policy]}): "
-               f"{n_bad} of {n_beyond} overflowing elements, e.g. {example}")
-    signature = sig("overflow", summary, policy=policy, observed=observed, violations=float(n_bad),
-                    example=example, format=fmt.name)
+    summary = (
+        f"{fmt.name} overflow gives {observed}, not {policy} ({EXPECTED[policy]}): "
+        f"{n_bad} of {n_beyond} overflowing elements, e.g. {example}"
+    )
+    signature = sig(
+        "overflow",
+        summary,
+        policy=policy,
+        observed=observed,
+        violations=float(n_bad),
+        example=example,
+        format=fmt.name,
+    )
     message = f"overflowing outputs break the declared overflow = {policy!r}: {summary}"
     return Probe(t, count_budget(n_bad), signature, message, extra)
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 
-from kcgate.errors import ExitCode, UsageError
+from kcgate.errors import ExitCode
 
 
 @dataclass(frozen=True)
@@ -32,23 +31,29 @@ class Options:
 
 def run_command(o: Options) -> int:
     from kcgate import plan as planning
+    from kcgate.isolation import check_isolation, make_executor
     from kcgate.spec import load_project
 
-    if o.isolation not in ("process", "none"):
-        raise UsageError(f"--isolation {o.isolation!r}: choose 'process' or 'none'")
+    check_isolation(o.isolation)
     project = load_project(o.contracts)
-    executor = None if o.list_only else _executor(o, project)  # with isolation, the one torch import is its
+    executor = (  # with isolation the worker starts now and makes the run's one torch import
+        None if o.list_only else make_executor(o.isolation, project, o.device, o.memory_limit_gb, o.timeout)
+    )
     try:
         shapes = executor.default_shapes() if executor else _default_shapes()
-        cases = planning.shard(planning.select(planning.make_plan(project, o.seed, shapes), o.keyword, o.dtypes),
-                               planning.parse_shard(o.shard))
+        cases = planning.shard(
+            planning.select(planning.make_plan(project, o.seed, shapes), o.keyword, o.dtypes),
+            planning.parse_shard(o.shard),
+        )
         if o.list_only:
             from kcgate.render.console import render_plan
 
             typer.echo(render_plan(cases))
             return ExitCode.OK if cases else ExitCode.NOTHING_SELECTED
         if not cases:
-            typer.echo("nothing selected: no case matches the filters (-k, --dtype, --shard); try --list", err=True)
+            typer.echo(
+                "nothing selected: no case matches the filters (-k, --dtype, --shard); try --list", err=True
+            )
             return ExitCode.NOTHING_SELECTED
         return _execute(o, project, cases, executor)
     finally:
@@ -71,8 +76,15 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
     out = o.out or project.results_dir / f"{runner}.json"
     done = resume_from(out, fingerprint, runner) if o.resume else {}
     run = new_run(runner, fingerprint, str(o.contracts), o.shard)
-    result = execute_plan(cases, executor, run, out, lambda c: project.contract(c.contract_id).protocol.timeout_s,
-                          done, None if o.quiet else _progress)
+    result = execute_plan(
+        cases,
+        executor,
+        run,
+        out,
+        lambda c: project.contract(c.contract_id).protocol.timeout_s,
+        done,
+        None if o.quiet else _progress,
+    )
     typer.echo(render_run(result))
     typer.echo(f"results: {out}")
     if o.junit:
@@ -82,31 +94,6 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
         write_atomic(o.junit, render_junit(result))
         typer.echo(f"junit: {o.junit}")
     return ExitCode.OK if all(c.ok for c in result.cases) else ExitCode.VIOLATION
-
-
-def _executor(o: Options, project):  # type: ignore[no-untyped-def]
-    from kcgate.devices import check_name
-
-    device = o.device or "auto"
-    if device != "auto":
-        check_name(device)
-    if o.isolation == "none":
-        from kcgate.isolation import InProcessExecutor
-
-        return InProcessExecutor(project, device)
-    from kcgate.isolation import IsolatedExecutor
-
-    limit = int(o.memory_limit_gb * 2**30) if o.memory_limit_gb > 0 else _half_ram()
-    executor = IsolatedExecutor(o.contracts, device, limit, o.timeout)
-    executor.start()
-    return executor
-
-
-def _half_ram() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
-    except (ValueError, OSError):
-        return 0
 
 
 def _progress(i: int, n: int, result) -> None:  # type: ignore[no-untyped-def]

@@ -33,21 +33,28 @@ def calibrate(
     keyword: Optional[str] = typer.Option(None, "-k", help="Only contracts whose id or class matches."),
     builtin: bool = typer.Option(True, "--builtin/--no-builtin", help="Include the twelve built-in classes."),
     backend: str = typer.Option("cpu", "--backend", help="Device backend to calibrate on."),
+    isolation: str = typer.Option(
+        "process", "--isolation", help="process (default: a crashing kernel costs one state) or none."
+    ),
 ) -> None:
     """Prove each contract accepts its good kernel and rejects its bad and baseline kernels."""
     from kcgate import calibrate as cal
-    from kcgate.devices import get_backend
     from kcgate.errors import UsageError
+    from kcgate.isolation import check_isolation, make_executor
     from kcgate.results import write_atomic
     from kcgate.spec import load_project
 
-    dev = get_backend(backend)
+    check_isolation(isolation)
     rows = []
     projects = ([load_project(cal.BUILTIN)] if builtin else []) + (
         [load_project(contracts)] if contracts else []
     )
     for project in projects:
-        rows += cal.calibrate(project, dev, keyword)
+        executor = make_executor(isolation, project, backend)
+        try:
+            rows += cal.calibrate(project, executor, keyword)
+        finally:
+            executor.close()
     if not rows:
         raise UsageError(
             "no contract to calibrate: none names good/bad/baseline kernels or -k matched nothing; "

@@ -13,7 +13,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("validate")
     @handle_errors
-    def validate(contracts: Path = typer.Argument(Path("contracts.toml"), help="Contracts file to check.")) -> None:
+    def validate(
+        contracts: Path = typer.Argument(Path("contracts.toml"), help="Contracts file to check."),
+    ) -> None:
         """Check contracts.toml without running anything (exit 2 and every problem listed when invalid)."""
         from kcgate.spec import load_project
 

@@ -13,8 +13,23 @@ from kcgate.ops.reduce import LAYERNORM, LOGSUMEXP, MEAN, RMSNORM, SOFTMAX, SUM
 
 OPS: dict[str, OpFamily] = {
     op.name: op
-    for op in (MATMUL, BMM, LINEAR, SDPA, SUM, MEAN, SOFTMAX, LOGSUMEXP, LAYERNORM, RMSNORM, GELU, SILU,
-               GATHER, INDEX_SELECT, EMBEDDING)
+    for op in (
+        MATMUL,
+        BMM,
+        LINEAR,
+        SDPA,
+        SUM,
+        MEAN,
+        SOFTMAX,
+        LOGSUMEXP,
+        LAYERNORM,
+        RMSNORM,
+        GELU,
+        SILU,
+        GATHER,
+        INDEX_SELECT,
+        EMBEDDING,
+    )
 }
 
 

@@ -44,7 +44,9 @@ class OpFamily:
         return kernel(*inputs)
 
 
-def draw(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str, offset: float = 1e4) -> torch.Tensor:
+def draw(
+    shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str, offset: float = 1e4
+) -> torch.Tensor:
     """Random values from a named distribution, generated in fp64 on the CPU then cast (reproducible)."""
     shape = tuple(shape)
     if dist == "uniform":

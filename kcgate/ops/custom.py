@@ -20,5 +20,12 @@ def custom_op(inputs: Callable[..., Any], reference: Callable[..., Any]) -> OpFa
         out = inputs(tuple(shape), dtype, gen)
         return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
-    return OpFamily(name="custom", make_inputs=make, oracle=reference, bound=_generic_bound,
-                    reduction_len=lambda s: s[-1] if s else 1, default_shapes=(), tolerance="abs-rel")
+    return OpFamily(
+        name="custom",
+        make_inputs=make,
+        oracle=reference,
+        bound=_generic_bound,
+        reduction_len=lambda s: s[-1] if s else 1,
+        default_shapes=(),
+        tolerance="abs-rel",
+    )

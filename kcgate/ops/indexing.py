@@ -33,10 +33,21 @@ def _embedding_inputs(shape: Sequence[int], dtype: torch.dtype, gen: torch.Gener
 
 
 def _family(name: str, make, oracle, floats: tuple[int, ...], batch: tuple[int, ...]) -> OpFamily:  # type: ignore[no-untyped-def]
-    return OpFamily(name=name, make_inputs=make, oracle=oracle, bound=_zero_bound, reduction_len=lambda s: 1,
-                    default_shapes=((64, 256, 32),), tolerance="exact", float_inputs=floats, batch_inputs=batch)
+    return OpFamily(
+        name=name,
+        make_inputs=make,
+        oracle=oracle,
+        bound=_zero_bound,
+        reduction_len=lambda s: 1,
+        default_shapes=((64, 256, 32),),
+        tolerance="exact",
+        float_inputs=floats,
+        batch_inputs=batch,
+    )
 
 
 GATHER = _family("gather", _gather_inputs, lambda x, i: torch.gather(x, 1, i), (0,), (0, 1))
 INDEX_SELECT = _family("index_select", _select_inputs, lambda x, i: torch.index_select(x, 0, i), (0,), (1,))
-EMBEDDING = _family("embedding", _embedding_inputs, lambda i, w: torch.nn.functional.embedding(i, w), (1,), (0,))
+EMBEDDING = _family(
+    "embedding", _embedding_inputs, lambda i, w: torch.nn.functional.embedding(i, w), (1,), (0,)
+)

@@ -22,8 +22,15 @@ def _pointwise_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor
 
 
 def _family(name: str, oracle, tolerance: str) -> OpFamily:  # type: ignore[no-untyped-def]
-    return OpFamily(name=name, make_inputs=_inputs, oracle=oracle, bound=_pointwise_bound,
-                    reduction_len=lambda s: 1, default_shapes=((256, 1024),), tolerance=tolerance)
+    return OpFamily(
+        name=name,
+        make_inputs=_inputs,
+        oracle=oracle,
+        bound=_pointwise_bound,
+        reduction_len=lambda s: 1,
+        default_shapes=((256, 1024),),
+        tolerance=tolerance,
+    )
 
 
 GELU = _family("gelu", lambda x: torch.nn.functional.gelu(x), "error-bound")

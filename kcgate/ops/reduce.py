@@ -77,8 +77,15 @@ def _rmsnorm_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
 
 
 def _family(name: str, oracle, bound, shapes, make=_rows, floats=(0,)) -> OpFamily:  # type: ignore[no-untyped-def]
-    return OpFamily(name=name, make_inputs=make, oracle=oracle, bound=bound, reduction_len=lambda s: s[-1],
-                    default_shapes=shapes, float_inputs=floats)
+    return OpFamily(
+        name=name,
+        make_inputs=make,
+        oracle=oracle,
+        bound=bound,
+        reduction_len=lambda s: s[-1],
+        default_shapes=shapes,
+        float_inputs=floats,
+    )
 
 
 SUM = _family("sum", lambda x: x.sum(-1), _sum_bound, ((64, 4096),))

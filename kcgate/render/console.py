@@ -23,8 +23,14 @@ def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
 
 def _row(c: CaseResult) -> list[str]:
     why = c.signature.summary if c.signature else (c.message.splitlines()[0] if c.message else "")
-    return [MARK.get(c.status, c.status.upper()), c.case_id, c.klass, fmt_budget(c.metrics.budget_used),
-            "" if c.metrics.max_ulp is None else f"{c.metrics.max_ulp:.0f}", why[:90]]
+    return [
+        MARK.get(c.status, c.status.upper()),
+        c.case_id,
+        c.klass,
+        fmt_budget(c.metrics.budget_used),
+        "" if c.metrics.max_ulp is None else f"{c.metrics.max_ulp:.0f}",
+        why[:90],
+    ]
 
 
 def render_run(run: RunResult) -> str:

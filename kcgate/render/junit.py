@@ -8,8 +8,13 @@ from kcgate.results import CaseResult, RunResult
 
 
 def _case(c: CaseResult) -> TestCase:
-    tc = TestCase(name=c.case_id, classname=f"kcgate.{c.klass}.{c.contract_id}", elapsed_sec=c.duration_s,
-                  file="contracts.toml", line=c.line)
+    tc = TestCase(
+        name=c.case_id,
+        classname=f"kcgate.{c.klass}.{c.contract_id}",
+        elapsed_sec=c.duration_s,
+        file="contracts.toml",
+        line=c.line,
+    )
     if c.status == "fail":
         sig = f" [{c.signature.cause}] {c.signature.summary}" if c.signature else ""
         tc.add_failure_info(message=(c.message + sig)[:1000], output=_details(c), failure_type="violation")
@@ -20,8 +25,10 @@ def _case(c: CaseResult) -> TestCase:
 
 def _details(c: CaseResult) -> str:
     m = c.metrics
-    lines = [f"budget_used={m.budget_used} max_abs_err={m.max_abs_err} max_ulp={m.max_ulp} "
-             f"mismatches={m.mismatches}/{m.elements} worst_index={list(m.worst_index)} seed={c.seed}"]
+    lines = [
+        f"budget_used={m.budget_used} max_abs_err={m.max_abs_err} max_ulp={m.max_ulp} "
+        f"mismatches={m.mismatches}/{m.elements} worst_index={list(m.worst_index)} seed={c.seed}"
+    ]
     if c.signature:
         lines.append(f"signature: {c.signature.cause}: {c.signature.summary}")
         lines += [f"  {k} = {v}" for k, v in c.signature.evidence]
@@ -30,9 +37,16 @@ def _details(c: CaseResult) -> str:
 
 def _properties(c: CaseResult) -> dict[str, str]:
     m = c.metrics
-    props = {"budget_used": m.budget_used, "max_abs_err": m.max_abs_err, "max_rel_err": m.max_rel_err,
-             "max_ulp": m.max_ulp, "mismatches": m.mismatches, "seed": c.seed, "dtype": c.dtype,
-             "shape": "x".join(map(str, c.shape))}
+    props = {
+        "budget_used": m.budget_used,
+        "max_abs_err": m.max_abs_err,
+        "max_rel_err": m.max_rel_err,
+        "max_ulp": m.max_ulp,
+        "mismatches": m.mismatches,
+        "seed": c.seed,
+        "dtype": c.dtype,
+        "shape": "x".join(map(str, c.shape)),
+    }
     if c.signature:
         props["signature"] = c.signature.cause
     return {k: str(v) for k, v in props.items()}
@@ -45,7 +59,9 @@ def render_junit(run: RunResult) -> str:
     props |= {f"fingerprint.flags.{k}": v for k, v in fp["flags"].items()}
     props["fingerprint.key"] = run.fingerprint.key()
     suite = TestSuite(name=f"kcgate.{run.runner}", test_cases=[_case(c) for c in run.cases], properties=props)
-    return add_case_properties(to_xml_report_string([suite], encoding="utf-8"), [_properties(c) for c in run.cases])
+    return add_case_properties(
+        to_xml_report_string([suite], encoding="utf-8"), [_properties(c) for c in run.cases]
+    )
 
 
 def add_case_properties(xml: str, per_case: list[dict[str, str]]) -> str:

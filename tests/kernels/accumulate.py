@@ -13,7 +13,7 @@ def bf16_blocks(a: torch.Tensor, b: torch.Tensor, block: int = 128) -> torch.Ten
     """Declares fp32 accumulation, but keeps the running sum across K-blocks in bf16."""
     acc = torch.zeros(a.shape[0], b.shape[1], dtype=torch.bfloat16)
     for k in range(0, a.shape[1], block):
-        acc = (acc.float() + a[:, k:k + block] @ b[k:k + block]).to(torch.bfloat16)
+        acc = (acc.float() + a[:, k : k + block] @ b[k : k + block]).to(torch.bfloat16)
     return acc.float()
 
 
