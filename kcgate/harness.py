@@ -208,6 +208,14 @@ def signal_ratio(trial: Trial) -> float:
 # ---- calling the kernel under guard -------------------------------------------------------------
 
 
+def call_guarded(ctx: CaseContext, inputs: Tensors) -> Trial:
+    """Call the kernel once under the guard bands and integrity checks, without an oracle (for inputs whose
+    result is undefined, e.g. out-of-range indices); ``trial.out`` is None when the kernel raised."""
+    trial = Trial(shape=tuple(ctx.case.shape), inputs=inputs)
+    trial.out = _call(ctx, trial, ctx.kernel, {})
+    return trial
+
+
 def _call(
     ctx: CaseContext, trial: Trial, kernel: Callable[..., Any], kwargs: dict[str, Any]
 ) -> torch.Tensor | None:

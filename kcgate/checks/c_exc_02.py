@@ -8,7 +8,7 @@ import torch
 
 from kcgate.checks import Finding, trials, verdict
 from kcgate.checks.c_support import count_budget, fold
-from kcgate.harness import CaseContext, Trial, oracle
+from kcgate.harness import CaseContext, Trial, call_guarded, oracle
 from kcgate.signatures import sig
 
 # op → (position of the index tensor, input position and dim whose size bounds it)
@@ -46,15 +46,6 @@ def check(ctx: CaseContext) -> Finding:
         f"out-of-range indices {behaviour}; the contract declares {policy!r}",
         {"oob_violations": violations},
     )
-
-
-def call_guarded(ctx: CaseContext, xs: tuple[torch.Tensor, ...]) -> Trial:
-    """Call the kernel under the harness's guard bands, without the oracle (undefined out of range)."""
-    from kcgate.harness import _call
-
-    t = Trial(shape=tuple(ctx.case.shape), inputs=xs)
-    t.out = _call(ctx, t, ctx.kernel, {})
-    return t
 
 
 def planted(ctx: CaseContext, xs: tuple[torch.Tensor, ...]) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
