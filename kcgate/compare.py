@@ -99,14 +99,22 @@ def compare_runs(runs: Mapping[str, RunResult]) -> Comparison:
     """Build the matrix, the consensus analysis and the K curves from one results file per runner."""
     runners = tuple(sorted(runs))
     cells = tuple(c for r in runners for c in runner_cells(runs[r]))
+    measured = {r: _measure(runs[r]) for r in runners}  # each case's error once, for both analyses
     return Comparison(
         runners=runners,
         contracts=tuple(sorted({c.contract_id for c in cells})),
         cells=cells,
-        outliers=find_outliers(runs),
-        curves=tuple(k for r in runners for k in k_curves(runs[r])),
+        outliers=_outliers(measured),
+        curves=tuple(k for r in runners for k in _curves(r, measured[r])),
         devices=tuple((r, _device(runs[r])) for r in runners),
     )
+
+
+_Measured = list[tuple[CaseResult, "tuple[str, float] | None"]]
+
+
+def _measure(run: RunResult) -> _Measured:
+    return [(case, case_error(case)) for case in run.cases]
 
 
 def runner_cells(run: RunResult) -> list[Cell]:
@@ -146,12 +154,15 @@ def _extra(case: CaseResult, key: str) -> float | None:
 
 def find_outliers(runs: Mapping[str, RunResult]) -> tuple[Outlier, ...]:
     """Flag, per case seen on >= 3 runners, a runner > 10x both the others' median and the overall median."""
+    return _outliers({r: _measure(runs[r]) for r in sorted(runs)})
+
+
+def _outliers(measured: Mapping[str, _Measured]) -> tuple[Outlier, ...]:
     by_case: dict[str, list[tuple[str, CaseResult, str, float]]] = defaultdict(list)
-    for runner in sorted(runs):
-        for case in runs[runner].cases:
-            measured = case_error(case)
-            if measured is not None:
-                by_case[case.case_id].append((runner, case, *measured))
+    for runner, cases in measured.items():
+        for case, error in cases:
+            if error is not None:
+                by_case[case.case_id].append((runner, case, *error))
     found = [o for cid in sorted(by_case) for o in _case_outliers(by_case[cid])]
     return tuple(found)
 
@@ -187,18 +198,19 @@ def _outlier(
 
 def k_curves(run: RunResult) -> list[KCurve]:
     """Worst error per reduction length, for contracts whose cases report ``extra.reduction_len``."""
+    return _curves(run.runner, _measure(run))
+
+
+def _curves(runner: str, measured: _Measured) -> list[KCurve]:
     worst: dict[str, dict[float, float]] = defaultdict(dict)
-    for case in run.cases:
+    for case, error in measured:
         k = _extra(case, "reduction_len")
-        measured = case_error(case)
-        if k is None or not math.isfinite(k) or k <= 0 or measured is None:
+        if k is None or not math.isfinite(k) or k <= 0 or error is None:
             continue
         points = worst[case.contract_id]
-        points[k] = max(points.get(k, 0.0), measured[1])
+        points[k] = max(points.get(k, 0.0), error[1])
     return [
-        KCurve(cid, run.runner, tuple(sorted(pts.items())))
-        for cid, pts in sorted(worst.items())
-        if len(pts) > 1
+        KCurve(cid, runner, tuple(sorted(pts.items()))) for cid, pts in sorted(worst.items()) if len(pts) > 1
     ]
 
 

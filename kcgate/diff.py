@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from kcgate.diff_model import CaseChange, RunnerDiff, Verdict
 from kcgate.errors import ResultsError
 from kcgate.policy import Policy, Waiver
-from kcgate.results import CaseResult, RunResult, clean_number
+from kcgate.results import CaseResult, RunResult, build_frozen, clean_number
 
 UNEVALUATED = frozenset({"error", "refused"})
 INCOMPLETE_MESSAGE = (
@@ -144,20 +144,23 @@ def _present(case: CaseResult, base: CaseResult | None, ctx: _Context) -> CaseCh
     message = (
         _waiver_note(waiver) if category in ("waived", "expired-waiver", "unexpected-pass") else case.message
     )
-    return CaseChange(
-        category=category,
-        runner=ctx.runner,
-        case_id=case.case_id,
-        contract_id=case.contract_id,
-        klass=case.klass,
-        status=case.status,
-        base_status=base.status if base else "",
-        budget_used=clean_number(case.metrics.budget_used),
-        base_budget_used=clean_number(base.metrics.budget_used) if base else None,
-        signature=case.signature.summary if case.signature else "",
-        message=message,
-        line=case.line,
-        blocking=ctx.policy.blocks(category),
+    return build_frozen(  # one per case, 10^5 per report: skip the frozen __init__
+        CaseChange,
+        {
+            "category": category,
+            "runner": ctx.runner,
+            "case_id": case.case_id,
+            "contract_id": case.contract_id,
+            "klass": case.klass,
+            "status": case.status,
+            "base_status": base.status if base else "",
+            "budget_used": clean_number(case.metrics.budget_used),
+            "base_budget_used": clean_number(base.metrics.budget_used) if base else None,
+            "signature": case.signature.summary if case.signature else "",
+            "message": message,
+            "line": case.line,
+            "blocking": category in ctx.policy.block_on,
+        },
     )
 
 
