@@ -175,3 +175,22 @@ def test_use_freivalds_settings() -> None:
     assert not use_freivalds(4096, 4096, 4096, "fp64")
     with pytest.raises(ValueError):
         use_freivalds(8, 8, 8, "sometimes")
+
+
+def test_batch_broadcast_matches_torch() -> None:
+    """The check broadcasts batch shapes itself (torch.broadcast_shapes costs 0.4 s on first use)."""
+    import itertools
+
+    from kcgate.oracles.freivalds import _broadcast
+
+    shapes = [(), (1,), (3,), (0,), (2, 1), (1, 3), (2, 3), (4, 1, 3), (1, 0)]
+    for a, b in itertools.product(shapes, repeat=2):
+        try:
+            expected: tuple[int, ...] | None = tuple(torch.broadcast_shapes(a, b))
+        except RuntimeError:
+            expected = None
+        try:
+            got: tuple[int, ...] | None = _broadcast(a, b)
+        except ValueError:
+            got = None
+        assert got == expected, (a, b)

@@ -238,12 +238,21 @@ def _check_shapes(
     kb, n = b.shape[-2:]
     if kk != kb or tuple(c.shape[-2:]) != (m, n):
         raise ValueError(f"shapes do not chain: {tuple(a.shape)} @ {tuple(b.shape)} -> {tuple(c.shape)}")
-    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    batch = _broadcast(a.shape[:-2], b.shape[:-2])
     if tuple(batch) != tuple(c.shape[:-2]):
         raise ValueError(f"batch shape of c {tuple(c.shape[:-2])} is not that of a @ b {tuple(batch)}")
     if bias is not None and tuple(bias.shape) != (n,):
         raise ValueError(f"bias must have shape ({n},), got {tuple(bias.shape)}")
     return m, kk, n
+
+
+def _broadcast(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
+    """``torch.broadcast_shapes`` for two shapes, without its 0.4 s first call (it imports sympy)."""
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
+        raise ValueError(f"batch shapes {a} and {b} do not broadcast")
+    return tuple(y if x == 1 else x for x, y in zip(a, b))
 
 
 def _draw_seed(generator: torch.Generator | None) -> int:
@@ -281,7 +290,7 @@ def _project_rows(v: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch
         return _skinny(x, v), torch.linalg.vector_norm(x, dim=-1)
     rows, width = x.shape[-2:]
     step = max(1, _CHUNK_ELEMENTS // max(width, 1))
-    batch = torch.broadcast_shapes(v.shape[:-2], x.shape[:-2])
+    batch = _broadcast(v.shape[:-2], x.shape[:-2])
     out = torch.empty((*batch, v.shape[-2], rows), dtype=v.dtype, device=x.device)
     norms = torch.empty((*x.shape[:-2], rows), dtype=v.dtype, device=x.device)
     for start in range(0, rows, step):
