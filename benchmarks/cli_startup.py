@@ -39,15 +39,20 @@ _TORCH_LINE = re.compile(r"\|\s*torch(\.|\s*$)")
 # ---- proof: no torch --------------------------------------------------------------------------------
 
 
-def importtime_torch_lines(args: Sequence[str]) -> tuple[int, list[str]]:
-    """Run ``python -X importtime -m kcgate ARGS``; (exit code, the importtime lines naming torch)."""
-    proc = subprocess.run(
+def _importtime(args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``python -X importtime -m kcgate ARGS`` in the repo root."""
+    return subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "kcgate", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def importtime_torch_lines(args: Sequence[str]) -> tuple[int, list[str]]:
+    """(exit code, the importtime lines naming torch) of ``kcgate ARGS``."""
+    proc = _importtime(args)
     lines = [
         ln for ln in proc.stderr.splitlines() if ln.startswith("import time:") and _TORCH_LINE.search(ln)
     ]
@@ -124,15 +129,8 @@ def make_results(tmp: Path) -> tuple[Path, Path, Path]:
 
 def top_importers(args: Sequence[str], n: int = 30) -> list[tuple[int, int, str]]:
     """(self us, cumulative us, module) of the N largest cumulative import times."""
-    proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "kcgate", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
     rows = []
-    for ln in proc.stderr.splitlines():
+    for ln in _importtime(args).stderr.splitlines():
         m = re.match(r"import time:\s+(\d+)\s+\|\s+(\d+)\s+\|(.*)$", ln)
         if m:
             rows.append((int(m.group(1)), int(m.group(2)), m.group(3).rstrip()))

@@ -68,14 +68,8 @@ def execute_case(project: Project, case: Case, backend: Any, kernel: str | None 
         if isinstance(exc, KeyboardInterrupt):
             raise
         return error_result(case, _describe(exc), time.perf_counter() - t0)
-    return CaseResult(
-        case_id=case.case_id,
-        contract_id=case.contract_id,
-        klass=case.klass,
-        op=case.op,
-        dtype=case.dtype,
-        shape=case.shape,
-        seed=case.seed,
+    return _result(
+        case,
         status=finding.status,
         metrics=finding.metrics,
         signature=finding.signature,
@@ -83,11 +77,15 @@ def execute_case(project: Project, case: Case, backend: Any, kernel: str | None 
         duration_s=time.perf_counter() - t0,
         kernel_s=ctx.kernel_s,
         oracle_s=ctx.oracle_s,
-        line=case.line,
     )
 
 
 def error_result(case: Case, message: str, duration: float = 0.0) -> CaseResult:
+    return _result(case, status="error", metrics=Metrics(), message=message[:4000], duration_s=duration)
+
+
+def _result(case: Case, **outcome: Any) -> CaseResult:
+    """A case's result: its identity from the plan, the outcome from the run."""
     return CaseResult(
         case_id=case.case_id,
         contract_id=case.contract_id,
@@ -96,11 +94,8 @@ def error_result(case: Case, message: str, duration: float = 0.0) -> CaseResult:
         dtype=case.dtype,
         shape=case.shape,
         seed=case.seed,
-        status="error",
-        metrics=Metrics(),
-        message=message[:4000],
-        duration_s=duration,
         line=case.line,
+        **outcome,
     )
 
 

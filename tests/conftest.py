@@ -14,18 +14,27 @@ DATA = Path(__file__).resolve().parent / "data"
 
 
 def kcgate(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    python_flags: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m kcgate ARGS` and capture its output."""
+    """Run `python [PYTHON_FLAGS] -m kcgate ARGS` and capture its output."""
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "kcgate", *args],
+        [sys.executable, *python_flags, "-m", "kcgate", *args],
         cwd=cwd or ROOT,
         env=full_env,
         capture_output=True,
         text=True,
         timeout=timeout,
     )
+
+
+def imported(proc: subprocess.CompletedProcess[str], word: str) -> list[str]:
+    """The ``-X importtime`` lines of a run (``python_flags=("-X", "importtime")``) that name ``word``."""
+    return [ln for ln in proc.stderr.splitlines() if ln.startswith("import time:") and word in ln]
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kcgate.results import load_run
-from tests.conftest import DATA, ROOT, kcgate
+from tests.conftest import DATA, ROOT, imported, kcgate
 
 
 @pytest.fixture(scope="module")
@@ -143,27 +143,12 @@ def test_merge_refuses_mixed_fingerprints(tmp_path: Path) -> None:
 
 def test_isolated_run_imports_torch_only_in_the_worker(tmp_path: Path) -> None:
     """The parent plans from the worker's handshake (device, fingerprint, default shapes): no torch import."""
-    cmd = [
-        sys.executable,
-        "-X",
-        "importtime",
-        "-m",
-        "kcgate",
-        "run",
-        "--contracts",
-        "small.toml",
-        "-q",
-        "--seed",
-        "3",
-        "--out",
-        str(tmp_path / "r.json"),
-        "-k",
-        "sum*",
-    ]
-    proc = subprocess.run(cmd, cwd=DATA, capture_output=True, text=True, timeout=300)
+    proc = kcgate(
+        "run", "--contracts", "small.toml", "-q", "--seed", "3", "--out", str(tmp_path / "r.json"), "-k", "sum*",
+        cwd=DATA, python_flags=("-X", "importtime"),
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    parent_torch = [ln for ln in proc.stderr.splitlines() if ln.startswith("import time:") and "torch" in ln]
-    assert parent_torch == []
+    assert imported(proc, "torch") == []  # -X reaches the parent only, not the worker
     run = load_run(tmp_path / "r.json")
     assert run.cases and run.fingerprint.torch  # the fingerprint came from the worker's torch
     listed = kcgate("run", "--contracts", "small.toml", "--list", "-k", "sum*", cwd=DATA)  # plans in-process

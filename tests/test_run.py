@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import pytest
 
 from kcgate.results import load_run
 from kcgate.schema import results_schema
-from tests.conftest import ROOT, kcgate
+from tests.conftest import ROOT, imported, kcgate
 
 
 @pytest.fixture(scope="module")
@@ -66,23 +64,9 @@ def test_bad_flags_exit_3() -> None:
 def test_a_run_never_imports_sympy(tmp_path: Path) -> None:
     """torch.unravel_index and torch.broadcast_shapes import sympy on first use (0.3 + 0.4 s per worker);
     kcgate uses its own, so a run with a Freivalds case and ordinary cases stays clear of it."""
-    cmd = [
-        sys.executable,
-        "-X",
-        "importtime",
-        "-m",
-        "kcgate",
-        "run",
-        "-q",
-        "--isolation",
-        "none",
-        "--seed",
-        "2",
-        "-k",
-        "matmul-large-freivalds",
-        "--out",
-        str(tmp_path / "r.json"),
-    ]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = kcgate(
+        "run", "-q", "--isolation", "none", "--seed", "2", "-k", "matmul-large-freivalds",
+        "--out", str(tmp_path / "r.json"), python_flags=("-X", "importtime"),
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
-    assert [ln for ln in proc.stderr.splitlines() if ln.startswith("import time:") and "sympy" in ln] == []
+    assert imported(proc, "sympy") == []
