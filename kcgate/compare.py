@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kcgate.results import CaseResult, RunResult, clean_number
+from kcgate.results import RunResult, clean_number
 
 # Worst first is the highest rank: a failure outranks an error, which outranks a refusal.
 STATUS_RANK = {"pass": 0, "refused": 1, "error": 2, "fail": 3}
@@ -96,7 +96,9 @@ class Comparison:
 
 
 def compare_runs(runs: Mapping[str, RunResult]) -> Comparison:
-    """Build the matrix, the consensus analysis and the K curves from one results file per runner."""
+    """Build the matrix, the consensus analysis and the K curves from one results file per runner.
+
+    Reads columns of each run's case table, never records: 10^5 cases per report."""
     runners = tuple(sorted(runs))
     cells = tuple(c for r in runners for c in runner_cells(runs[r]))
     measured = {r: _measure(runs[r]) for r in runners}  # each case's error once, for both analyses
@@ -104,93 +106,103 @@ def compare_runs(runs: Mapping[str, RunResult]) -> Comparison:
         runners=runners,
         contracts=tuple(sorted({c.contract_id for c in cells})),
         cells=cells,
-        outliers=_outliers(measured),
-        curves=tuple(k for r in runners for k in _curves(r, measured[r])),
+        outliers=_outliers(runs, measured),
+        curves=tuple(k for r in runners for k in _curves(runs[r], measured[r])),
         devices=tuple((r, _device(runs[r])) for r in runners),
     )
 
 
-_Measured = list[tuple[CaseResult, "tuple[str, float] | None"]]
+_Error = tuple[str, float] | None  # (metric, value) a case is compared on; None when it has none
 
 
-def _measure(run: RunResult) -> _Measured:
-    return [(case, case_error(case)) for case in run.cases]
+def _measure(run: RunResult) -> list[_Error]:
+    """The error each case is compared on: the op's own norm error when it reports one, else max |error|."""
+    table = run.table
+    return list(map(_error, table.extra("norm_err"), table.metric("max_abs_err")))
+
+
+def _error(norm_err: float | None, max_abs_err: float | None) -> _Error:
+    for metric, value in (("norm_err", norm_err), ("max_abs_err", max_abs_err)):
+        if value is not None:
+            return (metric, value) if math.isfinite(value) and value >= 0 else None
+    return None
 
 
 def runner_cells(run: RunResult) -> list[Cell]:
-    groups: dict[str, list[CaseResult]] = defaultdict(list)
-    for case in run.cases:
-        groups[case.contract_id].append(case)
+    table = run.table
+    groups: dict[str, list[tuple[str, float | None]]] = defaultdict(list)
+    budgets = map(clean_number, table.metric("budget_used"))
+    for contract_id, status, budget in zip(table.column("contract_id"), table.column("status"), budgets):
+        groups[contract_id].append((status, budget))
     return [_cell(cid, run.runner, cases) for cid, cases in sorted(groups.items())]
 
 
-def _cell(contract_id: str, runner: str, cases: list[CaseResult]) -> Cell:
-    budgets = [b for b in (clean_number(c.metrics.budget_used) for c in cases) if b is not None]
+def _cell(contract_id: str, runner: str, cases: list[tuple[str, float | None]]) -> Cell:
+    budgets = [b for _, b in cases if b is not None]
+    statuses = [s for s, _ in cases]
     return Cell(
         contract_id=contract_id,
         runner=runner,
-        verdict=max((c.status for c in cases), key=STATUS_RANK.__getitem__),
+        verdict=max(statuses, key=STATUS_RANK.__getitem__),
         budget_used=max(budgets) if budgets else None,
         cases=len(cases),
-        failing=sum(c.status == "fail" for c in cases),
+        failing=statuses.count("fail"),
     )
 
 
 # ---- consensus -----------------------------------------------------------------------------------
 
 
-def case_error(case: CaseResult) -> tuple[str, float] | None:
-    """The error a case is compared on: the op's own norm error when it reports one, else max |error|."""
-    for metric, value in (("norm_err", _extra(case, "norm_err")), ("max_abs_err", case.metrics.max_abs_err)):
-        if value is not None:
-            return (metric, value) if math.isfinite(value) and value >= 0 else None
-    return None
-
-
-def _extra(case: CaseResult, key: str) -> float | None:
-    """One ``metrics.extra`` value (a short tuple: scanning it beats building a dict per case)."""
-    return next((v for k, v in case.metrics.extra if k == key), None)
-
-
 def find_outliers(runs: Mapping[str, RunResult]) -> tuple[Outlier, ...]:
     """Flag, per case seen on >= 3 runners, a runner > 10x both the others' median and the overall median."""
-    return _outliers({r: _measure(runs[r]) for r in sorted(runs)})
+    return _outliers(runs, {r: _measure(runs[r]) for r in runs})
 
 
-def _outliers(measured: Mapping[str, _Measured]) -> tuple[Outlier, ...]:
-    by_case: dict[str, list[tuple[str, CaseResult, str, float]]] = defaultdict(list)
-    for runner, cases in measured.items():
-        for case, error in cases:
+_Entry = tuple[str, int, str, float]  # runner, row in its table, metric, error
+
+
+def _outliers(runs: Mapping[str, RunResult], measured: Mapping[str, list[_Error]]) -> tuple[Outlier, ...]:
+    by_case: dict[str, list[_Entry]] = defaultdict(list)
+    for runner in sorted(measured):
+        ids = runs[runner].table.column("case_id")
+        for row, (case_id, error) in enumerate(zip(ids, measured[runner])):
             if error is not None:
-                by_case[case.case_id].append((runner, case, *error))
-    found = [o for cid in sorted(by_case) for o in _case_outliers(by_case[cid])]
-    return tuple(found)
+                by_case[case_id].append((runner, row, *error))
+    found = [e for cid in sorted(by_case) for e in _case_outliers(by_case[cid])]
+    return tuple(_outlier_record(runs, entry, consensus) for entry, consensus in found)
 
 
-def _case_outliers(entries: list[tuple[str, CaseResult, str, float]]) -> list[Outlier]:
+def _case_outliers(entries: list[_Entry]) -> list[tuple[_Entry, float]]:
+    """(entry, consensus log10 error) of each outlier among one case's runners."""
     if len(entries) < MIN_RUNNERS:
         return []
     logs = [math.log10(max(e[3], ERROR_FLOOR)) for e in entries]
     cutoff = statistics.median(logs) + math.log10(OUTLIER_FACTOR)
-    return [  # the cheap overall-median test first: almost every entry stops there
-        o
-        for i, e in enumerate(entries)
-        if logs[i] > cutoff and (o := _outlier(e, logs[i], logs[:i] + logs[i + 1 :]))
-    ]
+    found = []
+    for i, entry in enumerate(entries):
+        if logs[i] <= cutoff:  # the cheap overall-median test first: almost every entry stops there
+            continue
+        consensus = statistics.median(logs[:i] + logs[i + 1 :])
+        if logs[i] - consensus > math.log10(OUTLIER_FACTOR):  # both tests: a majority is never the outlier
+            found.append((entry, consensus))
+    return found
 
 
-def _outlier(
-    entry: tuple[str, CaseResult, str, float], log_err: float, others: list[float]
-) -> Outlier | None:
-    """Outlier when above 10x the others' median (and, checked by the caller, 10x the overall median).
-
-    Both tests together mean a majority is never the outlier."""
-    consensus = statistics.median(others)
-    if log_err - consensus <= math.log10(OUTLIER_FACTOR):
-        return None
-    runner, case, metric, error = entry
+def _outlier_record(runs: Mapping[str, RunResult], entry: _Entry, consensus: float) -> Outlier:
+    runner, row, metric, error = entry
+    table = runs[runner].table
+    log_err = math.log10(max(error, ERROR_FLOOR))
     ratio = 10.0 ** min(log_err - consensus, 300.0)
-    return Outlier(case.case_id, case.contract_id, runner, metric, error, 10.0**consensus, ratio, case.status)
+    return Outlier(
+        table.column("case_id")[row],
+        table.column("contract_id")[row],
+        runner,
+        metric,
+        error,
+        10.0**consensus,
+        ratio,
+        table.column("status")[row],
+    )
 
 
 # ---- error against K -----------------------------------------------------------------------------
@@ -198,19 +210,21 @@ def _outlier(
 
 def k_curves(run: RunResult) -> list[KCurve]:
     """Worst error per reduction length, for contracts whose cases report ``extra.reduction_len``."""
-    return _curves(run.runner, _measure(run))
+    return _curves(run, _measure(run))
 
 
-def _curves(runner: str, measured: _Measured) -> list[KCurve]:
+def _curves(run: RunResult, measured: list[_Error]) -> list[KCurve]:
     worst: dict[str, dict[float, float]] = defaultdict(dict)
-    for case, error in measured:
-        k = _extra(case, "reduction_len")
+    table = run.table
+    for contract_id, k, error in zip(table.column("contract_id"), table.extra("reduction_len"), measured):
         if k is None or not math.isfinite(k) or k <= 0 or error is None:
             continue
-        points = worst[case.contract_id]
+        points = worst[contract_id]
         points[k] = max(points.get(k, 0.0), error[1])
     return [
-        KCurve(cid, runner, tuple(sorted(pts.items()))) for cid, pts in sorted(worst.items()) if len(pts) > 1
+        KCurve(cid, run.runner, tuple(sorted(pts.items())))
+        for cid, pts in sorted(worst.items())
+        if len(pts) > 1
     ]
 
 

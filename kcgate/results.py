@@ -11,7 +11,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # 1: one object per case (kcgate 0.1); 2: one row per case
 MAX_RESULTS_BYTES = 64 * 1024 * 1024
 MAX_TEXT = 4096  # longest free-text field kept from an untrusted file
-STATUSES = ("pass", "fail", "error", "refused")
+STATUSES: tuple[str, ...] = ("pass", "fail", "error", "refused")
 VOLATILE_SUFFIXES = ("_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR", "device_count")
 
 
@@ -93,7 +93,7 @@ class Signature:
         return cls(cause=_text(d, "cause", required=True), summary=_text(d, "summary"), evidence=items)
 
 
-CASE_FIELDS = (
+CASE_FIELDS: tuple[str, ...] = (
     "case_id",
     "contract_id",
     "class",
@@ -111,7 +111,7 @@ CASE_FIELDS = (
     "line",
 )
 """The columns of a case row in a schema-2 results file (its ``case_fields``)."""
-METRIC_FIELDS = (
+METRIC_FIELDS: tuple[str, ...] = (
     "budget_used",
     "max_abs_err",
     "max_rel_err",
@@ -192,11 +192,7 @@ class Metrics:
                 "elements": _count(elements, "elements"),
                 "worst_index": tuple(worst[:8]),
                 "allowed_at_worst": _number(allowed, "allowed_at_worst"),
-                "extra": tuple(
-                    sorted((str(k)[:200], _finite_or_nan(v)) for k, v in extra.items() if v is not None)
-                )
-                if extra
-                else (),
+                "extra": extra_items(extra) if extra else (),
             },
         )
 
@@ -328,11 +324,20 @@ class RunResult:
 
     runner: str
     fingerprint: Fingerprint
-    cases: tuple[CaseResult, ...]
+    cases: Sequence[CaseResult]  # always a table.CaseTable: records or columns, built on first use
     contracts_file: str = "contracts.toml"
     complete: bool = True
     kcgate_version: str = ""
     meta: tuple[tuple[str, str], ...] = ()  # volatile facts (timestamps, host); dropped from baselines
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.cases, _table.CaseTable):
+            object.__setattr__(self, "cases", _table.CaseTable.from_records(self.cases))
+
+    @property
+    def table(self) -> _table.CaseTable:
+        """The cases by column (diff and compare read columns, never records)."""
+        return self.cases  # type: ignore[return-value]
 
     def to_json(self) -> dict[str, Any]:
         """The schema-2 document: a header, then one row per case (``case_fields`` names the columns)."""
@@ -371,27 +376,27 @@ class RunResult:
         return cls(
             runner=_text(d, "runner", required=True),
             fingerprint=Fingerprint.from_json(fp),
-            cases=tuple(map(_case_reader(d, version), cases)),
+            cases=_case_table(d, version, cases),
             contracts_file=_text(d, "contracts_file") or "contracts.toml",
             complete=bool(d.get("complete", True)),
             kcgate_version=_text(d, "kcgate_version"),
             meta=tuple(sorted((str(k)[:200], str(v)[:MAX_TEXT]) for k, v in meta.items())),
         )
 
-    def with_cases(self, cases: tuple[CaseResult, ...], complete: bool | None = None) -> RunResult:
+    def with_cases(self, cases: Sequence[CaseResult], complete: bool | None = None) -> RunResult:
         return replace(self, cases=cases, complete=self.complete if complete is None else complete)
 
 
-def _case_reader(d: dict[str, Any], version: int) -> Callable[[Any], CaseResult]:
+def _case_table(d: dict[str, Any], version: int, cases: list[Any]) -> _table.CaseTable:
     if version == 1:
-        return CaseResult.from_json
+        return _table.CaseTable.from_records(map(CaseResult.from_json, cases))
     for key, expected in (("case_fields", CASE_FIELDS), ("metric_fields", METRIC_FIELDS)):
         _expect(
             d.get(key) == list(expected),
             f"{key} is not {', '.join(expected)} (this kcgate's schema {SCHEMA_VERSION} columns); "
             "re-run `kcgate run` with this version of kcgate",
         )
-    return CaseResult.from_row
+    return _table.CaseTable.from_rows(cases)
 
 
 # ---- files -------------------------------------------------------------------------------------
@@ -525,9 +530,17 @@ def _count(v: Any, key: str) -> int:
     return 0
 
 
-def _finite_or_nan(v: Any) -> float:
-    _expect(isinstance(v, (int, float)) and not isinstance(v, bool), "metrics.extra values must be numbers")
-    return float(v)
+def extra_items(extra: dict[Any, Any]) -> tuple[tuple[str, float], ...]:
+    """``metrics.extra`` as a record holds it: sorted (name, value) pairs, nulls dropped, names cut."""
+    return tuple(sorted((str(k)[:200], extra_number(v)) for k, v in extra.items() if v is not None))
+
+
+def extra_number(v: Any) -> float:
+    """An extra value: any JSON number (an int too large for a float reads as NaN, never a crash)."""
+    if type(v) is float:
+        return v  # type: ignore[no-any-return]
+    _expect(type(v) is int, "metrics.extra values must be numbers")
+    return float(v) if -_FLOAT_MAX_INT < v < _FLOAT_MAX_INT else math.nan
 
 
 def _evidence_value(v: Any) -> float | str:
@@ -547,3 +560,7 @@ def clean_number(x: float | None) -> float | None:
     if x is None or not math.isfinite(x):
         return None
     return float(x)
+
+
+# Last: the table module reads this module's field lists when it is imported.
+from kcgate import table as _table  # noqa: E402

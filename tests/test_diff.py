@@ -148,7 +148,7 @@ def test_no_silent_fallback_to_another_runner() -> None:
 def test_duplicate_case_ids_are_an_error() -> None:
     run = load_run(DATA / "current.json")
     with pytest.raises(ResultsError, match="appears twice"):
-        diff_runs(None, run.with_cases(run.cases + run.cases[:1]), run.runner, POLICY, TODAY)
+        diff_runs(None, run.with_cases((*run.cases, run.cases[0])), run.runner, POLICY, TODAY)
 
 
 def test_verdict_json_round_trips_and_counts() -> None:
