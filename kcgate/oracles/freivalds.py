@@ -23,8 +23,12 @@ fails with probability at most ``false_alarm_prob`` (recorded in the result). A 
 above ``2·τ_i`` is caught by each vector with probability ≥ 1/2, so by ``k`` vectors with ≥ 1 − 2^-k; a
 single corrupted element above ``2·τ_i`` is caught by every vector.
 
-Cost: per matrix (A, B, C) one skinny GEMM with k rows and one row-norm pass; fp16 and bf16 operands are
-upcast to fp32 in cache-sized row blocks (GEMM and norms on the block in cache), never as a whole copy.
+Cost: per matrix (A, B, C) one skinny GEMM with k rows and one row-norm pass. fp16 and bf16 operands are
+copied, exactly, into one reused fp32 buffer of 2 MiB, one row block at a time, and multiplied and normed there
+while the block is in cache: products with ±1 stay exact, accumulation is fp32 (u_c above), and no full-size
+copy is made. torch 2.13 has no bf16/fp16 GEMM with an fp32 output on the CPU (``out_dtype`` is CUDA-only),
+and a low-precision output would round the projections far beyond the own-error bound. Large fp32 GEMMs run
+in whichever orientation measured faster on first use (see :func:`_skinny`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -65,7 +70,9 @@ elementwise verdict; above it the O(n³) fp64 oracle dominates the run time and 
 """
 
 _ORACLE_SETTINGS = ("freivalds", "fp64", "auto")
-_CHUNK_ELEMENTS = 1 << 20  # fp32 upcast block: 4 MiB, two cores' L2
+_CHUNK_ELEMENTS = 1 << 19  # fp32 upcast buffer: 2 MiB, one core's L2 (fastest of 1 to 8 MiB on the Intel VM)
+_AUTOTUNE_MIN_ELEMENTS = 1 << 20  # operands below 1024² use the default GEMM orientation, untimed
+_ORIENTATION: dict[tuple[object, ...], bool] = {}  # key of _orientation_key -> big operand on the left
 _REF_TOLERANCES = {torch.float32: (1e-4, 1e-4), torch.float64: (1e-4, 1e-4)}
 _REF_LOW_PRECISION = (1e-2, 5e-2)
 
@@ -134,6 +141,7 @@ def freivalds_check(
         y, b_rows = _project_rows(rad, b)  # y = (B r)^T: (..., k, K)
         z, a_rows = _project_rows(y, a)  # z = (A B r)^T: (..., k, M)
         w, c_rows = _project_rows(rad, c)  # w = (C r)^T: (..., k, M)
+    a_rows, b_rows, c_rows = (_finite_norms(n, x) for n, x in ((a_rows, a), (b_rows, b), (c_rows, c)))
     resid = _residual(z, w, rad, bias)
     s = math.sqrt(2.0 * math.log(2.0 * max(rows, 1) * k / false_alarm))
     tau = _threshold(
@@ -282,32 +290,91 @@ def _rademacher(k: int, n: int, seed: int, dtype: torch.dtype, device: torch.dev
 def _project_rows(v: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(v @ x.mT, row norms of x)`` in ``v.dtype``: v is (..., k, Q), x is (..., P, Q).
 
-    Same dtype: one GEMM and one norm pass. Low precision (fp16, bf16): row blocks of about 4 MiB are upcast
-    to ``v.dtype`` (exactly) and multiplied and normed while in cache, so the GEMM accumulates in fp32, the
-    norms cannot overflow, and no full-size copy is made.
+    Same dtype: one GEMM and one norm pass (two large ops: few parallel regions, robust on a shared machine).
+    Low precision (fp16, bf16): row blocks of x (all batch entries, about 2 MiB as fp32) are copied into one
+    reused ``v.dtype`` buffer, which is exact, and multiplied and normed while in cache. So the products
+    with ±1 vectors are exact, products with ``Y`` round as in an fp32 GEMM, the GEMM accumulates in fp32,
+    the norms cannot overflow fp16, and no full-size copy is made. The reused buffer avoids a fresh
+    allocation (and its page faults) per block. Each block costs three parallel regions (copy, GEMM, norm):
+    on a machine whose cores are busy with other work each region waits for a descheduled thread, so this
+    path degrades more under load than the two-op same-dtype path.
     """
-    if x.dtype == v.dtype:  # two large ops: fewer parallel regions, robust on a shared machine
+    if x.dtype == v.dtype:
         return _skinny(x, v), torch.linalg.vector_norm(x, dim=-1)
     rows, width = x.shape[-2:]
-    step = max(1, _CHUNK_ELEMENTS // max(width, 1))
-    batch = _broadcast(v.shape[:-2], x.shape[:-2])
-    out = torch.empty((*batch, v.shape[-2], rows), dtype=v.dtype, device=x.device)
-    norms = torch.empty((*x.shape[:-2], rows), dtype=v.dtype, device=x.device)
+    lead = math.prod(x.shape[:-2])
+    step = min(max(1, _CHUNK_ELEMENTS // max(width * lead, 1)), rows)
+    if step == 0:  # no rows
+        batch = _broadcast(v.shape[:-2], x.shape[:-2])
+        empty = torch.empty((*batch, v.shape[-2], 0), dtype=v.dtype, device=x.device)
+        return empty, torch.empty((*x.shape[:-2], 0), dtype=v.dtype, device=x.device)
+    buffer = torch.empty((*x.shape[:-2], step, width), dtype=v.dtype, device=x.device)
+    projections, norms = [], []
     for start in range(0, rows, step):
-        block = x[..., start : start + step, :].to(v.dtype)
-        out[..., start : start + step] = _skinny(block, v)
-        norms[..., start : start + step] = torch.linalg.vector_norm(block, dim=-1)
-    return out, norms
+        block = buffer[..., : min(step, rows - start), :]
+        block.copy_(x[..., start : start + step, :])
+        projections.append(_skinny(block, v, work=x.numel()))
+        norms.append(torch.linalg.vector_norm(block, dim=-1))
+    return torch.cat(projections, dim=-1), torch.cat(norms, dim=-1)
 
 
-def _skinny(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """``v @ x.mT`` computed as ``(x @ v.mT).mT``: the big operand on the left, streamed row by row.
+def _finite_norms(norms: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Row norms that did not overflow: a row whose squared norm exceeds the working dtype's range (fp32 values
+    above about 1.8e19) gives inf, which would make τ infinite and pass any product. Such rows (rare) are
+    normed again in fp64; rows of x that hold inf or NaN keep their non-finite norm (c then fails anyway)."""
+    if bool(torch.isfinite(norms).all()):
+        return norms
+    return torch.linalg.vector_norm(x, dim=-1, dtype=torch.float64)
 
-    MKL takes 2x longer for ``v @ x.mT`` (4096², k = 2: 10.2 ms against 5.1 ms, the second near the
-    one-pass read floor). The result is made contiguous (it is tiny) so the next projection takes
-    the fast path too.
+
+def _skinny(x: torch.Tensor, v: torch.Tensor, *, work: int | None = None) -> torch.Tensor:
+    """``v @ x.mT`` (contiguous, (..., k, P)) in the GEMM orientation that is faster on this machine.
+
+    The two orientations, ``v @ x.mT`` and ``(x @ v.mT).mT``, are the same fp32 (or fp64) GEMM with the
+    operands swapped, so either one's rounding is within the own-error bound; only their speed differs, and
+    which one wins depends on the machine. For a 4096² fp32 x and k = 2, MKL took 10.2 ms for ``v @ x.mT``
+    and 5.1 ms for ``(x @ v.mT).mT`` on an AMD EPYC VM, but 2.7 ms and 4.8 ms on an Intel Xeon VM; for a
+    128 × 4096 block on the Intel VM, 34 µs and 200 µs. So on the CPU, when the operand (``work``: the whole
+    matrix a block comes from) has at least ``_AUTOTUNE_MIN_ELEMENTS``, the first call for a (dtype, k,
+    memory layout, rough shape of x) times both orientations twice, interleaved, keeps the one with the
+    shorter best time in ``_ORIENTATION`` for the rest of the process, and returns the last product it
+    computed. Smaller operands and other devices use ``v @ x.mT``.
     """
-    return torch.matmul(x, v.mT).mT.contiguous()
+    key = _orientation_key(x, v, x.numel() if work is None else work)
+    if key is None:
+        return _gemm(x, v, big_left=False)
+    big_left = _ORIENTATION.get(key)
+    if big_left is not None:
+        return _gemm(x, v, big_left=big_left)
+    best = {True: math.inf, False: math.inf}
+    out = x.new_empty(0)
+    for _ in range(2):
+        for left in (True, False):
+            start = time.perf_counter()
+            out = _gemm(x, v, big_left=left)
+            best[left] = min(best[left], time.perf_counter() - start)
+    _ORIENTATION[key] = best[True] <= best[False]
+    return out
+
+
+def _gemm(x: torch.Tensor, v: torch.Tensor, *, big_left: bool) -> torch.Tensor:
+    if big_left:
+        return torch.matmul(x, v.mT).mT.contiguous()
+    return torch.matmul(v, x.mT).contiguous()
+
+
+def _orientation_key(x: torch.Tensor, v: torch.Tensor, work: int) -> tuple[object, ...] | None:
+    """Cache key of :func:`_skinny`'s choice, or None where nothing is timed (small work, not on the CPU).
+
+    Rough shape: the bit lengths of P, Q and the batch sizes; layout: which of x's last two strides is 1.
+    """
+    if x.device.type != "cpu" or work < _AUTOTUNE_MIN_ELEMENTS:
+        return None
+    rows, width = x.shape[-2:]
+    layout = (x.stride(-1) == 1, x.stride(-2) == 1)
+    batch = math.prod(x.shape[:-2]), math.prod(v.shape[:-2])
+    shape = (rows.bit_length(), width.bit_length(), batch[0].bit_length(), batch[1].bit_length())
+    return (x.dtype, v.dtype, v.shape[-2], layout, shape)
 
 
 def _residual(z: torch.Tensor, w: torch.Tensor, rad: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -337,7 +404,7 @@ def _threshold(
     c_n = c_rows.double()
     b_rows = b_rows.double()
     b_fro = torch.linalg.vector_norm(b_rows, dim=-1).unsqueeze(-1)  # (..., 1)
-    b_max = b_rows.amax(dim=-1).unsqueeze(-1)
+    b_max = (b_rows.amax(dim=-1) if kk else b_rows.sum(dim=-1)).unsqueeze(-1)  # K = 0: no rows, 0
     y_max = y_norm.double().unsqueeze(-1)
     bias_n = 0.0 if bias is None else float(torch.linalg.vector_norm(bias.double()))
     k_eff = kk + (bias is not None)
