@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kcgate.results import RunResult, clean_number
+from kcgate.results import RunResult
 
 # Worst first is the highest rank: a failure outranks an error, which outranks a refusal.
 STATUS_RANK = {"pass": 0, "refused": 1, "error": 2, "fail": 3}
@@ -112,40 +112,39 @@ def compare_runs(runs: Mapping[str, RunResult]) -> Comparison:
     )
 
 
-_Error = tuple[str, float] | None  # (metric, value) a case is compared on; None when it has none
+def _measure(run: RunResult) -> list[float | None]:
+    """The error each case is compared on: the op's own norm error when it reports one, else max |error|.
 
-
-def _measure(run: RunResult) -> list[_Error]:
-    """The error each case is compared on: the op's own norm error when it reports one, else max |error|."""
+    None where that value is missing, negative or not finite (``_metric`` says which one it was)."""
     table = run.table
-    return list(map(_error, table.extra("norm_err"), table.metric("max_abs_err")))
+    values = [a if n is None else n for n, a in zip(table.extra("norm_err"), table.metric("max_abs_err"))]
+    return [v if v is not None and 0.0 <= v < math.inf else None for v in values]
 
 
-def _error(norm_err: float | None, max_abs_err: float | None) -> _Error:
-    for metric, value in (("norm_err", norm_err), ("max_abs_err", max_abs_err)):
-        if value is not None:
-            return (metric, value) if math.isfinite(value) and value >= 0 else None
-    return None
+def _metric(run: RunResult, row: int) -> str:
+    return "max_abs_err" if run.table.extra("norm_err")[row] is None else "norm_err"
 
 
 def runner_cells(run: RunResult) -> list[Cell]:
     table = run.table
-    groups: dict[str, list[tuple[str, float | None]]] = defaultdict(list)
-    budgets = map(clean_number, table.metric("budget_used"))
-    for contract_id, status, budget in zip(table.column("contract_id"), table.column("status"), budgets):
-        groups[contract_id].append((status, budget))
-    return [_cell(cid, run.runner, cases) for cid, cases in sorted(groups.items())]
+    rows: dict[str, list[int]] = defaultdict(list)
+    for row, contract_id in enumerate(table.column("contract_id")):
+        rows[contract_id].append(row)
+    statuses, budgets = table.column("status"), table.metric("budget_used")
+    return [
+        _cell(cid, run.runner, [statuses[r] for r in at], [budgets[r] for r in at])
+        for cid, at in sorted(rows.items())
+    ]
 
 
-def _cell(contract_id: str, runner: str, cases: list[tuple[str, float | None]]) -> Cell:
-    budgets = [b for _, b in cases if b is not None]
-    statuses = [s for s, _ in cases]
+def _cell(contract_id: str, runner: str, statuses: list[str], budgets: list[float | None]) -> Cell:
+    measured = [b for b in budgets if b is not None]
     return Cell(
         contract_id=contract_id,
         runner=runner,
         verdict=max(statuses, key=STATUS_RANK.__getitem__),
-        budget_used=max(budgets) if budgets else None,
-        cases=len(cases),
+        budget_used=max(measured) if measured else None,
+        cases=len(statuses),
         failing=statuses.count("fail"),
     )
 
@@ -158,16 +157,18 @@ def find_outliers(runs: Mapping[str, RunResult]) -> tuple[Outlier, ...]:
     return _outliers(runs, {r: _measure(runs[r]) for r in runs})
 
 
-_Entry = tuple[str, int, str, float]  # runner, row in its table, metric, error
+_Entry = tuple[float, str, int]  # error, runner, row in its table
 
 
-def _outliers(runs: Mapping[str, RunResult], measured: Mapping[str, list[_Error]]) -> tuple[Outlier, ...]:
+def _outliers(
+    runs: Mapping[str, RunResult], measured: Mapping[str, list[float | None]]
+) -> tuple[Outlier, ...]:
     by_case: dict[str, list[_Entry]] = defaultdict(list)
     for runner in sorted(measured):
         ids = runs[runner].table.column("case_id")
         for row, (case_id, error) in enumerate(zip(ids, measured[runner])):
             if error is not None:
-                by_case[case_id].append((runner, row, *error))
+                by_case[case_id].append((error, runner, row))
     found = [e for cid in sorted(by_case) for e in _case_outliers(by_case[cid])]
     return tuple(_outlier_record(runs, entry, consensus) for entry, consensus in found)
 
@@ -176,11 +177,14 @@ def _case_outliers(entries: list[_Entry]) -> list[tuple[_Entry, float]]:
     """(entry, consensus log10 error) of each outlier among one case's runners."""
     if len(entries) < MIN_RUNNERS:
         return []
-    logs = [math.log10(max(e[3], ERROR_FLOOR)) for e in entries]
+    errors = [max(e[0], ERROR_FLOOR) for e in entries]
+    if max(errors) <= OUTLIER_FACTOR * min(errors):
+        return []  # no error is 10x the smallest, so none is 10x the median: most cases stop here
+    logs = list(map(math.log10, errors))
     cutoff = statistics.median(logs) + math.log10(OUTLIER_FACTOR)
     found = []
     for i, entry in enumerate(entries):
-        if logs[i] <= cutoff:  # the cheap overall-median test first: almost every entry stops there
+        if logs[i] <= cutoff:  # the overall-median test first
             continue
         consensus = statistics.median(logs[:i] + logs[i + 1 :])
         if logs[i] - consensus > math.log10(OUTLIER_FACTOR):  # both tests: a majority is never the outlier
@@ -189,7 +193,7 @@ def _case_outliers(entries: list[_Entry]) -> list[tuple[_Entry, float]]:
 
 
 def _outlier_record(runs: Mapping[str, RunResult], entry: _Entry, consensus: float) -> Outlier:
-    runner, row, metric, error = entry
+    error, runner, row = entry
     table = runs[runner].table
     log_err = math.log10(max(error, ERROR_FLOOR))
     ratio = 10.0 ** min(log_err - consensus, 300.0)
@@ -197,7 +201,7 @@ def _outlier_record(runs: Mapping[str, RunResult], entry: _Entry, consensus: flo
         table.column("case_id")[row],
         table.column("contract_id")[row],
         runner,
-        metric,
+        _metric(runs[runner], row),
         error,
         10.0**consensus,
         ratio,
@@ -213,14 +217,15 @@ def k_curves(run: RunResult) -> list[KCurve]:
     return _curves(run, _measure(run))
 
 
-def _curves(run: RunResult, measured: list[_Error]) -> list[KCurve]:
+def _curves(run: RunResult, measured: list[float | None]) -> list[KCurve]:
     worst: dict[str, dict[float, float]] = defaultdict(dict)
     table = run.table
     for contract_id, k, error in zip(table.column("contract_id"), table.extra("reduction_len"), measured):
-        if k is None or not math.isfinite(k) or k <= 0 or error is None:
+        if k is None or error is None or not 0.0 < k < math.inf:
             continue
         points = worst[contract_id]
-        points[k] = max(points.get(k, 0.0), error[1])
+        if error > points.get(k, -1.0):
+            points[k] = error
     return [
         KCurve(cid, run.runner, tuple(sorted(pts.items())))
         for cid, pts in sorted(worst.items())

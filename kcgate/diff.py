@@ -158,7 +158,7 @@ def _present(
             cases.column(k)
             for k in ("case_id", "contract_id", "klass", "status", "signature", "message", "line")
         ),
-        map(clean_number, cases.metric("budget_used")),  # records built in memory may hold NaN
+        cases.metric("budget_used"),
     )
     changes = []
     for case_id, contract_id, klass, status, signature, message, line, budget in columns:
@@ -202,7 +202,7 @@ def _absent(base: CaseTable, row: int, complete: bool, ctx: _Context) -> CaseCha
         contract_id=contract_id,
         klass=base.column("klass")[row],
         base_status=base.column("status")[row],
-        base_budget_used=clean_number(base.metric("budget_used")[row]),
+        base_budget_used=base.metric("budget_used")[row],
         message="removal acknowledged in policy"
         if acknowledged
         else ("" if complete else INCOMPLETE_MESSAGE),

@@ -99,8 +99,12 @@ class CaseTable(Sequence["_r.CaseResult"]):
         return self._column(name, _CASE_NORMALISERS, lambda c: getattr(c, name))
 
     def metric(self, name: str) -> tuple[Any, ...]:
-        """One ``Metrics`` attribute for every case."""
-        return self._column(f"metrics.{name}", _METRIC_NORMALISERS, lambda c: getattr(c.metrics, name))
+        """One ``Metrics`` attribute for every case; a float metric is finite or None (records built in
+        memory may hold NaN or inf: their column has None there, as a results file would)."""
+        key = f"metrics.{name}"
+        if _METRIC_NORMALISERS.get(key) is _numbers:
+            return self._column(key, _METRIC_NORMALISERS, lambda c: _r.clean_number(getattr(c.metrics, name)))
+        return self._column(key, _METRIC_NORMALISERS, lambda c: getattr(c.metrics, name))
 
     def extra(self, key: str) -> tuple[float | None, ...]:
         """``metrics.extra[key]`` for every case, None where absent."""
@@ -257,7 +261,12 @@ def _extra_column(extras: tuple[Any, ...], key: str) -> tuple[float | None, ...]
     present = tuple(filter(_present, extras))
     if max(map(len, chain.from_iterable(present)), default=0) > 200:
         return tuple(_extra_value(_r.extra_items(d), key) if d else None for d in extras)
-    values = (d.get(key) if d else None for d in extras)
+    if len(present) == len(extras):
+        values = tuple(map(operator.methodcaller("get", key), extras))
+        if set(map(type, values)) <= {float, _NONE}:
+            return values  # floats are kept as they are (extra_number is the identity on them)
+    else:
+        values = tuple(d.get(key) if d else None for d in extras)
     return tuple(None if v is None else _r.extra_number(v) for v in values)
 
 
