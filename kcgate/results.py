@@ -484,7 +484,7 @@ def _reject_constant(name: str) -> float:
     return math.nan
 
 
-_FLOAT_MAX_INT = 2**1024  # larger ints overflow float()
+_FLOAT_MAX_INT = 2**1024 - 2**970  # ints from here on round to 2**1024: float() overflows
 
 
 def build_frozen(cls: type[Any], fields: dict[str, Any]) -> Any:

@@ -2,8 +2,8 @@
 
 A report reads 10^5 cases and uses a few columns of each (id, contract, status, budget, error). Building
 a frozen record per case cost about 10 µs, 1.2 s of a 10k-case x 6-runner diff. A ``CaseTable`` checks a
-schema-2 file's rows a whole column at a time at C speed: the set of distinct per-row type signatures
-(a results file has a handful), one finite-sum test per float column, set inclusion for enums. Columns
+schema-2 file's rows a whole column at a time at C speed: row lengths, each column's set of JSON types,
+one finite-sum test per float column, set inclusion for enums. Columns
 are normalised on first use (exactly as ``CaseResult.from_row`` would), and records are built from those
 columns only when iterated. Rows that fail the bulk check go through ``CaseResult.from_row`` one by one,
 which names the defect, so the bulk check is an accelerator with one slow path that is also the reference.

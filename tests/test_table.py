@@ -37,6 +37,7 @@ numbers = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
     st.integers(min_value=-(10**6), max_value=10**6),
     st.just(10**400),  # larger than any float
+    st.just(2**1024 - 1),  # below 2**1024, but float() rounds it up and overflows
     st.just("1e999"),  # JSON text that parses to inf (spliced in below)
 )
 int_lists = st.one_of(st.none(), st.lists(st.integers(-5, 5), max_size=10))
