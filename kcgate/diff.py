@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from kcgate.diff_model import CaseChange, RunnerDiff, Verdict
 from kcgate.errors import ResultsError
 from kcgate.policy import Policy, Waiver
-from kcgate.results import RunResult, build_frozen, clean_number
+from kcgate.results import RunResult, build_frozen
 from kcgate.table import CaseTable
 
 UNEVALUATED = frozenset({"error", "refused"})
@@ -150,9 +150,7 @@ def _present(
     cases: CaseTable, base: CaseTable | None, base_at: Mapping[str, int], ctx: _Context
 ) -> list[CaseChange]:
     """One change per current case, from the columns both sides need."""
-    base_side = (
-        list(zip(base.column("status"), map(clean_number, base.metric("budget_used")))) if base else []
-    )
+    base_side = list(zip(base.column("status"), base.metric("budget_used"))) if base else []
     columns = zip(
         *(
             cases.column(k)
