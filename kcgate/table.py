@@ -108,7 +108,7 @@ class CaseTable(Sequence["_r.CaseResult"]):
 
     def extra(self, key: str) -> tuple[float | None, ...]:
         """``metrics.extra[key]`` for every case, None where absent."""
-        return self._column(f"extra.{key}", {}, partial(_extra_value, key=key))
+        return self._column(f"extra.{key}", {}, lambda c: _extra_value(c.metrics.extra, key))
 
     def _column(
         self, name: str, normalisers: dict[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]], attr: Any
@@ -270,8 +270,8 @@ def _extra_column(extras: tuple[Any, ...], key: str) -> tuple[float | None, ...]
     return tuple(None if v is None else _r.extra_number(v) for v in values)
 
 
-def _extra_value(case: Any, key: str) -> float | None:
-    items = case.metrics.extra if isinstance(case, _r.CaseResult) else case
+def _extra_value(items: tuple[tuple[str, float], ...], key: str) -> float | None:
+    """The value named ``key`` in a record's sorted extra pairs (the first, as a lookup by name finds it)."""
     return next((v for k, v in items if k == key), None)
 
 
