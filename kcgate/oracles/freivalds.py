@@ -34,6 +34,7 @@ in whichever orientation measured faster on first use (see :func:`_skinny`).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import time
@@ -299,6 +300,9 @@ def _project_rows(v: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch
     on a machine whose cores are busy with other work each region waits for a descheduled thread, so this
     path degrades more under load than the two-op same-dtype path.
     """
+    fused = _fused(v, x)
+    if fused is not None:
+        return fused
     if x.dtype == v.dtype:
         return _skinny(x, v), torch.linalg.vector_norm(x, dim=-1)
     rows, width = x.shape[-2:]
@@ -318,11 +322,37 @@ def _project_rows(v: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch
     return torch.cat(projections, dim=-1), torch.cat(norms, dim=-1)
 
 
+def _fused(v: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """:func:`_project_rows` in one pass per matrix with kcgate's native kernel, or None where it does not
+    apply (not the CPU, fp16 or fp64, no compiler, or no OpenMP while torch uses several threads).
+
+    Batched operands go one broadcast batch entry at a time (views, no copies); the norms keep x's shape."""
+    if x.device.type != "cpu" or v.dtype != torch.float32 or x.dtype not in (torch.float32, torch.bfloat16):
+        return None
+    from kcgate.oracles import native
+
+    lib = native.status()
+    if lib.lib is None or not (lib.openmp or torch.get_num_threads() == 1):
+        return None
+    batch = _broadcast(v.shape[:-2], x.shape[:-2])
+    rows, width = x.shape[-2:]
+    xs = x.expand(*batch, rows, width)
+    vs = v.expand(*batch, *v.shape[-2:])
+    proj = torch.empty((*batch, v.shape[-2], rows), dtype=torch.float32)
+    norms = torch.empty((*batch, rows), dtype=torch.float32)
+    for index in itertools.product(*map(range, batch)):
+        if native.project(xs[index], vs[index], out=(proj[index], norms[index])) is None:
+            return None
+    own = (1,) * (len(batch) - x.dim() + 2) + tuple(x.shape[:-2])  # x's batch shape, padded
+    pick = tuple(slice(0, 1) if size == 1 else slice(None) for size in own)
+    return proj, norms[pick].reshape(*x.shape[:-2], rows)
+
+
 def _finite_norms(norms: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Row norms that did not overflow: a row whose squared norm exceeds the working dtype's range (fp32 values
     above about 1.8e19) gives inf, which would make τ infinite and pass any product. Such rows (rare) are
     normed again in fp64; rows of x that hold inf or NaN keep their non-finite norm (c then fails anyway)."""
-    if bool(torch.isfinite(norms).all()):
+    if math.isfinite(float(norms.sum())):  # a sum, not isfinite().all(): 5 µs against 35-100 µs
         return norms
     return torch.linalg.vector_norm(x, dim=-1, dtype=torch.float64)
 

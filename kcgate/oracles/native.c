@@ -1,0 +1,162 @@
+/* kcgate's fused projection kernels for Freivalds' check (see kcgate/oracles/native.py).
+ *
+ * For a matrix x (rows x width) and k fp32 vectors v (k x width), one pass over x computes
+ *     proj[j * rows + i] = sum_q v[j][q] * x[i][q]     and     norm[i] = sqrt(sum_q x[i][q]^2)
+ * so each element of x is read from memory once, not once for a GEMM and again for the row norms.
+ * x is fp32 or bf16 (bf16 -> fp32 is exact: a 16-bit shift), with either unit stride along a row
+ * ("rows" layout, element (i, q) at i * ld + q) or unit stride down a column ("cols" layout, element
+ * (i, q) at q * ld + i, as for the transpose of a row-major matrix). Accumulation is fp32 in any order,
+ * which is what the check's own-error bound assumes. Plain C with GCC/clang vector extensions; OpenMP
+ * (the same libgomp as torch, by soname) splits the rows when available.
+ */
+#include <math.h>
+#include <stdint.h>
+
+typedef float vf __attribute__((vector_size(64)));
+typedef float vfu __attribute__((vector_size(64), aligned(4)));
+typedef uint16_t vh __attribute__((vector_size(32), aligned(2)));
+typedef uint32_t vu __attribute__((vector_size(64)));
+
+enum { KC_F32 = 0, KC_BF16 = 1 };
+#define LANES 16
+#ifndef PREFETCH
+#define PREFETCH 2048 /* elements ahead along a row */
+#endif
+
+static inline vf load_f32(const void *p, int64_t at) { return *(const vfu *)((const float *)p + at); }
+
+static inline vf load_bf16(const void *p, int64_t at)
+{
+    vu wide = __builtin_convertvector(*(const vh *)((const uint16_t *)p + at), vu) << 16;
+    return (vf)wide;
+}
+
+static inline float one_f32(const void *p, int64_t at) { return ((const float *)p)[at]; }
+
+static inline float one_bf16(const void *p, int64_t at)
+{
+    union { uint32_t u; float f; } bits = { (uint32_t)((const uint16_t *)p)[at] << 16 };
+    return bits.f;
+}
+
+static inline float hsum(vf a)
+{
+    float s = 0.0f;
+    for (int l = 0; l < LANES; l++) s += a[l];
+    return s;
+}
+
+/* Rows layout: out = {x.x, x.v0, x.v1, x.v2} for one row x of `width` elements (two accumulators each). */
+#define ROW_KERNEL(NAME, LOAD, ONE, ESIZE)                                                              \
+    static void NAME(const void *x, const float *v0, const float *v1, const float *v2, int64_t width, \
+                     float out[4])                                                                    \
+    {                                                                                                 \
+        vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};           \
+        int64_t q = 0;                                                                                \
+        for (; q + 2 * LANES <= width; q += 2 * LANES) {                                              \
+            __builtin_prefetch((const char *)x + (q + PREFETCH) * ESIZE);                             \
+            __builtin_prefetch((const char *)x + (q + PREFETCH + LANES) * ESIZE);                     \
+            vf x0 = LOAD(x, q), x1 = LOAD(x, q + LANES);                                              \
+            a0 += x0 * x0;                                                                            \
+            b0 += x1 * x1;                                                                            \
+            a1 += x0 * load_f32(v0, q);                                                               \
+            b1 += x1 * load_f32(v0, q + LANES);                                                       \
+            a2 += x0 * load_f32(v1, q);                                                               \
+            b2 += x1 * load_f32(v1, q + LANES);                                                       \
+            a3 += x0 * load_f32(v2, q);                                                               \
+            b3 += x1 * load_f32(v2, q + LANES);                                                       \
+        }                                                                                             \
+        float s0 = hsum(a0 + b0), s1 = hsum(a1 + b1), s2 = hsum(a2 + b2), s3 = hsum(a3 + b3);         \
+        for (; q < width; q++) {                                                                      \
+            float e = ONE(x, q);                                                                      \
+            s0 += e * e;                                                                              \
+            s1 += e * v0[q];                                                                          \
+            s2 += e * v1[q];                                                                          \
+            s3 += e * v2[q];                                                                          \
+        }                                                                                             \
+        out[0] = s0;                                                                                  \
+        out[1] = s1;                                                                                  \
+        out[2] = s2;                                                                                  \
+        out[3] = s3;                                                                                  \
+    }
+
+ROW_KERNEL(row_f32, load_f32, one_f32, 4)
+ROW_KERNEL(row_bf16, load_bf16, one_bf16, 2)
+
+/* Cols layout: rows [i0, i0 + n) of x (n <= CHUNK) at once. Walk q down the columns: each step reads n
+ * consecutive elements of one line of the transposed matrix and updates accumulators kept in L1. */
+#define CHUNK 256
+#define COL_KERNEL(NAME, LOAD, ONE)                                                                     \
+    static void NAME(const void *x, int64_t ld, int64_t i0, int64_t n, const float *v0, const float *v1, \
+                     const float *v2, int64_t width, float acc[4][CHUNK])                             \
+    {                                                                                                 \
+        for (int s = 0; s < 4; s++)                                                                   \
+            for (int l = 0; l < CHUNK; l++) acc[s][l] = 0.0f;                                         \
+        int64_t full = n - n % LANES;                                                                 \
+        for (int64_t q = 0; q < width; q++) {                                                         \
+            int64_t at = q * ld + i0;                                                                 \
+            float s1 = v0[q], s2 = v1[q], s3 = v2[q];                                                 \
+            for (int64_t l = 0; l < full; l += LANES) {                                               \
+                vf e = LOAD(x, at + l);                                                               \
+                *(vf *)&acc[0][l] += e * e;                                                           \
+                *(vf *)&acc[1][l] += e * s1;                                                          \
+                *(vf *)&acc[2][l] += e * s2;                                                          \
+                *(vf *)&acc[3][l] += e * s3;                                                          \
+            }                                                                                         \
+            for (int64_t l = full; l < n; l++) {                                                      \
+                float e = ONE(x, at + l);                                                             \
+                acc[0][l] += e * e;                                                                   \
+                acc[1][l] += e * s1;                                                                  \
+                acc[2][l] += e * s2;                                                                  \
+                acc[3][l] += e * s3;                                                                  \
+            }                                                                                         \
+        }                                                                                             \
+    }
+
+COL_KERNEL(col_f32, load_f32, one_f32)
+COL_KERNEL(col_bf16, load_bf16, one_bf16)
+
+int kc_has_openmp(void)
+{
+#ifdef _OPENMP
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* proj (k x rows, row-major) and norm (rows) for x in the given dtype and layout (cols != 0: unit stride
+ * down a column). v is k x width, row stride ldv. Returns 0, or -1 for an unknown dtype. Groups of three
+ * vectors share one pass; a group short of three repeats v[0] and drops the extra result. */
+int kc_project(const void *x, int dtype, int cols, int64_t rows, int64_t width, int64_t ld, const float *v,
+               int64_t k, int64_t ldv, float *proj, float *norm, int threads)
+{
+    if (dtype != KC_F32 && dtype != KC_BF16) return -1;
+    int64_t groups = k > 0 ? (k + 2) / 3 : 1;
+    int64_t blocks = cols ? (rows + CHUNK - 1) / CHUNK : rows;
+    (void)threads;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t t = 0; t < blocks; t++) {
+        for (int64_t g = 0; g < groups; g++) {
+            const float *vs[3];
+            for (int u = 0; u < 3; u++) vs[u] = v + (3 * g + u < k ? 3 * g + u : 0) * ldv;
+            if (!cols) {
+                float out[4];
+                const void *xi = dtype == KC_F32 ? (const void *)((const float *)x + t * ld)
+                                                 : (const void *)((const uint16_t *)x + t * ld);
+                (dtype == KC_F32 ? row_f32 : row_bf16)(xi, vs[0], vs[1], vs[2], width, out);
+                if (g == 0) norm[t] = sqrtf(out[0]);
+                for (int u = 0; u < 3 && 3 * g + u < k; u++) proj[(3 * g + u) * rows + t] = out[1 + u];
+                continue;
+            }
+            int64_t i0 = t * CHUNK, n = rows - i0 < CHUNK ? rows - i0 : CHUNK;
+            float acc[4][CHUNK] __attribute__((aligned(64)));
+            (dtype == KC_F32 ? col_f32 : col_bf16)(x, ld, i0, n, vs[0], vs[1], vs[2], width, acc);
+            for (int64_t l = 0; l < n; l++) {
+                if (g == 0) norm[i0 + l] = sqrtf(acc[0][l]);
+                for (int u = 0; u < 3 && 3 * g + u < k; u++) proj[(3 * g + u) * rows + i0 + l] = acc[1 + u][l];
+            }
+        }
+    }
+    return 0;
+}
