@@ -3,9 +3,10 @@
 Usage: ``python benchmarks/freivalds_overhead.py [--quick]``
 
 For n in 1024, 2048, 4096 (``--quick``: 512, 1024, 2048) and fp32 / bf16 inputs, times side by side, interleaved
-in each repeat: the matmul, kcgate's ``freivalds_check`` (k = 2), ``reference_freivalds`` (k = 10) and the
-memory-read floor (``a.sum() + b.sum() + c.sum()``: reading A, B and C once). Prints medians, the ratios to the
-matmul, ours / reference, and the log-log slope of time against n.
+in each repeat: the matmul, kcgate's ``freivalds_check`` (k = 2) with its fused native kernel ("ours") and
+with the native kernel disabled ("torch path": a GEMM and a norm pass per matrix), ``reference_freivalds``
+(k = 10) and the memory-read floor (``a.sum() + b.sum() + c.sum()``: reading A, B and C once). Prints
+medians, the ratios to the matmul, ours / reference, and the log-log slope of time against n.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import describe  # noqa: E402
 
+from kcgate.oracles import native  # noqa: E402
 from kcgate.oracles.freivalds import freivalds_check, reference_freivalds  # noqa: E402
 
 TARGET_OVERHEAD = 0.02
@@ -36,6 +38,11 @@ def _time(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
+def _torch_path(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> object:
+    with native.disabled("benchmark: the torch path"):
+        return freivalds_check(a, b, c)
+
+
 def measure(n: int, dtype: torch.dtype, repeats: int) -> dict[str, float]:
     """Median (and best, as ``<name>_min``) seconds for matmul, ours, reference and the read floor."""
     gen = torch.Generator().manual_seed(n)
@@ -45,6 +52,7 @@ def measure(n: int, dtype: torch.dtype, repeats: int) -> dict[str, float]:
     cases: dict[str, Callable[[], object]] = {
         "matmul": lambda: a @ b,
         "ours": lambda: freivalds_check(a, b, c),
+        "torch_path": lambda: _torch_path(a, b, c),
         "reference": lambda: reference_freivalds(a, b, c),
         "floor": lambda: a.sum() + b.sum() + c.sum(),
     }
@@ -70,7 +78,8 @@ def report_dtype(dtype: torch.dtype, sizes: list[int], repeats: int) -> dict[int
     """Measure and print one dtype's table; returns the medians per size."""
     print(f"\n== {str(dtype).removeprefix('torch.')} (medians of {repeats}, interleaved) ==")
     print(
-        f"{'n':>6} {'matmul s':>9} {'ours':>8} {'reference':>10} {'floor':>8} {'ours/ref':>9}   best-of: ours ref"
+        f"{'n':>6} {'matmul s':>9} {'ours':>8} {'torch path':>11} {'reference':>10} {'floor':>8} {'ours/ref':>9}"
+        "   best-of: ours ref"
     )
     rows: dict[int, dict[str, float]] = {}
     for n in sizes:
@@ -78,7 +87,8 @@ def report_dtype(dtype: torch.dtype, sizes: list[int], repeats: int) -> dict[int
         rows[n] = t
         mm = t["matmul"]
         print(
-            f"{n:>6} {mm:>9.4f} {100 * t['ours'] / mm:>7.2f}% {100 * t['reference'] / mm:>9.2f}% "
+            f"{n:>6} {mm:>9.4f} {100 * t['ours'] / mm:>7.2f}% {100 * t['torch_path'] / mm:>10.2f}% "
+            f"{100 * t['reference'] / mm:>9.2f}% "
             f"{100 * t['floor'] / mm:>7.2f}% {t['ours'] / t['reference']:>9.2f}"
             f"   {100 * t['ours_min'] / t['matmul_min']:>6.2f}% {100 * t['reference_min'] / t['matmul_min']:.2f}%",
             flush=True,
@@ -117,6 +127,7 @@ def main() -> None:
     sizes = [512, 1024, 2048] if args.quick else [1024, 2048, 4096]
     repeats = 3 if args.quick else 9
     print(describe())
+    print(f"native kernel: {native.status().detail}")
     fp32 = report_dtype(torch.float32, sizes, repeats)
     report_dtype(torch.bfloat16, sizes, repeats)
     verdicts(fp32)

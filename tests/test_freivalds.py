@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 
 import pytest
 
@@ -23,15 +25,16 @@ from kcgate.oracles.freivalds import (  # noqa: E402
 
 
 @pytest.fixture(params=["native", "torch"], autouse=True)
-def projection(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+def projection(request: pytest.FixtureRequest) -> Iterator[str]:
     """Every test runs twice: with kcgate's fused native kernel, and with the torch path (GEMM + norm)."""
     from kcgate.oracles import native
 
-    if request.param == "torch":
-        monkeypatch.setattr(native, "_LOADED", native.Native(None, "disabled for this test"))
-    elif native.status().lib is None:  # tests/test_native.py fails instead where a compiler exists
-        pytest.skip(f"native kernel unavailable: {native.status().detail}")
-    return str(request.param)
+    if request.param == "native" and native.status().lib is None:  # tests/test_native.py fails instead
+        pytest.skip(f"native kernel unavailable: {native.status().detail}")  # where a compiler exists
+    with contextlib.ExitStack() as stack:
+        if request.param == "torch":
+            stack.enter_context(native.disabled("torch path for this test"))
+        yield str(request.param)
 
 
 def _inputs(m: int, k: int, n: int, dtype: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

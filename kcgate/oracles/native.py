@@ -18,18 +18,20 @@ own, shipped in the package: nothing from the repository under test is compiled.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-__all__ = ["Native", "applies", "load", "project", "status"]
+__all__ = ["Native", "applies", "disabled", "load", "project", "status"]
 
 _SOURCE = Path(__file__).with_name("native.c")
 _DTYPES = {torch.float32: 0, torch.bfloat16: 1}
@@ -52,6 +54,17 @@ class Native:
 
 
 _LOADED: Native | None = None
+
+
+@contextlib.contextmanager
+def disabled(why: str = "disabled") -> Iterator[None]:
+    """Within the block :func:`project` declines, so callers take the torch path (side-by-side timing, tests)."""
+    global _LOADED
+    saved, _LOADED = _LOADED, Native(None, why)
+    try:
+        yield
+    finally:
+        _LOADED = saved
 
 
 def status() -> Native:

@@ -1,0 +1,171 @@
+"""Tests for kcgate.oracles.native: the fused projection-and-norm kernel, built with the system compiler."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("torch")
+
+import torch  # noqa: E402
+
+from kcgate.oracles import native  # noqa: E402
+
+HAS_CC = shutil.which((os.environ.get("CC") or "cc").split()[0]) is not None
+needs_lib = pytest.mark.skipif(not HAS_CC, reason="no C compiler: the torch path is used instead")
+
+
+def _layouts(x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The same values in every layout the kernel takes: rows, columns, a row stride wider than a row."""
+    rows, width = x.shape
+    wide = torch.zeros(rows, width + 7, dtype=x.dtype)
+    wide[:, :width] = x
+    return {"rows": x, "cols": x.mT.contiguous().mT, "strided": wide[:, :width]}
+
+
+def _bound(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Worst-case fp32 dot-product error (any order, with FMA): (width + 1)·u·|v||x|."""
+    return (x.shape[-1] + 1) * 2.0**-24 * (v.double().abs() @ x.double().abs().mT)
+
+
+@needs_lib
+def test_builds_and_shares_torchs_openmp_where_a_compiler_exists() -> None:
+    lib = native.status()
+    assert lib.lib is not None, lib.detail
+    assert "built with" in lib.detail
+    if sys.platform == "linux":
+        assert lib.openmp, lib.detail
+        runtimes = native._openmp_runtimes()
+        assert len(runtimes) == 1, runtimes  # torch's libgomp, not a second pool
+
+
+@needs_lib
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    ("rows", "width", "k"), [(1, 1, 1), (5, 3, 2), (33, 31, 4), (257, 1000, 3), (300, 64, 7)]
+)
+def test_projection_and_norms_within_the_fp32_bound_in_every_layout(
+    dtype: torch.dtype, rows: int, width: int, k: int
+) -> None:
+    """Widths off the 32-element vector step, row counts off the 256-row column block, k off the groups of 3."""
+    gen = torch.Generator().manual_seed(rows * 1000 + width + k)
+    x = torch.randn(rows, width, generator=gen).to(dtype)
+    v = torch.randn(k, width, generator=gen)
+    exact = v.double() @ x.double().mT
+    exact_norms = torch.linalg.vector_norm(x.double(), dim=-1)
+    for name, layout in _layouts(x).items():
+        done = native.project(layout, v)
+        assert done is not None, name
+        proj, norms = done
+        assert proj.shape == (k, rows) and norms.shape == (rows,) and proj.dtype == torch.float32
+        assert ((proj.double() - exact).abs() <= _bound(v, x)).all(), name
+        torch.testing.assert_close(norms.double(), exact_norms, rtol=(width + 2) * 2.0**-24, atol=0.0)
+
+
+@needs_lib
+def test_broadcast_operands_with_zero_strides() -> None:
+    """An expanded x (stride 0 down the rows, or across a row) is read in place, not copied."""
+    v = torch.randn(2, 40)
+    row = torch.randn(1, 40)
+    for x in (row.expand(9, 40), torch.randn(9, 1).expand(9, 40)):
+        done = native.project(x, v)
+        assert done is not None
+        assert ((done[0].double() - v.double() @ x.double().mT).abs() <= _bound(v, x)).all()
+
+
+@needs_lib
+def test_the_result_does_not_depend_on_the_thread_count() -> None:
+    """Each row is summed by one thread in a fixed order: bit-identical with 1 or 2 threads."""
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(600, 513, generator=gen)
+    v = torch.randn(2, 513, generator=gen)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = native.project(x, v)
+        torch.set_num_threads(2)
+        two = native.project(x, v)
+    finally:
+        torch.set_num_threads(threads)
+    assert one is not None and two is not None
+    assert torch.equal(one[0], two[0]) and torch.equal(one[1], two[1])
+
+
+@needs_lib
+def test_non_finite_values_propagate() -> None:
+    x = torch.ones(3, 50)
+    x[0, 7] = float("inf")
+    x[1, 49] = float("nan")  # in the scalar tail of the row
+    done = native.project(x, torch.ones(1, 50))
+    assert done is not None
+    proj, norms = done
+    assert norms[0] == float("inf") and torch.isnan(norms[1]) and norms[2] == pytest.approx(50**0.5)
+    assert proj[0, 0] == float("inf") and torch.isnan(proj[0, 1]) and proj[0, 2] == 50.0
+
+
+@needs_lib
+def test_out_is_written_in_place_and_checked() -> None:
+    x, v = torch.randn(4, 10), torch.randn(2, 10)
+    proj, norms = torch.empty(2, 4), torch.empty(4)
+    done = native.project(x, v, out=(proj, norms))
+    assert done is not None and done[0] is proj and done[1] is norms
+    with pytest.raises(ValueError, match="shapes"):
+        native.project(x, v, out=(torch.empty(4, 2), norms))
+    with pytest.raises(ValueError, match="contiguous"):
+        native.project(x, v, out=(torch.empty(4, 2).mT, norms))
+
+
+def test_operands_it_does_not_take() -> None:
+    v = torch.randn(2, 8)
+    x = torch.randn(4, 8)
+    assert native.applies(x, v)
+    assert not native.applies(x.half(), v)
+    assert not native.applies(x.double(), v)
+    assert not native.applies(x, v.double())
+    assert not native.applies(x.unsqueeze(0), v)
+    assert not native.applies(torch.randn(4, 16)[:, ::2], v)  # no unit stride either way
+    assert not native.applies(torch.randn(0, 8), v)
+    assert not native.applies(x, torch.randn(2, 9))
+    assert not native.applies(x, torch.randn(0, 8))
+
+
+def test_unavailable_compilers_give_a_reason_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = native.load(compiler="/nonexistent/cc")
+    assert missing.lib is None and "no C compiler" in missing.detail
+    failing = native.load(compiler="false")  # exists, rejects every flag set
+    assert failing.lib is None and "could not build" in failing.detail
+    monkeypatch.setenv("KCGATE_NATIVE", "0")
+    assert native.load().detail == "disabled by KCGATE_NATIVE=0"
+
+
+def test_freivalds_falls_back_to_torch_in_a_process_without_a_compiler() -> None:
+    """A real process with CC pointing nowhere: checks still pass correct products and catch corruption."""
+    script = textwrap.dedent(
+        """
+        import torch
+        from kcgate.oracles import native
+        from kcgate.oracles.freivalds import freivalds_check
+        for dtype in (torch.float32, torch.bfloat16):
+            gen = torch.Generator().manual_seed(1)
+            a = torch.randn(64, 96, generator=gen).to(dtype)
+            b = torch.randn(96, 48, generator=gen).to(dtype)
+            c = a.float() @ b.float()
+            good = freivalds_check(a, b, c)
+            c[5, 6] += 100 * good.threshold
+            print(dtype, good.passed, freivalds_check(a, b, c).passed)
+        print(native.status().detail)
+        """
+    )
+    env = {**os.environ, "CC": "/nonexistent/cc"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["torch.float32 True False", "torch.bfloat16 True False"]
+    assert "no C compiler '/nonexistent/cc'" in lines[2]
