@@ -19,9 +19,6 @@ typedef uint32_t vu __attribute__((vector_size(64)));
 
 enum { KC_F32 = 0, KC_BF16 = 1 };
 #define LANES 16
-#ifndef PREFETCH
-#define PREFETCH 2048 /* elements ahead along a row */
-#endif
 
 static inline vf load_f32(const void *p, int64_t at) { return *(const vfu *)((const float *)p + at); }
 
@@ -46,42 +43,44 @@ static inline float hsum(vf a)
     return s;
 }
 
-/* Rows layout: out = {x.x, x.v0, x.v1, x.v2} for one row x of `width` elements (two accumulators each). */
-#define ROW_KERNEL(NAME, LOAD, ONE, ESIZE)                                                              \
-    static void NAME(const void *x, const float *v0, const float *v1, const float *v2, int64_t width, \
-                     float out[4])                                                                    \
+/* Rows layout: four rows at once (four memory streams per thread read faster than one: 3.3 against
+ * 4.1 ms for a 4096^2 fp32 matrix on an Intel Xeon VM). out[r] = {x_r.x_r, x_r.v0, x_r.v1, x_r.v2}. */
+#define ROW_KERNEL(NAME, LOAD, ONE)                                                                     \
+    static void NAME(const void *const x[4], const float *v0, const float *v1, const float *v2,       \
+                     int64_t width, float out[4][4])                                                  \
     {                                                                                                 \
-        vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};           \
+        vf acc[4][4];                                                                                 \
+        for (int r = 0; r < 4; r++)                                                                   \
+            for (int s = 0; s < 4; s++) acc[r][s] = (vf){0};                                          \
         int64_t q = 0;                                                                                \
-        for (; q + 2 * LANES <= width; q += 2 * LANES) {                                              \
-            __builtin_prefetch((const char *)x + (q + PREFETCH) * ESIZE);                             \
-            __builtin_prefetch((const char *)x + (q + PREFETCH + LANES) * ESIZE);                     \
-            vf x0 = LOAD(x, q), x1 = LOAD(x, q + LANES);                                              \
-            a0 += x0 * x0;                                                                            \
-            b0 += x1 * x1;                                                                            \
-            a1 += x0 * load_f32(v0, q);                                                               \
-            b1 += x1 * load_f32(v0, q + LANES);                                                       \
-            a2 += x0 * load_f32(v1, q);                                                               \
-            b2 += x1 * load_f32(v1, q + LANES);                                                       \
-            a3 += x0 * load_f32(v2, q);                                                               \
-            b3 += x1 * load_f32(v2, q + LANES);                                                       \
+        for (; q + LANES <= width; q += LANES) {                                                      \
+            vf w0 = load_f32(v0, q), w1 = load_f32(v1, q), w2 = load_f32(v2, q);                      \
+            for (int r = 0; r < 4; r++) {                                                             \
+                vf e = LOAD(x[r], q);                                                                 \
+                acc[r][0] += e * e;                                                                   \
+                acc[r][1] += e * w0;                                                                  \
+                acc[r][2] += e * w1;                                                                  \
+                acc[r][3] += e * w2;                                                                  \
+            }                                                                                         \
         }                                                                                             \
-        float s0 = hsum(a0 + b0), s1 = hsum(a1 + b1), s2 = hsum(a2 + b2), s3 = hsum(a3 + b3);         \
-        for (; q < width; q++) {                                                                      \
-            float e = ONE(x, q);                                                                      \
-            s0 += e * e;                                                                              \
-            s1 += e * v0[q];                                                                          \
-            s2 += e * v1[q];                                                                          \
-            s3 += e * v2[q];                                                                          \
+        for (int r = 0; r < 4; r++) {                                                                 \
+            float s0 = hsum(acc[r][0]), s1 = hsum(acc[r][1]), s2 = hsum(acc[r][2]), s3 = hsum(acc[r][3]); \
+            for (int64_t t = q; t < width; t++) {                                                     \
+                float e = ONE(x[r], t);                                                               \
+                s0 += e * e;                                                                          \
+                s1 += e * v0[t];                                                                      \
+                s2 += e * v1[t];                                                                      \
+                s3 += e * v2[t];                                                                      \
+            }                                                                                         \
+            out[r][0] = s0;                                                                           \
+            out[r][1] = s1;                                                                           \
+            out[r][2] = s2;                                                                           \
+            out[r][3] = s3;                                                                           \
         }                                                                                             \
-        out[0] = s0;                                                                                  \
-        out[1] = s1;                                                                                  \
-        out[2] = s2;                                                                                  \
-        out[3] = s3;                                                                                  \
     }
 
-ROW_KERNEL(row_f32, load_f32, one_f32, 4)
-ROW_KERNEL(row_bf16, load_bf16, one_bf16, 2)
+ROW_KERNEL(row_f32, load_f32, one_f32)
+ROW_KERNEL(row_bf16, load_bf16, one_bf16)
 
 /* Cols layout: rows [i0, i0 + n) of x (n <= CHUNK) at once. Walk q down the columns: each step reads n
  * consecutive elements of one line of the transposed matrix and updates accumulators kept in L1. */
@@ -133,7 +132,7 @@ int kc_project(const void *x, int dtype, int cols, int64_t rows, int64_t width, 
 {
     if (dtype != KC_F32 && dtype != KC_BF16) return -1;
     int64_t groups = k > 0 ? (k + 2) / 3 : 1;
-    int64_t blocks = cols ? (rows + CHUNK - 1) / CHUNK : rows;
+    int64_t blocks = cols ? (rows + CHUNK - 1) / CHUNK : (rows + 3) / 4;
     (void)threads;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t t = 0; t < blocks; t++) {
@@ -141,12 +140,19 @@ int kc_project(const void *x, int dtype, int cols, int64_t rows, int64_t width, 
             const float *vs[3];
             for (int u = 0; u < 3; u++) vs[u] = v + (3 * g + u < k ? 3 * g + u : 0) * ldv;
             if (!cols) {
-                float out[4];
-                const void *xi = dtype == KC_F32 ? (const void *)((const float *)x + t * ld)
-                                                 : (const void *)((const uint16_t *)x + t * ld);
-                (dtype == KC_F32 ? row_f32 : row_bf16)(xi, vs[0], vs[1], vs[2], width, out);
-                if (g == 0) norm[t] = sqrtf(out[0]);
-                for (int u = 0; u < 3 && 3 * g + u < k; u++) proj[(3 * g + u) * rows + t] = out[1 + u];
+                const void *xs[4];
+                float out[4][4];
+                int64_t i0 = 4 * t, n = rows - i0 < 4 ? rows - i0 : 4;
+                for (int r = 0; r < 4; r++) { /* past the last row: repeat it, drop the result */
+                    int64_t i = i0 + (r < n ? r : n - 1);
+                    xs[r] = dtype == KC_F32 ? (const void *)((const float *)x + i * ld)
+                                            : (const void *)((const uint16_t *)x + i * ld);
+                }
+                (dtype == KC_F32 ? row_f32 : row_bf16)(xs, vs[0], vs[1], vs[2], width, out);
+                for (int64_t r = 0; r < n; r++) {
+                    if (g == 0) norm[i0 + r] = sqrtf(out[r][0]);
+                    for (int u = 0; u < 3 && 3 * g + u < k; u++) proj[(3 * g + u) * rows + i0 + r] = out[r][1 + u];
+                }
                 continue;
             }
             int64_t i0 = t * CHUNK, n = rows - i0 < CHUNK ? rows - i0 : CHUNK;
