@@ -5,12 +5,27 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _native_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The native Freivalds kernel is cached in a directory of this test session, not in ~/.cache (workers
+    started by the tests inherit it); a developer's own KCGATE_CACHE_DIR is left as it is."""
+    if os.environ.get("KCGATE_CACHE_DIR"):
+        yield
+        return
+    os.environ["KCGATE_CACHE_DIR"] = str(tmp_path_factory.mktemp("native-cache"))
+    try:
+        yield
+    finally:
+        os.environ.pop("KCGATE_CACHE_DIR", None)
 
 
 def kcgate(

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -37,7 +38,7 @@ def _bound(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 def test_builds_and_shares_torchs_openmp_where_a_compiler_exists() -> None:
     lib = native.status()
     assert lib.lib is not None, lib.detail
-    assert "built with" in lib.detail
+    assert "(cc: " in lib.detail and os.environ["KCGATE_CACHE_DIR"] in lib.detail  # the session cache
     if sys.platform == "linux":
         assert lib.openmp, lib.detail
         runtimes = native._openmp_runtimes()
@@ -134,13 +135,57 @@ def test_operands_it_does_not_take() -> None:
     assert not native.applies(x, torch.randn(0, 8))
 
 
-def test_unavailable_compilers_give_a_reason_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    missing = native.load(compiler="/nonexistent/cc")
+def test_unavailable_compilers_give_a_reason_not_an_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    missing = native.load(compiler="/nonexistent/cc", cache_dir=tmp_path)
     assert missing.lib is None and "no C compiler" in missing.detail
-    failing = native.load(compiler="false")  # exists, rejects every flag set
+    failing = native.load(compiler="false", cache_dir=tmp_path)  # exists, rejects every flag set
     assert failing.lib is None and "could not build" in failing.detail
+    assert len(list(tmp_path.glob("*.failed"))) == len(native._FLAG_SETS)
+    again = native.load(compiler="false", cache_dir=tmp_path)
+    assert again.lib is None and "rejected earlier" in again.detail
     monkeypatch.setenv("KCGATE_NATIVE", "0")
-    assert native.load().detail == "disabled by KCGATE_NATIVE=0"
+    assert native.load(cache_dir=tmp_path).detail == "disabled by KCGATE_NATIVE=0"
+
+
+def _logging_compiler(tmp_path: Path, reject: str = "") -> tuple[str, Path]:
+    """A compiler wrapper that logs each call and rejects any command line containing ``reject``."""
+    log = tmp_path / "calls.log"
+    wrapper = tmp_path / "cc-wrapper"
+    refuse = f'case "$*" in *{reject}*) echo "unsupported: {reject}" >&2; exit 1;; esac\n' if reject else ""
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\n{refuse}exec {os.environ.get("CC") or "cc"} "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper), log
+
+
+@needs_lib
+def test_the_library_is_built_once_per_machine_and_rejected_flags_are_remembered(tmp_path: Path) -> None:
+    compiler, log = _logging_compiler(tmp_path, reject="-mprefer-vector-width")
+    cache = tmp_path / "cache"
+    first = native.load(compiler=compiler, cache_dir=cache)
+    assert first.lib is not None, first.detail
+    assert len(log.read_text().splitlines()) == 2  # the first flag set rejected, the second built
+    assert "-mprefer-vector-width" not in first.detail
+    second = native.load(compiler=compiler, cache_dir=cache)
+    assert second.lib is not None and second.detail == first.detail
+    assert len(log.read_text().splitlines()) == 2  # nothing compiled again
+    assert oct(cache.stat().st_mode & 0o777) == "0o700"
+
+
+@needs_lib
+def test_a_cache_others_can_write_to_is_not_loaded(tmp_path: Path) -> None:
+    compiler, log = _logging_compiler(tmp_path)
+    cache = tmp_path / "cache"
+    built = native.load(compiler=compiler, cache_dir=cache)
+    assert built.lib is not None, built.detail
+    library = next(cache.glob("*.so"))
+    library.chmod(0o666)  # group- and world-writable: someone else could have replaced it
+    replaced = native.load(compiler=compiler, cache_dir=cache)
+    assert replaced.lib is not None and str(library) not in replaced.detail  # the next flag set, rebuilt
+    cache.chmod(0o777)
+    refused = native.load(compiler=compiler, cache_dir=cache)
+    assert refused.lib is None and "writable by others" in refused.detail
 
 
 def test_freivalds_falls_back_to_torch_in_a_process_without_a_compiler() -> None:
@@ -161,7 +206,7 @@ def test_freivalds_falls_back_to_torch_in_a_process_without_a_compiler() -> None
         print(native.status().detail)
         """
     )
-    env = {**os.environ, "CC": "/nonexistent/cc"}
+    env = {**os.environ, "CC": "/nonexistent/cc"}  # and the session's cache dir, already filled
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
     )

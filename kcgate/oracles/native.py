@@ -6,21 +6,29 @@ both (fp32 or bf16 operands, either unit-stride layout). On an Intel Xeon VM it 
 fp32 matrix against 8.2 ms for torch's GEMM plus norm, and 4.0 ms to ``sum()`` the matrix
 (``benchmarks/freivalds_overhead.py`` times the whole check, both ways).
 
-The library is built once per process, on the first check that can use it, with the system C compiler
-(``$CC``, else ``cc``; about 0.4 s), into a private temporary directory that is removed once the library is
-loaded. Nothing is cached on disk, so nothing a kernel under test writes can be loaded by a later run, and
-``-march=native`` always matches the machine. It links OpenMP by soname, so in a process that has torch
-loaded it shares torch's libgomp and thread pool rather than fighting it for cores; if a second OpenMP
-runtime shows up anyway, the kernel is not used. Without a compiler, or with ``KCGATE_NATIVE=0``,
-:func:`project` returns None and the caller uses torch; :func:`status` says why. The source is kcgate's
-own, shipped in the package: nothing from the repository under test is compiled.
+The library is built with the system C compiler (``$CC``, else ``cc``; about 0.4 s) on the first check that
+can use it, once per machine: it is cached in ``$KCGATE_CACHE_DIR`` (default ``$XDG_CACHE_HOME/kcgate`` or
+``~/.cache/kcgate``, created private) under a name hashed from the source, the compiler, the flags and the
+CPU, so ``-march=native`` never meets another machine's binary. A build goes to a temporary file renamed
+into place, so concurrent workers do not collide, and a flag set the compiler rejects is remembered. A
+cached file is loaded only if this user owns it and its directory and neither is writable by others (a
+kernel under test runs as the same user, so on a shared self-hosted runner it could replace this file as
+it could ``~/.bashrc``; docs/github.md says to use ephemeral runners where untrusted code runs).
+
+It links OpenMP by soname, so in a process that has torch loaded it shares torch's libgomp and thread pool
+rather than fighting it for cores; if a second OpenMP runtime shows up anyway, the kernel is not used.
+Without a compiler, or with ``KCGATE_NATIVE=0``, :func:`project` returns None and the caller uses torch;
+:func:`status` says why. The source is kcgate's own, shipped in the package: nothing from the repository
+under test is compiled.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import os
+import platform
 import shlex
 import shutil
 import subprocess
@@ -75,30 +83,38 @@ def status() -> Native:
     return _LOADED
 
 
-def load(compiler: str | None = None) -> Native:
-    """Build and load the library. Never raises: failures come back as ``Native(None, why)``."""
+def load(compiler: str | None = None, cache_dir: Path | None = None) -> Native:
+    """Build (or reuse) and load the library. Never raises: failures come back as ``Native(None, why)``."""
     if os.environ.get("KCGATE_NATIVE", "1") == "0":
         return Native(None, "disabled by KCGATE_NATIVE=0")
     cc = shlex.split(compiler or os.environ.get("CC") or "cc") or ["cc"]
     if shutil.which(cc[0]) is None:
         return Native(None, f"no C compiler {cc[0]!r} on PATH (set CC, or KCGATE_NATIVE=0 to silence)")
+    directory = cache_dir or _cache_dir()
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        return Native(None, f"cannot create the cache {directory}: {exc} (set KCGATE_CACHE_DIR)")
+    unsafe = _untrusted(directory)
+    if unsafe:
+        return Native(None, unsafe)
+    source = _SOURCE.read_bytes()
     errors = []
-    with tempfile.TemporaryDirectory(prefix="kcgate-native-", ignore_cleanup_errors=True) as tmp:
-        for number, flags in enumerate(_FLAG_SETS):
-            path = Path(tmp) / f"native{number}.so"
-            error = _compile([*cc, *flags], path)
-            if error is None:
-                try:
-                    lib = _bind(ctypes.CDLL(str(path)))
-                except (OSError, AttributeError) as exc:
-                    error = str(exc)
-            if error is not None:
-                errors.append(f"{' '.join(flags)}: {error}")
-                continue
-            runtimes = _openmp_runtimes()
-            if len(runtimes) > 1:  # our libgomp did not resolve to torch's: two thread pools would fight
-                return Native(None, f"two OpenMP runtimes would be loaded: {', '.join(sorted(runtimes))}")
-            return Native(lib, f"built with {' '.join(cc + list(flags))}", openmp=bool(lib.kc_has_openmp()))
+    for flags in _FLAG_SETS:
+        path = directory / f"native-{_fingerprint(source, [*cc, *flags])}.so"
+        error = _build([*cc, *flags], path) or _untrusted(path)
+        if error is None:
+            try:
+                lib = _bind(ctypes.CDLL(str(path)))
+            except (OSError, AttributeError) as exc:
+                error = str(exc)
+        if error is not None:
+            errors.append(f"{' '.join(flags)}: {error}")
+            continue
+        runtimes = _openmp_runtimes()
+        if len(runtimes) > 1:  # our libgomp did not resolve to torch's: two thread pools would fight
+            return Native(None, f"two OpenMP runtimes would be loaded: {', '.join(sorted(runtimes))}")
+        return Native(lib, f"{path} (cc: {' '.join(cc + list(flags))})", openmp=bool(lib.kc_has_openmp()))
     return Native(None, "could not build the native kernel: " + "; ".join(errors)[:2000])
 
 
@@ -143,21 +159,67 @@ def applies(x: torch.Tensor, v: torch.Tensor) -> bool:
     return x.stride(-1) == 1 or x.stride(-2) == 1
 
 
-def _compile(command: list[str], path: Path) -> str | None:
-    """Compile ``native.c`` to ``path``; returns the compiler's last line of complaint, or None."""
+def _cache_dir() -> Path:
+    configured = os.environ.get("KCGATE_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kcgate"
+
+
+def _fingerprint(source: bytes, command: list[str]) -> str:
+    """Hash of what the binary depends on: the source, the compiler and flags, and the CPU."""
+    cpu = platform.machine() + platform.processor()
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            cpu += "".join(line for line in fh if line.startswith(("model name", "flags")))[:8192]
+    return hashlib.sha256(source + "\0".join([*command, cpu]).encode()).hexdigest()[:20]
+
+
+def _build(command: list[str], path: Path) -> str | None:
+    """Make sure ``path`` holds the library: reuse it, or compile to a temporary file and rename it into place.
+
+    Returns None, or why not (the compiler's last line; remembered in ``<path>.failed`` so that later
+    processes skip a flag set this compiler rejects)."""
+    failed = path.with_suffix(".failed")
+    if path.exists():
+        return None
+    if failed.exists():
+        return f"rejected earlier ({failed})"
+    try:
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+        os.close(fd)
+    except OSError as exc:
+        return f"cannot write the cache: {exc}"
     try:
         done = subprocess.run(
-            [*command, "-shared", "-fPIC", "-o", str(path), str(_SOURCE)],
+            [*command, "-shared", "-fPIC", "-o", tmp, str(_SOURCE)],
             capture_output=True,
             text=True,
             timeout=120,
             check=False,
         )
+        if done.returncode == 0:
+            os.replace(tmp, path)
+            return None
+        said = (done.stderr or done.stdout).strip()
+        error = said.splitlines()[-1] if said else f"exit status {done.returncode}"
+        with contextlib.suppress(OSError):
+            failed.write_text(error + "\n", encoding="utf-8")
+        return error
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip()
-        return said.splitlines()[-1] if said else f"exit status {done.returncode}"
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _untrusted(item: Path) -> str | None:
+    """Why ``item`` must not be loaded from (not this user's, or writable by others), or None (POSIX only)."""
+    if not hasattr(os, "getuid"):
+        return None
+    info = item.stat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        return f"{item} is not this user's or is writable by others: not loaded (set KCGATE_CACHE_DIR)"
     return None
 
 
