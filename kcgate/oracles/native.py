@@ -90,11 +90,11 @@ def load(compiler: str | None = None, cache_dir: Path | None = None) -> Native:
     cc = shlex.split(compiler or os.environ.get("CC") or "cc") or ["cc"]
     if shutil.which(cc[0]) is None:
         return Native(None, f"no C compiler {cc[0]!r} on PATH (set CC, or KCGATE_NATIVE=0 to silence)")
-    directory = cache_dir or _cache_dir()
     try:
+        directory = cache_dir or _cache_dir()
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as exc:
-        return Native(None, f"cannot create the cache {directory}: {exc} (set KCGATE_CACHE_DIR)")
+    except (OSError, RuntimeError) as exc:  # RuntimeError: no home directory to put ~/.cache in
+        return Native(None, f"cannot create the native kernel's cache: {exc} (set KCGATE_CACHE_DIR)")
     unsafe = _untrusted(directory)
     if unsafe:
         return Native(None, unsafe)
