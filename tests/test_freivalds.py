@@ -400,6 +400,25 @@ def test_rows_whose_squared_norm_overflows_still_bound_the_check(dtype: torch.dt
     assert not freivalds_check(a, b, bad).passed
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rows_whose_squares_underflow_still_pass_a_correct_product(dtype: torch.dtype) -> None:
+    """A ~ 1e-25: every square underflows fp32 (a norm of 0 would give τ = 0 and fail a correct product).
+    Rows of zeros, and a zero row beside tiny ones, keep a norm of 0 and pass."""
+    gen = torch.Generator().manual_seed(8)
+    a = (torch.randn(64, 256, generator=gen, dtype=torch.float64) * 1e-25).to(dtype)
+    a[3] = 0.0
+    b = torch.randn(256, 64, generator=gen).to(dtype)
+    c = (a.double() @ b.double()).float()
+    good = freivalds_check(a, b, c)
+    _assert_clean_pass(good)
+    bad = c.clone()
+    bad[5, 9] += 1e-20  # far above the rounding of a 1e-24 product
+    assert not freivalds_check(a, b, bad).passed
+    bad = c.clone()
+    bad[3, 9] = 1e-30  # the zero row: any nonzero output is wrong
+    assert not freivalds_check(a, b, bad).passed
+
+
 def test_an_empty_inner_dimension_needs_a_zero_output() -> None:
     a, b = torch.ones(3, 0), torch.ones(0, 4)
     assert freivalds_check(a, b, torch.zeros(3, 4)).passed
