@@ -84,15 +84,34 @@ ROW_KERNEL(row_bf16, load_bf16, one_bf16)
 
 /* Cols layout: rows [i0, i0 + n) of x (n <= CHUNK) at once. Walk q down the columns: each step reads n
  * consecutive elements of one line of the transposed matrix and updates accumulators kept in L1. */
-#define CHUNK 256
+#define CHUNK 1024 /* at most; 4 KiB of each line per step: 256 gave 7.4 ms, 1024 4.5 ms for 4096^2 fp32 */
 #define COL_KERNEL(NAME, LOAD, ONE)                                                                     \
     static void NAME(const void *x, int64_t ld, int64_t i0, int64_t n, const float *v0, const float *v1, \
                      const float *v2, int64_t width, float acc[4][CHUNK])                             \
     {                                                                                                 \
         for (int s = 0; s < 4; s++)                                                                   \
-            for (int l = 0; l < CHUNK; l++) acc[s][l] = 0.0f;                                         \
-        int64_t full = n - n % LANES;                                                                 \
-        for (int64_t q = 0; q < width; q++) {                                                         \
+            for (int64_t l = 0; l < n; l++) acc[s][l] = 0.0f;                                         \
+        int64_t full = n - n % LANES, q = 0;                                                          \
+        for (; q + 4 <= width; q += 4) { /* four lines of the transpose at once: four memory streams */ \
+            int64_t at = q * ld + i0;                                                                 \
+            for (int64_t l = 0; l < full; l += LANES) {                                               \
+                vf e0 = LOAD(x, at + l), e1 = LOAD(x, at + ld + l);                                   \
+                vf e2 = LOAD(x, at + 2 * ld + l), e3 = LOAD(x, at + 3 * ld + l);                      \
+                *(vf *)&acc[0][l] += (e0 * e0 + e1 * e1) + (e2 * e2 + e3 * e3);                       \
+                *(vf *)&acc[1][l] += (e0 * v0[q] + e1 * v0[q + 1]) + (e2 * v0[q + 2] + e3 * v0[q + 3]); \
+                *(vf *)&acc[2][l] += (e0 * v1[q] + e1 * v1[q + 1]) + (e2 * v1[q + 2] + e3 * v1[q + 3]); \
+                *(vf *)&acc[3][l] += (e0 * v2[q] + e1 * v2[q + 1]) + (e2 * v2[q + 2] + e3 * v2[q + 3]); \
+            }                                                                                         \
+            for (int64_t l = full; l < n; l++)                                                        \
+                for (int64_t d = 0; d < 4; d++) {                                                     \
+                    float e = ONE(x, at + d * ld + l);                                                \
+                    acc[0][l] += e * e;                                                               \
+                    acc[1][l] += e * v0[q + d];                                                       \
+                    acc[2][l] += e * v1[q + d];                                                       \
+                    acc[3][l] += e * v2[q + d];                                                       \
+                }                                                                                     \
+        }                                                                                             \
+        for (; q < width; q++) {                                                                      \
             int64_t at = q * ld + i0;                                                                 \
             float s1 = v0[q], s2 = v1[q], s3 = v2[q];                                                 \
             for (int64_t l = 0; l < full; l += LANES) {                                               \
@@ -132,7 +151,10 @@ int kc_project(const void *x, int dtype, int cols, int64_t rows, int64_t width, 
 {
     if (dtype != KC_F32 && dtype != KC_BF16) return -1;
     int64_t groups = k > 0 ? (k + 2) / 3 : 1;
-    int64_t blocks = cols ? (rows + CHUNK - 1) / CHUNK : (rows + 3) / 4;
+    /* cols: blocks of up to CHUNK rows, smaller where that leaves a thread idle (a multiple of LANES) */
+    int64_t chunk = (rows + threads - 1) / (threads > 0 ? threads : 1);
+    chunk = chunk > CHUNK ? CHUNK : (chunk + LANES - 1) / LANES * LANES;
+    int64_t blocks = cols ? (rows + chunk - 1) / chunk : (rows + 3) / 4;
     (void)threads;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t t = 0; t < blocks; t++) {
@@ -155,7 +177,7 @@ int kc_project(const void *x, int dtype, int cols, int64_t rows, int64_t width, 
                 }
                 continue;
             }
-            int64_t i0 = t * CHUNK, n = rows - i0 < CHUNK ? rows - i0 : CHUNK;
+            int64_t i0 = t * chunk, n = rows - i0 < chunk ? rows - i0 : chunk;
             float acc[4][CHUNK] __attribute__((aligned(64)));
             (dtype == KC_F32 ? col_f32 : col_bf16)(x, ld, i0, n, vs[0], vs[1], vs[2], width, acc);
             for (int64_t l = 0; l < n; l++) {
