@@ -150,12 +150,12 @@ int kc_project(const void *x, int dtype, int cols, int64_t rows, int64_t width, 
                int64_t k, int64_t ldv, float *proj, float *norm, int threads)
 {
     if (dtype != KC_F32 && dtype != KC_BF16) return -1;
+    if (threads < 1) threads = 1;
     int64_t groups = k > 0 ? (k + 2) / 3 : 1;
     /* cols: blocks of up to CHUNK rows, smaller where that leaves a thread idle (a multiple of LANES) */
-    int64_t chunk = (rows + threads - 1) / (threads > 0 ? threads : 1);
+    int64_t chunk = (rows + threads - 1) / threads;
     chunk = chunk > CHUNK ? CHUNK : (chunk + LANES - 1) / LANES * LANES;
     int64_t blocks = cols ? (rows + chunk - 1) / chunk : (rows + 3) / 4;
-    (void)threads;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t t = 0; t < blocks; t++) {
         for (int64_t g = 0; g < groups; g++) {

@@ -113,7 +113,7 @@ def load(compiler: str | None = None, cache_dir: Path | None = None) -> Native:
             continue
         runtimes = _openmp_runtimes()
         if len(runtimes) > 1:  # our libgomp did not resolve to torch's: two thread pools would fight
-            return Native(None, f"two OpenMP runtimes would be loaded: {', '.join(sorted(runtimes))}")
+            return Native(None, f"not used: two OpenMP runtimes loaded ({', '.join(sorted(runtimes))})")
         return Native(lib, f"{path} (cc: {' '.join(cc + list(flags))})", openmp=bool(lib.kc_has_openmp()))
     return Native(None, "could not build the native kernel: " + "; ".join(errors)[:2000])
 
@@ -124,8 +124,9 @@ def project(
     """``(v @ x.mT, row norms of x)`` in fp32 from one pass over x, or None where the kernel does not apply.
 
     x is a 2-D CPU fp32 or bf16 tensor with unit stride along its rows or down its columns; v is (k, Q)
-    fp32. The projection is fp32 with fp32 accumulation (any order), the norms are fp32 (overflow gives inf,
-    as torch's do). ``out``: contiguous fp32 tensors of shapes (k, P) and (P,) to write into.
+    fp32. The projection is fp32 with fp32 accumulation (any order); the norms are fp32 sums of squares, so
+    they overflow to inf and underflow towards 0 where torch's do (the Freivalds check renorms such rows in
+    fp64). ``out``: contiguous fp32 tensors of shapes (k, P) and (P,) to write into.
     """
     native = status()
     if native.lib is None or not applies(x, v):
