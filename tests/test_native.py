@@ -149,11 +149,12 @@ def test_unavailable_compilers_give_a_reason_not_an_error(
     assert native.load(cache_dir=tmp_path).detail == "disabled by KCGATE_NATIVE=0"
 
 
-def _logging_compiler(tmp_path: Path, reject: str = "") -> tuple[str, Path]:
-    """A compiler wrapper that logs each call and rejects any command line containing ``reject``."""
+def _logging_compiler(tmp_path: Path, *reject: str) -> tuple[str, Path]:
+    """A compiler wrapper that logs each call and rejects any command line containing one of ``reject``."""
     log = tmp_path / "calls.log"
     wrapper = tmp_path / "cc-wrapper"
-    refuse = f'case "$*" in *{reject}*) echo "unsupported: {reject}" >&2; exit 1;; esac\n' if reject else ""
+    patterns = "|".join(f"*{flag}*" for flag in reject)
+    refuse = f'case "$*" in {patterns}) echo "unsupported flag" >&2; exit 1;; esac\n' if reject else ""
     wrapper.write_text(f'#!/bin/sh\necho "$*" >> {log}\n{refuse}exec {os.environ.get("CC") or "cc"} "$@"\n')
     wrapper.chmod(0o755)
     return str(wrapper), log
@@ -161,7 +162,7 @@ def _logging_compiler(tmp_path: Path, reject: str = "") -> tuple[str, Path]:
 
 @needs_lib
 def test_the_library_is_built_once_per_machine_and_rejected_flags_are_remembered(tmp_path: Path) -> None:
-    compiler, log = _logging_compiler(tmp_path, reject="-mprefer-vector-width")
+    compiler, log = _logging_compiler(tmp_path, "-mprefer-vector-width")
     cache = tmp_path / "cache"
     first = native.load(compiler=compiler, cache_dir=cache)
     assert first.lib is not None, first.detail
@@ -171,6 +172,22 @@ def test_the_library_is_built_once_per_machine_and_rejected_flags_are_remembered
     assert second.lib is not None and second.detail == first.detail
     assert len(log.read_text().splitlines()) == 2  # nothing compiled again
     assert oct(cache.stat().st_mode & 0o777) == "0o700"
+
+
+@needs_lib
+def test_the_portable_fallback_build_is_correct(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compiler without -march=native or OpenMP (the last flag set, plain -O3): still right, one thread."""
+    compiler, _ = _logging_compiler(tmp_path, "-march", "-fopenmp")
+    plain = native.load(compiler=compiler, cache_dir=tmp_path / "cache")
+    assert plain.lib is not None and plain.detail.endswith("-O3)") and not plain.openmp, plain.detail
+    monkeypatch.setattr(native, "_LOADED", plain)
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(70, 333, generator=gen)
+    v = torch.randn(5, 333, generator=gen)
+    for layout in _layouts(x.bfloat16()).values():
+        done = native.project(layout, v)
+        assert done is not None
+        assert ((done[0].double() - v.double() @ layout.double().mT).abs() <= _bound(v, layout)).all()
 
 
 @needs_lib
