@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,14 @@ def _bound(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 def test_builds_and_shares_torchs_openmp_where_a_compiler_exists() -> None:
     lib = native.status()
     assert lib.lib is not None, lib.detail
+    macros = subprocess.run(
+        [*(os.environ.get("CC") or "cc").split(), "-march=native", "-dM", "-E", "-"],
+        input="",
+        capture_output=True,
+        text=True,
+    ).stdout
+    if "__F16C__" in macros or ("__FLT16_MAX__" in macros and "__aarch64__" in macros):
+        assert lib.fp16  # hardware fp16 conversion: fp16 operands take the native path
     assert "(cc: " in lib.detail and os.environ["KCGATE_CACHE_DIR"] in lib.detail  # the session cache
     if sys.platform == "linux":
         assert lib.openmp, lib.detail
@@ -53,7 +62,9 @@ def test_builds_and_shares_torchs_openmp_where_a_compiler_exists() -> None:
 def test_projection_and_norms_within_the_fp32_bound_in_every_layout(
     dtype: torch.dtype, rows: int, width: int, k: int
 ) -> None:
-    """Widths off the 32-element vector step, row counts off the 256-row column block, k off the groups of 3."""
+    """Widths off the 16-element vector step, row counts off the 4-row and column blocks, k off the groups of 3."""
+    if dtype == torch.float16 and not native.status().fp16:
+        pytest.skip("this compiler has no _Float16: fp16 takes the torch path")
     gen = torch.Generator().manual_seed(rows * 1000 + width + k)
     x = torch.randn(rows, width, generator=gen).to(dtype)
     v = torch.randn(k, width, generator=gen)
@@ -125,7 +136,6 @@ def test_operands_it_does_not_take() -> None:
     v = torch.randn(2, 8)
     x = torch.randn(4, 8)
     assert native.applies(x, v)
-    assert not native.applies(x.half(), v)
     assert not native.applies(x.double(), v)
     assert not native.applies(x, v.double())
     assert not native.applies(x.unsqueeze(0), v)
@@ -184,10 +194,47 @@ def test_the_portable_fallback_build_is_correct(tmp_path: Path, monkeypatch: pyt
     gen = torch.Generator().manual_seed(4)
     x = torch.randn(70, 333, generator=gen)
     v = torch.randn(5, 333, generator=gen)
-    for layout in _layouts(x.bfloat16()).values():
-        done = native.project(layout, v)
-        assert done is not None
-        assert ((done[0].double() - v.double() @ layout.double().mT).abs() <= _bound(v, layout)).all()
+    for dtype in (torch.bfloat16, torch.float16) if plain.fp16 else (torch.bfloat16,):
+        for layout in _layouts(x.to(dtype)).values():
+            done = native.project(layout, v)
+            assert done is not None
+            assert ((done[0].double() - v.double() @ layout.double().mT).abs() <= _bound(v, layout)).all()
+
+
+@needs_lib
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 vector widths")
+@pytest.mark.parametrize(("march", "fp16"), [("haswell", True), ("x86-64-v2", False)])
+def test_other_x86_vector_widths_are_correct(
+    march: str, fp16: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AVX2 (8 lanes, 2 rows a step, F16C) and SSE4.2 (4 lanes, no fp16), built here in place of -march=native."""
+    wrapper = tmp_path / "cc-march"
+    cc = os.environ.get("CC") or "cc"
+    wrapper.write_text(
+        '#!/bin/sh\nfor a; do shift; case $a in -march=native) set -- "$@" -march='
+        + march
+        + ';; -mprefer-vector-width=*) ;; *) set -- "$@" "$a";; esac; done\nexec '
+        + cc
+        + ' "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    built = native.load(compiler=str(wrapper), cache_dir=tmp_path / "cache")
+    assert built.lib is not None and built.fp16 == fp16, built.detail
+    monkeypatch.setattr(native, "_LOADED", built)
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(37, 291, generator=gen)
+    v = torch.randn(4, 291, generator=gen)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        for name, layout in _layouts(x.to(dtype)).items():
+            done = native.project(layout, v)
+            if dtype == torch.float16 and not fp16:
+                assert done is None
+                continue
+            assert done is not None, (dtype, name)
+            exact = v.double() @ layout.double().mT
+            assert ((done[0].double() - exact).abs() <= _bound(v, layout)).all(), (dtype, name)
+            norms = torch.linalg.vector_norm(layout.double(), dim=-1)
+            torch.testing.assert_close(done[1].double(), norms, rtol=300 * 2.0**-24, atol=0.0)
 
 
 @needs_lib

@@ -328,10 +328,10 @@ def _project_rows(v: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch
 
 def _fused(v: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
     """:func:`_project_rows` in one pass per matrix with kcgate's native kernel, or None where it does not
-    apply (not the CPU, fp16 or fp64, no compiler, or no OpenMP while torch uses several threads).
+    apply (not the CPU, fp64, no compiler, or no OpenMP while torch uses several threads).
 
     Batched operands go one broadcast batch entry at a time (views, no copies); the norms keep x's shape."""
-    if x.device.type != "cpu" or v.dtype != torch.float32 or x.dtype not in (torch.float32, torch.bfloat16):
+    if x.device.type != "cpu" or v.dtype != torch.float32 or x.dtype == torch.float64:
         return None
     from kcgate.oracles import native
 

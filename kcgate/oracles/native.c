@@ -3,7 +3,8 @@
  * For a matrix x (rows x width) and k fp32 vectors v (k x width), one pass over x computes
  *     proj[j * rows + i] = sum_q v[j][q] * x[i][q]     and     norm[i] = sqrt(sum_q x[i][q]^2)
  * so each element of x is read from memory once, not once for a GEMM and again for the row norms.
- * x is fp32 or bf16 (bf16 -> fp32 is exact: a 16-bit shift), with either unit stride along a row
+ * x is fp32, bf16 or fp16 (both convert to fp32 exactly: bf16 is a 16-bit shift; fp16 needs x86's F16C or
+ * AArch64, else kc_has_fp16() says 0 and the caller uses torch), with either unit stride along a row
  * ("rows" layout, element (i, q) at i * ld + q) or unit stride down a column ("cols" layout, element
  * (i, q) at q * ld + i, as for the transpose of a row-major matrix). Accumulation is fp32 in any order,
  * which is what the check's own-error bound assumes. Plain C with GCC/clang vector extensions; OpenMP
@@ -12,13 +13,28 @@
 #include <math.h>
 #include <stdint.h>
 
-typedef float vf __attribute__((vector_size(64)));
-typedef float vfu __attribute__((vector_size(64), aligned(4)));
-typedef uint16_t vh __attribute__((vector_size(32), aligned(2)));
-typedef uint32_t vu __attribute__((vector_size(64)));
-
-enum { KC_F32 = 0, KC_BF16 = 1 };
+/* The target's vector width (LANES floats) and how many rows one step reads (ROWS): every accumulator must
+ * stay in a register. AVX-512 and AArch64 have 32 vector registers, AVX2 and SSE 16; a 64-byte vector on
+ * AVX2 with four rows spilled and took 13 ms for a 4096^2 fp32 matrix, against 3.2 ms with AVX-512. */
+#if defined(__AVX512F__)
 #define LANES 16
+#elif defined(__AVX__)
+#define LANES 8
+#else
+#define LANES 4
+#endif
+#if defined(__AVX512F__) || defined(__aarch64__)
+#define ROWS 4
+#else
+#define ROWS 2
+#endif
+
+typedef float vf __attribute__((vector_size(4 * LANES)));
+typedef float vfu __attribute__((vector_size(4 * LANES), aligned(4)));
+typedef uint16_t vh __attribute__((vector_size(2 * LANES), aligned(2)));
+typedef uint32_t vu __attribute__((vector_size(4 * LANES)));
+
+enum { KC_F32 = 0, KC_BF16 = 1, KC_F16 = 2 };
 
 static inline vf load_f32(const void *p, int64_t at) { return *(const vfu *)((const float *)p + at); }
 
@@ -36,6 +52,37 @@ static inline float one_bf16(const void *p, int64_t at)
     return bits.f;
 }
 
+/* fp16: x86's conversion instructions where the target has them (GCC converts _Float16 vectors one element
+ * at a time: 5.8 against 1.7 ms for a 4096^2 matrix), AArch64's _Float16 (converted in hardware), else none:
+ * the caller then uses torch. */
+#if defined(__F16C__) && LANES == 16
+#include <immintrin.h>
+static inline vf load_f16(const void *p, int64_t at)
+{
+    return (vf)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + at)));
+}
+static inline float one_f16(const void *p, int64_t at) { return _cvtsh_ss(((const uint16_t *)p)[at]); }
+#define KC_HAS_F16 1
+#elif defined(__F16C__) && LANES == 8
+#include <immintrin.h>
+static inline vf load_f16(const void *p, int64_t at)
+{
+    return (vf)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + at)));
+}
+static inline float one_f16(const void *p, int64_t at) { return _cvtsh_ss(((const uint16_t *)p)[at]); }
+#define KC_HAS_F16 1
+#elif defined(__FLT16_MAX__) && defined(__aarch64__) /* elsewhere _Float16 is emulated: 68 ms, not 2 */
+typedef _Float16 vhf __attribute__((vector_size(2 * LANES), aligned(2)));
+static inline vf load_f16(const void *p, int64_t at)
+{
+    return __builtin_convertvector(*(const vhf *)((const _Float16 *)p + at), vf);
+}
+static inline float one_f16(const void *p, int64_t at) { return (float)((const _Float16 *)p)[at]; }
+#define KC_HAS_F16 1
+#else
+#define KC_HAS_F16 0
+#endif
+
 static inline float hsum(vf a)
 {
     float s = 0.0f;
@@ -43,19 +90,19 @@ static inline float hsum(vf a)
     return s;
 }
 
-/* Rows layout: four rows at once (four memory streams per thread read faster than one: 3.3 against
- * 4.1 ms for a 4096^2 fp32 matrix on an Intel Xeon VM). out[r] = {x_r.x_r, x_r.v0, x_r.v1, x_r.v2}. */
+/* Rows layout: ROWS rows at once (four memory streams per thread read faster than one: 3.3 against 4.1 ms
+ * for a 4096^2 fp32 matrix on an Intel Xeon VM). out[r] = {x_r.x_r, x_r.v0, x_r.v1, x_r.v2}. */
 #define ROW_KERNEL(NAME, LOAD, ONE)                                                                     \
-    static void NAME(const void *const x[4], const float *v0, const float *v1, const float *v2,       \
-                     int64_t width, float out[4][4])                                                  \
+    static void NAME(const void *const x[ROWS], const float *v0, const float *v1, const float *v2,    \
+                     int64_t width, float out[ROWS][4])                                               \
     {                                                                                                 \
-        vf acc[4][4];                                                                                 \
-        for (int r = 0; r < 4; r++)                                                                   \
+        vf acc[ROWS][4];                                                                              \
+        for (int r = 0; r < ROWS; r++)                                                                \
             for (int s = 0; s < 4; s++) acc[r][s] = (vf){0};                                          \
         int64_t q = 0;                                                                                \
         for (; q + LANES <= width; q += LANES) {                                                      \
             vf w0 = load_f32(v0, q), w1 = load_f32(v1, q), w2 = load_f32(v2, q);                      \
-            for (int r = 0; r < 4; r++) {                                                             \
+            for (int r = 0; r < ROWS; r++) {                                                          \
                 vf e = LOAD(x[r], q);                                                                 \
                 acc[r][0] += e * e;                                                                   \
                 acc[r][1] += e * w0;                                                                  \
@@ -63,7 +110,7 @@ static inline float hsum(vf a)
                 acc[r][3] += e * w2;                                                                  \
             }                                                                                         \
         }                                                                                             \
-        for (int r = 0; r < 4; r++) {                                                                 \
+        for (int r = 0; r < ROWS; r++) {                                                              \
             float s0 = hsum(acc[r][0]), s1 = hsum(acc[r][1]), s2 = hsum(acc[r][2]), s3 = hsum(acc[r][3]); \
             for (int64_t t = q; t < width; t++) {                                                     \
                 float e = ONE(x[r], t);                                                               \
@@ -81,6 +128,9 @@ static inline float hsum(vf a)
 
 ROW_KERNEL(row_f32, load_f32, one_f32)
 ROW_KERNEL(row_bf16, load_bf16, one_bf16)
+#if KC_HAS_F16
+ROW_KERNEL(row_f16, load_f16, one_f16)
+#endif
 
 /* Cols layout: rows [i0, i0 + n) of x (n <= CHUNK) at once. Walk q down the columns: each step reads n
  * consecutive elements of one line of the transposed matrix and updates accumulators kept in L1. */
@@ -133,6 +183,16 @@ ROW_KERNEL(row_bf16, load_bf16, one_bf16)
 
 COL_KERNEL(col_f32, load_f32, one_f32)
 COL_KERNEL(col_bf16, load_bf16, one_bf16)
+#if KC_HAS_F16
+COL_KERNEL(col_f16, load_f16, one_f16)
+#endif
+
+typedef void (*row_fn)(const void *const[ROWS], const float *, const float *, const float *, int64_t,
+                       float[ROWS][4]);
+typedef void (*col_fn)(const void *, int64_t, int64_t, int64_t, const float *, const float *, const float *,
+                       int64_t, float[4][CHUNK]);
+
+int kc_has_fp16(void) { return KC_HAS_F16; }
 
 int kc_has_openmp(void)
 {
@@ -144,33 +204,42 @@ int kc_has_openmp(void)
 }
 
 /* proj (k x rows, row-major) and norm (rows) for x in the given dtype and layout (cols != 0: unit stride
- * down a column). v is k x width, row stride ldv. Returns 0, or -1 for an unknown dtype. Groups of three
+ * down a column). v is k x width, row stride ldv. Returns 0, or -1 for a dtype this build lacks. Groups of three
  * vectors share one pass; a group short of three repeats v[0] and drops the extra result. */
 int kc_project(const void *x, int dtype, int cols, int64_t rows, int64_t width, int64_t ld, const float *v,
                int64_t k, int64_t ldv, float *proj, float *norm, int threads)
 {
-    if (dtype != KC_F32 && dtype != KC_BF16) return -1;
+    row_fn row_kernel = dtype == KC_F32 ? row_f32 : dtype == KC_BF16 ? row_bf16 : 0;
+    col_fn col_kernel = dtype == KC_F32 ? col_f32 : dtype == KC_BF16 ? col_bf16 : 0;
+#if KC_HAS_F16
+    if (dtype == KC_F16) {
+        row_kernel = row_f16;
+        col_kernel = col_f16;
+    }
+#endif
+    if (!row_kernel) return -1;
+    const char *base = (const char *)x;
+    int64_t esize = dtype == KC_F32 ? 4 : 2;
     if (threads < 1) threads = 1;
     int64_t groups = k > 0 ? (k + 2) / 3 : 1;
     /* cols: blocks of up to CHUNK rows, smaller where that leaves a thread idle (a multiple of LANES) */
     int64_t chunk = (rows + threads - 1) / threads;
     chunk = chunk > CHUNK ? CHUNK : (chunk + LANES - 1) / LANES * LANES;
-    int64_t blocks = cols ? (rows + chunk - 1) / chunk : (rows + 3) / 4;
+    int64_t blocks = cols ? (rows + chunk - 1) / chunk : (rows + ROWS - 1) / ROWS;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t t = 0; t < blocks; t++) {
         for (int64_t g = 0; g < groups; g++) {
             const float *vs[3];
             for (int u = 0; u < 3; u++) vs[u] = v + (3 * g + u < k ? 3 * g + u : 0) * ldv;
             if (!cols) {
-                const void *xs[4];
-                float out[4][4];
-                int64_t i0 = 4 * t, n = rows - i0 < 4 ? rows - i0 : 4;
-                for (int r = 0; r < 4; r++) { /* past the last row: repeat it, drop the result */
+                const void *xs[ROWS];
+                float out[ROWS][4];
+                int64_t i0 = ROWS * t, n = rows - i0 < ROWS ? rows - i0 : ROWS;
+                for (int r = 0; r < ROWS; r++) { /* past the last row: repeat it, drop the result */
                     int64_t i = i0 + (r < n ? r : n - 1);
-                    xs[r] = dtype == KC_F32 ? (const void *)((const float *)x + i * ld)
-                                            : (const void *)((const uint16_t *)x + i * ld);
+                    xs[r] = base + i * ld * esize;
                 }
-                (dtype == KC_F32 ? row_f32 : row_bf16)(xs, vs[0], vs[1], vs[2], width, out);
+                row_kernel(xs, vs[0], vs[1], vs[2], width, out);
                 for (int64_t r = 0; r < n; r++) {
                     if (g == 0) norm[i0 + r] = sqrtf(out[r][0]);
                     for (int u = 0; u < 3 && 3 * g + u < k; u++) proj[(3 * g + u) * rows + i0 + r] = out[r][1 + u];
@@ -179,7 +248,7 @@ int kc_project(const void *x, int dtype, int cols, int64_t rows, int64_t width, 
             }
             int64_t i0 = t * chunk, n = rows - i0 < chunk ? rows - i0 : chunk;
             float acc[4][CHUNK] __attribute__((aligned(64)));
-            (dtype == KC_F32 ? col_f32 : col_bf16)(x, ld, i0, n, vs[0], vs[1], vs[2], width, acc);
+            col_kernel(x, ld, i0, n, vs[0], vs[1], vs[2], width, acc);
             for (int64_t l = 0; l < n; l++) {
                 if (g == 0) norm[i0 + l] = sqrtf(acc[0][l]);
                 for (int u = 0; u < 3 && 3 * g + u < k; u++) proj[(3 * g + u) * rows + i0 + l] = acc[1 + u][l];

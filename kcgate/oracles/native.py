@@ -42,7 +42,7 @@ import torch
 __all__ = ["Native", "applies", "disabled", "load", "project", "status"]
 
 _SOURCE = Path(__file__).with_name("native.c")
-_DTYPES = {torch.float32: 0, torch.bfloat16: 1}
+_DTYPES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 _FLAG_SETS = (  # tried in order; the first that compiles and loads is used
     ("-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp"),
     ("-O3", "-march=native", "-fopenmp"),
@@ -59,6 +59,7 @@ class Native:
     lib: ctypes.CDLL | None
     detail: str
     openmp: bool = False
+    fp16: bool = False  # the compiler has _Float16
 
 
 _LOADED: Native | None = None
@@ -114,7 +115,8 @@ def load(compiler: str | None = None, cache_dir: Path | None = None) -> Native:
         runtimes = _openmp_runtimes()
         if len(runtimes) > 1:  # our libgomp did not resolve to torch's: two thread pools would fight
             return Native(None, f"not used: two OpenMP runtimes loaded ({', '.join(sorted(runtimes))})")
-        return Native(lib, f"{path} (cc: {' '.join(cc + list(flags))})", openmp=bool(lib.kc_has_openmp()))
+        detail = f"{path} (cc: {' '.join(cc + list(flags))})"
+        return Native(lib, detail, openmp=bool(lib.kc_has_openmp()), fp16=bool(lib.kc_has_fp16()))
     return Native(None, "could not build the native kernel: " + "; ".join(errors)[:2000])
 
 
@@ -123,13 +125,13 @@ def project(
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """``(v @ x.mT, row norms of x)`` in fp32 from one pass over x, or None where the kernel does not apply.
 
-    x is a 2-D CPU fp32 or bf16 tensor with unit stride along its rows or down its columns; v is (k, Q)
+    x is a 2-D CPU fp32, bf16 or fp16 tensor (fp16 where the compiler has ``_Float16``) with unit stride along its rows or down its columns; v is (k, Q)
     fp32. The projection is fp32 with fp32 accumulation (any order); the norms are fp32 sums of squares, so
     they overflow to inf and underflow towards 0 where torch's do (the Freivalds check renorms such rows in
     fp64). ``out``: contiguous fp32 tensors of shapes (k, P) and (P,) to write into.
     """
     native = status()
-    if native.lib is None or not applies(x, v):
+    if native.lib is None or not applies(x, v) or (x.dtype == torch.float16 and not native.fp16):
         return None
     rows, width = x.shape
     cols = x.stride(-1) != 1
@@ -239,6 +241,7 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     i64, ptr, i32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
     lib.kc_project.argtypes = [ptr, i32, i32, i64, i64, i64, ptr, i64, i64, ptr, ptr, i32]
     lib.kc_project.restype = i32
-    lib.kc_has_openmp.argtypes = []
-    lib.kc_has_openmp.restype = i32
+    for flag in (lib.kc_has_openmp, lib.kc_has_fp16):
+        flag.argtypes = []
+        flag.restype = i32
     return lib
