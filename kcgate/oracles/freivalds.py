@@ -23,14 +23,15 @@ fails with probability at most ``false_alarm_prob`` (recorded in the result). A 
 above ``2·τ_i`` is caught by each vector with probability ≥ 1/2, so by ``k`` vectors with ≥ 1 − 2^-k; a
 single corrupted element above ``2·τ_i`` is caught by every vector.
 
-Cost: one pass over each matrix (A, B, C). On the CPU, fp32 and bf16 operands go through kcgate's fused
-native kernel (:mod:`kcgate.oracles.native`), which reads each element once for both the projection and
-the row norm, with fp32 accumulation (bf16 converts exactly). Where it does not apply (no C compiler, other
-devices, fp16, fp64), each matrix costs one skinny GEMM and one row-norm pass: fp16 and bf16 operands are
-copied, exactly, into one reused fp32 buffer of 8 MiB, one row block at a time, and multiplied and normed
-there while the block is in cache, so products with ±1 stay exact, accumulation is fp32 (u_c above), and
-no full-size copy is made. torch 2.13 has no bf16/fp16 GEMM with an fp32 output on the CPU (``out_dtype``
-is CUDA-only), and a low-precision output would round the projections far beyond the own-error bound.
+Cost: one pass over each matrix (A, B, C). On the CPU, fp32, bf16 and fp16 operands go through kcgate's
+fused native kernel (:mod:`kcgate.oracles.native`), which reads each element once for both the projection
+and the row norm, with fp32 accumulation (bf16 and fp16 convert exactly). Where it does not apply (no C
+compiler, other devices, fp64, fp16 on a CPU without hardware conversion), each matrix costs one skinny
+GEMM and one row-norm pass: fp16 and bf16 operands are copied, exactly, into one reused fp32 buffer of
+8 MiB, one row block at a time, and multiplied and normed there while the block is in cache, so products
+with ±1 stay exact, accumulation is fp32 (u_c above), and no full-size copy is made. torch 2.13 has no
+bf16/fp16 GEMM with an fp32 output on the CPU (``out_dtype`` is CUDA-only), and a low-precision output
+would round the projections far beyond the own-error bound.
 Large fp32 GEMMs run in whichever orientation measured faster on first use (see :func:`_skinny`).
 """
 
