@@ -184,6 +184,18 @@ def test_the_library_is_built_once_per_machine_and_rejected_flags_are_remembered
     assert oct(cache.stat().st_mode & 0o777) == "0o700"
 
 
+def test_an_upgraded_compiler_gets_a_fresh_build(tmp_path: Path) -> None:
+    """The cache key covers the compiler's file, so flags an older compiler rejected are tried again."""
+    compiler = tmp_path / "cc"
+    compiler.write_text("#!/bin/sh\nexit 1\n")
+    compiler.chmod(0o755)
+    before = native._fingerprint(b"source", [str(compiler), "-O3"])
+    assert native._fingerprint(b"source", [str(compiler), "-O3"]) == before
+    compiler.write_text("#!/bin/sh\n# version 2\nexit 1\n")
+    assert native._fingerprint(b"source", [str(compiler), "-O3"]) != before
+    assert native._fingerprint(b"other source", [str(compiler), "-O3"]) != before
+
+
 @needs_lib
 def test_the_portable_fallback_build_is_correct(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A compiler without -march=native or OpenMP (the last flag set, plain -O3): still right, one thread."""

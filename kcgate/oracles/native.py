@@ -170,12 +170,20 @@ def _cache_dir() -> Path:
 
 
 def _fingerprint(source: bytes, command: list[str]) -> str:
-    """Hash of what the binary depends on: the source, the compiler and flags, and the CPU."""
+    """Hash of what the binary depends on: the source, the compiler (its command, and its file's size and
+    modification time, so an upgraded compiler builds afresh and retries flags the old one rejected) and
+    flags, and the CPU."""
     cpu = platform.machine() + platform.processor()
     with contextlib.suppress(OSError):
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
             cpu += "".join(line for line in fh if line.startswith(("model name", "flags")))[:8192]
-    return hashlib.sha256(source + "\0".join([*command, cpu]).encode()).hexdigest()[:20]
+    compiler = ""
+    found = shutil.which(command[0])
+    if found:
+        with contextlib.suppress(OSError):
+            info = os.stat(os.path.realpath(found))
+            compiler = f"{info.st_size}:{info.st_mtime_ns}"
+    return hashlib.sha256(source + "\0".join([*command, compiler, cpu]).encode()).hexdigest()[:20]
 
 
 def _build(command: list[str], path: Path) -> str | None:
