@@ -55,7 +55,7 @@ def test_builds_and_shares_torchs_openmp_where_a_compiler_exists() -> None:
 
 
 @needs_lib
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize(
     ("rows", "width", "k"), [(1, 1, 1), (5, 3, 2), (33, 31, 4), (257, 1000, 3), (300, 64, 7)]
 )
