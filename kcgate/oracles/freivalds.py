@@ -296,7 +296,7 @@ def _rademacher(k: int, n: int, seed: int, dtype: torch.dtype, device: torch.dev
 def _project_rows(v: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(v @ x.mT, row norms of x)`` in ``v.dtype``: v is (..., k, Q), x is (..., P, Q).
 
-    Same dtype: one GEMM and one norm pass (two large ops: few parallel regions, robust on a shared machine).
+    On the CPU, :func:`_fused` does both in one pass where it applies. Otherwise, same dtype: one GEMM and one norm pass (two large ops: few parallel regions, robust on a shared machine).
     Low precision (fp16, bf16): row blocks of x (all batch entries, about 8 MiB as fp32) are copied into one
     reused ``v.dtype`` buffer, which is exact, and multiplied and normed while in cache. So the products
     with ±1 vectors are exact, products with ``Y`` round as in an fp32 GEMM, the GEMM accumulates in fp32,
@@ -332,10 +332,10 @@ def _fused(v: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     apply (not the CPU, fp64, no compiler, or no OpenMP while torch uses several threads).
 
     Batched operands go one broadcast batch entry at a time (views, no copies); the norms keep x's shape."""
-    if x.device.type != "cpu" or v.dtype != torch.float32 or x.dtype == torch.float64:
-        return None
     from kcgate.oracles import native
 
+    if not native.handles(x, v):
+        return None
     lib = native.status()
     if lib.lib is None or not (lib.openmp or torch.get_num_threads() == 1):
         return None

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["Native", "applies", "disabled", "load", "project", "status"]
+__all__ = ["Native", "applies", "disabled", "handles", "load", "project", "status"]
 
 _SOURCE = Path(__file__).with_name("native.c")
 _DTYPES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
@@ -125,8 +125,8 @@ def project(
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """``(v @ x.mT, row norms of x)`` in fp32 from one pass over x, or None where the kernel does not apply.
 
-    x is a 2-D CPU fp32, bf16 or fp16 tensor (fp16 where the compiler has ``_Float16``) with unit stride along its rows or down its columns; v is (k, Q)
-    fp32. The projection is fp32 with fp32 accumulation (any order); the norms are fp32 sums of squares, so
+    x is a 2-D CPU fp32, bf16 or fp16 tensor (fp16 where the build converts it in hardware: ``Native.fp16``)
+    with unit stride along its rows or down its columns; v is (k, Q) fp32. The projection is fp32 with fp32 accumulation (any order); the norms are fp32 sums of squares, so
     they overflow to inf and underflow towards 0 where torch's do (the Freivalds check renorms such rows in
     fp64). ``out``: contiguous fp32 tensors of shapes (k, P) and (P,) to write into.
     """
@@ -151,11 +151,15 @@ def project(
     return (proj, norms) if rc == 0 else None
 
 
+def handles(x: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether the kernel takes these dtypes on this device (any shape): callers ask before :func:`status`,
+    so that operands it can never take (fp64, a GPU) do not build the library."""
+    return x.device.type == v.device.type == "cpu" and x.dtype in _DTYPES and v.dtype == torch.float32
+
+
 def applies(x: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether :func:`project` can take these operands (layout, dtype, device)."""
-    if x.device.type != "cpu" or v.device.type != "cpu" or x.dim() != 2 or v.dim() != 2:
-        return False
-    if x.dtype not in _DTYPES or v.dtype != torch.float32 or v.shape[-1] != x.shape[-1]:
+    """Whether :func:`project` can take these operands (dtype, device, shape, layout)."""
+    if not handles(x, v) or x.dim() != 2 or v.dim() != 2 or v.shape[-1] != x.shape[-1]:
         return False
     if x.shape[0] == 0 or x.shape[1] == 0 or v.shape[0] == 0:
         return False
