@@ -29,6 +29,7 @@ MATMUL = OpFamily(
     reduction_len=lambda s: s[1],
     default_shapes=((64, 1024, 64), (33, 257, 65)),
     float_inputs=(0, 1),
+    composite=torch.matmul,
 )
 
 
@@ -46,6 +47,7 @@ BMM = OpFamily(
     default_shapes=((4, 32, 512, 32),),
     float_inputs=(0, 1),
     batch_inputs=(0, 1),
+    composite=torch.bmm,
 )
 
 
@@ -68,6 +70,7 @@ LINEAR = OpFamily(
     reduction_len=lambda s: s[1],
     default_shapes=((64, 512, 96),),
     float_inputs=(0, 1, 2),
+    composite=torch.nn.functional.linear,
 )
 
 
@@ -101,4 +104,5 @@ SDPA = OpFamily(
     default_shapes=((2, 4, 128, 64),),
     float_inputs=(0, 1, 2),
     batch_inputs=(0, 1, 2),
+    composite=torch.nn.functional.scaled_dot_product_attention,
 )

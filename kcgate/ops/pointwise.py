@@ -30,6 +30,7 @@ def _family(name: str, oracle, tolerance: str) -> OpFamily:  # type: ignore[no-u
         reduction_len=lambda s: 1,
         default_shapes=((256, 1024),),
         tolerance=tolerance,
+        composite=oracle,
     )
 
 

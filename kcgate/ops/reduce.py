@@ -76,7 +76,12 @@ def _rmsnorm_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
     return ((ba.lam * sqrt(n) + 4) * ba.u_acc + ba.u_out) * y.abs()
 
 
-def _family(name: str, oracle, bound, shapes, make=_rows, floats=(0,)) -> OpFamily:  # type: ignore[no-untyped-def]
+def _rms_norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """torch's fused rms_norm: the composite a correct low-precision kernel is compared with."""
+    return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, EPS)
+
+
+def _family(name: str, oracle, bound, shapes, make=_rows, floats=(0,), composite=None) -> OpFamily:  # type: ignore[no-untyped-def]
     return OpFamily(
         name=name,
         make_inputs=make,
@@ -85,12 +90,27 @@ def _family(name: str, oracle, bound, shapes, make=_rows, floats=(0,)) -> OpFami
         reduction_len=lambda s: s[-1],
         default_shapes=shapes,
         float_inputs=floats,
+        composite=composite,
     )
 
 
-SUM = _family("sum", lambda x: x.sum(-1), _sum_bound, ((64, 4096),))
-MEAN = _family("mean", lambda x: x.mean(-1), _mean_bound, ((64, 4096),))
-SOFTMAX = _family("softmax", lambda x: torch.softmax(x, -1), _softmax_bound, ((64, 1024),))
-LOGSUMEXP = _family("logsumexp", lambda x: torch.logsumexp(x, -1), _lse_bound, ((64, 1024),))
-LAYERNORM = _family("layernorm", _layernorm, _layernorm_bound, ((64, 1024),), _norm_inputs, (0, 1, 2))
-RMSNORM = _family("rmsnorm", _rmsnorm, _rmsnorm_bound, ((64, 1024),), _rmsnorm_inputs, (0, 1))
+SUM = _family("sum", lambda x: x.sum(-1), _sum_bound, ((64, 4096),), composite=lambda x: x.sum(-1))
+MEAN = _family("mean", lambda x: x.mean(-1), _mean_bound, ((64, 4096),), composite=lambda x: x.mean(-1))
+SOFTMAX = _family(
+    "softmax",
+    lambda x: torch.softmax(x, -1),
+    _softmax_bound,
+    ((64, 1024),),
+    composite=lambda x: torch.softmax(x, -1),
+)
+LOGSUMEXP = _family(
+    "logsumexp",
+    lambda x: torch.logsumexp(x, -1),
+    _lse_bound,
+    ((64, 1024),),
+    composite=lambda x: torch.logsumexp(x, -1),
+)
+LAYERNORM = _family(
+    "layernorm", _layernorm, _layernorm_bound, ((64, 1024),), _norm_inputs, (0, 1, 2), _layernorm
+)
+RMSNORM = _family("rmsnorm", _rmsnorm, _rmsnorm_bound, ((64, 1024),), _rmsnorm_inputs, (0, 1), _rms_norm)
