@@ -17,6 +17,7 @@ import typer
 
 from kcgate import __version__
 from kcgate.errors import ExitCode, KcgateError
+from kcgate.render.escape import console_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -55,12 +56,12 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except KcgateError as exc:
-            typer.echo(exc.render(), err=True)
+            typer.echo(console_text(exc.render()), err=True)
             raise typer.Exit(int(exc.exit_code)) from None
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
         except Exception as exc:  # a kcgate bug: say so plainly, exit 4
-            typer.echo(f"internal error: {type(exc).__name__}: {exc}", err=True)
+            typer.echo(console_text(f"internal error: {type(exc).__name__}: {exc}"), err=True)
             typer.echo("this is a bug in kcgate; please report it with the command you ran", err=True)
             raise typer.Exit(int(ExitCode.INTERNAL)) from None
 

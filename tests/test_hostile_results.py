@@ -277,3 +277,42 @@ def test_diff_and_compare_run_where_torch_cannot_be_imported(tmp_path: Path) -> 
         )
         assert done.returncode == expected, done.stderr
         assert "Traceback" not in done.stderr
+
+
+# ---- workflow commands ---------------------------------------------------------------------------
+
+
+def _injected_lines(text: str) -> list[str]:
+    """Lines the Actions runner would run as workflow commands: ``::`` first (after blanks), ``##[`` anywhere."""
+    lines = re.split(r"\r\n|\r|\n", text)
+    return [line for line in lines if line.lstrip().startswith("::") or "##[" in line]
+
+
+@pytest.mark.parametrize("fmt", ["console", "markdown", "json"])
+def test_workflow_commands_in_untrusted_fields_never_reach_the_log(tmp_path: Path, fmt: str) -> None:
+    doc = _doc(
+        case_id="##[error]case",
+        contract_id="::error title=Injected::contract",
+        message="::stop-commands::token",
+        status="fail",
+    )
+    doc["runner"] = "::error title=Injected::runner"
+    path = _write(tmp_path, doc)
+    for args in (
+        ["diff", str(DATA / "base.json"), str(path), "--format", fmt, *TODAY_ARGS],
+        ["diff", str(path), str(path), "--format", fmt, *TODAY_ARGS],
+        ["compare", str(path), str(DATA / "base.json"), "--format", fmt],
+    ):
+        out = _cli(*args)[1]
+        assert "Injected" in out, args  # the text is shown, defused
+        assert _injected_lines(out) == [], args
+        if fmt == "json":
+            data = json.dumps(json.loads(out))  # the same data, only written differently
+            assert "::error title=Injected::runner" in data and ("##[error]case" in data) == (args[0] == "diff")
+
+
+def test_workflow_commands_in_an_error_message_are_neutralised(tmp_path: Path) -> None:
+    path = _write(tmp_path, _doc(status="##[error]forged"))
+    code, out = _cli("diff", str(path), str(path))
+    assert code == 3 and "is not one of" in out
+    assert _injected_lines(out) == []

@@ -107,3 +107,19 @@ def test_links_come_only_from_safe_trusted_urls() -> None:
 def test_budget_text() -> None:
     assert budget_text(0.21, 1873.2) == "0.21 → 1,873"
     assert budget_text(None, 0.5) == "0.50" and budget_text(None, None) == "–"
+
+
+def test_www_and_bare_domains_are_not_autolinked() -> None:
+    from report_samples import change
+
+    from kcgate.diff_model import RunnerDiff, Verdict
+    from kcgate.render.diff_formats import render_markdown as diff_markdown
+
+    text = "see www.evil.example or phish.example.com/login"
+    c = change("new-violation", runner="cpu-ci", contract="k", case="k-1", signature=text, message=text)
+    verdict = Verdict((RunnerDiff("cpu-ci", "eeeeeeeeeeee", "eeeeeeeeeeee", (c,)),))
+    for out in (render_comment(verdict, CTX), render_summary(verdict, CTX), diff_markdown(verdict)):
+        prose = re.sub(r"(?<!\\)`[^`\n]*`", "", out)
+        assert "evil" in prose and "phish" in prose
+        assert not re.search(r"(?i)\bwww\.", prose)  # GFM's extended www autolink
+        assert not re.search(r"(?i)(evil|phish|example)\.[a-z]", prose)  # no bare domain GitHub could link

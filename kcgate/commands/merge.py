@@ -18,8 +18,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Merge shard results into one runner's results; refuses to mix runners or fingerprints."""
         from kcgate.merge import merge_shards
+        from kcgate.render.escape import console_text
         from kcgate.results import load_run, write_run
 
         merged = merge_shards([(f, load_run(f)) for f in files])
         write_run(out, merged)
-        typer.echo(f"merged {len(files)} files, {len(merged.cases)} cases -> {out}")
+        typer.echo(console_text(f"merged {len(files)} files, {len(merged.cases)} cases -> {out}"))

@@ -162,11 +162,12 @@ def apply_fail_on(policy: Policy, fail_on: str) -> Policy:
 def _event(settings: Settings) -> dict[str, Any]:
     """The event payload, or {} with a warning: a broken payload must not change the verdict."""
     from kcgate.errors import UsageError
+    from kcgate.render.escape import console_text
 
     try:
         return settings.load_event()
     except UsageError as exc:
-        typer.echo(f"warning: {exc.message}; links and PR lookup are disabled", err=True)
+        typer.echo(console_text(f"warning: {exc.message}; links and PR lookup are disabled"), err=True)
         return {}
 
 
@@ -301,7 +302,7 @@ def _md(text: str) -> str:
 
 def _print(verdict: Verdict, outcomes: list[Outcome], annotate: bool, contracts: str) -> None:
     from kcgate.render.annotations import make_annotations, render_workflow_commands, select
-    from kcgate.render.escape import annotation_text
+    from kcgate.render.escape import annotation_text, console_text
 
     if annotate:
         kept, _omitted = select(make_annotations(verdict, contracts))
@@ -314,7 +315,7 @@ def _print(verdict: Verdict, outcomes: list[Outcome], annotate: bool, contracts:
         elif o.action == "skipped" and annotate:
             typer.echo(f"::notice title=kcgate publish::{annotation_text(o.detail)}")
         else:
-            typer.echo(f"publish: {o.action}: {o.detail} {o.url}".rstrip())
+            typer.echo(console_text(f"publish: {o.action}: {o.detail} {o.url}".rstrip()))
     typer.echo(verdict_line(verdict))
 
 

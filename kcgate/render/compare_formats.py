@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from kcgate.compare import Cell, Comparison, Outlier
 from kcgate.render.diff_formats import align, budget, plain
-from kcgate.render.escape import md_cell, md_code
+from kcgate.render.escape import console_text, json_console_text, md_cell, md_code
 from kcgate.render.mermaid import budget_chart, k_curve_chart
 
 MAX_CONTRACT_ROWS = 400
@@ -57,7 +57,7 @@ def render_console(comparison: Comparison) -> str:
         *_console_overflow(comparison),
         *_console_outliers(comparison),
     ]
-    return "\n".join(lines) + "\n"
+    return console_text("\n".join(lines) + "\n")
 
 
 def _console_overflow(comparison: Comparison) -> list[str]:
@@ -92,7 +92,7 @@ def render_markdown(comparison: Comparison) -> str:
     parts += (
         _md_overflow(comparison) + _md_outliers(comparison) + _md_devices(comparison) + _md_charts(comparison)
     )
-    return "\n".join(parts)
+    return console_text("\n".join(parts))  # printed by `kcgate compare --format markdown` too
 
 
 def _matrix(comparison: Comparison) -> str:
@@ -143,7 +143,9 @@ def _md_charts(comparison: Comparison) -> list[str]:
 
 
 def render_json(comparison: Comparison) -> str:
-    return json.dumps(comparison.to_json(), indent=1, sort_keys=True, allow_nan=False) + "\n"
+    return json_console_text(
+        json.dumps(comparison.to_json(), indent=1, sort_keys=True, allow_nan=False) + "\n"
+    )
 
 
 FORMATS: dict[str, Callable[[Comparison], str]] = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kcgate.render.escape import console_text
 from kcgate.results import CaseResult, RunResult
 
 MARK = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "refused": "REFUSED"}
@@ -37,7 +38,7 @@ def render_run(run: RunResult) -> str:
     rows = [_row(c) for c in run.cases]
     head = f"kcgate: {len(run.cases)} cases on runner {run.runner} ({run.fingerprint.device}, torch {run.fingerprint.torch})"
     body = table(rows, ["status", "case", "class", "budget", "max ulp", "signature / message"])
-    return f"{head}\n{body}\n{summary_line(run)}"
+    return console_text(f"{head}\n{body}\n{summary_line(run)}")
 
 
 def summary_line(run: RunResult) -> str:
@@ -49,4 +50,4 @@ def summary_line(run: RunResult) -> str:
 
 def render_plan(cases: Sequence[object]) -> str:
     rows = [[c.case_id, c.klass, c.op, c.dtype, "x".join(map(str, c.shape))] for c in cases]  # type: ignore[attr-defined]
-    return table(rows, ["case", "class", "op", "dtype", "shape"]) + f"\n{len(rows)} cases"
+    return console_text(table(rows, ["case", "class", "op", "dtype", "shape"]) + f"\n{len(rows)} cases")

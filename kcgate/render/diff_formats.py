@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from kcgate.diff_model import CATEGORIES, CaseChange, Verdict
-from kcgate.render.escape import md_cell, md_code
+from kcgate.render.escape import console_text, json_console_text, md_cell, md_code
 
 MAX_ROWS = 300  # rows of changes shown; the JSON format always has all of them
 QUIET = frozenset({"unchanged"})  # counted, never listed
@@ -55,7 +55,7 @@ def render_console(verdict: Verdict) -> str:
     lines = [f"kcgate diff: {headline(verdict)}", f"cases: {count_line(verdict)}", ""] + align(table)
     if len(rows) > MAX_ROWS:
         lines.append(f"... {len(rows) - MAX_ROWS} more rows; use --format json for all of them")
-    return "\n".join(lines) + "\n"
+    return console_text("\n".join(lines) + "\n")
 
 
 def _console_row(c: CaseChange) -> tuple[str, ...]:
@@ -89,7 +89,7 @@ def render_markdown(verdict: Verdict) -> str:
         parts += [_change_table(rows[:MAX_ROWS]), ""]
     if len(rows) > MAX_ROWS:
         parts += [f"_{len(rows) - MAX_ROWS} more changes not shown; see the JSON report._", ""]
-    return "\n".join(parts)
+    return console_text("\n".join(parts))  # printed by `kcgate diff --format markdown` too
 
 
 def _count_table(verdict: Verdict) -> str:
@@ -127,7 +127,7 @@ def _md_row(c: CaseChange) -> str:
 
 
 def render_json(verdict: Verdict) -> str:
-    return json.dumps(verdict.to_json(), indent=1, sort_keys=True, allow_nan=False) + "\n"
+    return json_console_text(json.dumps(verdict.to_json(), indent=1, sort_keys=True, allow_nan=False) + "\n")
 
 
 FORMATS: dict[str, Callable[[Verdict], str]] = {

@@ -1,7 +1,8 @@
 """Escaping for untrusted text rendered into GitHub Markdown (PR comments, summaries, annotations).
 
 Everything that came from a results file is hostile until escaped: no @-mention pings, no raw HTML,
-no spoofed links or images, nothing that breaks out of a table cell or a code span.
+no spoofed links or images (``www.`` and bare domains included), nothing that breaks out of a table
+cell or a code span, and no GitHub workflow command in console output (``console_text``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
 _MENTION = re.compile(r"@(?=[A-Za-z0-9_-])")
 _URL = re.compile(r"(?i)\b(https?|ftp|mailto|javascript|data):")
+_WWW = re.compile(r"(?i)\bwww\.")
+_DOMAIN_DOT = re.compile(r"(?i)(?<=[a-z0-9-])\.(?=[a-z][a-z0-9-]*)")  # "evil.com", "a.b.io"
+_LINE_BREAK = re.compile(r"(\r\n|\r|\n)")  # how the Actions runner splits a step's output into lines
+ZWSP = "\u200b"
 
 
 def md_text(value: object, limit: int = 300) -> str:
@@ -22,7 +27,9 @@ def md_text(value: object, limit: int = 300) -> str:
     s = s.replace("&", "&amp;")
     s = _MD_SPECIAL.sub(r"\\\1", s)
     s = _MENTION.sub("@\u200b", s)  # a zero-width space after @ stops the ping
-    return _URL.sub(lambda m: m.group(1) + "\u200b:", s)  # no autolinks
+    s = _URL.sub(lambda m: m.group(1) + "\u200b:", s)  # no autolinks
+    s = _WWW.sub(lambda m: m.group(0)[:3] + ZWSP + ".", s)  # GitHub autolinks "www.x" without a scheme
+    return _DOMAIN_DOT.sub("." + ZWSP, s)  # and no bare domain reads as a link either
 
 
 def md_cell(value: object, limit: int = 120) -> str:
@@ -47,3 +54,31 @@ def annotation_text(value: object, limit: int = 1000) -> str:
 def annotation_property(value: object, limit: int = 200) -> str:
     """Escape for a workflow command property (file=..., title=...)."""
     return annotation_text(value, limit).replace(":", "%3A").replace(",", "%2C")
+
+
+def console_text(text: str) -> str:
+    """Console output with no GitHub workflow command in it, whatever untrusted field it shows.
+
+    The Actions runner reads a step's stdout and stderr line by line (``\\r`` ends a line too): a line
+    whose first non-blank characters are ``::`` is a command (``::error``, ``::stop-commands::``,
+    ``::add-mask::``), and so is ``##[`` anywhere in a line (the old syntax). A zero-width space
+    breaks both and is invisible in the log.
+    """
+    parts = _LINE_BREAK.split(text)
+    parts[::2] = [_console_line(line) for line in parts[::2]]
+    return "".join(parts)
+
+
+def _console_line(line: str) -> str:
+    line = line.replace("##[", "#" + ZWSP + "#[")
+    body = line.lstrip()
+    if body.startswith("::"):
+        at = len(line) - len(body)
+        line = line[: at + 1] + ZWSP + line[at + 1 :]
+    return line
+
+
+def json_console_text(text: str) -> str:
+    """JSON for a console: ``##[`` (only ever inside a string) written as ``\\u0023#[``, which decodes
+    to the same value; a JSON line cannot start with ``::``."""
+    return text.replace("##[", "\\u0023#[")
