@@ -308,7 +308,9 @@ def test_workflow_commands_in_untrusted_fields_never_reach_the_log(tmp_path: Pat
         assert _injected_lines(out) == [], args
         if fmt == "json":
             data = json.dumps(json.loads(out))  # the same data, only written differently
-            assert "::error title=Injected::runner" in data and ("##[error]case" in data) == (args[0] == "diff")
+            assert "::error title=Injected::runner" in data and ("##[error]case" in data) == (
+                args[0] == "diff"
+            )
 
 
 def test_workflow_commands_in_an_error_message_are_neutralised(tmp_path: Path) -> None:
