@@ -1,6 +1,10 @@
 """Harness integrity for every protocol: fresh inputs per trial, guard bands, NaN-poisoned outputs,
 input-mutation and stale-output detection, the signal check, and timing of kernel and oracle.
 
+Backward contracts (``direction = "backward" | "both"``): the float inputs require grad, a seeded
+upstream gradient is drawn per trial, and every input gradient is compared with fp64 autograd through
+the oracle under the family's ``grad_bound``; the trial is decided by its worst tensor (``Trial.grad``).
+
 A trial never raises for a kernel's sake: what the kernel did wrong is recorded on the ``Trial``.
 """
 
@@ -59,6 +63,14 @@ class CaseContext:
             self.contract.tolerance.lam,
         )
 
+    def grad_bound_args(self) -> BoundArgs:
+        """Gradients come out in their input's dtype: that is their final rounding."""
+        return BoundArgs(
+            dtypes.unit_roundoff(self.contract.accumulate),
+            dtypes.unit_roundoff(self.case.dtype),
+            self.contract.tolerance.lam,
+        )
+
     def inputs(self, shape: Sequence[int], salt: Any) -> Tensors:
         """Fresh inputs for one trial: new values every call, reproducible from the recorded seed."""
         offset = float(self.contract.param("offset")) if "offset" in _class_params(self) else 1e4
@@ -91,6 +103,15 @@ class Trial:
     issues: list[str] = field(default_factory=list)  # integrity findings: input-mutation, out-of-bounds, ...
     kernel_s: float = 0.0
     oracle_s: float = 0.0
+    salt: Any = 0
+    # backward: the upstream gradient, the kernel's gradient of each differentiated input (by index;
+    # None where its backward gave none), and every compared tensor by name ("out" and input names)
+    dy: torch.Tensor | None = None
+    grads: dict[int, torch.Tensor | None] = field(default_factory=dict)
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    cmps: dict[str, Comparison] = field(default_factory=dict)  # the comparison of each compared tensor
+    signals: dict[str, float] = field(default_factory=dict)  # ‖allowed‖ / ‖reference‖ per deciding tensor
+    grad: str = ""  # the tensor that decides the trial: "" the forward output, else an input's gradient
 
     @property
     def ok(self) -> bool:
@@ -114,12 +135,12 @@ def run_trial(
     shape = tuple(shape or ctx.case.shape)
     fresh = inputs is None
     inputs = ctx.inputs(shape, salt) if inputs is None else inputs
-    trial = Trial(shape=shape, inputs=inputs)
+    trial = Trial(shape=shape, inputs=inputs, salt=salt)
     out = _call(ctx, trial, kernel or ctx.kernel, call_kwargs or {})
     if out is None:
         return trial
     trial.out = out
-    if _wants_freivalds(ctx, shape):
+    if _wants_freivalds(ctx, shape) and not ctx.contract.backward:
         return _freivalds_trial(ctx, trial)
     t0 = time.perf_counter()
     trial.ref = oracle(ctx, inputs)
@@ -128,9 +149,15 @@ def run_trial(
     if not _shape_ok(ctx, trial, out, trial.ref):
         return trial
     trial.cmp = compare(out, trial.ref, allowed, ctx.contract.tolerance.method)
+    trial.tensors["out"], trial.cmps["out"] = out, trial.cmp
+    trial.signals["out"] = _signal(trial.cmp)
+    trial.metrics = to_metrics(trial.cmp, {"reduction_len": float(ctx.op.reduction_len(shape))})
+    if ctx.contract.backward:
+        from kcgate.backward import compare_grads
+
+        compare_grads(ctx, trial)
     if fresh:
         _stale_check(ctx, trial)
-    trial.metrics = to_metrics(trial.cmp, {"reduction_len": float(ctx.op.reduction_len(shape))})
     return trial
 
 
@@ -197,11 +224,16 @@ def allowance(ctx: CaseContext, inputs: Tensors, ref: torch.Tensor) -> torch.Ten
 
 
 def signal_ratio(trial: Trial) -> float:
-    """‖allowed‖ / ‖reference‖: at 1 or more the tolerance is as large as the output and proves nothing."""
-    if trial.cmp is None or trial.ref is None:
-        return 0.0
-    allowed = trial.cmp.allowed.to(torch.float64).expand_as(trial.ref)
-    ref_norm = float(torch.linalg.vector_norm(torch.nan_to_num(trial.ref, posinf=0, neginf=0)))
+    """‖allowed‖ / ‖reference‖: at 1 or more the tolerance is as large as the output and proves nothing.
+    With gradients, the worst over every compared tensor (a zero backward must never pass)."""
+    if trial.signals:
+        return max(trial.signals.values())
+    return _signal(trial.cmp) if trial.cmp is not None else 0.0
+
+
+def _signal(cmp: Comparison) -> float:
+    allowed = cmp.allowed.to(torch.float64).expand_as(cmp.ref)
+    ref_norm = float(torch.linalg.vector_norm(torch.nan_to_num(cmp.ref, posinf=0, neginf=0)))
     return float(torch.linalg.vector_norm(allowed)) / ref_norm if ref_norm > 0 else float("inf")
 
 
@@ -224,9 +256,11 @@ def _call(
     views = tuple(b[1] for b in bufs)
     snapshots = [v.detach().clone() for v in views]
     out_buf = _out_buffer(ctx, trial, guard) if ctx.contract.call == "out" else None
+    backward = ctx.contract.backward
+    leaves = _grad_leaves(ctx, views) if backward else []
     try:
         t0 = time.perf_counter()
-        with torch.no_grad():
+        with torch.set_grad_enabled(backward):
             result = kernel(*views, **kwargs, **({"out": out_buf[1]} if out_buf else {}))
         ctx.synchronize()
         trial.kernel_s = time.perf_counter() - t0
@@ -235,12 +269,22 @@ def _call(
         trial.error = f"{type(exc).__name__}: {exc}"[:2000]
         trial.issues.append("raised")
         return None
-    _integrity(trial, bufs, snapshots, guard)
     if out_buf is not None:
         result = (
             _check_out_buffer(trial, out_buf, guard) if result is None or result is out_buf[1] else result
         )
-    return _as_output(trial, result)
+    out = _first_tensor(trial, result)
+    if out is not None and backward:
+        from kcgate.backward import run_backward
+
+        run_backward(ctx, trial, out, leaves)
+    _integrity(trial, bufs, snapshots, guard)  # after the backward too: it must not write its inputs
+    return _as_output(ctx, trial, out)
+
+
+def _grad_leaves(ctx: CaseContext, views: Tensors) -> list[tuple[int, torch.Tensor]]:
+    """The differentiated inputs: every floating-point input (index tensors are not), made to require grad."""
+    return [(i, v.requires_grad_()) for i, v in enumerate(views) if v.is_floating_point()]
 
 
 def _guarded(t: torch.Tensor, guard: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -300,14 +344,26 @@ def _check_out_buffer(trial: Trial, out_buf: tuple[torch.Tensor, torch.Tensor], 
     return view
 
 
-def _as_output(trial: Trial, result: Any) -> torch.Tensor | None:
+def _first_tensor(trial: Trial, result: Any) -> torch.Tensor | None:
     if isinstance(result, (tuple, list)) and result and isinstance(result[0], torch.Tensor):
         result = result[0]
     if not isinstance(result, torch.Tensor):
         trial.error = f"kernel returned {type(result).__name__}, expected a tensor"
         _issue(trial, "bad-output")
         return None
-    return result.detach().to("cpu")
+    return result
+
+
+def _as_output(ctx: CaseContext, trial: Trial, out: torch.Tensor | None) -> torch.Tensor | None:
+    """The output on the CPU; its dtype is part of every postcondition (the declared out_dtype)."""
+    if out is None:
+        return None
+    if out.dtype != ctx.out_dtype:
+        trial.error = trial.error or (
+            f"kernel returned {_name(out.dtype)}, the contract declares {_name(ctx.out_dtype)}"
+        )
+        _issue(trial, "wrong-dtype")
+    return out.detach().to("cpu")
 
 
 def _shape_ok(ctx: CaseContext, trial: Trial, out: torch.Tensor, ref: torch.Tensor) -> bool:
@@ -319,17 +375,26 @@ def _shape_ok(ctx: CaseContext, trial: Trial, out: torch.Tensor, ref: torch.Tens
 
 
 def _stale_check(ctx: CaseContext, trial: Trial) -> None:
-    """An output bitwise equal to an earlier trial's, on different fresh inputs, was not computed from them."""
+    """An output (or gradient) bitwise equal to an earlier trial's, on different fresh inputs and upstream
+    gradients, was not computed from them."""
     assert trial.out is not None
-    out = trial.out
-    if out.is_floating_point() and out.element_size() == 1:  # fp8 has no nan_to_num; the upcast is exact
-        out = out.to(torch.float32)
-    out = out.nan_to_num(0.25)
-    if any(p.shape == out.shape and torch.equal(p, out) for p in ctx.previous_outputs):
+    stale = False
+    for name, t in (trial.tensors or {"out": trial.out}).items():
+        if name != "out" and not bool(t.any()):
+            continue  # an all-zero gradient is named zero-gradient, not stale
+        if t.is_floating_point() and t.element_size() == 1:  # fp8 has no nan_to_num; the upcast is exact
+            t = t.to(torch.float32)
+        t = t.nan_to_num(0.25)
+        stale |= any(p.shape == t.shape and torch.equal(p, t) for p in ctx.previous_outputs)
+        ctx.previous_outputs.append(t.clone())
+    if stale:
         _issue(trial, "stale-output")
-    ctx.previous_outputs.append(out.clone())
 
 
 def _issue(trial: Trial, name: str) -> None:
     if name not in trial.issues:
         trial.issues.append(name)
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")

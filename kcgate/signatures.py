@@ -31,6 +31,9 @@ CAUSES: dict[str, str] = {
     "out-of-bounds": "out-of-range indices or accesses not handled per the declared policy",
     "stale-output": "the output was not computed from this call's inputs (a stale buffer)",
     "input-mutation": "the kernel modified its inputs",
+    "wrong-dtype": "the output's dtype differs from the declared out_dtype",
+    "missing-gradient": "the backward gave no gradient for a differentiated input (or the output has no graph)",
+    "zero-gradient": "the backward returned all zeros for a gradient that is not zero",
     "shape-overfitting": "correct at the declared shapes, wrong at held-out shapes of the same class",
     "exceeds-bound": "error beyond the derived bound with no more specific pattern",
 }
@@ -263,7 +266,7 @@ def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
 
 
 def _operand(ctx: Any, trial: Any) -> Signature | None:
-    if ctx.op.name not in ("matmul", "bmm", "linear"):
+    if ctx.op.name not in ("matmul", "bmm", "linear") or trial.grad:
         return None
     return operand_signature(trial.out, trial.cmp.ref, trial.inputs, ctx.op.oracle, ctx.op.float_inputs)
 
@@ -273,6 +276,13 @@ def _accumulator(ctx: Any, ts: Sequence[Any]) -> Signature | None:
 
     pts = []
     for t in ts:
+        if t.grad:  # the trial is decided by a gradient: fit its own reduction
+            from kcgate.backward import grad_dot_scale
+
+            found = grad_dot_scale(ctx, t) if t.cmp is not None else None
+            if found is not None:
+                pts.append((found[0], normalized_error(t.cmp.err, found[1])))
+            continue
         scale = dot_scale(ctx.op.name, t.inputs) if t.cmp is not None else None
         if scale is not None:
             pts.append((ctx.op.reduction_len(t.shape), normalized_error(t.cmp.err, scale)))

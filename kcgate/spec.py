@@ -43,6 +43,9 @@ ORACLES = ("fp64", "freivalds", "auto", "property", "user")
 DISTRIBUTIONS = ("normal", "uniform", "positive", "integers", "large-mean")
 LAYOUTS = ("contiguous", "transposed")
 CALLS = ("return", "out")
+DIRECTIONS = ("forward", "backward", "both")
+# Families with a backward contract (kcgate.ops.OPS[op].grad_bound is not None; a test checks it).
+BACKWARD_OPS = ("matmul", "bmm", "linear", "custom")
 # Each family's natural tolerance when neither the contract nor its class says otherwise
 # (must match kcgate.ops.OPS[...].tolerance; a test checks it).
 OP_TOLERANCE = {
@@ -51,6 +54,35 @@ OP_TOLERANCE = {
     "index_select": "exact",
     "embedding": "exact",
     "custom": "abs-rel",
+}
+# Each family's shape form (the names of the case-shape dimensions; `call` and `init` read them as
+# "{name}" placeholders) and its inputs' names (placeholders too, and how gradients are reported).
+# None: any number of dimensions ({n} is the last). Must match kcgate.ops (a test checks it).
+OP_SHAPES: dict[str, tuple[str, ...] | None] = {
+    "matmul": ("m", "k", "n"),
+    "bmm": ("batch", "m", "k", "n"),
+    "linear": ("m", "k", "n"),
+    "sdpa": ("batch", "heads", "length", "head_dim"),
+    **{op: ("rows", "n") for op in ("sum", "mean", "softmax", "logsumexp", "layernorm", "rmsnorm")},
+    "gelu": None,
+    "silu": None,
+    "gather": ("rows", "n", "m"),
+    "index_select": ("rows", "n", "m"),
+    "embedding": ("vocab", "dim", "m"),
+    "custom": None,
+}
+OP_INPUTS: dict[str, tuple[str, ...]] = {
+    "matmul": ("a", "b"),
+    "bmm": ("a", "b"),
+    "linear": ("x", "w", "b"),
+    "sdpa": ("q", "k", "v"),
+    **{op: ("x",) for op in ("sum", "mean", "softmax", "logsumexp", "gelu", "silu")},
+    "layernorm": ("x", "w", "b"),
+    "rmsnorm": ("x", "w"),
+    "gather": ("x", "index"),
+    "index_select": ("x", "index"),
+    "embedding": ("index", "w"),
+    "custom": (),
 }
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _IMPORT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
@@ -81,6 +113,7 @@ CONTRACT_KEYS = {
     "bad",
     "baseline",
     "waiver",
+    "direction",
 }
 TOLERANCE_KEYS = {"method", "lambda", "ulp", "rtol", "atol"}
 PROTOCOL_KEYS = {"seeds", "trials", "poison", "guard", "timeout_s", "k_sweep"}
@@ -137,7 +170,16 @@ class Contract:
     good: str = ""
     bad: str = ""
     baseline: str = ""
+    direction: str = "forward"  # forward | backward (every input gradient) | both
     line: int | None = None
+
+    @property
+    def forward(self) -> bool:
+        return self.direction in ("forward", "both")
+
+    @property
+    def backward(self) -> bool:
+        return self.direction in ("backward", "both")
 
     def param(self, name: str) -> Any:
         values = dict(self.params)
@@ -153,6 +195,7 @@ class Project:
     paths: tuple[Path, ...] = ()
     baselines_dir: Path | None = None
     results_dir: Path = Path("results")
+    warnings: tuple[Problem, ...] = ()  # valid, but worth saying (e.g. a kernel the static lookup cannot see)
 
     def contract(self, contract_id: str) -> Contract:
         return next(c for c in self.contracts if c.id == contract_id)
@@ -166,10 +209,14 @@ class _Collector:
 
     def __init__(self, file: str, lines: tomlsrc.LineMap) -> None:
         self.file, self.lines, self.problems = file, lines, []  # type: ignore[var-annotated]
+        self.warnings: list[Problem] = []
         self.locate = True
 
     def add(self, path: tuple[Any, ...], where: str, message: str, fix: str = "") -> None:
         self.problems.append(Problem(self.file, self.lines.find(*path) or 1, where, message, fix))
+
+    def warn(self, path: tuple[Any, ...], where: str, message: str, fix: str = "") -> None:
+        self.warnings.append(Problem(self.file, self.lines.find(*path) or 1, where, message, fix))
 
 
 def load_project(path: Path | str, *, locate_kernels: bool = True) -> Project:
@@ -215,6 +262,7 @@ def _project(path: Path, data: dict[str, Any], col: _Collector) -> Project:
     _duplicates(contracts, col)
     valid = tuple(c for c in contracts if c is not None)
     return Project(
+        warnings=tuple(col.warnings),
         path=path,
         name=_str(proj, "name", ("project",), "project", col) or root.resolve().name,
         contracts=valid,
@@ -275,6 +323,7 @@ def _contract(i: int, d: dict[str, Any], col: _Collector, roots: tuple[Path, ...
         good=_import_string(d, "good", p, where, col, roots),
         bad=_import_string(d, "bad", p, where, col, roots),
         baseline=_import_string(d, "baseline", p, where, col, roots),
+        direction=_choice(d, "direction", p, where, col, DIRECTIONS) or "forward",
         line=col.lines.find(*p),
     )
     _cross_checks(contract, d, p, where, col)
@@ -319,6 +368,22 @@ def _cross_checks(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str
             f"the Freivalds oracle needs a matmul-shaped op, not {c.op!r}",
             'use oracle = "fp64"',
         )
+    if c.backward and c.op and c.op not in BACKWARD_OPS:
+        col.add(
+            p + ("direction",),
+            where + ".direction",
+            f"op {c.op!r} has no backward contract",
+            f'use direction = "forward", or one of the ops with a backward: {", ".join(BACKWARD_OPS)}',
+        )
+    form = OP_SHAPES.get(c.op)
+    for j, shape in enumerate(c.shapes):
+        if form is not None and len(shape) != len(form):
+            col.add(
+                p + ("shapes",),
+                f"{where}.shapes[{j}]",
+                f"{c.op} shapes have {len(form)} dimensions [{', '.join(form)}], not {len(shape)}: {list(shape)}",
+                f"write each shape as [{', '.join(form)}]",
+            )
     if "shapes" not in d and c.op == "custom":
         col.add(p, where + ".shapes", "a custom op needs `shapes`", "add shapes = [[...], ...]")
 
@@ -655,9 +720,14 @@ def _import_string(
         )
         return ""
     problem = locate(v, roots) if col.locate else None
-    if problem:
+    if problem and problem[0].startswith(_UNSEEN):
+        col.warn(p + (key,), f"{where}.{key}", problem[0], problem[1])
+    elif problem:
         col.add(p + (key,), f"{where}.{key}", problem[0], problem[1])
     return v
+
+
+_UNSEEN = "the static lookup cannot see"
 
 
 def locate(target: str, roots: tuple[Path, ...]) -> tuple[str, str] | None:
@@ -676,7 +746,11 @@ def locate(target: str, roots: tuple[Path, ...]) -> tuple[str, str] | None:
     except (SyntaxError, UnicodeDecodeError, OSError) as exc:
         return (f"module {module!r} ({source}) cannot be parsed: {exc}", "fix the module's syntax")
     if name not in _top_level_names(tree):
-        return (f"module {module!r} defines no {name!r}", f"check the function name in {source}")
+        # re-exports, `import *` and module __getattr__ are invisible without importing: run imports it
+        return (
+            f"{_UNSEEN} {name!r} in module {module!r} ({source}); `kcgate run` will import it",
+            f"check the spelling of {name!r}; nothing to do if it is a re-exported name",
+        )
     return None
 
 

@@ -30,6 +30,9 @@ ISSUE_MESSAGES = {
     "out-of-bounds": "the kernel wrote outside its buffers (guard band changed)",
     "stale-output": "the output equals an earlier call's output on different inputs (stale buffer)",
     "bad-output": "the kernel returned no tensor of the right shape",
+    "wrong-dtype": "the output's dtype is not the declared out_dtype",
+    "missing-gradient": "the backward gave no gradient for a differentiated input",
+    "zero-gradient": "the backward returned an all-zero gradient where the fp64 gradient is not zero",
 }
 
 

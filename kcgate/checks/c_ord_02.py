@@ -39,12 +39,24 @@ def check(ctx: CaseContext) -> Finding:
 
 
 def _spread(ts: list[Trial], level: str) -> tuple[float, int]:
-    outs = [t.out for t in ts if t.out is not None]
-    if len(outs) < 2:
+    """The worst disagreement over every compared tensor: the output and, for a backward contract,
+    each input gradient (an atomic-add dW or dbias differs from call to call)."""
+    done = [t for t in ts if t.out is not None]
+    if len(done) < 2:
         return 0.0, 0
-    first, cmp0 = outs[0], ts[0].cmp
+    budget, differing = 0.0, 0
+    for name in done[0].tensors or ["out"]:
+        b, d = _spread_of(done, name, level)
+        budget, differing = max(budget, b), max(differing, d)
+    return budget, differing
+
+
+def _spread_of(ts: list[Trial], name: str, level: str) -> tuple[float, int]:
+    outs = [t.tensors.get(name, t.out) if t.tensors else t.out for t in ts]
+    first, cmp0 = outs[0], ts[0].cmps.get(name, ts[0].cmp)
     budget, differing = 0.0, 0
     for out in outs[1:]:
+        assert out is not None and first is not None
         same = (out == first) | (out.isnan() & first.isnan())
         differing = max(differing, int((~same).sum()))
         if level == "bitwise":

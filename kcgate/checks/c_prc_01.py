@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kcgate.checks import Finding, trials, verdict
+from kcgate.checks import ISSUE_MESSAGES, Finding, trials, verdict
 from kcgate.checks.c_support import SHAPE_K, with_k
 from kcgate.harness import CaseContext, run_trial
 
@@ -18,6 +18,8 @@ def check(ctx: CaseContext) -> Finding:
     finding = verdict(ctx, ts)
     if finding.status != "fail" or ctx.op.name not in SHAPE_K:
         return finding
+    if finding.signature is not None and finding.signature.cause in ISSUE_MESSAGES:
+        return finding  # an integrity finding is named before any numerical diagnosis
     sweep = [
         run_trial(ctx, with_k(ctx.op.name, ctx.case.shape, k), salt=("k", k))
         for k in ctx.contract.protocol.k_sweep or DEFAULT_SWEEP

@@ -20,6 +20,8 @@ def register(app: typer.Typer) -> None:
         from kcgate.spec import load_project
 
         project = load_project(contracts)
+        for warning in project.warnings:
+            typer.echo(f"warning: {warning.render()}", err=True)
         n = len(project.contracts)
         waivers = len(project.policy.waivers)
         typer.echo(f"{contracts}: OK: {n} contract{'s' * (n != 1)}, {waivers} waiver{'s' * (waivers != 1)}")

@@ -10,6 +10,9 @@ from typing import Any
 import torch
 
 Tensors = tuple[torch.Tensor, ...]
+# grad_bound(inputs_fp64, dy_fp64, grads_fp64, ba) -> each input's allowed |error| of its gradient
+# (None for inputs that are not differentiated, e.g. index tensors).
+GradBound = Callable[[Tensors, torch.Tensor, Tensors, "BoundArgs"], tuple["torch.Tensor | None", ...]]
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,11 @@ class OpFamily:
     # applied to the low-precision inputs. Used by the sensitivity gate (excess-error) and as the default
     # baseline of the relative tolerance.
     composite: Callable[..., torch.Tensor] | None = None
+    grad_bound: GradBound | None = None  # None: the family has no backward contract
+    input_names: tuple[str, ...] = ()  # placeholders of `call` and the names gradients are reported by
+
+    def input_name(self, i: int) -> str:
+        return self.input_names[i] if i < len(self.input_names) else f"input{i}"
 
     def slice_rows(self, inputs: Tensors, rows: torch.Tensor | slice) -> Tensors:
         """The same op on a subset of rows: batch inputs sliced on dim 0, the rest shared."""

@@ -15,6 +15,14 @@ def _generic_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
     return (8 * ba.u_acc + ba.u_out) * y.abs()
 
 
+def _generic_grad_bound(
+    x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs
+) -> tuple[torch.Tensor | None, ...]:
+    return tuple(
+        (8 * ba.u_acc + ba.u_out) * gi.abs() if t.is_floating_point() else None for t, gi in zip(x, g)
+    )
+
+
 def custom_op(inputs: Callable[..., Any], reference: Callable[..., Any]) -> OpFamily:
     def make(shape, dtype, gen, dist):  # type: ignore[no-untyped-def]
         out = inputs(tuple(shape), dtype, gen)
@@ -28,4 +36,5 @@ def custom_op(inputs: Callable[..., Any], reference: Callable[..., Any]) -> OpFa
         reduction_len=lambda s: s[-1] if s else 1,
         default_shapes=(),
         tolerance="abs-rel",
+        grad_bound=_generic_grad_bound,
     )

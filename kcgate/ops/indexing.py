@@ -32,8 +32,11 @@ def _embedding_inputs(shape: Sequence[int], dtype: torch.dtype, gen: torch.Gener
     return torch.randint(0, vocab, (m,), generator=gen), draw((vocab, dim), dtype, gen, dist)
 
 
-def _family(name: str, make, oracle, floats: tuple[int, ...], batch: tuple[int, ...]) -> OpFamily:  # type: ignore[no-untyped-def]
+def _family(
+    name: str, make, oracle, floats: tuple[int, ...], batch: tuple[int, ...], names: tuple[str, ...]
+) -> OpFamily:  # type: ignore[no-untyped-def]
     return OpFamily(
+        input_names=names,
         name=name,
         make_inputs=make,
         oracle=oracle,
@@ -46,8 +49,15 @@ def _family(name: str, make, oracle, floats: tuple[int, ...], batch: tuple[int, 
     )
 
 
-GATHER = _family("gather", _gather_inputs, lambda x, i: torch.gather(x, 1, i), (0,), (0, 1))
-INDEX_SELECT = _family("index_select", _select_inputs, lambda x, i: torch.index_select(x, 0, i), (0,), (1,))
+GATHER = _family("gather", _gather_inputs, lambda x, i: torch.gather(x, 1, i), (0,), (0, 1), ("x", "index"))
+INDEX_SELECT = _family(
+    "index_select", _select_inputs, lambda x, i: torch.index_select(x, 0, i), (0,), (1,), ("x", "index")
+)
 EMBEDDING = _family(
-    "embedding", _embedding_inputs, lambda i, w: torch.nn.functional.embedding(i, w), (1,), (0,)
+    "embedding",
+    _embedding_inputs,
+    lambda i, w: torch.nn.functional.embedding(i, w),
+    (1,),
+    (0,),
+    ("index", "w"),
 )

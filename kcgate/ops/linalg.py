@@ -1,6 +1,8 @@
 """Matmul-shaped families: matmul, bmm, linear and scaled dot-product attention.
 
 Bound (FACTS.md, Higham and Mary): |Ĉ − C| ≤ λ·√K·u_acc·(|A||B|) + u_out·|C| per element.
+Backward: each gradient is itself a product, bounded the same way with its own reduction length
+(dA = dY·Bᵀ sums over N, dB = Aᵀ·dY over M, linear's d(bias) over M), u_out being the gradient's dtype.
 """
 
 from __future__ import annotations
@@ -21,6 +23,14 @@ def _mm_inputs(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, d
     return draw((m, k), dtype, gen, dist), draw((k, n), dtype, gen, dist)
 
 
+def _mm_grad_bound(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor, ...]:
+    a, b = x
+    n, m = b.shape[-1], a.shape[-2]
+    da = ba.lam * sqrt(n) * ba.u_acc * (dy.abs() @ b.abs().transpose(-1, -2))  # dA = dY·Bᵀ, length N
+    db = ba.lam * sqrt(m) * ba.u_acc * (a.abs().transpose(-1, -2) @ dy.abs())  # dB = Aᵀ·dY, length M
+    return da + ba.u_out * g[0].abs(), db + ba.u_out * g[1].abs()
+
+
 MATMUL = OpFamily(
     name="matmul",
     make_inputs=_mm_inputs,
@@ -30,6 +40,8 @@ MATMUL = OpFamily(
     default_shapes=((64, 1024, 64), (33, 257, 65)),
     float_inputs=(0, 1),
     composite=torch.matmul,
+    grad_bound=_mm_grad_bound,
+    input_names=("a", "b"),
 )
 
 
@@ -48,6 +60,8 @@ BMM = OpFamily(
     float_inputs=(0, 1),
     batch_inputs=(0, 1),
     composite=torch.bmm,
+    grad_bound=_mm_grad_bound,
+    input_names=("a", "b"),
 )
 
 
@@ -62,6 +76,15 @@ def _linear_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
     return ba.lam * sqrt(k) * ba.u_acc * (a.abs() @ w.abs().T + b.abs()) + ba.u_out * y.abs()
 
 
+def _linear_grad_bound(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor, ...]:
+    a, w, _ = x
+    n, m = w.shape[0], a.shape[0]
+    dx = ba.lam * sqrt(n) * ba.u_acc * (dy.abs() @ w.abs())  # dX = dY·W, length N
+    dw = ba.lam * sqrt(m) * ba.u_acc * (dy.abs().T @ a.abs())  # dW = dYᵀ·X, length M
+    dbias = ba.lam * sqrt(m) * ba.u_acc * dy.abs().sum(0)  # d(bias) = Σ_M dY
+    return tuple(e + ba.u_out * gi.abs() for e, gi in zip((dx, dw, dbias), g))
+
+
 LINEAR = OpFamily(
     name="linear",
     make_inputs=_linear_inputs,
@@ -71,6 +94,8 @@ LINEAR = OpFamily(
     default_shapes=((64, 512, 96),),
     float_inputs=(0, 1, 2),
     composite=torch.nn.functional.linear,
+    grad_bound=_linear_grad_bound,
+    input_names=("x", "w", "b"),
 )
 
 
@@ -105,4 +130,5 @@ SDPA = OpFamily(
     float_inputs=(0, 1, 2),
     batch_inputs=(0, 1, 2),
     composite=torch.nn.functional.scaled_dot_product_attention,
+    input_names=("q", "k", "v"),
 )

@@ -23,6 +23,7 @@ def _pointwise_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor
 
 def _family(name: str, oracle, tolerance: str) -> OpFamily:  # type: ignore[no-untyped-def]
     return OpFamily(
+        input_names=("x",),
         name=name,
         make_inputs=_inputs,
         oracle=oracle,

@@ -81,8 +81,11 @@ def _rms_norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, EPS)
 
 
-def _family(name: str, oracle, bound, shapes, make=_rows, floats=(0,), composite=None) -> OpFamily:  # type: ignore[no-untyped-def]
+def _family(
+    name: str, oracle, bound, shapes, make=_rows, floats=(0,), composite=None, names=("x",)
+) -> OpFamily:  # type: ignore[no-untyped-def]
     return OpFamily(
+        input_names=names,
         name=name,
         make_inputs=make,
         oracle=oracle,
@@ -111,6 +114,15 @@ LOGSUMEXP = _family(
     composite=lambda x: torch.logsumexp(x, -1),
 )
 LAYERNORM = _family(
-    "layernorm", _layernorm, _layernorm_bound, ((64, 1024),), _norm_inputs, (0, 1, 2), _layernorm
+    "layernorm",
+    _layernorm,
+    _layernorm_bound,
+    ((64, 1024),),
+    _norm_inputs,
+    (0, 1, 2),
+    _layernorm,
+    ("x", "w", "b"),
 )
-RMSNORM = _family("rmsnorm", _rmsnorm, _rmsnorm_bound, ((64, 1024),), _rmsnorm_inputs, (0, 1), _rms_norm)
+RMSNORM = _family(
+    "rmsnorm", _rmsnorm, _rmsnorm_bound, ((64, 1024),), _rmsnorm_inputs, (0, 1), _rms_norm, ("x", "w")
+)

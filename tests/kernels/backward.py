@@ -1,0 +1,105 @@
+"""Backward kernels for the tests: torch's own forward with a planted backward fault, as
+``torch.autograd.Function`` subclasses a training library would ship.
+
+``planted(fn, fault)`` wraps any torch function: its backward computes the right gradients in the
+input dtype with torch's autograd, then commits ``fault``:
+- ``zeros``: every gradient zero (a backward that was never written);
+- ``stale``: the first call's gradients returned again (a stale gradient buffer);
+- ``acc``: the weight gradient (the last float input with a reduction over rows) accumulated in bf16;
+- ``atomic``: the bias gradient summed over rows in a random order on every call (atomic adds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from kcgate.kernels.emulate import sequential_sum
+
+_STALE: dict[tuple[Any, ...], tuple[torch.Tensor | None, ...]] = {}
+
+
+def _grads(fn: Callable[..., torch.Tensor], inputs: tuple[torch.Tensor, ...], dy: torch.Tensor) -> list[Any]:
+    xs = [x.detach().requires_grad_() if x.is_floating_point() else x.detach() for x in inputs]
+    with torch.enable_grad():
+        y = fn(*xs)
+        leaves = [x for x in xs if x.requires_grad]
+        gs = iter(torch.autograd.grad(y, leaves, dy))
+    return [next(gs) if x.requires_grad else None for x in xs]
+
+
+def _rows_bf16(terms: torch.Tensor) -> torch.Tensor:
+    """Σ over dim 0 of per-row fp32 terms, the running sum rounded to bf16 after every row."""
+    parts = terms.to(torch.float32).reshape(terms.shape[0], -1).T  # (elements, rows)
+    return sequential_sum(parts, torch.bfloat16).reshape(terms.shape[1:])
+
+
+def _acc_weight_grad(
+    fn: Callable[..., torch.Tensor], inputs: tuple[torch.Tensor, ...], dy: torch.Tensor
+) -> Any:
+    """The weight's gradient as a sum over rows of per-row fp32 gradients, accumulated in bf16."""
+    x, w = inputs[0], inputs[1]
+    rows = []
+    for r in range(x.shape[0]):
+        sub = (x[r : r + 1], *inputs[1:])
+        rows.append(
+            _grads(
+                lambda *a: fn(*a).to(torch.float32),
+                tuple(t.to(torch.float32) for t in sub),
+                dy[r : r + 1].to(torch.float32),
+            )[1]
+        )
+    return _rows_bf16(torch.stack(rows)).to(w.dtype)
+
+
+def _atomic_bias_grad(dy: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Σ over rows of dY by atomic adds into the gradient's own buffer (fp32 or bf16, as GPUs do), in a
+    new random order each call (the global RNG, as the atomics land)."""
+    flat = dy.to(dtype).reshape(dy.shape[0], -1)
+    total = torch.zeros(flat.shape[1], dtype=dtype)
+    for r in torch.randperm(flat.shape[0]).tolist():
+        total = total + flat[r]
+    return total.reshape(dy.shape[1:]).to(dtype)
+
+
+def planted(fn: Callable[..., torch.Tensor], fault: str) -> Callable[..., torch.Tensor]:
+    class Planted(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, *inputs: torch.Tensor) -> torch.Tensor:
+            ctx.save_for_backward(*inputs)
+            return fn(*inputs)
+
+        @staticmethod
+        def backward(ctx: Any, dy: torch.Tensor) -> Any:
+            inputs = ctx.saved_tensors
+            gs = _grads(fn, inputs, dy)
+            if fault == "zeros":
+                gs = [None if g is None else torch.zeros_like(g) for g in gs]
+            elif fault == "stale":
+                key = tuple(tuple(x.shape) for x in inputs) + (fn,)
+                gs = list(_STALE.setdefault(key, tuple(None if g is None else g.clone() for g in gs)))
+            elif fault == "acc":
+                gs[1] = _acc_weight_grad(fn, inputs, dy)
+            elif fault == "atomic":
+                gs[-1] = _atomic_bias_grad(dy, inputs[-1].dtype)
+            return tuple(gs)
+
+    def kernel(*inputs: torch.Tensor) -> torch.Tensor:
+        return Planted.apply(*inputs)  # type: ignore[no-any-return]
+
+    return kernel
+
+
+def _linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.linear(x, w, b)
+
+
+matmul_zeros = planted(torch.matmul, "zeros")
+matmul_stale = planted(torch.matmul, "stale")
+matmul_acc = planted(torch.matmul, "acc")
+linear_acc = planted(_linear, "acc")
+linear_atomic = planted(_linear, "atomic")
+linear_zeros = planted(_linear, "zeros")
+linear_stale = planted(_linear, "stale")

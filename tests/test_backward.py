@@ -1,0 +1,116 @@
+"""Backward contracts: torch's own backward passes, planted backward faults fail with a named signature.
+
+Every kernel here is named the short way (``torch:matmul``) or is an autograd.Function from
+tests/kernels/backward.py; no adapter module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kcgate.devices.cpu import CpuBackend
+from kcgate.execute import execute_case
+from kcgate.plan import make_plan
+from kcgate.results import CaseResult
+from kcgate.spec import load_project
+from tests.conftest import ROOT
+
+DTYPES = ("float32", "bfloat16")
+
+
+def run_contract(tmp_path: Path, body: str, **extra: Any) -> list[CaseResult]:
+    """Write one contract, plan it and execute every case in this process."""
+    f = tmp_path / "contracts.toml"
+    f.write_text(f'[project]\npaths = ["{ROOT}"]\n\n[[contract]]\nid = "c"\n{body}\n')
+    project = load_project(f)
+    return [execute_case(project, case, CpuBackend()) for case in make_plan(project, 1, {})]
+
+
+def contract(kernel: str, op: str, shape: list[int], dtype: str, klass: str = "C-PRC-01", **kw: str) -> str:
+    lines = [
+        f'class = "{klass}"',
+        f'kernel = "{kernel}"',
+        f'op = "{op}"',
+        f'dtypes = ["{dtype}"]',
+        f"shapes = [{shape}]",
+        'direction = "both"',
+        "protocol = { seeds = 1, trials = 2 }",
+        *(f"{k} = {v}" for k, v in kw.items()),
+    ]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_torch_matmul_backward_passes(tmp_path: Path, dtype: str) -> None:
+    (r,) = run_contract(tmp_path, contract("torch:matmul", "matmul", [48, 96, 40], dtype))
+    assert r.status == "pass", r.message
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("kernel", "cause"),
+    [
+        ("matmul_zeros", "zero-gradient"),
+        ("matmul_stale", "stale-output"),
+        ("matmul_acc", "low-precision-accumulator"),
+        ("linear_zeros", "zero-gradient"),
+        ("linear_stale", "stale-output"),
+        ("linear_acc", "low-precision-accumulator"),
+    ],
+)
+def test_planted_backward_faults_fail_with_a_named_signature(
+    tmp_path: Path, dtype: str, kernel: str, cause: str
+) -> None:
+    op = kernel.split("_")[0]
+    (r,) = run_contract(tmp_path, contract(f"tests.kernels.backward:{kernel}", op, [256, 64, 48], dtype))
+    assert r.status == "fail", r.message
+    assert r.signature is not None and r.signature.cause == cause, (r.signature, r.message)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_atomic_add_dbias_fails_a_bitwise_determinism_contract(tmp_path: Path, dtype: str) -> None:
+    body = contract(
+        "tests.kernels.backward:linear_atomic",
+        "linear",
+        [512, 32, 24],
+        dtype,
+        "C-ORD-02",
+        params='{ level = "bitwise" }',
+    )
+    (r,) = run_contract(tmp_path, body)
+    assert r.status == "fail" and r.signature is not None and r.signature.cause == "nondeterminism", r.message
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_torch_linear_backward_is_bitwise_deterministic(tmp_path: Path, dtype: str) -> None:
+    body = contract(
+        "torch.nn.functional:linear",
+        "linear",
+        [512, 32, 24],
+        dtype,
+        "C-ORD-02",
+        params='{ level = "bitwise" }',
+    )
+    (r,) = run_contract(tmp_path, body)
+    assert r.status == "pass", r.message
+
+
+def test_torch_free_op_tables_match_the_families() -> None:
+    from kcgate.ops import OPS
+    from kcgate.ops.custom import custom_op
+    from kcgate.spec import BACKWARD_OPS, OP_INPUTS, OP_SHAPES
+
+    families = {**OPS, "custom": custom_op(lambda *a: a, lambda *a: a)}
+    assert set(OP_INPUTS) == set(OP_SHAPES) == set(families)
+    assert {n for n, f in families.items() if f.grad_bound is not None} == set(BACKWARD_OPS)
+    for name, family in OPS.items():
+        assert family.input_names == OP_INPUTS[name], name
+        shape = family.default_shapes[0]
+        form = OP_SHAPES[name]
+        assert form is None or len(form) == len(shape), name
+        assert len(
+            family.make_inputs(shape, __import__("torch").float32, __import__("torch").Generator(), "normal")
+        ) == len(family.input_names)
