@@ -1,7 +1,7 @@
 """A fake GitHub REST API: a real HTTP server on 127.0.0.1 that PyGithub talks to over the wire.
 
 It speaks the endpoints kcgate's publisher calls, keeps state in memory, logs every request, can be
-scripted to fail (500/502 N times, 403, secondary rate limits), and validates like GitHub does: a
+scripted to fail (500/502 N times, 403, secondary rate limits) or to hang (``delay``), and validates like GitHub does: a
 comment body over 65,536 characters or a check-run request with more than 50 annotations is a 422.
 """
 
@@ -59,6 +59,8 @@ class FakeGitHub:
         self.history: list[str] = []  # commits in order, oldest first (for compare)
         self.failures: list[Failure] = []
         self.log: list[Logged] = []
+        self.delay = 0.0  # seconds every answer is held back (a server that hangs); cut short on exit
+        self._closing = threading.Event()
         self._ids = itertools.count(1000)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -73,6 +75,7 @@ class FakeGitHub:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._closing.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -352,6 +355,7 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             body = json.loads(raw) if raw else None
+            fake._closing.wait(fake.delay)
             status, payload, headers = fake.handle(
                 self.command, url.path, parse_qs(url.query), body, self.headers.get("Authorization", "")
             )

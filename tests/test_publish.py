@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -146,6 +147,35 @@ def test_secondary_rate_limit_is_retried(gh: FakeGitHub) -> None:
         headers={"Retry-After": "0"},
     )
     assert post(gh, SHA_OLD).action == "created"
+
+
+@pytest.mark.parametrize(("status", "after"), [(429, "3600"), (429, "100000"), (503, "3600"), (403, "3600")])
+def test_a_retry_after_beyond_the_cap_returns_at_once_with_a_warning(
+    gh: FakeGitHub, status: int, after: str
+) -> None:
+    gh.fail(
+        "POST", r"/comments$", status, times=1, message="secondary rate limit", headers={"Retry-After": after}
+    )
+    t0 = time.monotonic()
+    outcome = post(gh, SHA_OLD, max_wait=5.0)
+    assert time.monotonic() - t0 < 5.0
+    assert outcome.failed and "asked to wait" in outcome.detail and "KCGATE_GITHUB_MAX_WAIT" in outcome.detail
+
+
+def test_retries_stop_at_the_total_cap(gh: FakeGitHub) -> None:
+    gh.fail("GET", r"/issues/7/comments$", 503, times=100, headers={"Retry-After": "1"})
+    t0 = time.monotonic()
+    outcome = post(gh, SHA_OLD, retries=50, max_wait=5.0, max_total=1.5)
+    assert time.monotonic() - t0 < 2.5
+    assert outcome.failed and "KCGATE_GITHUB_MAX_TOTAL" in outcome.detail, outcome.detail
+
+
+def test_a_server_that_never_answers_is_abandoned_at_the_total_cap(gh: FakeGitHub) -> None:
+    gh.delay = 30.0  # every answer takes 30 s; the request timeout is longer still
+    t0 = time.monotonic()
+    outcome = post(gh, SHA_OLD, timeout=60, max_total=1.0)
+    assert time.monotonic() - t0 < 2.5
+    assert outcome.failed and "cap of 1 s in all" in outcome.detail
 
 
 def test_retries_run_out_into_a_fallback(gh: FakeGitHub) -> None:

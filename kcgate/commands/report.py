@@ -217,15 +217,15 @@ def _publish(
     from kcgate.render.markdown import CHECK_RUN_LIMIT, COMMENT_BUDGET, render_comment, render_report
 
     now = dt.datetime.now(dt.timezone.utc)
+    budget = github_pr.Budget(settings.max_total)  # one cap for all of publishing
     outcomes = []
     if comment_mode == "sticky":
-        outcomes.append(
-            github_pr.publish_comment(settings, event, render_comment(verdict, ctx, COMMENT_BUDGET), now)
-        )
+        comment = render_comment(verdict, ctx, COMMENT_BUDGET)
+        outcomes.append(github_pr.publish_comment(settings, event, comment, now, budget))
     if check_run:
         summary = render_report(verdict, ctx, CHECK_RUN_LIMIT - 1024, collapse=True)
         notes = [check_annotation(a) for a in make_annotations(verdict, contracts)]
-        outcomes.append(github_pr.publish_check_run(settings, event, summary, notes, verdict.passed))
+        outcomes.append(github_pr.publish_check_run(settings, event, summary, notes, verdict.passed, budget))
     return outcomes
 
 

@@ -3,6 +3,8 @@
 The sticky comment is found by a hidden marker AND by its author, edited in place, and never
 overwritten by a run for an older commit. Every failure (403 on a fork, 5xx after retries, no PR)
 becomes an Outcome for the caller to show: publishing never changes the verdict or the exit code.
+Every wait has a cap (``max_wait``) and publishing as a whole has one (``max_total``): a server that
+says ``Retry-After: 3600`` gets a warning naming the cap, not an hour of the job's time.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -70,25 +74,76 @@ class CommentMeta:
 # ---- connecting -----------------------------------------------------------------------------------
 
 
-def make_retry(settings: Settings) -> GithubRetry:
+class Budget:
+    """The time publishing may still take: one per report, shared by the comment and the check run."""
+
+    def __init__(self, total: float) -> None:
+        self.total = total
+        self.end = time.monotonic() + total
+
+    def left(self) -> float:
+        return max(0.0, self.end - time.monotonic())
+
+
+class WaitRefused(Exception):
+    """GitHub asked for a wait beyond one of kcgate's caps; the message names the cap and its setting."""
+
+
+def check_wait(wait: float, max_wait: float, budget: Budget) -> None:
+    """Refuse a wait over the per-wait cap or past the end of the publishing budget."""
+    if wait > max_wait:
+        raise WaitRefused(
+            f"GitHub asked to wait {wait:g} s before retrying, over kcgate's cap of {max_wait:g} s per wait "
+            "(KCGATE_GITHUB_MAX_WAIT); gave up"
+        )
+    if wait > budget.left():
+        raise WaitRefused(
+            f"a {wait:g} s wait before retrying would pass publishing's cap of {budget.total:g} s in all "
+            "(KCGATE_GITHUB_MAX_TOTAL); gave up"
+        )
+
+
+class CappedRetry(GithubRetry):
+    """GithubRetry whose every sleep (Retry-After, backoff, rate-limit reset) is checked against the caps."""
+
+    def __init__(self, *, max_wait: float, budget: Budget, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.max_wait, self.budget = max_wait, budget
+
+    def new(self, **kw: Any) -> CappedRetry:
+        kw.update(max_wait=self.max_wait, budget=self.budget)
+        return super().new(**kw)  # type: ignore[return-value]
+
+    def sleep(self, response: Any = None) -> None:
+        wait = self.get_retry_after(response) if response is not None else None
+        if wait is None:
+            wait = self.get_backoff_time()
+        check_wait(wait, self.max_wait, self.budget)
+        if wait > 0:
+            time.sleep(wait)
+
+
+def make_retry(settings: Settings, budget: Budget | None = None) -> GithubRetry:
     """Retry 5xx, 429 and secondary rate limits with exponential backoff; PATCH too (editing is idempotent)."""
-    return GithubRetry(
+    return CappedRetry(
         total=settings.retries,
         backoff_factor=settings.backoff,
         secondary_rate_wait=settings.secondary_rate_wait,
-        max_rate_limit_wait=settings.max_rate_wait,
+        max_rate_limit_wait=min(settings.max_rate_wait, settings.max_wait),
         status_forcelist=[429, 500, 502, 503, 504],
         allowed_methods=frozenset({"GET", "HEAD", "POST", "PATCH", "PUT", "DELETE"}),
+        max_wait=settings.max_wait,
+        budget=budget or Budget(settings.max_total),
     )
 
 
-def connect(settings: Settings) -> Github:
+def connect(settings: Settings, budget: Budget | None = None) -> Github:
     """A PyGithub client for settings.api_url (a GitHub Enterprise server or the test fake)."""
     return Github(
         auth=Auth.Token(settings.token),
         base_url=settings.api_url,
         timeout=settings.timeout,
-        retry=make_retry(settings),
+        retry=make_retry(settings, budget),
         user_agent="kcgate",
         seconds_between_requests=0.25 if settings.throttle else None,
         seconds_between_writes=1.0 if settings.throttle else None,
@@ -207,13 +262,22 @@ def comment_body(markdown: str, meta: CommentMeta) -> str:
     return body[: COMMENT_LIMIT - len(note)] + note
 
 
-def publish_comment(settings: Settings, event: Mapping[str, Any], markdown: str, now: dt.datetime) -> Outcome:
+def publish_comment(
+    settings: Settings,
+    event: Mapping[str, Any],
+    markdown: str,
+    now: dt.datetime,
+    budget: Budget | None = None,
+) -> Outcome:
     """Create or update the sticky comment; every failure is an Outcome, never an exception."""
     if not (settings.token and settings.repository):
         return Outcome("skipped", "no GITHUB_TOKEN or GITHUB_REPOSITORY, so no PR comment was posted")
     if is_fork_pr(settings, event):
         return Outcome("fallback", "this pull request comes from a fork and its token is read-only")
-    return _guarded(lambda: _upsert_comment(connect(settings), settings, event, markdown, now))
+    budget = budget or Budget(settings.max_total)
+    return _guarded(
+        lambda: _upsert_comment(connect(settings, budget), settings, event, markdown, now), budget
+    )
 
 
 def _upsert_comment(
@@ -247,12 +311,15 @@ def publish_check_run(
     summary: str,
     annotations: Sequence[dict[str, str | int]],
     passed: bool,
+    budget: Budget | None = None,
 ) -> Outcome:
     """A completed check run on the head commit, its annotations sent 50 per request."""
     if not (settings.token and settings.repository):
         return Outcome("skipped", "no GITHUB_TOKEN or GITHUB_REPOSITORY, so no check run was created")
+    budget = budget or Budget(settings.max_total)
     return _guarded(
-        lambda: _create_check_run(connect(settings), settings, event, summary, annotations, passed)
+        lambda: _create_check_run(connect(settings, budget), settings, event, summary, annotations, passed),
+        budget,
     )
 
 
@@ -283,13 +350,33 @@ def _create_check_run(
 # ---- failures -------------------------------------------------------------------------------------
 
 
-def _guarded(action: Any) -> Outcome:
-    """Run a publishing action; turn any failure into a fallback Outcome (the verdict stands)."""
+def _guarded(action: Any, budget: Budget) -> Outcome:
+    """Run a publishing action within the budget; turn any failure into a fallback Outcome (the verdict
+    stands). The action runs in a daemon thread, so a request that outlives the budget (a server that
+    trickles its answer, many slow pages) is abandoned rather than waited for."""
+    if budget.left() <= 0:
+        return Outcome("fallback", _over_budget(budget))
+    box: list[Outcome] = []
+    worker = threading.Thread(target=lambda: box.append(_outcome(action)), daemon=True)
+    worker.start()
+    worker.join(budget.left())
+    return box[0] if box else Outcome("fallback", _over_budget(budget))
+
+
+def _over_budget(budget: Budget) -> str:
+    return (
+        f"publishing took longer than its cap of {budget.total:g} s in all (KCGATE_GITHUB_MAX_TOTAL); gave up"
+    )
+
+
+def _outcome(action: Any) -> Outcome:
     try:
         result: Outcome = action()
         return result
     except GithubException as exc:
         return Outcome("fallback", _explain(exc))
+    except WaitRefused as exc:
+        return Outcome("fallback", str(exc))
     except Exception as exc:  # network down, retries exhausted: report it, never change the exit code
         return Outcome("fallback", f"could not reach GitHub ({type(exc).__name__}: {str(exc)[:200]})")
 

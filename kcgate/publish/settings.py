@@ -42,6 +42,8 @@ class Settings:
     backoff: float = 1.0  # urllib3 backoff_factor: 0, 2, 4, 8 ... seconds
     secondary_rate_wait: float = 60.0
     max_rate_wait: float = 300.0
+    max_wait: float = 60.0  # the longest single wait (Retry-After, backoff, rate-limit reset) kcgate accepts
+    max_total: float = 300.0  # all of publishing: requests, retries and waits
     throttle: bool = True  # PyGithub's pause between requests and writes (GitHub's advice)
     timeout: int = 15
     actions: bool = False  # running inside GitHub Actions (GITHUB_ACTIONS=true)
@@ -69,6 +71,8 @@ class Settings:
             backoff=_number(e, "KCGATE_GITHUB_BACKOFF", cls.backoff),
             secondary_rate_wait=_number(e, "KCGATE_GITHUB_SECONDARY_WAIT", cls.secondary_rate_wait),
             max_rate_wait=_number(e, "KCGATE_GITHUB_MAX_RATE_WAIT", cls.max_rate_wait),
+            max_wait=_number(e, "KCGATE_GITHUB_MAX_WAIT", cls.max_wait),
+            max_total=_number(e, "KCGATE_GITHUB_MAX_TOTAL", cls.max_total),
             throttle=e.get("KCGATE_GITHUB_THROTTLE", "1") not in ("0", "false", "no"),
             actions=e.get("GITHUB_ACTIONS", "") == "true",
         )
