@@ -190,9 +190,11 @@ class IsolatedExecutor:
             assert self.worker is not None
             hello = self.worker.wait_ready()
         except (WorkerDied, TimeoutError) as exc:
+            tail = self.worker.stderr_tail().strip().splitlines()[-1:] if self.worker else []
             self._discard()
+            said = f"; it said: {tail[0][:300]}" if tail else ""
             raise KcgateError(
-                f"the worker process failed to start ({exc or 'timeout'}); "
+                f"the worker process ({sys.executable}) failed to start ({exc or 'timeout'}){said}; "
                 "run with --isolation none to see the error in this process"
             ) from None
         if not hello.get("ready"):

@@ -55,11 +55,14 @@ def main() -> None:
     ap.add_argument("--memory-limit", type=int, default=0)
     args = ap.parse_args()
     out = os.fdopen(args.fd, "w", buffering=1, encoding="utf-8")
+    from kcgate.devices.base import import_torch
     from kcgate.errors import KcgateError
-    from kcgate.execute import execute_case  # imports torch and the harness before the first case
     from kcgate.plan import Case
 
     try:
+        import_torch()  # a torch that cannot be imported is a handshake error naming the interpreter and fix
+        from kcgate.execute import execute_case  # imports the harness before the first case
+
         hello, project, backend = _start(args.contracts, args.device)
     except KcgateError as exc:
         out.write(json.dumps({"ready": False, "error": exc.message, "exit_code": int(exc.exit_code)}) + "\n")

@@ -1,9 +1,11 @@
 """The composite action, run the way the runner runs it: each step's bash script with its env mapping.
 
 action.yml is parsed; ``${{ inputs.x }}`` in a step's ``env:`` is replaced by the input (or its default);
-the install step is skipped (the installed kcgate is used); GITHUB_OUTPUT, GITHUB_STEP_SUMMARY and
-GITHUB_EVENT_PATH are temporary files, and GitHub is the loopback fake. Also: no step interpolates an
-input into its script, and actionlint and zizmor pass on action.yml and every workflow.
+report-mode tests skip the install step (the kcgate under test is used); run-mode tests run it for real,
+offline (an empty wheelhouse), with this test's interpreter (a venv that has torch) or a bare venv.
+GITHUB_OUTPUT, GITHUB_STEP_SUMMARY and GITHUB_EVENT_PATH are temporary files, and GitHub is the loopback
+fake. Also: no step interpolates an input into its script, and actionlint and zizmor pass on action.yml
+and every workflow.
 """
 
 from __future__ import annotations
@@ -36,8 +38,14 @@ def load_action() -> dict[str, Any]:
     return yaml.safe_load(ACTION.read_text())
 
 
+GITHUB_CONTEXT = {"github.token": ""}  # the workflow's token, as `${{ github.token }}` sees it
+
+
 def evaluate(expr: str, inputs: dict[str, str], steps: dict[str, dict[str, str]]) -> str:
-    """The few expression forms action.yml uses: inputs.x, steps.id.outputs.x, a || b, github.token."""
+    """The few expression forms action.yml uses: inputs.x, steps.id.outputs.x, a || b, a == b, github.token."""
+    if "==" in expr:
+        left, right = (evaluate(side.strip(), inputs, steps) for side in expr.split("==", 1))
+        return "true" if left == right else "false"
     for alt in (a.strip() for a in expr.split("||")):
         value = _term(alt, inputs, steps)
         if value:
@@ -51,8 +59,8 @@ def _term(term: str, inputs: dict[str, str], steps: dict[str, dict[str, str]]) -
     if term.startswith("steps."):
         _, sid, _, name = term.split(".", 3)
         return steps.get(sid, {}).get(name, "")
-    if term == "github.token":
-        return ""
+    if term in GITHUB_CONTEXT:
+        return GITHUB_CONTEXT[term]
     raise AssertionError(f"unexpected expression {term!r} in action.yml")
 
 
@@ -69,16 +77,18 @@ def condition(expr: str | None, inputs: dict[str, str]) -> bool:
 
 
 def run_action(
-    with_: dict[str, str], env: dict[str, str], tmp: Path
+    with_: dict[str, str], env: dict[str, str], tmp: Path, install: bool = False
 ) -> tuple[dict[str, str], list[subprocess.CompletedProcess[str]]]:
-    """Run the action's steps in order; stop at the first failing one, as the runner does."""
+    """Run the action's steps in order; stop at the first failing one, as the runner does.
+
+    ``install``: run the install step too (else the kcgate under test stands in for the installed one)."""
     action = load_action()
     inputs = {k: str(v.get("default", "")) for k, v in action["inputs"].items()}
     inputs = {k: substitute(v, {}, {}) if "${{" in v else v for k, v in inputs.items()} | with_
     steps: dict[str, dict[str, str]] = {}
     procs: list[subprocess.CompletedProcess[str]] = []
     for step in action["runs"]["steps"]:
-        if step["name"] == "Install kcgate" or not condition(step.get("if"), inputs):
+        if (step["name"] == "Install kcgate" and not install) or not condition(step.get("if"), inputs):
             continue
         out = tmp / f"output-{len(procs)}"
         out.write_text("")
@@ -89,8 +99,9 @@ def run_action(
             capture_output=True,
             text=True,
             cwd=tmp,
-            timeout=300,
+            timeout=600,
         )
+        proc.step = step["name"]  # type: ignore[attr-defined]
         procs.append(proc)
         if "id" in step:
             steps[step["id"]] = dict(
@@ -155,6 +166,47 @@ def test_report_mode_gates_comments_and_sets_outputs(tmp_path: Path) -> None:
         assert "new violation" in (tmp_path / "summary.md").read_text()
 
 
+def test_two_gates_fail_job_false_and_no_user_probe_with_the_actions_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, artifacts = write_results_pair(tmp_path)
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"workflow_run": {"head_sha": SHA_NEW, "pull_requests": []}}))
+    with FakeGitHub(user=None) as gh:  # an Actions token: GET /user would be 403
+        monkeypatch.setitem(GITHUB_CONTEXT, "github.token", gh.token)  # github-token left at its default
+        gh.add_pull(5, SHA_NEW)
+        other = gh.add_comment(5, "<!-- kcgate:sticky -->\nthe default gate's comment", gh.login)
+        env = runner_env(
+            tmp_path,
+            GITHUB_EVENT_PATH=str(event),
+            GITHUB_EVENT_NAME="workflow_run",
+            GITHUB_REPOSITORY="acme/kernels",
+            GITHUB_API_URL=gh.base_url,
+            GITHUB_RUN_ID="78",
+            KCGATE_GITHUB_THROTTLE="0",
+            KCGATE_GITHUB_BACKOFF="0",
+        )
+        with_ = {
+            "mode": "report",
+            "results-dir": str(artifacts),
+            "baseline": str(base),
+            "gate-name": "perf",
+            "check-run": "True",
+            "fail-job": "false",
+        }
+        outputs, procs = run_action(with_, env, tmp_path)
+        assert procs[-1].returncode == 0, procs[-1].stderr  # the verdict is on the PR, the job stays green
+        assert "::notice title=perf::blocking changes found" in procs[-1].stdout
+        assert outputs["verdict"] == "fail" and outputs["blocking"] == "1"
+        assert not gh.requests("GET", "^/user$")
+        ours = [c for c in gh.comments_on(5) if c["id"] != other]
+        assert len(ours) == 1 and ours[0]["body"].startswith("<!-- kcgate:sticky:perf -->")
+        assert gh.comments[other]["body"].endswith("the default gate's comment")  # left alone
+        assert [r["name"] for r in gh.check_runs.values()] == ["perf"]
+        assert outputs["comment-url"] and outputs["check-run-url"]
+        assert Path(outputs["comment-path"]).is_file() and Path(outputs["summary-path"]).is_file()
+
+
 def test_report_mode_passes_without_a_token(tmp_path: Path) -> None:
     base, artifacts = write_results_pair(tmp_path, regress=False)
     outputs, procs = run_action(
@@ -178,10 +230,106 @@ def test_inputs_reach_scripts_only_through_env() -> None:
         assert step.get("shell") == "bash"
 
 
-def test_install_step_never_pulls_torch() -> None:
+def test_install_never_pulls_torch_and_is_pinned() -> None:
     [install] = [s for s in load_action()["runs"]["steps"] if s["name"] == "Install kcgate"]
-    assert '"${GITHUB_ACTION_PATH}"' in install["run"] and "[torch]" not in install["run"]
-    assert "--system-site-packages" in install["run"]
+    script = (ROOT / "action" / "install.sh").read_text()
+    assert "action/install.sh" in install["run"]
+    assert "[torch]" not in script and "-m venv --system-site-packages" not in script
+    assert '-c "$constraints"' in script and 'target="$action[github]"' in script
+    for mode in ("run", "report"):
+        pins = (ROOT / "action" / f"constraints-{mode}.txt").read_text()
+        assert not re.search(r"^torch", pins, flags=re.M)
+        assert ("pygithub==" in pins) == (mode == "report")  # run mode never installs PyGithub's stack
+
+
+SMALL_CONTRACT = """
+[[contract]]
+id = "matmul"
+class = "C-ORD-02"
+kernel = "kcgate.builtin_kernels:matmul"
+op = "matmul"
+dtypes = ["float32"]
+protocol = { seeds = 1, trials = 1 }
+"""
+
+
+def _run_leg(tmp: Path, python: str) -> tuple[dict[str, str], list[subprocess.CompletedProcess[str]]]:
+    """The run leg with the real install step, offline: an empty wheelhouse means no index is asked."""
+    (tmp / "contracts.toml").write_text(SMALL_CONTRACT)
+    (tmp / "wheelhouse").mkdir()
+    env = runner_env(tmp)
+    env.pop("PYTHONPATH")  # the installed kcgate must run, not this checkout
+    (tmp / "runner-temp" / "kcgate-venv").exists() and shutil.rmtree(tmp / "runner-temp" / "kcgate-venv")
+    with_ = {
+        "mode": "run",
+        "runner": "cpu-test",
+        "device": "cpu",
+        "python": python,
+        "wheelhouse": str(tmp / "wheelhouse"),
+        "shard": "1/1",
+    }
+    return run_action(with_, env, tmp, install=True)
+
+
+@pytest.mark.slow
+def test_run_leg_installs_into_a_venv_that_sees_the_interpreters_torch(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    if sys.prefix == sys.base_prefix:
+        pytest.skip("this test needs to run from a venv that has torch (the case it proves)")
+    outputs, procs = _run_leg(tmp_path, sys.executable)
+    assert [p.returncode for p in procs] == [0, 0, 0], procs[-1].stdout + procs[-1].stderr
+    assert "kcgate installed" in procs[1].stdout
+    results = json.loads(Path(tmp_path / outputs["results-path"]).read_text())
+    assert results["runner"] == "cpu-test" and results["cases"]
+    assert outputs["artifact-name"] == "kcgate-results-cpu-test-shard-1-of-1"
+    venv = tmp_path / "runner-temp" / "kcgate-venv"
+    code = "import importlib.util as u; print(u.find_spec('github') is None, u.find_spec('torch').origin)"
+    probe = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True)
+    no_github, torch_at = probe.stdout.split()
+    assert torch_at.startswith(sys.prefix)  # the interpreter's own torch, not the base one's
+    assert no_github == "True" or "github" in _site_names(Path(sys.prefix))  # never installed by run mode
+
+
+def _site_names(prefix: Path) -> set[str]:
+    return {p.name for sp in prefix.glob("lib/python3*/site-packages") for p in sp.iterdir()}
+
+
+def test_run_leg_without_torch_fails_in_the_install_step(tmp_path: Path) -> None:
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    outputs, procs = _run_leg(tmp_path, str(bare / "bin" / "python"))
+    assert [p.returncode for p in procs] == [0, 3]
+    assert procs[-1].step == "Install kcgate"  # type: ignore[attr-defined]
+    [line] = [x for x in procs[-1].stdout.splitlines() if x.startswith("::error")]
+    assert f"{bare}/bin/python cannot import torch" in line
+    assert "No module named 'torch'" in line and "fix: set the action's python input" in line
+    assert not (tmp_path / "runner-temp" / "kcgate-venv").exists()  # nothing was installed first
+
+
+@pytest.mark.parametrize("value", ["yes", "1", "on", "ture"])
+def test_a_boolean_input_that_is_not_true_or_false_is_an_error(tmp_path: Path, value: str) -> None:
+    outputs, procs = run_action({"mode": "report", "check-run": value}, runner_env(tmp_path), tmp_path)
+    assert procs[0].returncode == 3 and "input check-run must be true or false" in procs[0].stdout
+
+
+@pytest.mark.parametrize("name", ["", "two words", "x" * 41, "a<b"])
+def test_a_bad_gate_name_is_an_error(tmp_path: Path, name: str) -> None:
+    _outputs, procs = run_action({"mode": "report", "gate-name": name}, runner_env(tmp_path), tmp_path)
+    assert procs[0].returncode == 3 and "input gate-name" in procs[0].stdout
+
+
+def test_every_documented_output_is_declared() -> None:
+    declared = set(load_action()["outputs"])
+    readme = (ROOT / "docs" / "github.md").read_text()
+    table = readme[readme.index("### Outputs") :].split("\n## ")[0]
+    documented = set(re.findall(r"^\| `([a-z-]+)` \|", table, flags=re.M))
+    assert documented and documented == declared
+
+
+def test_every_input_is_documented() -> None:
+    readme = (ROOT / "docs" / "github.md").read_text()
+    table = readme[readme.index("### Inputs") : readme.index("### Outputs")]
+    assert set(re.findall(r"^\| `([a-z-]+)` \|", table, flags=re.M)) == set(load_action()["inputs"])
 
 
 def test_workflow_actions_are_pinned_by_sha() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 from tests.conftest import ROOT, kcgate
 
@@ -43,3 +45,45 @@ def test_help_does_not_import_torch_in_process() -> None:
     code = "import sys\nfrom kcgate.cli import app\nprint('torch' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.stdout.strip() == "False", proc.stderr
+
+
+def test_run_without_torch_says_so_before_planning_in_both_isolation_modes(
+    no_torch_env: dict[str, str],
+) -> None:
+    import sys
+
+    for isolation in ("process", "none"):
+        proc = kcgate(
+            "run", "--contracts", str(ROOT / "tests" / "data" / "small.toml"), "--isolation", isolation,
+            "-k", "sum*", env=no_torch_env,
+        )  # fmt: skip
+        assert proc.returncode == 3, (isolation, proc.stderr)
+        assert f"{sys.executable} cannot import it (torch is poisoned" in proc.stderr, proc.stderr
+        assert "fix: install torch" in proc.stderr
+
+
+# ---- PyGithub is the `github` extra: only publishing needs it ----------------------------------------
+
+
+def _no_github_env(tmp_path: Path) -> dict[str, str]:
+    fake = tmp_path / "poison-github" / "github"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('PyGithub is poisoned in this test')\n")
+    return {"PYTHONPATH": f"{fake.parent}{os.pathsep}{ROOT}"}
+
+
+def test_run_and_report_work_without_pygithub_and_publish_names_the_fix(tmp_path: Path) -> None:
+    from report_samples import write_results_pair
+
+    env = _no_github_env(tmp_path)
+    proc = kcgate("run", "--contracts", str(ROOT / "tests" / "data" / "small.toml"), "--list", env=env)
+    assert proc.returncode == 0, proc.stderr
+    base, artifacts = write_results_pair(tmp_path, regress=False)
+    proc = kcgate("report", str(artifacts), "--baseline", str(base), env=env)
+    assert proc.returncode == 0, proc.stderr
+    proc = kcgate(
+        "report", str(artifacts), "--baseline", str(base), "--publish",
+        env={**env, "GITHUB_TOKEN": "x", "GITHUB_REPOSITORY": "acme/kernels"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr  # publishing never changes the verdict
+    assert "pip install 'kcgate[github]'" in proc.stdout

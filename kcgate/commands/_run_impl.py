@@ -35,6 +35,8 @@ def run_command(o: Options) -> int:
     from kcgate.spec import load_project
 
     check_isolation(o.isolation)
+    if not o.list_only:
+        check_torch(o.isolation)
     project = load_project(o.contracts)
     executor = (  # with isolation the worker starts now and makes the run's one torch import
         None if o.list_only else make_executor(o.isolation, project, o.device, o.memory_limit_gb, o.timeout)
@@ -59,6 +61,27 @@ def run_command(o: Options) -> int:
     finally:
         if executor is not None:
             executor.close()
+
+
+def check_torch(isolation: str) -> None:
+    """Before planning, in this process: torch must be importable here (the worker runs this interpreter).
+
+    With --isolation none torch is imported now; with workers only found, so the parent stays light and a
+    torch that fails at import shows its error in the worker's start-up message."""
+    import importlib.util
+    import sys
+
+    from kcgate.devices.base import TORCH_FIX, import_torch
+    from kcgate.errors import UsageError
+
+    if isolation == "none":
+        import_torch()
+        return
+    if importlib.util.find_spec("torch") is None:
+        raise UsageError(
+            f"kcgate run needs torch, but {sys.executable} cannot import it (no module named 'torch'); "
+            f"fix: {TORCH_FIX}"
+        )
 
 
 def _default_shapes() -> dict[str, tuple[tuple[int, ...], ...]]:

@@ -18,7 +18,7 @@ import typer
 if TYPE_CHECKING:
     from kcgate.diff_model import Verdict
     from kcgate.policy import Policy
-    from kcgate.publish.github_pr import Outcome
+    from kcgate.publish.outcome import Outcome
     from kcgate.publish.settings import Settings
     from kcgate.render.markdown import RenderContext
     from kcgate.results import RunResult
@@ -76,8 +76,15 @@ def report_command(
     today: str = typer.Option(
         "", "--today", help="Date for waiver expiry, YYYY-MM-DD (default: today, UTC)."
     ),
+    gate_name: str = typer.Option(
+        "kcgate",
+        "--gate-name",
+        help="The check run's name, the comment's title and its sticky marker (several gates per repository).",
+    ),
 ) -> None:
     """Gate a PR on every runner's results: exit 1 when a change blocks, 0 when none does, 3 on bad input."""
+    from dataclasses import replace
+
     from kcgate.commands.diff import parse_today
     from kcgate.errors import ExitCode, UsageError
     from kcgate.publish.settings import Settings
@@ -88,7 +95,7 @@ def report_command(
         raise UsageError(
             "--check-run creates a check run through the API; add --publish (and set GITHUB_TOKEN)"
         )
-    settings = Settings.from_env()
+    settings = replace(Settings.from_env(), gate_name=check_gate_name(gate_name))
     verdict, runs = _gate(results, baseline, contracts, expect_runner, fail_on, parse_today(today))
     event = _event(settings)
     ctx = _context(settings, event, runs, _contracts_name(contracts))
@@ -105,6 +112,19 @@ def report_command(
     )
     if not verdict.passed:
         raise typer.Exit(int(ExitCode.VIOLATION))
+
+
+def check_gate_name(name: str) -> str:
+    """A gate name goes into a check run's name and an HTML comment: letters, digits, '.', '_', '-'."""
+    import re
+
+    from kcgate.errors import UsageError
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}", name):
+        raise UsageError(
+            f"--gate-name {name[:40]!r}: use 1-40 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    return name
 
 
 # ---- the gate -------------------------------------------------------------------------------------
@@ -185,6 +205,7 @@ def _context(
     sha = head_sha(settings, event)
     devices = tuple((name, _device(run)) for name, run in sorted(runs.items()))
     return RenderContext(
+        title=settings.gate_name,
         head_sha=sha,
         run_url=settings.run_url(),
         source_url=settings.blob_url(sha, contracts),
@@ -212,7 +233,12 @@ def _publish(
 ) -> list[Outcome]:
     if not publish:
         return []
-    from kcgate.publish import github_pr
+    try:
+        from kcgate.publish import github_pr
+    except ImportError as exc:  # PyGithub is the `github` extra; the verdict stands without it
+        from kcgate.publish.outcome import missing_outcome
+
+        return [missing_outcome(exc)]
     from kcgate.render.annotations import check_annotation, make_annotations
     from kcgate.render.markdown import CHECK_RUN_LIMIT, COMMENT_BUDGET, render_comment, render_report
 
@@ -285,9 +311,10 @@ def step_outputs(verdict: Verdict, outcomes: list[Outcome], paths: dict[str, str
         "blocking": str(len(verdict.blocking)),
         **paths,
     }
-    posted = [o.url for o in outcomes if o.action in ("created", "updated") and o.url]
-    if posted:
-        out["comment-url"] = posted[0]
+    for kind in ("comment", "check-run"):
+        posted = [o.url for o in outcomes if o.kind == kind and o.action in ("created", "updated") and o.url]
+        if posted:
+            out[f"{kind}-url"] = posted[0]
     return out
 
 

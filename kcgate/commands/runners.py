@@ -20,15 +20,39 @@ def register(app: typer.Typer) -> None:
 @handle_errors
 def runners(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+    require: str = typer.Option(
+        "", "--require", help="Exit 3 unless this backend (cpu, cuda, rocm, xpu, mps, npu) is detected."
+    ),
 ) -> None:
     """List every device backend, whether it is detected here, and its fingerprint."""
-    from kcgate.devices import BACKENDS, default_backend
+    from kcgate.devices import BACKENDS, check_name, default_backend
     from kcgate.devices.base import import_torch
 
+    if require:
+        check_name(require)
     torch = import_torch()  # exits 3 with the fix when torch is missing
     rows = [describe(name, cls(torch)) for name, cls in BACKENDS.items()]
     default = default_backend(r["backend"] for r in rows if r["detected"])
     typer.echo(render_json(rows, default) if as_json else render_text(rows, default))
+    if require:
+        check_required(rows, require, torch.__version__)
+
+
+def check_required(rows: list[dict[str, Any]], name: str, torch_version: str) -> None:
+    """The device the run asks for must be detected by this torch; say which torch and what was found."""
+    import sys
+
+    from kcgate.errors import UsageError
+
+    row = next(r for r in rows if r["backend"] == name)
+    if row["detected"] and not row["error"]:
+        return
+    found = ", ".join(r["backend"] for r in rows if r["detected"]) or "none"
+    why = f" ({row['error']})" if row["error"] else ""
+    raise UsageError(
+        f"device {name} is not available to torch {torch_version} in {sys.executable}{why}; detected: {found}. "
+        f"fix: install your vendor's torch build into this interpreter, or pick the device it has"
+    )
 
 
 def describe(name: str, backend: Any) -> dict[str, Any]:

@@ -56,8 +56,11 @@ def import_torch() -> Any:
     try:
         import torch
     except ImportError as exc:
+        import sys
+
         raise UsageError(
-            f"torch is needed to detect devices but cannot be imported ({exc}); fix: {TORCH_FIX}"
+            f"torch is needed to run kernels and detect devices, but {sys.executable} cannot import it "
+            f"({exc}); fix: {TORCH_FIX}"
         ) from None
     return torch
 

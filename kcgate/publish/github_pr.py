@@ -22,28 +22,18 @@ from github import Auth, Github, GithubException, GithubRetry
 from github.IssueComment import IssueComment
 from github.Repository import Repository
 
+from kcgate.publish.outcome import Outcome
 from kcgate.publish.settings import Settings, dig, head_sha, is_sha
 from kcgate.render.annotations import batches
 from kcgate.render.markdown import CHECK_RUN_LIMIT, COMMENT_LIMIT
 
-STICKY_MARKER = "<!-- kcgate:sticky -->"
+STICKY_MARKER = "<!-- kcgate:sticky -->"  # the default gate's; another gate's adds its name
 BOT_LOGIN = "github-actions[bot]"  # who GITHUB_TOKEN comments as; GET /user is 403 for it
-CHECK_NAME = "kcgate"
+CHECK_NAME = "kcgate"  # the default gate's check run; settings.gate_name names another
+INSTALLATION_TOKEN_PREFIX = "ghs_"  # GITHUB_TOKEN and GitHub App installation tokens: /user is 403
 MAX_SCANNED_PRS = 300
+__all__ = ["Outcome", "publish_check_run", "publish_comment"]
 _META = re.compile(r"<!-- kcgate:meta (\{[^<>]{0,400}\}) -->")
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What publishing did: created, updated, skipped (by design) or fallback (it failed)."""
-
-    action: str
-    detail: str
-    url: str = ""
-
-    @property
-    def failed(self) -> bool:
-        return self.action == "fallback"
 
 
 @dataclass(frozen=True)
@@ -204,10 +194,19 @@ def _pull_by_scan(repo: Repository, sha: str) -> int | None:
 # ---- the sticky comment -------------------------------------------------------------------------
 
 
+def sticky_marker(gate_name: str) -> str:
+    """The hidden marker of one gate's comment: two gates in one repository never edit each other's."""
+    return STICKY_MARKER if gate_name == CHECK_NAME else f"<!-- kcgate:sticky:{gate_name} -->"
+
+
 def comment_author(gh: Github, settings: Settings) -> str:
-    """The login our comments carry: the token's user, or github-actions[bot] for GITHUB_TOKEN."""
+    """The login our comments carry: the token's user, or github-actions[bot] for GITHUB_TOKEN.
+
+    An Actions or installation token is never sent to GET /user (it answers 403, and logs say so)."""
     if settings.comment_author:
         return settings.comment_author
+    if settings.actions_token or settings.token.startswith(INSTALLATION_TOKEN_PREFIX):
+        return BOT_LOGIN
     try:
         return str(gh.get_user().login)
     except GithubException as exc:
@@ -216,14 +215,12 @@ def comment_author(gh: Github, settings: Settings) -> str:
         raise
 
 
-def find_sticky(comments: Iterable[IssueComment], author: str) -> IssueComment | None:
+def find_sticky(
+    comments: Iterable[IssueComment], author: str, marker: str = STICKY_MARKER
+) -> IssueComment | None:
     """Our comment: it has the marker and we wrote it (someone else quoting the marker is left alone)."""
     for comment in comments:
-        if (
-            STICKY_MARKER in (comment.body or "")
-            and comment.user is not None
-            and comment.user.login == author
-        ):
+        if marker in (comment.body or "") and comment.user is not None and comment.user.login == author:
             return comment
     return None
 
@@ -253,9 +250,9 @@ def _compare(repo: Repository, base: str, head: str) -> str:
         raise
 
 
-def comment_body(markdown: str, meta: CommentMeta) -> str:
+def comment_body(markdown: str, meta: CommentMeta, marker: str = STICKY_MARKER) -> str:
     """Markers first, then the report; cut hard at GitHub's limit as a last guard (the renderer budgets)."""
-    body = f"{STICKY_MARKER}\n{meta.render()}\n{markdown}"
+    body = f"{marker}\n{meta.render()}\n{markdown}"
     if len(body) <= COMMENT_LIMIT:
         return body
     note = "\n\n**… cut at GitHub's comment size limit; see the job summary.**\n"
@@ -290,11 +287,12 @@ def _upsert_comment(
         return Outcome("skipped", f"no open pull request has head commit {sha[:12]}")
     pr = repo.get_pull(number)
     ours = CommentMeta(sha=sha, run_id=_int(settings.run_id), at=now.strftime("%Y-%m-%dT%H:%M:%SZ"))
-    existing = find_sticky(pr.get_issue_comments(), comment_author(gh, settings))
+    marker = sticky_marker(settings.gate_name)
+    existing = find_sticky(pr.get_issue_comments(), comment_author(gh, settings), marker)
     reason = stale_reason(repo, pr.head.sha, ours, CommentMeta.parse(existing.body) if existing else None)
     if reason:
         return Outcome("skipped", reason)
-    body = comment_body(markdown, ours)
+    body = comment_body(markdown, ours, marker)
     if existing is not None:
         existing.edit(body)
         return Outcome("updated", f"updated the kcgate comment on PR #{number}", existing.html_url)
@@ -336,7 +334,7 @@ def _create_check_run(
     parts = batches(annotations) or [[]]
     output: dict[str, Any] = {"title": title, "summary": _clip_bytes(summary, CHECK_RUN_LIMIT)}
     run = repo.create_check_run(
-        name=CHECK_NAME,
+        name=settings.gate_name,
         head_sha=head_sha(settings, event),
         status="completed",
         conclusion="success" if passed else "failure",
@@ -344,7 +342,9 @@ def _create_check_run(
     )
     for part in parts[1:]:
         run.edit(output={**output, "annotations": part})
-    return Outcome("created", f"check run with {len(annotations)} annotations", run.html_url or "")
+    return Outcome(
+        "created", f"check run with {len(annotations)} annotations", run.html_url or "", "check-run"
+    )
 
 
 # ---- failures -------------------------------------------------------------------------------------

@@ -47,6 +47,8 @@ class Settings:
     throttle: bool = True  # PyGithub's pause between requests and writes (GitHub's advice)
     timeout: int = 15
     actions: bool = False  # running inside GitHub Actions (GITHUB_ACTIONS=true)
+    actions_token: bool = False  # the token is the workflow's GITHUB_TOKEN (the action says so): no GET /user
+    gate_name: str = "kcgate"  # the check run's name, the comment's title and its sticky marker
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -75,6 +77,7 @@ class Settings:
             max_total=_number(e, "KCGATE_GITHUB_MAX_TOTAL", cls.max_total),
             throttle=e.get("KCGATE_GITHUB_THROTTLE", "1") not in ("0", "false", "no"),
             actions=e.get("GITHUB_ACTIONS", "") == "true",
+            actions_token=e.get("KCGATE_ACTIONS_TOKEN", "").lower() == "true",
         )
 
     @property
