@@ -7,11 +7,11 @@ runner's shards are merged only when their fingerprints agree.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from kcgate import bounded
 from kcgate.errors import ResultsError, UsageError
 from kcgate.merge import merge_shards
 from kcgate.results import MAX_RESULTS_BYTES, RunResult, load_run
@@ -42,6 +42,10 @@ def result_files(path: Path) -> list[Path]:
         )
     if path.is_file():
         return [path]
+    if path.exists() and not path.is_dir():
+        raise UsageError(
+            f"{path}: is not a regular file or a directory; pass results files or the artifacts directory"
+        )
     if not path.is_dir():
         raise UsageError(f"{path}: no such file or directory; pass results files or the artifacts directory")
     found = []
@@ -76,9 +80,7 @@ def _load_member(path: Path) -> RunResult | None:
 
 def _foreign_kind(path: Path) -> bool:
     try:
-        if path.stat().st_size > MAX_RESULTS_BYTES:
-            return False
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError):
+        doc = bounded.loads_json(bounded.read_capped(path, MAX_RESULTS_BYTES))
+    except ValueError:  # Refused too
         return False
     return isinstance(doc, dict) and "kind" in doc and doc["kind"] != "kcgate-results"

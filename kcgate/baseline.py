@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 import os
 import re
 import subprocess
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from kcgate import bounded
 from kcgate.diff import index_cases
 from kcgate.errors import ResultsError, UsageError
 from kcgate.policy import Policy
@@ -166,16 +166,23 @@ def _load_member(path: Path) -> RunResult | None:
     try:
         return load_run(path)
     except ResultsError:
-        if _foreign_kind(path.read_bytes() if path.stat().st_size <= MAX_RESULTS_BYTES else b""):
+        if _foreign_kind(_bytes_or_nothing(path)):
             return None
         raise
+
+
+def _bytes_or_nothing(path: Path) -> bytes:
+    try:
+        return bounded.read_capped(path, MAX_RESULTS_BYTES)
+    except bounded.Refused:
+        return b""
 
 
 def _foreign_kind(data: bytes) -> bool:
     """True for a JSON object that says it is something else (another tool's artifact), not a broken file."""
     try:
-        doc = json.loads(data)
-    except ValueError:
+        doc = bounded.loads_json(data)
+    except ValueError:  # Refused too: too deep, lone surrogates
         return False
     return isinstance(doc, dict) and "kind" in doc and doc["kind"] != "kcgate-results"
 

@@ -27,6 +27,7 @@ def merge_shards(parts: Sequence[tuple[Path, RunResult]]) -> RunResult:
                 "merge only shards of one runner measured on one machine (or give each machine its own name)"
             )
     if len(parts) == 1:
+        _unique_cases(parts)  # one file can repeat a case too, and report would refuse the output
         return first
     complete = all(run.complete for _, run in parts) and _all_shards(run for _, run in parts)
     return first.with_cases(_unique_cases(parts), complete=complete)
@@ -36,14 +37,21 @@ def _unique_cases(parts: Sequence[tuple[Path, RunResult]]) -> tuple[CaseResult, 
     seen: dict[str, Path] = {}
     out = []
     for path, run in parts:
+        here: set[str] = set()
         for case in run.cases:
+            if case.case_id in here:
+                raise ResultsError(
+                    f"{path}: case {case.case_id[:120]!r} appears twice in this file; `kcgate run` never "
+                    "writes a case twice, so the file was edited or forged: run that shard again"
+                )
             if case.case_id in seen:
                 raise ResultsError(
                     f"case {case.case_id[:120]!r} of runner {run.runner[:100]!r} is in both {seen[case.case_id]} "
                     f"and {path}; each shard must run distinct cases (--shard i/N)"
                 )
-            seen[case.case_id] = path
+            here.add(case.case_id)
             out.append(case)
+        seen.update(dict.fromkeys(here, path))
     return tuple(out)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kcgate import bounded
 from kcgate.errors import ResultsError
 
 SCHEMA_VERSION = 2
@@ -69,7 +70,9 @@ class Fingerprint:
             driver=_text(d, "driver"),
             runtime=_text(d, "runtime"),
             torch=_text(d, "torch"),
-            flags=tuple(sorted((str(k)[:200], str(v)[:200]) for k, v in flags.items())),
+            flags=tuple(
+                sorted((str(k)[:200], _scalar_text(v, "fingerprint.flags", 200)) for k, v in flags.items())
+            ),
         )
 
 
@@ -380,7 +383,7 @@ class RunResult:
             contracts_file=_text(d, "contracts_file") or "contracts.toml",
             complete=bool(d.get("complete", True)),
             kcgate_version=_text(d, "kcgate_version"),
-            meta=tuple(sorted((str(k)[:200], str(v)[:MAX_TEXT]) for k, v in meta.items())),
+            meta=tuple(sorted((str(k)[:200], _scalar_text(v, "meta", MAX_TEXT)) for k, v in meta.items())),
         )
 
     def with_cases(self, cases: Sequence[CaseResult], complete: bool | None = None) -> RunResult:
@@ -438,32 +441,30 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def load_run(path: Path, *, max_bytes: int = MAX_RESULTS_BYTES) -> RunResult:
-    """Read an untrusted results file; any defect becomes a ResultsError naming the file and the fix."""
+    """Read an untrusted results file; any defect becomes a ResultsError naming the file and the fix.
+
+    Only a regular file is read, and at most ``max_bytes`` of it whatever its ``st_size`` says (a FIFO
+    or ``/dev/zero`` says 0); nesting too deep to parse and lone surrogates are refused (exit 3)."""
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise ResultsError(f"{path}: cannot read results file ({exc.strerror}); check the path") from None
-    if size > max_bytes:
-        raise ResultsError(
-            f"{path}: results file is {size} bytes, over the {max_bytes}-byte cap; "
-            "it is not a kcgate results file or it was tampered with"
-        )
+        raw = bounded.read_capped(path, max_bytes)
+    except bounded.Refused as exc:
+        raise ResultsError(f"{path}: results file {exc}; pass the results file `kcgate run` wrote") from None
+    return parse_run(raw, str(path))
+
+
+def parse_run(text: str | bytes, name: str = "<results>") -> RunResult:
+    """Parse an untrusted results document (its bytes or text); ``name`` labels the errors."""
     try:
-        data = json.loads(path.read_bytes(), parse_constant=_reject_constant)
+        data = bounded.loads_json(text, parse_constant=_reject_constant)
+    except bounded.Refused as exc:
+        raise ResultsError(f"{name}: results file {exc}; it is not a kcgate results file") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ResultsError(
-            f"{path}: not valid JSON ({str(exc)[:200]}); re-run `kcgate run` to regenerate it"
+            f"{name}: not valid JSON ({str(exc)[:200]}); re-run `kcgate run` to regenerate it"
         ) from None
     try:
         return RunResult.from_json(data)
     except _Invalid as exc:
-        raise ResultsError(f"{path}: {exc}") from None
-
-
-def parse_run(text: str, name: str = "<results>") -> RunResult:
-    try:
-        return RunResult.from_json(json.loads(text, parse_constant=_reject_constant))
-    except (ValueError, _Invalid) as exc:
         raise ResultsError(f"{name}: {str(exc)[:300]}") from None
 
 
@@ -546,7 +547,15 @@ def extra_number(v: Any) -> float:
 def _evidence_value(v: Any) -> float | str:
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return float(v)
-    return "" if v is None else str(v)[:MAX_TEXT]
+    return "" if v is None else _scalar_text(v, "signature.evidence", MAX_TEXT)
+
+
+def _scalar_text(v: Any, key: str, limit: int) -> str:
+    """A JSON scalar as text; a nested array or object is refused, never stringified (it could be
+    thousands of levels deep or millions of items long)."""
+    if isinstance(v, (list, dict)):
+        raise _Invalid(f"{key} values must be strings or numbers, not nested arrays or objects")
+    return str(v)[:limit]
 
 
 def _json_default(o: Any) -> Any:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kcgate import dtypes, tomlsrc
+from kcgate import bounded, dtypes, tomlsrc
 from kcgate.classes import CLASSES, suggest
 from kcgate.errors import ContractsError, Problem
 from kcgate.policy import BLOCKABLE, Policy, Waiver
@@ -117,6 +117,9 @@ CONTRACT_KEYS = {
 }
 TOLERANCE_KEYS = {"method", "lambda", "ulp", "rtol", "atol"}
 PROTOCOL_KEYS = {"seeds", "trials", "poison", "guard", "timeout_s", "k_sweep"}
+MAX_CONTRACTS_BYTES = 16 * 1024 * 1024
+PROTOCOL_LIMITS = {"seeds": 1000, "trials": 1000, "guard": 1 << 20}
+"""Upper bounds on protocol sizes (README): a plan of 10^8 seeds would exhaust memory before it ran."""
 WAIVER_KEYS = {"runner", "until", "reason", "owner"}
 TOP_KEYS = {"project", "policy", "contract"}
 PROJECT_KEYS = {"name", "paths", "baselines", "results"}
@@ -226,12 +229,16 @@ def load_project(path: Path | str, *, locate_kernels: bool = True) -> Project:
     not installed and must never look at repository code: import strings are then checked for syntax only.
     """
     path = Path(path)
+    if not path.exists():
+        raise ContractsError(f"{path}: no such file; create it or pass --contracts PATH")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ContractsError(f"{path}: no such file; create it or pass --contracts PATH") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ContractsError(f"{path}: cannot read ({exc}); check the file") from None
+        text = bounded.read_capped(path, MAX_CONTRACTS_BYTES).decode("utf-8")
+    except bounded.Refused as exc:
+        raise ContractsError(f"{path}: {exc}; pass your contracts.toml") from None
+    except UnicodeDecodeError as exc:
+        raise ContractsError(
+            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"
+        ) from None
     try:
         data, lines = tomlsrc.parse(text)
     except tomlsrc.TomlSyntaxError as exc:
@@ -427,9 +434,9 @@ def _protocol(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector
     t = _table(d, "protocol", p, col, where)
     tp, tw = p + ("protocol",), where + ".protocol"
     _unknown(t, PROTOCOL_KEYS, tp, tw, col)
-    seeds = _int_min(t, "seeds", tp, tw, col, 1)
-    trials = _int_min(t, "trials", tp, tw, col, 1)
-    guard = _int_min(t, "guard", tp, tw, col, 0)
+    seeds = _int_min(t, "seeds", tp, tw, col, 1, PROTOCOL_LIMITS["seeds"])
+    trials = _int_min(t, "trials", tp, tw, col, 1, PROTOCOL_LIMITS["trials"])
+    guard = _int_min(t, "guard", tp, tw, col, 0, PROTOCOL_LIMITS["guard"])
     poison = t.get("poison", True)
     if not isinstance(poison, bool):
         col.add(tp + ("poison",), tw + ".poison", "must be true or false", "poison = true")
@@ -625,7 +632,23 @@ def _one_of(
 
 def _dtypes(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) -> list[str]:
     names = [dtypes.canonical(n) for n in _str_list(d, "dtypes", p, where, col)] or ["float32"]
+    _no_repeats(names, "dtypes", p, where, col)
     return [n for n in names if _one_of(n, "dtypes", p, where, col, dtypes.TENSOR_DTYPES)]
+
+
+def _no_repeats(items: list[Any], key: str, p: tuple[Any, ...], where: str, col: _Collector) -> None:
+    """A dtype or shape listed twice would give two cases one id, which no results file can hold."""
+    seen: set[Any] = set()
+    for j, item in enumerate(items):
+        if item in seen:
+            shown = list(item) if isinstance(item, tuple) else item
+            col.add(
+                p + (key,),
+                f"{where}.{key}[{j}]",
+                f"{shown!r} is listed twice (case ids would collide)",
+                f"remove the second {shown!r} from {key}",
+            )
+        seen.add(item)
 
 
 def _dtype_key(
@@ -654,7 +677,9 @@ def _shapes(
             "shapes = [[128, 4096, 128], [1, 8192, 256]]",
         )
         return ()
-    return tuple(tuple(s) for s in v)
+    shapes = [tuple(s) for s in v]
+    _no_repeats(shapes, "shapes", p, where, col)
+    return tuple(shapes)
 
 
 def _positive(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector) -> float | None:
@@ -673,7 +698,7 @@ def _positive(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: 
 
 
 def _int_min(
-    d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector, lo: int
+    d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector, lo: int, hi: int
 ) -> int | None:
     v = d.get(key)
     if v is None:
@@ -681,6 +706,14 @@ def _int_min(
     if isinstance(v, bool) or not isinstance(v, int) or v < lo:
         col.add(
             p + (key,), f"{where}.{key}", f"must be an integer >= {lo}, not {v!r}", f"{key} = {max(lo, 2)}"
+        )
+        return None
+    if v > hi:
+        col.add(
+            p + (key,),
+            f"{where}.{key}",
+            f"{v} is over the limit of {hi}",
+            f"{key} = {hi} at most (the limits are in the README's contract-language section)",
         )
         return None
     return v

@@ -41,13 +41,34 @@ class TomlSyntaxError(ValueError):
         self.line = line
 
 
+MAX_DEPTH = 32  # arrays and tables inside each other; a contract needs 4
+
+
 def parse(text: str) -> tuple[dict[str, Any], LineMap]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = _ERR_POS.search(str(exc))
         raise TomlSyntaxError(_ERR_POS.sub("", str(exc)).strip(), int(m.group(1)) if m else None) from None
+    except RecursionError:
+        raise TomlSyntaxError(
+            f"arrays or tables nested too deeply (the limit is {MAX_DEPTH})", None
+        ) from None
+    if _depth(data) > MAX_DEPTH:
+        raise TomlSyntaxError(f"arrays or tables nested more than {MAX_DEPTH} deep", None)
     return data, _scan(text)
+
+
+def _depth(value: Any) -> int:
+    """How deeply arrays and tables nest (iteratively: no recursion on untrusted depth)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
 
 
 def _scan(text: str) -> LineMap:

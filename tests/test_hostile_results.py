@@ -318,3 +318,87 @@ def test_workflow_commands_in_an_error_message_are_neutralised(tmp_path: Path) -
     code, out = _cli("diff", str(path), str(path))
     assert code == 3 and "is not one of" in out
     assert _injected_lines(out) == []
+
+
+# ---- bounded parsing -----------------------------------------------------------------------------
+
+
+def _five_commands(path: Path, tmp: Path) -> list[list[str]]:
+    """Every command that reads results files, each given ``path``."""
+    base = str(DATA / "base.json")
+    return [
+        ["diff", base, str(path), *TODAY_ARGS],
+        ["report", str(path), "--baseline", base, "--no-publish", "--no-annotations", *TODAY_ARGS],
+        ["compare", str(path)],
+        ["merge", str(path), "-o", str(tmp / "merged.json")],
+        ["baseline", "update", str(path), "--dir", str(tmp / "baselines")],
+    ]
+
+
+def _run_cli(args: list[str], tmp: Path) -> subprocess.CompletedProcess[str]:
+    # a subprocess with a timeout: the defect was a hang, which CliRunner would share
+    return subprocess.run(
+        [sys.executable, "-m", "kcgate", *args], cwd=tmp, capture_output=True, text=True, timeout=60
+    )
+
+
+def _special_files(tmp: Path) -> list[Path]:
+    fifo = tmp / "fifo.json"
+    os.mkfifo(fifo)
+    return [fifo, Path("/dev/zero"), tmp]  # a FIFO with no writer, an endless device, a directory
+
+
+@pytest.mark.parametrize("kind", [0, 1, 2], ids=["fifo", "dev-zero", "directory-named-as-file"])
+def test_only_regular_files_are_read_and_nothing_hangs(tmp_path: Path, kind: int) -> None:
+    path = _special_files(tmp_path)[kind]
+    if kind == 2:  # a directory is a directory source for diff/compare/report; name it as a member instead
+        path = tmp_path / "d.json"
+        path.mkdir()
+    for args in _five_commands(path, tmp_path):
+        t0 = time.monotonic()
+        done = _run_cli(args, tmp_path)
+        assert time.monotonic() - t0 < 30, args
+        assert done.returncode == 3, (args, done.stdout, done.stderr)
+        assert "not a regular file" in done.stderr or "no results files" in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+def test_a_cap_is_enforced_while_reading_not_from_st_size(tmp_path: Path) -> None:
+    path = _write(tmp_path, json.dumps(_doc()) + " " * 2000)
+    with pytest.raises(ResultsError, match="over the 1000-byte cap"):
+        load_run(path, max_bytes=1000)
+
+
+@pytest.mark.parametrize("depth", [100_000, 950])
+def test_deep_nesting_is_exit_3(tmp_path: Path, depth: int) -> None:
+    deep = "[" * depth + "]" * depth
+    text = json.dumps(_doc()).replace('"meta": {', '"meta": {"x": ' + deep + ", ", 1)
+    path = _write(tmp_path, text)
+    for args in _five_commands(path, tmp_path)[:3]:
+        done = _run_cli(args, tmp_path)
+        assert done.returncode == 3, (args, done.stderr)
+        assert "nested" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_lone_surrogate_is_exit_3(tmp_path: Path) -> None:
+    path = _write(tmp_path, json.dumps(_doc(case_id="a\ud800b", status="fail")))  # json writes \\ud800
+    assert "\\ud800" in path.read_text()
+    for args in _five_commands(path, tmp_path):
+        done = _run_cli(args, tmp_path)
+        assert done.returncode == 3, (args, done.stderr)
+        assert "lone surrogate" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_surrogate_pair_is_text(tmp_path: Path) -> None:
+    path = _write(tmp_path, json.dumps(_doc(case_id="emoji \U0001f600", status="pass")))
+    assert "\\ud83d\\ude00" in path.read_text()
+    assert next(iter(load_run(path).cases)).case_id == "emoji \U0001f600"
+
+
+def test_merge_refuses_a_case_twice_in_one_file(tmp_path: Path) -> None:
+    doc = _doc(case_id="c1", status="pass")
+    doc["cases"] = doc["cases"] * 2  # type: ignore[operator]
+    path = _write(tmp_path, doc)
+    code, out = _cli("merge", str(path), "-o", str(tmp_path / "m.json"))
+    assert code == 3 and "appears twice in this file" in out
+    assert not (tmp_path / "m.json").exists()

@@ -106,3 +106,22 @@ def test_waivers_and_policy_are_loaded(tmp_path: Path) -> None:
     (w,) = p.policy.waivers
     assert w.contract_id == "m" and w.matches("m", "apple-m4") and not w.matches("m", "cpu-x")
     assert w.line == 11 and p.policy.budget_drift == 0.3 and p.policy.is_required("cpu-avx2")
+
+
+@pytest.mark.parametrize("depth", [100_000, 40])
+def test_deep_nesting_in_contracts_is_exit_2(tmp_path: Path, depth: int) -> None:
+    path = tmp_path / "contracts.toml"
+    path.write_text("x = " + "[" * depth + "]" * depth + "\n")
+    proc = kcgate("validate", str(path), timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "nested" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_fifo_as_contracts_is_refused_without_hanging(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "contracts.toml"
+    os.mkfifo(fifo)
+    for target in (fifo, Path("/dev/zero")):
+        proc = kcgate("validate", str(target), timeout=60)
+        assert proc.returncode == 2 and "not a regular file" in proc.stderr, proc.stderr

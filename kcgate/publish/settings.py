@@ -6,7 +6,6 @@ dict, so no test touches os.environ. The event payload is untrusted input: size-
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kcgate import bounded
 from kcgate.errors import UsageError
 
 MAX_EVENT_BYTES = 25 * 1024 * 1024
@@ -106,15 +106,9 @@ class Settings:
 def load_event(path: Path) -> dict[str, Any]:
     """Read an event payload, capped in size; a broken one is a usage error naming the file."""
     try:
-        if path.stat().st_size > MAX_EVENT_BYTES:
-            raise UsageError(
-                f"{path}: event payload is over {MAX_EVENT_BYTES} bytes; is GITHUB_EVENT_PATH right?"
-            )
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(
-            f"{path}: cannot read the event payload ({exc.strerror}); check GITHUB_EVENT_PATH"
-        ) from None
+        data = bounded.loads_json(bounded.read_capped(path, MAX_EVENT_BYTES))
+    except bounded.Refused as exc:
+        raise UsageError(f"{path}: the event payload {exc}; check GITHUB_EVENT_PATH") from None
     except ValueError as exc:
         raise UsageError(f"{path}: the event payload is not JSON ({str(exc)[:100]})") from None
     return data if isinstance(data, dict) else {}
