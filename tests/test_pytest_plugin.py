@@ -1,0 +1,151 @@
+"""The pytest plugin (kcgate.adopt.plugin), run as real pytest subprocesses with real isolated workers.
+
+The plugin is loaded with ``-p kcgate.adopt.plugin`` (the shared development venv does not carry the
+entry point; test_plugin_entry_point checks the installed entry point separately).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DATA, ROOT, kcgate
+
+PLUGIN = ("-p", "kcgate.adopt.plugin", "-p", "no:cacheprovider", "-p", "no:randomly")
+SEED = "12345"
+
+
+def pytest_run(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest ARGS`` in ``cwd`` (no ini file there, so this repo's addopts do not apply)."""
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def repo_contracts(tmp: Path, broken: str | None = None) -> Path:
+    """The repository's contracts.toml in ``tmp`` (paths made absolute), optionally with contract
+    ``matmul-fp32``'s kernel replaced by one that keeps its running sum in bf16."""
+    text = (ROOT / "contracts.toml").read_text().replace('paths = ["."]', f"paths = [{str(ROOT)!r}]")
+    if broken:
+        text = text.replace('kernel = "kcgate.builtin_kernels:matmul"\n', f'kernel = "{broken}"\n', 1)
+    path = tmp / "contracts.toml"
+    path.write_text(text)
+    return path
+
+
+def results(path: Path) -> dict[str, tuple[str, str | None]]:
+    doc = json.loads(path.read_text())
+    at = {k: doc["case_fields"].index(k) for k in ("case_id", "status", "signature")}
+    return {
+        r[at["case_id"]]: (r[at["status"]], (r[at["signature"]] or {}).get("cause"))
+        for r in doc["cases"]
+    }
+
+
+def test_without_the_flag_the_plugin_is_inert(tmp_path: Path) -> None:
+    """No torch, no kcgate machinery, no extra items, even with a contracts.toml beside the tests."""
+    (tmp_path / "contracts.toml").write_text((DATA / "small.toml").read_text())
+    (tmp_path / "test_plain.py").write_text(
+        "import sys\n\n"
+        "def test_plain():\n"
+        "    loaded = sorted(m for m in sys.modules if m == 'torch' or m.startswith('kcgate'))\n"
+        "    assert loaded == ['kcgate', 'kcgate.adopt', 'kcgate.adopt.plugin'], loaded\n"
+    )
+    proc = pytest_run(*PLUGIN, "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout
+    help_text = pytest_run(*PLUGIN, "--help", cwd=tmp_path).stdout
+    assert "--kcgate=[CONTRACTS]" in help_text and "--kcgate-results=PATH" in help_text
+
+
+def test_collects_as_many_items_as_run_list_has_cases(tmp_path: Path) -> None:
+    listed = kcgate("run", "--list", "-c", str(ROOT / "contracts.toml"))
+    n_cases = int(re.search(r"^(\d+) cases$", listed.stdout, re.M).group(1))  # type: ignore[union-attr]
+    proc = pytest_run(*PLUGIN, "--kcgate", "--collect-only", "-q", cwd=repo_contracts(tmp_path).parent)
+    items = [ln for ln in proc.stdout.splitlines() if "contracts.toml::" in ln]
+    assert len(items) == n_cases > 30, proc.stdout + proc.stderr
+    assert "contracts.toml::matmul-fp32[float32-64x4096x64-s0]" in items[0]
+
+
+def test_repo_contracts_pass_under_xdist(tmp_path: Path) -> None:
+    pytest.importorskip("xdist")
+    contracts = repo_contracts(tmp_path)
+    out = tmp_path / "pytest.json"
+    proc = pytest_run(
+        *PLUGIN, "--kcgate", str(contracts), "--kcgate-results", str(out), "-n", "2", "-q", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert doc["complete"] and len(doc["cases"]) == len(results(out)) > 30
+    assert {status for status, _ in results(out).values()} == {"pass"}
+    assert re.search(r"\d+ passed", proc.stdout) and "failed" not in proc.stdout
+
+
+def test_a_broken_kernel_fails_exactly_its_contract_with_kcgates_message(tmp_path: Path) -> None:
+    """The results file equals `kcgate run`'s case for case; JUnit carries the metrics."""
+    contracts = repo_contracts(tmp_path, broken="tests.kernels.accumulate:bf16_blocks")
+    out, junit = tmp_path / "pytest.json", tmp_path / "junit.xml"
+    proc = pytest_run(
+        *PLUGIN,
+        "--kcgate",
+        str(contracts),
+        "--kcgate-seed",
+        SEED,
+        "--kcgate-results",
+        str(out),
+        f"--junitxml={junit}",
+        "-rf",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    failed = re.findall(r"^FAILED (\S+)", proc.stdout, re.M)
+    assert sorted(failed) == sorted(
+        f"contracts.toml::matmul-fp32[float32-{s}-s{i}]" for s in ("64x4096x64", "33x257x65") for i in (0, 1)
+    )
+    assert "kcgate: contract matmul-fp32 violated: matmul-fp32/float32/64x4096x64/s0" in proc.stdout
+    assert "budget used" in proc.stdout and "max ULP" in proc.stdout and "worst element at index" in proc.stdout
+    assert "signature: " in proc.stdout and "Traceback" not in proc.stdout
+    assert f"--seed {SEED}" in proc.stdout  # the reproduce line
+    xml = junit.read_text()
+    assert '<property name="kcgate.budget_used"' in xml and '<property name="kcgate.signature"' in xml
+
+    run_out = tmp_path / "run.json"
+    ran = kcgate("run", "-c", str(contracts), "--seed", SEED, "-o", str(run_out), "-q", cwd=tmp_path)
+    assert ran.returncode == 1, ran.stderr
+    assert results(out) == results(run_out)
+    assert list(results(out)) == list(results(run_out))  # the same order, too
+
+
+def test_a_segfaulting_kernel_fails_one_item(tmp_path: Path) -> None:
+    contracts = tmp_path / "crashy.toml"
+    contracts.write_text((DATA / "crashy.toml").read_text().replace('["../.."]', f"[{str(ROOT)!r}]"))
+    proc = pytest_run(
+        *PLUGIN, "--kcgate", str(contracts), "-k", "segfault", "-rf", "-q", cwd=tmp_path
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert re.findall(r"^FAILED (\S+)", proc.stdout, re.M) == ["crashy.toml::segfault[float32-16x64x16-s0]"]
+    assert "SIGSEGV" in proc.stdout
+    assert "1 failed, 1 passed" in proc.stdout  # good-after-segfault ran in a fresh worker
+
+
+def test_an_invalid_contracts_file_is_a_collection_error_with_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "contracts.toml"
+    bad.write_text('[[contract]]\nid = "x"\nclass = "C-PRC-01"\nop = "matmull"\nkernel = "m:f"\n')
+    proc = pytest_run(*PLUGIN, "--kcgate", "-q", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout
+    assert "contracts.toml:4: contract 'x'.op: unknown op 'matmull'" in proc.stdout
+    assert "Traceback" not in proc.stdout
