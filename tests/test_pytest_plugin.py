@@ -51,8 +51,7 @@ def results(path: Path) -> dict[str, tuple[str, str | None]]:
     doc = json.loads(path.read_text())
     at = {k: doc["case_fields"].index(k) for k in ("case_id", "status", "signature")}
     return {
-        r[at["case_id"]]: (r[at["status"]], (r[at["signature"]] or {}).get("cause"))
-        for r in doc["cases"]
+        r[at["case_id"]]: (r[at["status"]], (r[at["signature"]] or {}).get("cause")) for r in doc["cases"]
     }
 
 
@@ -117,7 +116,9 @@ def test_a_broken_kernel_fails_exactly_its_contract_with_kcgates_message(tmp_pat
         f"contracts.toml::matmul-fp32[float32-{s}-s{i}]" for s in ("64x4096x64", "33x257x65") for i in (0, 1)
     )
     assert "kcgate: contract matmul-fp32 violated: matmul-fp32/float32/64x4096x64/s0" in proc.stdout
-    assert "budget used" in proc.stdout and "max ULP" in proc.stdout and "worst element at index" in proc.stdout
+    assert (
+        "budget used" in proc.stdout and "max ULP" in proc.stdout and "worst element at index" in proc.stdout
+    )
     assert "signature: " in proc.stdout and "Traceback" not in proc.stdout
     assert f"--seed {SEED}" in proc.stdout  # the reproduce line
     xml = junit.read_text()
@@ -133,9 +134,7 @@ def test_a_broken_kernel_fails_exactly_its_contract_with_kcgates_message(tmp_pat
 def test_a_segfaulting_kernel_fails_one_item(tmp_path: Path) -> None:
     contracts = tmp_path / "crashy.toml"
     contracts.write_text((DATA / "crashy.toml").read_text().replace('["../.."]', f"[{str(ROOT)!r}]"))
-    proc = pytest_run(
-        *PLUGIN, "--kcgate", str(contracts), "-k", "segfault", "-rf", "-q", cwd=tmp_path
-    )
+    proc = pytest_run(*PLUGIN, "--kcgate", str(contracts), "-k", "segfault", "-rf", "-q", cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert re.findall(r"^FAILED (\S+)", proc.stdout, re.M) == ["crashy.toml::segfault[float32-16x64x16-s0]"]
     assert "SIGSEGV" in proc.stdout

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -131,8 +131,10 @@ class KcgateState:
             if self.fingerprint is None:
                 device, fingerprint = executor.handshake()
                 self.fingerprint = fingerprint.to_json()
-                self.runner = self.config.getoption("kcgate_runner") or os.environ.get("KCGATE_RUNNER") or (
-                    f"{device}-{fingerprint.arch or 'generic'}".lower()
+                self.runner = (
+                    self.config.getoption("kcgate_runner")
+                    or os.environ.get("KCGATE_RUNNER")
+                    or (f"{device}-{fingerprint.arch or 'generic'}".lower())
                 )
         except KcgateError as exc:  # the worker cannot start: this item fails with the reason
             return error_result(case, exc.render())
@@ -153,8 +155,10 @@ class KcgateState:
         self.selected = sum(isinstance(i, CaseItem) for i in items)  # after -k, -m and --lf deselection
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
-        report = yield
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, Any, Any]:
+        report: Any = yield
         result = getattr(item, "kcgate_result", None)
         if call.when == "call" and isinstance(item, CaseItem) and result is not None:
             # plain JSON attributes survive pytest-xdist's report serialization to the controller
@@ -163,7 +167,7 @@ class KcgateState:
             report.kcgate_total = self.selected
             report.kcgate_fingerprint = self.fingerprint
             report.kcgate_runner = self.runner
-        return report  # type: ignore[no-any-return]
+        return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         case = getattr(report, "kcgate_case", None)
