@@ -34,7 +34,8 @@ class _Context:
     today: dt.date
     has_base: bool
     comparable: bool  # the baseline has the same fingerprint key
-    waivers: Mapping[str, Waiver | None]  # contract id -> the waiver covering it on this runner
+    waivers: Mapping[str, Waiver | None]  # contract id -> the waiver covering its violations on this runner
+    error_waivers: Mapping[str, Waiver | None]  # contract id -> the waiver (kind "error") covering its errors
     failing_contracts: frozenset[str]  # contracts with a failing case now: their waivers are still needed
 
 
@@ -93,7 +94,7 @@ def categorize(
 
     ``base`` is the baseline case's (status, budget used), None when the baseline lacks the case."""
     if status in UNEVALUATED:
-        return "error"
+        return _error_category(contract_id, ctx)
     waived = _waiver_category(status, contract_id, ctx)
     if waived:
         return waived
@@ -118,6 +119,14 @@ def _compare(status: str, budget: float | None, base: tuple[str, float | None] |
     return "budget-drift" if drifted else "unchanged"
 
 
+def _error_category(contract_id: str, ctx: _Context) -> str:
+    """An error is waived (or its waiver expired) when a kind = "error" waiver covers the contract here."""
+    waiver = ctx.error_waivers.get(contract_id)
+    if waiver is None:
+        return "error"
+    return "expired-waiver" if waiver.expired(ctx.today) else "waived"
+
+
 def _waiver_category(status: str, contract_id: str, ctx: _Context) -> str:
     """A waiver covers a contract on matching runners; it is unexpected only when nothing it covers fails."""
     waiver = ctx.waivers.get(contract_id)
@@ -139,6 +148,7 @@ def _context(
         has_base=base is not None,
         comparable=base is not None and base.fingerprint.key() == current.fingerprint.key(),
         waivers={cid: policy.waiver_for(cid, runner) for cid in set(contracts)},
+        error_waivers={cid: policy.waiver_for(cid, runner, "error") for cid in set(contracts)},
         failing_contracts=frozenset(c for c, s in zip(contracts, statuses) if s == "fail"),
     )
 
@@ -154,16 +164,44 @@ def _present(
     columns = zip(
         *(
             cases.column(k)
-            for k in ("case_id", "contract_id", "klass", "status", "signature", "message", "line")
+            for k in (
+                "case_id",
+                "contract_id",
+                "klass",
+                "status",
+                "signature",
+                "message",
+                "line",
+                "dtype",
+                "seed",
+            )
         ),
         cases.metric("budget_used"),
+        cases.metric("max_ulp"),
+        cases.metric("max_abs_err"),
     )
     changes = []
-    for case_id, contract_id, klass, status, signature, message, line, budget in columns:
+    for (
+        case_id,
+        contract_id,
+        klass,
+        status,
+        signature,
+        message,
+        line,
+        dtype,
+        seed,
+        budget,
+        ulp,
+        abs_err,
+    ) in columns:
         j = base_at.get(case_id)
         before = base_side[j] if j is not None else None
         category = categorize(status, contract_id, budget, before, ctx)
-        if category in _WAIVER_CATEGORIES:
+        if category in _WAIVER_CATEGORIES and status in UNEVALUATED:
+            note = _waiver_note(ctx.error_waivers.get(contract_id))
+            message = f"{note}; {status}: {message}" if message else note
+        elif category in _WAIVER_CATEGORIES:
             message = _waiver_note(ctx.waivers.get(contract_id))
         changes.append(
             build_frozen(  # one per case, 10^5 per report: skip the frozen __init__
@@ -182,6 +220,11 @@ def _present(
                     "message": message,
                     "line": line,
                     "blocking": category in ctx.policy.block_on,
+                    "dtype": dtype,
+                    "seed": seed,
+                    "cause": signature.cause if signature else "",
+                    "max_ulp": ulp,
+                    "max_abs_err": abs_err,
                 },
             )
         )

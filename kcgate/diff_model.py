@@ -44,6 +44,11 @@ class CaseChange:
     message: str = ""
     line: int | None = None  # contracts.toml line of the contract
     blocking: bool = False
+    dtype: str = ""
+    seed: int | None = None  # the case's own seed (plan.base_seed_for gives the --seed that reruns it)
+    cause: str = ""  # the signature's cause key, e.g. "low-precision-accumulator"
+    max_ulp: float | None = None
+    max_abs_err: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

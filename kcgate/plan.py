@@ -29,9 +29,23 @@ def case_id(contract_id: str, dtype: str, shape: tuple[int, ...], seed_index: in
     return f"{contract_id}/{dtype}/{'x'.join(map(str, shape))}/s{seed_index}"
 
 
+SEED_MASK = (1 << 63) - 1  # case seeds are non-negative 63-bit ints (torch.Generator.manual_seed takes them)
+
+
+def _case_hash(cid: str) -> int:
+    return int.from_bytes(hashlib.sha256(cid.encode()).digest()[:8], "little") & SEED_MASK
+
+
 def derive_seed(base: int, cid: str) -> int:
-    """Per-case seed from the run's base seed: independent across cases, reproducible with --seed."""
-    return int.from_bytes(hashlib.sha256(f"{base}:{cid}".encode()).digest()[:8], "little") >> 1
+    """Per-case seed from the run's base seed: distinct across cases, unpredictable while the base is.
+
+    The map is invertible (``base_seed_for``), so a case's recorded seed gives the --seed that reruns it."""
+    return (base ^ _case_hash(cid)) & SEED_MASK
+
+
+def base_seed_for(case_seed: int, cid: str) -> int:
+    """The --seed with which ``kcgate run -k CASE_ID`` gives case ``cid`` the seed ``case_seed`` again."""
+    return (case_seed ^ _case_hash(cid)) & SEED_MASK
 
 
 def make_plan(
@@ -54,8 +68,14 @@ def _cases(c: Contract, base_seed: int, default_shapes: dict[str, tuple[tuple[in
 
 
 def select(cases: list[Case], keyword: str | None, dtypes: list[str] | None) -> list[Case]:
-    """``-k`` matches a substring or glob of the case id, or a class id; ``--dtype`` filters dtypes."""
-    if keyword:
+    """``-k`` matches a substring or glob of the case id, or a class id; ``--dtype`` filters dtypes.
+
+    A keyword that is exactly a case id selects that case alone (``.../s1`` does not also take ``s10``):
+    the PR comment's reproduce command relies on it."""
+    exact = [c for c in cases if c.case_id == keyword]
+    if exact:
+        cases = exact
+    elif keyword:
         cases = [c for c in cases if _matches(c, keyword)]
     if dtypes:
         cases = [c for c in cases if c.dtype in dtypes]

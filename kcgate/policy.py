@@ -22,9 +22,13 @@ BLOCKABLE = (
 DEFAULT_BLOCK_ON = ("new-violation", "error", "missing-runner", "expired-waiver", "removed")
 
 
+WAIVER_KINDS = ("violation", "error")  # what a waiver covers: failing cases, or cases that could not run
+
+
 @dataclass(frozen=True)
 class Waiver:
-    """A known, accepted violation of one contract on matching runners, until a date."""
+    """A known, accepted violation (or, with kind "error", a known error) of one contract on matching
+    runners, until a date."""
 
     contract_id: str
     runner: str  # fnmatch pattern over runner names, e.g. "apple-*"
@@ -32,9 +36,12 @@ class Waiver:
     reason: str
     owner: str = ""
     line: int | None = None
+    kind: str = "violation"  # one of WAIVER_KINDS
 
-    def matches(self, contract_id: str, runner: str) -> bool:
-        return contract_id == self.contract_id and fnmatch.fnmatchcase(runner, self.runner)
+    def matches(self, contract_id: str, runner: str, kind: str = "violation") -> bool:
+        return (
+            kind == self.kind and contract_id == self.contract_id and fnmatch.fnmatchcase(runner, self.runner)
+        )
 
     def expired(self, today: dt.date) -> bool:
         return today > self.until
@@ -53,8 +60,8 @@ class Policy:
     def blocks(self, category: str) -> bool:
         return category in self.block_on
 
-    def waiver_for(self, contract_id: str, runner: str) -> Waiver | None:
-        return next((w for w in self.waivers if w.matches(contract_id, runner)), None)
+    def waiver_for(self, contract_id: str, runner: str, kind: str = "violation") -> Waiver | None:
+        return next((w for w in self.waivers if w.matches(contract_id, runner, kind)), None)
 
     def is_required(self, runner: str) -> bool:
         return any(fnmatch.fnmatchcase(runner, p) for p in self.required_runners)

@@ -72,6 +72,7 @@ def _ordered(run: RunResult, cases: list[Case], results: dict[str, CaseResult], 
 def new_run(
     runner: str, fingerprint: Fingerprint, contracts_file: str, shard: str | None = None
 ) -> RunResult:
+    """An empty run; each case records its own seed (plan.base_seed_for gives the --seed that reruns it)."""
     meta = [("started", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))]
     if shard:
         meta.append(("shard", shard))  # lets the report see a missing shard of a runner

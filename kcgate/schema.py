@@ -8,7 +8,7 @@ from typing import Any
 
 from kcgate import dtypes, spec
 from kcgate.classes import CLASSES
-from kcgate.policy import BLOCKABLE
+from kcgate.policy import BLOCKABLE, WAIVER_KINDS
 from kcgate.results import CASE_FIELDS, METRIC_FIELDS, SCHEMA_VERSION, STATUSES
 
 _STR = {"type": "string"}
@@ -46,7 +46,13 @@ def contracts_schema() -> dict[str, Any]:
         }
     )
     waiver = _obj(
-        {"runner": _STR, "until": {"type": "string", "format": "date"}, "reason": _STR, "owner": _STR},
+        {
+            "runner": _STR,
+            "until": {"type": "string", "format": "date"},
+            "reason": _STR,
+            "owner": _STR,
+            "kind": _enum(WAIVER_KINDS, "violation (default): failing cases; error: cases that cannot run"),
+        },
         ("runner", "until", "reason"),
     )
     contract = _obj(

@@ -16,7 +16,7 @@ from typing import Any
 from kcgate import bounded, dtypes, tomlsrc
 from kcgate.classes import CLASSES, suggest
 from kcgate.errors import ContractsError, Problem
-from kcgate.policy import BLOCKABLE, Policy, Waiver
+from kcgate.policy import BLOCKABLE, WAIVER_KINDS, Policy, Waiver
 
 OPS = (
     "matmul",
@@ -120,7 +120,7 @@ PROTOCOL_KEYS = {"seeds", "trials", "poison", "guard", "timeout_s", "k_sweep"}
 MAX_CONTRACTS_BYTES = 16 * 1024 * 1024
 PROTOCOL_LIMITS = {"seeds": 1000, "trials": 1000, "guard": 1 << 20}
 """Upper bounds on protocol sizes (README): a plan of 10^8 seeds would exhaust memory before it ran."""
-WAIVER_KEYS = {"runner", "until", "reason", "owner"}
+WAIVER_KEYS = {"runner", "until", "reason", "owner", "kind"}
 TOP_KEYS = {"project", "policy", "contract"}
 PROJECT_KEYS = {"name", "paths", "baselines", "results"}
 POLICY_KEYS = {"block_on", "budget_drift", "required_runners", "acknowledge_removed"}
@@ -543,7 +543,16 @@ def _waiver(cid: str, i: int, j: int, w: Any, col: _Collector) -> Waiver | None:
             'runner = "apple-*", reason = "MPS bf16 accumulation, see issue 123"',
         )
         return None
-    return Waiver(cid, runner, until, reason, str(w.get("owner", "")), col.lines.find(*p))
+    kind = w.get("kind", "violation")
+    if kind not in WAIVER_KINDS:
+        col.add(
+            p + ("kind",),
+            where + ".kind",
+            f"must be one of: {', '.join(WAIVER_KINDS)}",
+            'kind = "error" covers cases that cannot run on this stack; omit it for a known violation',
+        )
+        return None
+    return Waiver(cid, runner, until, reason, str(w.get("owner", "")), col.lines.find(*p), kind)
 
 
 # ---- typed field readers --------------------------------------------------------------------------

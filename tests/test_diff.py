@@ -190,7 +190,13 @@ def runs(draw: st.DrawFn, runner: str = "cpu-a") -> RunResult:
 @st.composite
 def policies(draw: st.DrawFn) -> Policy:
     waivers = tuple(
-        Waiver(cid, "cpu-*", draw(st.sampled_from([dt.date(2026, 1, 1), dt.date(2027, 1, 1)])), "r")
+        Waiver(
+            cid,
+            "cpu-*",
+            draw(st.sampled_from([dt.date(2026, 1, 1), dt.date(2027, 1, 1)])),
+            "r",
+            kind=draw(st.sampled_from(["violation", "error"])),
+        )
         for cid in draw(st.lists(st.sampled_from(["c1", "c2", "c3"]), unique=True))
     )
     acks = tuple(draw(st.lists(st.sampled_from(["c1", "c2"]), unique=True)))
@@ -201,13 +207,37 @@ def policies(draw: st.DrawFn) -> Policy:
 def _self_expected(case: CaseResult, run: RunResult, policy: Policy) -> str:
     """What diff(x, x) must say about one case: the definition the property test checks."""
     if case.status in ("error", "refused"):
-        return "error"
+        known = policy.waiver_for(case.contract_id, run.runner, "error")
+        if known is None:
+            return "error"
+        return "expired-waiver" if known.expired(TODAY) else "waived"
     waiver = policy.waiver_for(case.contract_id, run.runner)
     if waiver and case.status == "fail":
         return "expired-waiver" if waiver.expired(TODAY) else "waived"
     if waiver and not any(c.status == "fail" and c.contract_id == case.contract_id for c in run.cases):
         return "unexpected-pass"
     return "still-failing" if case.status == "fail" else "unchanged"
+
+
+def test_an_error_waiver_covers_errors_only_and_says_so() -> None:
+    def case(cid: str, status: str) -> CaseResult:
+        return CaseResult(
+            cid, "fused", "C-PRC-01", "matmul", "float32", (4, 4), 0, status, message="no XPU kernel"
+        )
+
+    run = RunResult("intel-max", _FP, (case("a", "error"), case("b", "refused"), case("c", "fail")))
+    waiver = Waiver("fused", "intel-*", dt.date(2027, 1, 1), "no XPU build yet", owner="bob", kind="error")
+    changes = diff_runs(run, run, "intel-max", Policy(waivers=(waiver,)), TODAY).changes
+    assert [(c.category, c.blocking) for c in changes] == [
+        ("waived", False),
+        ("waived", False),
+        ("still-failing", False),
+    ]
+    assert changes[0].message == "waiver until 2027-01-01, owner bob: no XPU build yet; error: no XPU kernel"
+    expired = diff_runs(run, run, "intel-max", Policy(waivers=(waiver,)), dt.date(2027, 2, 1)).changes
+    assert [c.category for c in expired[:2]] == ["expired-waiver", "expired-waiver"]
+    other_runner = diff_runs(run, run, "amd-x", Policy(waivers=(waiver,)), TODAY).changes
+    assert other_runner[0].category == "error" and other_runner[0].blocking
 
 
 @given(runs())

@@ -125,3 +125,19 @@ def test_a_fifo_as_contracts_is_refused_without_hanging(tmp_path: Path) -> None:
     for target in (fifo, Path("/dev/zero")):
         proc = kcgate("validate", str(target), timeout=60)
         assert proc.returncode == 2 and "not a regular file" in proc.stderr, proc.stderr
+
+
+def test_an_error_waiver_is_loaded_and_a_bad_kind_names_the_fix(tmp_path: Path) -> None:
+    head = '[[contract]]\nid = "m"\nclass = "C-PRC-01"\nkernel = "kcgate.builtin_kernels:matmul"\nop = "matmul"\n\n'
+    waiver = (
+        '[[contract.waiver]]\nkind = "{}"\nrunner = "intel-*"\nuntil = 2027-03-01\nreason = "no XPU build"\n'
+    )
+    f = tmp_path / "c.toml"
+    f.write_text(head + waiver.format("error"))
+    (w,) = load_project(f).policy.waivers
+    assert w.kind == "error" and w.matches("m", "intel-max", "error") and not w.matches("m", "intel-max")
+    f.write_text(head + waiver.format("crash"))
+    with pytest.raises(ContractsError) as exc:
+        load_project(f)
+    text = exc.value.render()
+    assert "c.toml:8: contract 'm'.waiver[0].kind" in text and 'fix: kind = "error"' in text
