@@ -152,6 +152,8 @@ def run_trial(
     trial.tensors["out"], trial.cmps["out"] = out, trial.cmp
     trial.signals["out"] = _signal(trial.cmp)
     trial.metrics = to_metrics(trial.cmp, {"reduction_len": float(ctx.op.reduction_len(shape))})
+    if ctx.contract.tolerance.method == "relative":
+        _relative(ctx, trial)
     if ctx.contract.backward:
         from kcgate.backward import compare_grads
 
@@ -159,6 +161,23 @@ def run_trial(
     if fresh:
         _stale_check(ctx, trial)
     return trial
+
+
+def _relative(ctx: CaseContext, trial: Trial) -> None:
+    """The relative tolerance: the budget is the worse of the bound's and (error / baseline's) / factor."""
+    from dataclasses import replace
+
+    from kcgate.sensitivity import relative
+
+    rel = relative(ctx, trial)
+    m = trial.metrics
+    bound = m.budget_used if m.budget_used is not None else float("inf")
+    extra = {**dict(m.extra), **rel, "bound_budget": bound}
+    trial.metrics = replace(
+        m, budget_used=max(bound, rel["relative_budget"]), extra=tuple(sorted(extra.items()))
+    )
+    assert trial.cmp is not None
+    trial.signals["out"] = _signal(trial.cmp, rel["relative_allowed"])
 
 
 def _wants_freivalds(ctx: CaseContext, shape: tuple[int, ...]) -> bool:
@@ -219,6 +238,7 @@ def allowance(ctx: CaseContext, inputs: Tensors, ref: torch.Tensor) -> torch.Ten
         return torch.full((), tol.ulp, dtype=torch.float64)
     if tol.method == "abs-rel":
         return tol.atol + tol.rtol * ref.abs()
+    # error-bound, and relative (which is also held to the family's bound)
     up = tuple(t.to(torch.float64) if t.is_floating_point() else t for t in inputs)
     return ctx.op.bound(up, ref, ctx.bound_args())
 
@@ -231,8 +251,10 @@ def signal_ratio(trial: Trial) -> float:
     return _signal(trial.cmp) if trial.cmp is not None else 0.0
 
 
-def _signal(cmp: Comparison) -> float:
+def _signal(cmp: Comparison, cap: float | None = None) -> float:
     allowed = cmp.allowed.to(torch.float64).expand_as(cmp.ref)
+    if cap is not None:  # method "relative": the tighter of the bound and factor x the baseline's error
+        allowed = allowed.clamp_max(cap)
     ref_norm = float(torch.linalg.vector_norm(torch.nan_to_num(cmp.ref, posinf=0, neginf=0)))
     return float(torch.linalg.vector_norm(allowed)) / ref_norm if ref_norm > 0 else float("inf")
 

@@ -33,7 +33,26 @@ def _list(item: dict[str, Any]) -> dict[str, Any]:
 
 def contracts_schema() -> dict[str, Any]:
     tolerance = _obj(
-        {"method": _enum(spec.TOLERANCES), "lambda": _POS, "ulp": _POS, "rtol": _POS, "atol": _POS}
+        {
+            "method": _enum(spec.TOLERANCES),
+            "lambda": _POS,
+            "ulp": _POS,
+            "rtol": _POS,
+            "atol": _POS,
+            "factor": {
+                "type": "number",
+                "minimum": 1,
+                "description": "method 'relative': x the baseline's error",
+            },
+            "baseline": {
+                **_IMPORT,
+                "description": "method 'relative': the baseline (default: the composite)",
+            },
+            "excess": {
+                "oneOf": [{"type": "number", "minimum": 1}, {"const": False}],
+                "description": "the sensitivity gate's factor (default 1.5), or false to turn it off",
+            },
+        }
     )
     protocol = _obj(
         {

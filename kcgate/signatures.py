@@ -36,6 +36,7 @@ CAUSES: dict[str, str] = {
     "zero-gradient": "the backward returned all zeros for a gradient that is not zero",
     "shape-overfitting": "correct at the declared shapes, wrong at held-out shapes of the same class",
     "exceeds-bound": "error beyond the derived bound with no more specific pattern",
+    "excess-error": "within the bound, but the error exceeds a correct implementation's on the same inputs",
 }
 
 # Significand bits (with the implicit bit) of the formats an accumulator or operand path may use.

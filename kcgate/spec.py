@@ -38,7 +38,7 @@ OPS = (
 )
 DEVICES = ("cpu", "cuda", "rocm", "xpu", "mps", "npu")
 POSTCONDITIONS = ("within-bound", "bitwise", "invariant", "policy")
-TOLERANCES = ("error-bound", "ulp", "abs-rel", "exact")
+TOLERANCES = ("error-bound", "ulp", "abs-rel", "exact", "relative")
 ORACLES = ("fp64", "freivalds", "auto", "property", "user")
 DISTRIBUTIONS = ("normal", "uniform", "positive", "integers", "large-mean")
 LAYOUTS = ("contiguous", "transposed")
@@ -115,7 +115,9 @@ CONTRACT_KEYS = {
     "waiver",
     "direction",
 }
-TOLERANCE_KEYS = {"method", "lambda", "ulp", "rtol", "atol"}
+TOLERANCE_KEYS = {"method", "lambda", "ulp", "rtol", "atol", "factor", "baseline", "excess"}
+EXCESS_FACTOR = 1.5  # the sensitivity gate's default factor (kcgate.sensitivity, docs/sensitivity.md)
+RELATIVE_FACTOR = 2.0  # FlashAttention's: error at most 2x the same-precision PyTorch implementation's
 PROTOCOL_KEYS = {"seeds", "trials", "poison", "guard", "timeout_s", "k_sweep"}
 MAX_CONTRACTS_BYTES = 16 * 1024 * 1024
 PROTOCOL_LIMITS = {"seeds": 1000, "trials": 1000, "guard": 1 << 20}
@@ -133,6 +135,9 @@ class Tolerance:
     ulp: float = 4.0
     rtol: float = 0.0
     atol: float = 0.0
+    factor: float = RELATIVE_FACTOR  # method "relative": allowed error / the baseline's error
+    baseline: str = ""  # method "relative" (and the sensitivity gate's reference): "" = the composite
+    excess: float = EXCESS_FACTOR  # the sensitivity gate's factor; 0 = off (excess = false)
 
 
 @dataclass(frozen=True)
@@ -319,7 +324,7 @@ def _contract(i: int, d: dict[str, Any], col: _Collector, roots: tuple[Path, ...
         layout=_choice(d, "layout", p, where, col, LAYOUTS) or "contiguous",
         postcondition=_choice(d, "postcondition", p, where, col, POSTCONDITIONS)
         or (cls.postcondition if cls else ""),
-        tolerance=_tolerance(d, p, where, col, _default_tolerance(cls, op)),
+        tolerance=_tolerance(d, p, where, col, _default_tolerance(cls, op), roots),
         oracle=_choice(d, "oracle", p, where, col, ORACLES) or (cls.oracle if cls else "fp64"),
         reference=_import_string(d, "reference", p, where, col, roots),
         inputs=_import_string(d, "inputs", p, where, col, roots),
@@ -413,21 +418,57 @@ def _duplicates(contracts: list[Contract | None], col: _Collector) -> None:
 # ---- parts ------------------------------------------------------------------------------------
 
 
-def _tolerance(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector, default: str) -> Tolerance:
+def _tolerance(
+    d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector, default: str, roots: tuple[Path, ...]
+) -> Tolerance:
     t = _table(d, "tolerance", p, col, where)
     tp, tw = p + ("tolerance",), where + ".tolerance"
     _unknown(t, TOLERANCE_KEYS, tp, tw, col)
     method = _choice(t, "method", tp, tw, col, TOLERANCES) or default
-    nums = {k: _positive(t, k, tp, tw, col) for k in ("lambda", "ulp", "rtol", "atol")}
+    nums = {k: _positive(t, k, tp, tw, col) for k in ("lambda", "ulp", "rtol", "atol", "factor")}
     if method == "abs-rel" and nums["rtol"] is None and nums["atol"] is None:
         col.add(tp, tw, "method 'abs-rel' needs rtol and/or atol", "add rtol = 1e-5 (and atol)")
+    for key in ("factor", "baseline"):
+        if key in t and method != "relative":
+            col.add(
+                tp + (key,),
+                f"{tw}.{key}",
+                f"`{key}` applies to method 'relative' only",
+                f'set method = "relative", or remove {key}',
+            )
+    if nums["factor"] is not None and nums["factor"] < 1:
+        col.add(
+            tp + ("factor",),
+            f"{tw}.factor",
+            f"factor {nums['factor']:g} < 1 would fail the baseline itself",
+            "factor = 2.0 (FlashAttention's)",
+        )
     return Tolerance(
         method=method,
         lam=nums["lambda"] or 8.0,
         ulp=nums["ulp"] or 4.0,
         rtol=nums["rtol"] or 0.0,
         atol=nums["atol"] or 0.0,
+        factor=nums["factor"] or RELATIVE_FACTOR,
+        baseline=_import_string(t, "baseline", tp, tw, col, roots),
+        excess=_excess(t, tp, tw, col),
     )
+
+
+def _excess(t: dict[str, Any], tp: tuple[Any, ...], tw: str, col: _Collector) -> float:
+    """tolerance.excess: the sensitivity gate's factor (a number >= 1), or false to turn the gate off."""
+    v = t.get("excess", EXCESS_FACTOR)
+    if v is False:
+        return 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (1 <= v < float("inf")):
+        col.add(
+            tp + ("excess",),
+            f"{tw}.excess",
+            f"must be a number >= 1 or false, not {v!r}",
+            f"excess = {EXCESS_FACTOR} (the default), a larger factor, or false to turn the gate off",
+        )
+        return EXCESS_FACTOR
+    return float(v)
 
 
 def _protocol(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector, cls: Any) -> Protocol:

@@ -41,8 +41,11 @@ def trials(ctx: CaseContext, n: int | None = None) -> list[Trial]:
     return [run_trial(ctx, salt=i) for i in range(n or ctx.contract.protocol.trials)]
 
 
-def verdict(ctx: CaseContext, ts: list[Trial], extra: dict[str, float] | None = None) -> Finding:
-    """Turn trials into a Finding: errors first, then integrity issues, the signal check, the budget."""
+def verdict(
+    ctx: CaseContext, ts: list[Trial], extra: dict[str, float] | None = None, *, excess: bool = True
+) -> Finding:
+    """Turn trials into a Finding: errors first, then integrity issues, the signal check, the budget, then
+    the sensitivity gate (``excess=False`` skips it, e.g. for probe inputs no reference is meant for)."""
     metrics = merge_metrics([t.metrics for t in ts])
     if extra:
         metrics = _with_extra(metrics, extra)
@@ -60,7 +63,7 @@ def verdict(ctx: CaseContext, ts: list[Trial], extra: dict[str, float] | None = 
             "; ".join(ISSUE_MESSAGES.get(i, i) for i in issues) + (f": {detail}" if detail else ""),
         )
     worst_signal = max((signal_ratio(t) for t in ts), default=0.0)
-    if ctx.contract.tolerance.method in ("error-bound", "abs-rel") and worst_signal >= 1.0:
+    if ctx.contract.tolerance.method in ("error-bound", "abs-rel", "relative") and worst_signal >= 1.0:
         return Finding(
             "refused",
             metrics,
@@ -70,13 +73,71 @@ def verdict(ctx: CaseContext, ts: list[Trial], extra: dict[str, float] | None = 
             "reduction length or a tighter tolerance",
         )
     budget = metrics.budget_used
-    if budget is not None and budget <= 1.0:
+    if budget is None or budget > 1.0:
+        return Finding(
+            "fail", metrics, _relative_signature(metrics) or diagnose(ctx, ts), _fail_message(metrics)
+        )
+    return _excess_gate(ctx, ts, metrics) if excess else Finding("pass", metrics)
+
+
+def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding:
+    """Within the bound: the sensitivity gate (kcgate.sensitivity) compares the error with a correct
+    implementation's; its worst trial's ratio is recorded either way (``excess_ratio``, <= 1 passes)."""
+    from kcgate import sensitivity
+
+    if not sensitivity.applies(ctx):
         return Finding("pass", metrics)
-    return Finding("fail", metrics, diagnose(ctx, ts), _fail_message(metrics))
+    measured = [e for t in ts if (e := sensitivity.measure(ctx, t)) is not None]
+    if not measured:
+        return Finding("pass", metrics)
+    worst = max(measured, key=lambda e: e.ratio)
+    metrics = _with_extra(metrics, worst.extra())
+    if worst.ratio <= 1.0:
+        return Finding("pass", metrics)
+    signature = Signature(
+        "excess-error",
+        worst.summary(),
+        (
+            ("excess_max_ratio", worst.max_ratio),
+            ("excess_rms_ratio", worst.rms_ratio),
+            ("factor", worst.factor),
+            ("kernel_rms_err", worst.kernel_rms),
+            ("reference_rms_err", worst.ref_rms),
+        ),
+    )
+    return Finding(
+        "fail",
+        metrics,
+        signature,
+        f"within the bound (budget {metrics.budget_used:.3g}) but the error is "
+        f"{max(worst.rms_ratio, worst.max_ratio):.3g}x a correct implementation's "
+        f"(allowed {worst.factor:g}x; excess ratio {worst.ratio:.3g})",
+    )
+
+
+def _relative_signature(m: Metrics) -> Signature | None:
+    """method = "relative", within the bound but over factor × the baseline's error: excess-error."""
+    e = dict(m.extra)
+    if "relative_ratio" not in e or e.get("bound_budget", float("inf")) > 1.0:
+        return None
+    return Signature(
+        "excess-error",
+        f"error {e['relative_ratio']:.3g}x the baseline's on the same inputs",
+        tuple(
+            sorted((k, v) for k, v in e.items() if k in ("relative_ratio", "relative_err", "baseline_err"))
+        ),
+    )
 
 
 def _fail_message(m: Metrics) -> str:
     b = "inf" if m.budget_used is None else f"{m.budget_used:.3g}"
+    ratio = dict(m.extra).get("relative_ratio")
+    if ratio is not None:
+        e = dict(m.extra)
+        return (
+            f"error {ratio:.3g}x the baseline's (max |err| {e.get('relative_err', 0):.3g} against "
+            f"{e.get('baseline_err', 0):.3g}), bound budget {e.get('bound_budget', 0):.3g}: budget used {b}"
+        )
     return f"error exceeds the allowed bound: budget used {b} ({m.mismatches} of {m.elements} elements over)"
 
 

@@ -18,7 +18,7 @@ def check(ctx: CaseContext) -> Finding:
     ts = trials(ctx)
     finding = verdict(ctx, ts)
     if finding.status != "fail" or (
-        finding.signature and finding.signature.cause in ("nan-pattern", "overflow")
+        finding.signature and finding.signature.cause in ("nan-pattern", "overflow", "excess-error")
     ):
         return finding
     found = approximation_signature(ts)

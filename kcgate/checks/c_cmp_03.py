@@ -21,7 +21,9 @@ def check(ctx: CaseContext) -> Finding:
     shapes = held_out_shapes(ctx)
     held = [run_trial(ctx, shape=s, salt=("held-out", i)) for i, s in enumerate(shapes)]
     finding = verdict(ctx, declared + held)
-    if finding.status != "fail" or (finding.signature and finding.signature.cause == "stale-output"):
+    if finding.status != "fail" or (
+        finding.signature and finding.signature.cause in ("stale-output", "excess-error")
+    ):
         return finding
     bad = [t.shape for t in held if not t.ok]
     return replace(

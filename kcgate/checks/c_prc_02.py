@@ -14,7 +14,7 @@ from kcgate.signatures import sig
 def check(ctx: CaseContext) -> Finding:
     finding = verdict(ctx, trials(ctx))
     if finding.status != "fail" or (
-        finding.signature and finding.signature.cause in ("overflow", "nan-pattern")
+        finding.signature and finding.signature.cause in ("overflow", "nan-pattern", "excess-error")
     ):
         return finding
     centred = replace(ctx, contract=replace(ctx.contract, distribution="normal"), previous_outputs=[])

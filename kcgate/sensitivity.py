@@ -1,0 +1,221 @@
+"""The sensitivity gate (``excess-error``): the kernel's error against what a correct implementation does.
+
+The error bound is the contract's provable ceiling and is loose by design (torch's fp32 matmul uses 0.001
+of it). This second gate compares the kernel's error field with two references on the same inputs:
+
+* the family's **composite** (``OpFamily.composite``: torch's own implementation, or the tolerance's
+  declared ``baseline``) run in the contract's precision: on the inputs' own dtype, or upcast to the output
+  dtype when that is wider (bf16 inputs, fp32 output);
+* a **model of the declared accumulator**: the RMS error of a *sequential* sum in ``accumulate`` (the worst
+  order a correct kernel uses), ``SEQ_C · B₁ / √n`` with B₁ the family's bound at λ = 1 without output
+  rounding, plus the output rounding, ulp/√12. Cheap: one more call of the bound.
+
+Per element, s = √(σ_seq² + ulp_out²/12) is the scale of a correct kernel's error and z = |err|/s. Two
+statistics, each against the larger of the reference's value and a floor:
+
+* ``rms``: rms(z_kernel) / max(rms(z_composite), 1)            (diffuse noise, offsets, biases)
+* ``max``: max(z_kernel) / max(max(z_composite), √(2·ln 2N))   (a few corrupted elements)
+
+``excess_ratio`` = the larger of the two / ``FACTOR``; above 1 the case fails with ``excess-error``. The floor
+√(2·ln 2N) is the largest |z| N Gaussian errors reach; a correctly rounded output has |z| ≤ √3. A
+summation order other than the composite's (blocked, reversed, split, sequential) stays under 1: its RMS
+error is at most the sequential model's (measured in tests/test_sensitivity.py and docs/sensitivity.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from kcgate import dtypes
+from kcgate.ops.base import BoundArgs, Tensors
+from kcgate.spec import EXCESS_FACTOR
+
+if TYPE_CHECKING:
+    from kcgate.harness import CaseContext, Trial
+
+FACTOR = EXCESS_FACTOR  # tolerance.excess's default: torch's kernels reach ≤ 1.0, noise at 2× ≥ 2
+# RMS of one rounding to nearest in units of u·|s|: 0.42 in theory (ulp/|s| ≈ 1.47·u, over √12); a
+# sequential fp32 sum measures 0.31 (tests/test_sensitivity.py: n = 4096 sums, K = 1024 dot products)
+SEQ_ROUND = 0.31
+SEQ_C = 0.37  # the same model from the bound (Σ|t| ≈ 0.8·√n·‖t‖ for normal terms) for the other families
+TAIL = 2.0  # the max statistic's floor: TAIL·√(2·ln 2N), room for heavier than Gaussian tails
+
+
+@dataclass(frozen=True)
+class Excess:
+    """The gate's measurements on one trial."""
+
+    rms_ratio: float  # rms(z_kernel) / max(rms(z_ref), 1)
+    max_ratio: float  # max(z_kernel) / max(max(z_ref), √(2 ln 2N))
+    factor: float
+    kernel_rms: float  # rms |err| of the kernel (absolute)
+    ref_rms: float  # rms |err| of the reference (absolute), nan when no reference ran
+    worst_index: tuple[int, ...] = ()
+
+    @property
+    def ratio(self) -> float:
+        return max(self.rms_ratio, self.max_ratio) / self.factor
+
+    def extra(self) -> dict[str, float]:
+        return {
+            "excess_ratio": self.ratio,
+            "excess_rms_ratio": self.rms_ratio,
+            "excess_max_ratio": self.max_ratio,
+        }
+
+    def summary(self) -> str:
+        which = "rms" if self.rms_ratio >= self.max_ratio else "max"
+        where = f" (worst at {list(self.worst_index)})" if which == "max" and self.worst_index else ""
+        return (
+            f"error {max(self.rms_ratio, self.max_ratio):.3g}x a correct implementation's "
+            f"({which} statistic{where}; allowed {self.factor:g}x)"
+        )
+
+
+def applies(ctx: CaseContext) -> bool:
+    """The gate runs beside the error-bound tolerance (the relative method is its own comparison with a
+    reference), unless the contract sets excess = false."""
+    tol = ctx.contract.tolerance
+    return tol.method == "error-bound" and tol.excess > 0 and ctx.contract.postcondition == "within-bound"
+
+
+def reference_output(ctx: CaseContext, inputs: Tensors, *, upcast: bool = True) -> torch.Tensor | None:
+    """The reference implementation on these inputs, or None when it cannot run. ``upcast``: on inputs
+    upcast to the output dtype when that is wider (the contract's precision); else on the inputs' own dtype
+    (the relative tolerance's "same low precision", FlashAttention's PyTorch-in-bf16 baseline)."""
+    fn = reference_fn(ctx)
+    if fn is None:
+        return None
+    x = _ref_inputs(ctx, inputs) if upcast else inputs
+    try:
+        with torch.no_grad():
+            out = fn(*x)
+    except Exception:  # noqa: BLE001 — a composite that cannot take these dtypes leaves only the model
+        return None
+    if isinstance(out, (tuple, list)):
+        out = out[0]
+    if not isinstance(out, torch.Tensor):
+        return None
+    return out.detach().to("cpu")
+
+
+def reference_fn(ctx: CaseContext) -> Any:
+    """tolerance.baseline if declared, else the family's composite, else its oracle on low-precision inputs."""
+    base = ctx.contract.tolerance.baseline
+    if base:
+        from kcgate.execute import resolve
+
+        return resolve(base)
+    return ctx.op.composite or (ctx.op.oracle if ctx.op.name != "custom" else None)
+
+
+def _ref_inputs(ctx: CaseContext, inputs: Tensors) -> Tensors:
+    out, inp = ctx.out_dtype, ctx.dtype
+    if out.is_floating_point and inp.is_floating_point and out.itemsize > inp.itemsize:
+        return tuple(t.to(out) if t.is_floating_point() else t for t in inputs)
+    return inputs
+
+
+def error_scale(ctx: CaseContext, inputs: Tensors, ref: torch.Tensor, n: int) -> torch.Tensor:
+    """Per element, the RMS error of a correct kernel: a sequential accumulator's plus the output rounding."""
+    from kcgate.checks.c_prc_04 import out_ulp
+
+    up = tuple(t.to(torch.float64) if t.is_floating_point() else t for t in inputs)
+    u = dtypes.unit_roundoff(ctx.contract.accumulate)
+    sigma = _sequential_sum(ctx.op.name, up, ref, n, u)
+    if sigma is None:
+        acc = ctx.op.bound(up, ref, BoundArgs(u, 0.0, 1.0))
+        sigma = SEQ_C * acc.to(torch.float64).abs() / math.sqrt(max(n, 1))
+    ulp = out_ulp(ref, ctx.out_dtype) if ctx.out_dtype.is_floating_point else torch.zeros_like(ref)
+    return torch.sqrt(sigma.expand_as(ref) ** 2 + ulp**2 / 12)
+
+
+def _sequential_sum(name: str, x: Tensors, y: torch.Tensor, n: int, u: float) -> torch.Tensor | None:
+    """The RMS error of a left-to-right sum of the n terms t behind each output, rounded to u after each
+    add: ≈ SEQ_ROUND·u·√(Σₖ sₖ²) over the partial sums sₖ, whose expectation is n·(‖t‖²/2 + y²/3) (a random
+    walk plus its drift; the drift is what large-mean inputs add). Exact families of sums only (one fp64
+    product of squares); None for the others, which use the bound-derived model."""
+    if name in ("matmul", "bmm"):
+        t2, total, scale = x[0].square() @ x[1].square(), y, 1.0
+    elif name == "linear":
+        t2, total, scale = x[0].square() @ x[1].square().T + x[2].square(), y, 1.0
+    elif name == "sum":
+        t2, total, scale = x[0].square().sum(-1), y, 1.0
+    elif name == "mean":
+        t2, total, scale = x[0].square().sum(-1), y * n, 1.0 / n
+    else:
+        return None
+    return SEQ_ROUND * u * scale * torch.sqrt(n * (t2 / 2 + total.square() / 3))
+
+
+def measure(ctx: CaseContext, trial: Trial) -> Excess | None:
+    """The gate on one compared trial; None when there is nothing to measure (no finite elements)."""
+    if trial.cmp is None or trial.out is None:
+        return None
+    ref64 = trial.cmp.ref
+    err = trial.cmp.err
+    r = reference_output(ctx, trial.inputs)
+    ref_err = None
+    if r is not None and tuple(r.shape) == tuple(ref64.shape):
+        ref_err = (r.to(ctx.out_dtype).to(torch.float64) - ref64).abs()
+    s = error_scale(ctx, trial.inputs, ref64, ctx.op.reduction_len(trial.shape))
+    ok = ref64.isfinite() & err.isfinite() & (s > 0)
+    if ref_err is not None:
+        ok &= ref_err.isfinite()
+    if not bool(ok.any()):
+        return None
+    z = err[ok] / s[ok]
+    n = z.numel()
+    z_ref = ref_err[ok] / s[ok] if ref_err is not None else torch.zeros(1, dtype=torch.float64)
+    rms_k, rms_r = float(z.pow(2).mean().sqrt()), float(z_ref.pow(2).mean().sqrt())
+    worst = int(z.argmax())
+    flat = ok.flatten().nonzero().flatten()[worst]
+    from kcgate.metrics import _unravel
+
+    return Excess(
+        rms_ratio=rms_k / max(rms_r, 1.0),
+        max_ratio=float(z[worst]) / max(float(z_ref.max()), TAIL * math.sqrt(2 * math.log(2 * n))),
+        factor=ctx.contract.tolerance.excess,
+        kernel_rms=float(err[ok].pow(2).mean().sqrt()),
+        ref_rms=float(ref_err[ok].pow(2).mean().sqrt()) if ref_err is not None else math.nan,
+        worst_index=_unravel(int(flat), ok.shape),
+    )
+
+
+# ---- the relative tolerance (issue 16 item 7) --------------------------------------------------------
+
+
+def relative(ctx: CaseContext, trial: Trial) -> dict[str, float]:
+    """method = "relative": the kernel's max |error| against the baseline's on the same inputs.
+
+    The baseline's error is floored at one rounding of the output's largest value (u_out·max|y|), so an
+    exact or lucky baseline does not demand an exact kernel. ``relative_budget`` = ratio / factor; the
+    case's budget is the larger of it and the bound's budget, so a garbage baseline cannot loosen the gate
+    past the family's error bound.
+    """
+    assert trial.cmp is not None
+    ref64, err = trial.cmp.ref, trial.cmp.err
+    base = reference_output(ctx, trial.inputs, upcast=False)
+    if base is None or tuple(base.shape) != tuple(ref64.shape):
+        return {"relative_ratio": math.inf, "relative_budget": math.inf, "relative_err": _max(err)}
+    base_err = (base.to(torch.float64) - ref64).abs()
+    finite = ref64.isfinite()
+    u_out = dtypes.unit_roundoff(str(ctx.out_dtype).removeprefix("torch."))
+    floor = u_out * _max(ref64.abs().where(finite, 0.0))
+    e_k, e_b = _max(err.where(finite, 0.0)), _max(base_err.where(finite, 0.0))
+    ratio = e_k / max(e_b, floor) if max(e_b, floor) > 0 else (0.0 if e_k == 0 else math.inf)
+    return {
+        "relative_allowed": ctx.contract.tolerance.factor * max(e_b, floor),
+        "relative_ratio": ratio,
+        "relative_budget": ratio / ctx.contract.tolerance.factor,
+        "relative_err": e_k,
+        "baseline_err": e_b,
+    }
+
+
+def _max(t: torch.Tensor) -> float:
+    return float(torch.nan_to_num(t, nan=math.inf).max()) if t.numel() else 0.0

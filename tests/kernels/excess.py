@@ -1,0 +1,115 @@
+"""Kernels for the sensitivity gate (tests/test_sensitivity.py): within the error bound, yet wrong in ways
+a correct implementation never is, and correct kernels in other summation orders.
+
+The faulty ones measure a correct kernel's error on their own inputs (in fp64) and scale it, so "2x" and
+"10x" mean what they say whatever the inputs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _gen(x: torch.Tensor) -> torch.Generator:
+    """A generator seeded from the inputs: the fault differs per trial but is reproducible."""
+    return torch.Generator().manual_seed(int(x.double().abs().sum().item() * 1e3) % (2**31))
+
+
+def sequential_sum(x: torch.Tensor) -> torch.Tensor:
+    """A correct row sum in another order: one running fp32 accumulator, left to right."""
+    acc = torch.zeros(x.shape[:-1], dtype=torch.float32)
+    for j in range(x.shape[-1]):
+        acc = acc + x[..., j].float()
+    return acc.to(x.dtype)
+
+
+def blocked_sum(x: torch.Tensor) -> torch.Tensor:
+    """A correct row sum in another order: reversed, in blocks of 100 summed sequentially."""
+    parts = [x[..., j : j + 100].float().sum(-1) for j in range(0, x.shape[-1], 100)][::-1]
+    acc = torch.zeros(x.shape[:-1], dtype=torch.float32)
+    for p in parts:
+        acc = acc + p
+    return acc.to(x.dtype)
+
+
+def sequential_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A correct matmul in another order: one fp32 rank-1 update per k (a running sum per element)."""
+    a32, b32 = a.float(), b.float()
+    acc = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float32)
+    for k in range(a.shape[1]):
+        acc = acc + a32[:, k : k + 1] * b32[k : k + 1, :]
+    return acc.to(a.dtype)
+
+
+def split_k_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A correct matmul in another order: split-K in 4 slices, reversed."""
+    k = a.shape[1]
+    cuts = [0, k // 4, k // 2, 3 * k // 4, k]
+    parts = [a[:, s:e].float() @ b[s:e].float() for s, e in zip(cuts, cuts[1:])]
+    return sum(reversed(parts), torch.zeros(())).to(a.dtype)
+
+
+def sum_offsets(x: torch.Tensor) -> torch.Tensor:
+    """Row sums plus schedule-dependent offsets (by row block) of up to 3.8% of |sum|: within the bound
+    (budget about 0.7 at n = 1e5), 1000x a correct kernel's error."""
+    s = x.double().sum(-1)
+    block = torch.arange(x.shape[0], dtype=torch.float64).remainder(4) / 3  # 0, 1/3, 2/3, 1 by row block
+    return (s + 0.038 * s.abs().clamp_max(300.0) * block).to(x.dtype)
+
+
+def _noisy(exact: torch.Tensor, correct: torch.Tensor, times: float, gen: torch.Generator) -> torch.Tensor:
+    """exact + Gaussian noise whose RMS is ``times`` the RMS error of ``correct``, per row scale."""
+    e = correct.double() - exact
+    rms = e.pow(2).mean().sqrt()
+    return exact + times * rms * torch.randn(exact.shape, generator=gen, dtype=torch.float64)
+
+
+def matmul_noise_2x(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Diffuse noise at 2x the error of a correct kernel (the sequential-order one in fp32, torch's in
+    low precision: the largest a correct kernel of that precision makes)."""
+    exact = a.double() @ b.double()
+    correct = sequential_matmul(a, b) if a.dtype == torch.float32 else a @ b
+    return _noisy(exact, correct, 2.0, _gen(a)).to(a.dtype)
+
+
+def sum_noise_2x(x: torch.Tensor) -> torch.Tensor:
+    exact = x.double().sum(-1)
+    return _noisy(exact, sequential_sum(x), 2.0, _gen(x)).to(x.dtype)
+
+
+def matmul_one_element_10x(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Correct everywhere but one element, whose error is 10x the correct kernel's largest error."""
+    exact = a.double() @ b.double()
+    correct = sequential_matmul(a, b) if a.dtype == torch.float32 else a @ b
+    out = correct.double()
+    worst = (out - exact).abs().max()
+    i = int(torch.randint(0, out.numel(), (1,), generator=_gen(a)))
+    out.view(-1)[i] = exact.view(-1)[i] + 10 * worst
+    return out.to(a.dtype)
+
+
+# ---- the relative tolerance ---------------------------------------------------------------------------
+
+
+def _scaled_bf16_error(a: torch.Tensor, b: torch.Tensor, times: float) -> torch.Tensor:
+    """fp32 output whose error is exactly ``times`` torch's bf16 matmul error, element by element."""
+    exact = a.double() @ b.double()
+    return (exact + times * ((a @ b).double() - exact)).float()
+
+
+def relative_1_5x(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return _scaled_bf16_error(a, b, 1.5)
+
+
+def relative_3x(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return _scaled_bf16_error(a, b, 3.0)
+
+
+def garbage_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Wrong by orders of magnitude (a Triton bf16 tl.dot returning ~1e11 in the interpreter)."""
+    return torch.full((a.shape[0], b.shape[1]), 6e11, dtype=torch.float32)
+
+
+def garbage_baseline(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A baseline that is itself garbage: its error would excuse anything without the bound."""
+    return torch.full((a.shape[0], b.shape[1]), -1e12, dtype=a.dtype)
