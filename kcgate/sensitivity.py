@@ -79,8 +79,13 @@ class Excess:
 def applies(ctx: CaseContext) -> bool:
     """The gate runs beside the error-bound tolerance (the relative method is its own comparison with a
     reference), unless the contract sets excess = false."""
-    tol = ctx.contract.tolerance
-    return tol.method == "error-bound" and tol.excess > 0 and ctx.contract.postcondition == "within-bound"
+    c = ctx.contract
+    return (
+        c.tolerance.method == "error-bound"
+        and c.tolerance.excess > 0
+        and c.postcondition == "within-bound"
+        and c.forward  # the forward output only (gradients have their own bounds)
+    )
 
 
 def reference_output(ctx: CaseContext, inputs: Tensors, *, upcast: bool = True) -> torch.Tensor | None:
@@ -154,10 +159,10 @@ def _sequential_sum(name: str, x: Tensors, y: torch.Tensor, n: int, u: float) ->
 
 def measure(ctx: CaseContext, trial: Trial) -> Excess | None:
     """The gate on one compared trial; None when there is nothing to measure (no finite elements)."""
-    if trial.cmp is None or trial.out is None:
+    cmp = trial.cmps.get("out", trial.cmp)  # the forward output's (trial.cmp may be a gradient's)
+    if cmp is None or trial.out is None:
         return None
-    ref64 = trial.cmp.ref
-    err = trial.cmp.err
+    ref64, err = cmp.ref, cmp.err
     r = reference_output(ctx, trial.inputs)
     ref_err = None
     if r is not None and tuple(r.shape) == tuple(ref64.shape):
