@@ -124,7 +124,7 @@ PROTOCOL_LIMITS = {"seeds": 1000, "trials": 1000, "guard": 1 << 20}
 """Upper bounds on protocol sizes (README): a plan of 10^8 seeds would exhaust memory before it ran."""
 WAIVER_KEYS = {"runner", "until", "reason", "owner", "kind"}
 TOP_KEYS = {"project", "policy", "contract"}
-PROJECT_KEYS = {"name", "paths", "baselines", "results"}
+PROJECT_KEYS = {"name", "paths", "baselines", "results", "discover"}
 POLICY_KEYS = {"block_on", "budget_drift", "required_runners", "acknowledge_removed"}
 
 
@@ -267,11 +267,12 @@ def _project(path: Path, data: dict[str, Any], col: _Collector) -> Project:
     root = path.parent
     paths = tuple(root / p for p in _str_list(proj, "paths", ("project",), "project", col))
     raw = data.get("contract", [])
-    if not isinstance(raw, list) or not raw:
+    if not isinstance(raw, list) or not raw and not proj.get("discover"):
         col.add((), "", "no [[contract]] entries", "add at least one [[contract]] table (see README)")
         raw = []
     contracts = [_contract(i, c, col, (root, *paths)) for i, c in enumerate(raw) if isinstance(c, dict)]
     _duplicates(contracts, col)
+    contracts += _discovered(proj, contracts, col, (root, *paths))
     valid = tuple(c for c in contracts if c is not None)
     return Project(
         warnings=tuple(col.warnings),
@@ -283,6 +284,47 @@ def _project(path: Path, data: dict[str, Any], col: _Collector) -> Project:
         baselines_dir=root / proj["baselines"] if isinstance(proj.get("baselines"), str) else None,
         results_dir=root / proj["results"] if isinstance(proj.get("results"), str) else Path("results"),
     )
+
+
+def _discovered(
+    proj: dict[str, Any], contracts: list[Contract | None], col: _Collector, roots: tuple[Path, ...]
+) -> list[Contract | None]:
+    """Contracts declared with ``@kcgate.contract(...)`` in the modules of ``[project].discover``, read
+    statically from their source (nothing is imported); their problems name the .py file and line."""
+    modules = _str_list(proj, "discover", ("project",), "project", col)
+    if not modules:
+        return []
+    from kcgate.adopt.discover import discover
+
+    taken = {c.id for c in contracts if c is not None}
+    found, problems, missing = discover(modules, roots, taken, len(contracts), col.locate)
+    for module in missing:
+        col.add(
+            ("project", "discover"),
+            "project.discover",
+            f"cannot find module {module!r}",
+            "check the spelling, or add its directory to [project].paths, or install the package",
+        )
+    col.problems += problems
+    return list(found)
+
+
+def validate_contract(
+    d: dict[str, Any],
+    *,
+    file: str = "",
+    lines: tomlsrc.LineMap | None = None,
+    roots: tuple[Path, ...] = (),
+    index: int = 0,
+    locate: bool = True,
+) -> tuple[Contract | None, tuple[Problem, ...]]:
+    """One contract table (``d``: its TOML keys) validated by the same code as contracts.toml; the
+    Python API and ``@kcgate.contract`` discovery use it. ``lines`` maps ("contract", index, key...) to
+    lines of ``file``."""
+    col = _Collector(file, lines or tomlsrc.LineMap())
+    col.locate = locate
+    contract = _contract(index, d, col, roots)
+    return contract, tuple(col.problems)
 
 
 def _contract(i: int, d: dict[str, Any], col: _Collector, roots: tuple[Path, ...]) -> Contract | None:
