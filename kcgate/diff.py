@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from kcgate.diff_model import CaseChange, RunnerDiff, Verdict
 from kcgate.errors import ResultsError
-from kcgate.policy import Policy, Waiver
+from kcgate.policy import DriftRule, Policy, Waiver
 from kcgate.results import RunResult, build_frozen
 from kcgate.table import CaseTable
 
@@ -105,7 +105,9 @@ def categorize(
     return _compare(status, budget, base, ctx.policy.budget_drift)
 
 
-def _compare(status: str, budget: float | None, base: tuple[str, float | None] | None, drift: float) -> str:
+def _compare(
+    status: str, budget: float | None, base: tuple[str, float | None] | None, drift: DriftRule
+) -> str:
     """Both sides are evaluated on the same fingerprint; a baseline error/refusal counts as not failing."""
     failing = status == "fail"
     if base is None:
@@ -115,8 +117,7 @@ def _compare(status: str, budget: float | None, base: tuple[str, float | None] |
         return "still-failing" if base_status == "fail" else "new-violation"
     if base_status != "pass":
         return "fixed"
-    drifted = budget is not None and base_budget is not None and budget - base_budget > drift
-    return "budget-drift" if drifted else "unchanged"
+    return "budget-drift" if drift.drifted(base_budget, budget) else "unchanged"
 
 
 def _error_category(contract_id: str, ctx: _Context) -> str:
@@ -216,6 +217,7 @@ def _present(
                     "base_status": before[0] if before else "",
                     "budget_used": budget,
                     "base_budget_used": before[1] if before else None,
+                    "budget_factor": ctx.policy.budget_drift.factor(before[1], budget) if before else None,
                     "signature": signature.summary if signature else "",
                     "message": message,
                     "line": line,

@@ -16,7 +16,7 @@ CATEGORIES = (
     "waived",  # fails now, covered by a live waiver
     "expired-waiver",  # fails now, its waiver has expired
     "unexpected-pass",  # passes now while a waiver still covers it: remove the waiver
-    "budget-drift",  # passes in both, but budget_used rose by more than policy.budget_drift
+    "budget-drift",  # passes in both, but budget_used rose by more than policy.budget_drift (4x by default)
     "unchanged",  # passes in both, no drift
     "new",  # passes now, not in the baseline
     "removed",  # in the baseline, not now (the contract or case disappeared)
@@ -49,6 +49,9 @@ class CaseChange:
     cause: str = ""  # the signature's cause key, e.g. "low-precision-accumulator"
     max_ulp: float | None = None
     max_abs_err: float | None = None
+    # current / base budget used, both floored at policy.budget_drift.floor (what the drift rule compares);
+    # None when either side has no budget
+    budget_factor: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

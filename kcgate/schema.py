@@ -114,7 +114,19 @@ def contracts_schema() -> dict[str, Any]:
             "policy": _obj(
                 {
                     "block_on": _list(_enum(BLOCKABLE)),
-                    "budget_drift": _POS,
+                    "budget_drift": {
+                        "oneOf": [
+                            {**_POS, "description": "the absolute rule: a rise of more than this"},
+                            _obj(
+                                {
+                                    "ratio": {"type": "number", "exclusiveMinimum": 1},
+                                    "floor": _POS,
+                                    "absolute": _POS,
+                                }
+                            ),
+                        ],
+                        "description": "a rise of more than ratio x (default 4, floor 1e-3) and/or absolute",
+                    },
                     "required_runners": _list(_STR),
                     "acknowledge_removed": _list(_STR),
                 }

@@ -16,7 +16,7 @@ from typing import Any
 from kcgate import bounded, dtypes, tomlsrc
 from kcgate.classes import CLASSES, suggest
 from kcgate.errors import ContractsError, Problem
-from kcgate.policy import BLOCKABLE, WAIVER_KINDS, Policy, Waiver
+from kcgate.policy import BLOCKABLE, WAIVER_KINDS, DriftRule, Policy, Waiver
 
 OPS = (
     "matmul",
@@ -568,14 +568,43 @@ def _policy(data: dict[str, Any], contracts: tuple[Contract, ...], col: _Collect
     t = _table(data, "policy", (), col)
     _unknown(t, POLICY_KEYS, ("policy",), "policy", col)
     block_on = _choices(t, "block_on", ("policy",), "policy", col, BLOCKABLE)
-    drift = _positive(t, "budget_drift", ("policy",), "policy", col)
     return Policy(
         block_on=tuple(block_on) if "block_on" in t else Policy().block_on,
-        budget_drift=0.5 if drift is None else drift,
+        budget_drift=_drift(t, col),
         required_runners=tuple(_str_list(t, "required_runners", ("policy",), "policy", col)),
         acknowledge_removed=tuple(_str_list(t, "acknowledge_removed", ("policy",), "policy", col)),
         waivers=_waivers(data, contracts, col),
     )
+
+
+DRIFT_KEYS = {"ratio", "floor", "absolute"}
+_DRIFT_FIX = "budget_drift = { ratio = 4.0, floor = 1e-3 } (a rise of more than 4x), or { absolute = 0.5 }"
+
+
+def _drift(t: dict[str, Any], col: _Collector) -> DriftRule:
+    """policy.budget_drift: a table with ``ratio`` (and ``floor``) and/or ``absolute``; a bare number is the
+    absolute rule (kcgate 0.1's meaning, kept)."""
+    v = t.get("budget_drift")
+    p, where = ("policy", "budget_drift"), "policy.budget_drift"
+    if v is None:
+        return DriftRule()
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        amount = _positive(t, "budget_drift", ("policy",), "policy", col)
+        return DriftRule(ratio=None, absolute=amount) if amount is not None else DriftRule()
+    if not isinstance(v, dict):
+        col.add(p, where, f"must be a table or a number, not {v!r}", _DRIFT_FIX)
+        return DriftRule()
+    _unknown(v, DRIFT_KEYS, p, where, col)
+    ratio, floor, amount = (_positive(v, k, p, where, col) for k in ("ratio", "floor", "absolute"))
+    if ratio is not None and ratio <= 1:
+        col.add(p + ("ratio",), where + ".ratio", f"ratio {ratio:g} <= 1 would flag every rise", _DRIFT_FIX)
+        ratio = None
+    if ratio is None and amount is None and not ({"ratio", "absolute"} & set(v)):
+        if "floor" in v or set(v) - DRIFT_KEYS:
+            ratio = DriftRule().ratio  # a floor alone keeps the default ratio (unknown keys: reported above)
+        else:
+            col.add(p, where, "names no rule", _DRIFT_FIX)
+    return DriftRule(ratio=ratio, floor=DriftRule().floor if floor is None else floor, absolute=amount)
 
 
 def _waivers(data: dict[str, Any], contracts: tuple[Contract, ...], col: _Collector) -> tuple[Waiver, ...]:

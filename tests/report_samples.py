@@ -68,6 +68,7 @@ def sample_verdict() -> Verdict:
                 case="softmax-fp32/float32/1x65536/s0",
                 budget_used=0.91,
                 base_budget_used=0.2,
+                budget_factor=4.55,
                 line=30,
             ),
             change(

@@ -9,6 +9,7 @@ import pytest
 
 from kcgate.classes import CLASSES
 from kcgate.errors import ContractsError
+from kcgate.policy import DriftRule
 from kcgate.spec import load_project
 from tests.conftest import DATA, ROOT, kcgate
 
@@ -105,7 +106,11 @@ def test_waivers_and_policy_are_loaded(tmp_path: Path) -> None:
     p = load_project(f)
     (w,) = p.policy.waivers
     assert w.contract_id == "m" and w.matches("m", "apple-m4") and not w.matches("m", "cpu-x")
-    assert w.line == 11 and p.policy.budget_drift == 0.3 and p.policy.is_required("cpu-avx2")
+    assert (
+        w.line == 11
+        and p.policy.budget_drift == DriftRule(ratio=None, absolute=0.3)
+        and p.policy.is_required("cpu-avx2")
+    )
 
 
 @pytest.mark.parametrize("depth", [100_000, 40])

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from kcgate.diff_model import CATEGORIES, CaseChange, Verdict
 from kcgate.render.escape import console_text, json_console_text, md_cell, md_code
+from kcgate.render.labels import factor_text
 
 MAX_ROWS = 300  # rows of changes shown; the JSON format always has all of them
 QUIET = frozenset({"unchanged"})  # counted, never listed
@@ -60,7 +61,7 @@ def render_console(verdict: Verdict) -> str:
 
 def _console_row(c: CaseChange) -> tuple[str, ...]:
     note = c.signature or c.message
-    span = f"{budget(c.base_budget_used)} -> {budget(c.budget_used)}"
+    span = f"{budget(c.base_budget_used)} -> {budget(c.budget_used)}{factor_text(c)}"
     return (
         "!" if c.blocking else "",
         plain(c.runner, 30),
@@ -110,7 +111,7 @@ def _change_table(rows: list[CaseChange]) -> str:
 
 def _md_row(c: CaseChange) -> str:
     details = md_cell(c.signature or c.message or c.status, 160)
-    span = f"{budget(c.base_budget_used)} → {budget(c.budget_used)}"
+    span = f"{budget(c.base_budget_used)} → {budget(c.budget_used)}{factor_text(c)}"
     cells = [
         "⛔" if c.blocking else " ",
         md_cell(c.runner, 60),

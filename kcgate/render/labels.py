@@ -65,3 +65,12 @@ def icon(change: CaseChange) -> str:
     if change.category in QUIET:
         return "➖"
     return "⚠️"
+
+
+def factor_text(change: CaseChange) -> str:
+    """' (×400)' after a budget span: on every drift row, and wherever the budget moved 2x or more either way
+    (budgets compare as a ratio: 0.001 -> 0.4 is an order-of-magnitude change even far below 1)."""
+    f = change.budget_factor
+    if f is None or not (change.category == "budget-drift" or f >= 2 or f <= 0.5):
+        return ""
+    return f" (×{f:.3g})" if f < 1e6 else f" (×{f:.2e})"

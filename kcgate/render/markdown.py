@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kcgate.diff_model import CaseChange, RunnerDiff, Verdict
 from kcgate.render.escape import md_cell, md_code, md_text
-from kcgate.render.labels import SEVERITY, icon, label, rank
+from kcgate.render.labels import SEVERITY, factor_text, icon, label, rank
 
 COMMENT_LIMIT = 65_536  # GitHub: characters in an issue comment body
 COMMENT_BUDGET = COMMENT_LIMIT - 300  # room for the publisher's hidden markers
@@ -188,7 +188,7 @@ def change_row(c: CaseChange, ctx: RenderContext) -> str:
         _contract_cell(c, ctx),
         md_code(c.case_id, 80) if c.case_id else " ",
         label(c.category),
-        budget_text(c.base_budget_used, c.budget_used),
+        budget_text(c.base_budget_used, c.budget_used) + factor_text(c),
         md_cell(c.signature or c.message, 160),
     ]
     return "| " + " | ".join(cells) + " |"
@@ -213,6 +213,8 @@ def budget_text(base: float | None, now: float | None) -> str:
 def _num(x: float | None) -> str:
     if x is None:
         return "–"
+    if 0 < abs(x) < 0.01:  # small budgets keep their magnitude: 0.001 is not 0.00
+        return f"{x:.1g}"
     if abs(x) < 100:
         return f"{x:.2f}"
     return f"{x:,.0f}" if abs(x) < 1e9 else f"{x:.3g}"
