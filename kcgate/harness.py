@@ -61,6 +61,7 @@ class CaseContext:
             dtypes.unit_roundoff(self.contract.accumulate),
             dtypes.unit_roundoff(out),
             self.contract.tolerance.lam,
+            dtypes.unit_roundoff(self.case.dtype),
         )
 
     def grad_bound_args(self) -> BoundArgs:
@@ -69,6 +70,7 @@ class CaseContext:
             dtypes.unit_roundoff(self.contract.accumulate),
             dtypes.unit_roundoff(self.case.dtype),
             self.contract.tolerance.lam,
+            dtypes.unit_roundoff(self.case.dtype),
         )
 
     def inputs(self, shape: Sequence[int], salt: Any) -> Tensors:
@@ -283,7 +285,9 @@ def _call(
     try:
         t0 = time.perf_counter()
         with torch.set_grad_enabled(backward):
-            result = kernel(*views, **kwargs, **({"out": out_buf[1]} if out_buf else {}))
+            extra = ctx.op.kwargs(trial.shape) if ctx.op.kwargs else {}
+            result = kernel(*views, **extra, **kwargs, **({"out": out_buf[1]} if out_buf else {}))
+            result = ctx.op.output(result) if ctx.op.output else result
         ctx.synchronize()
         trial.kernel_s = time.perf_counter() - t0
         ctx.kernel_s += trial.kernel_s

@@ -22,6 +22,7 @@ class BoundArgs:
     u_acc: float  # unit roundoff of the accumulator
     u_out: float  # unit roundoff of the output dtype
     lam: float  # λ of the probabilistic bound (Higham and Mary)
+    u_in: float = 0.0  # unit roundoff of the input dtype (values a kernel may round back to it: P, q·scale)
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,14 @@ class OpFamily:
     # applied to the low-precision inputs. Used by the sensitivity gate (excess-error) and as the default
     # baseline of the relative tolerance.
     composite: Callable[..., torch.Tensor] | None = None
+    # params -> the family for one contract's ``params`` (attention's causal, rope's layout, ...); None: the
+    # family takes no op params
+    configure: Callable[[dict[str, Any]], OpFamily] | None = None
+    # case shape -> keyword arguments every kernel call receives besides the inputs (is_causal=True, ...)
+    kwargs: Callable[[Sequence[int]], dict[str, Any]] | None = None
+    # the kernel's result -> the one tensor compared with the oracle (rope's (q, k) pair); None: the result,
+    # or its first tensor
+    output: Callable[[Any], Any] | None = None
     grad_bound: GradBound | None = None  # None: the family has no backward contract
     input_names: tuple[str, ...] = ()  # placeholders of `call` and the names gradients are reported by
 
@@ -73,6 +82,19 @@ def draw(
     else:
         x = torch.randn(shape, generator=gen, dtype=torch.float64)
     return x.to(dtype)
+
+
+def underflow(u: float) -> float:
+    """Half the subnormal spacing of the float format whose unit roundoff is ``u`` (fp16: 2^-25): the absolute
+    error of a rounding below the normal range, which no relative term covers."""
+    from kcgate import dtypes
+
+    fmts = [f for f in dtypes.FORMATS.values() if f.kind == "float" and f.u == u and f.name != "tfloat32"]
+    if not fmts:
+        return 0.0
+    f = fmts[0]
+    emin = {"float64": -1022, "float32": -126, "float16": -14, "bfloat16": -126}.get(f.name, -6)
+    return 2.0 ** (emin - f.p)
 
 
 def sqrt(n: int) -> float:

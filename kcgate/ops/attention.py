@@ -1,0 +1,220 @@
+"""Attention: softmax(scale·Q·Kᵀ + mask)·V with causal masking, an explicit scale, grouped-query heads
+(fewer kv heads), variable-length batches (``cu_seqlens``) and the precision of P as parameters.
+
+Shape form ``[batch, heads, kv_heads, length, head_dim]``. Call conventions:
+dense ``kernel(q, k, v, **kw)`` with q (batch, heads, length, head_dim), k and v (batch, kv_heads, length,
+head_dim) and ``is_causal=True`` / ``scale=s`` / ``enable_gqa=True`` passed only when they apply (the
+``F.scaled_dot_product_attention`` convention); varlen ``kernel(q, k, v, cu_seqlens_q, cu_seqlens_k,
+max_seqlen_q=L, max_seqlen_k=L, causal=..., softmax_scale=...)`` with q (total, heads, head_dim) and int32
+``cu_seqlens`` (the ``flash_attn_varlen_func`` convention). Derivation of the bound: docs/ops.md#attention.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from kcgate import dtypes
+from kcgate.ops.base import BoundArgs, OpFamily, Tensors, draw, sqrt
+
+
+@dataclass(frozen=True)
+class Attention:
+    """One configuration of the family (the contract's ``params``)."""
+
+    causal: bool = False
+    scale: float = 0.0  # 0: 1/√head_dim
+    varlen: bool = False
+    p_dtype: str = ""  # "": the input dtype for 16-bit inputs, float32 for wider ones
+
+    def scale_for(self, d: int) -> float:
+        return self.scale if self.scale > 0 else 1.0 / math.sqrt(d)
+
+    def u_p(self, ba: BoundArgs) -> float:
+        """Unit roundoff of P before P·V; the default follows the input dtype (FlashAttention-style)."""
+        if self.p_dtype:
+            return dtypes.unit_roundoff(self.p_dtype)
+        return ba.u_in if ba.u_in > dtypes.unit_roundoff("float32") else 0.0
+
+
+# ---- inputs --------------------------------------------------------------------------------------
+
+
+def seq_lengths(batch: int, length: int, gen: torch.Generator) -> list[int]:
+    """Per-sequence lengths in [1, length]; the last is ``length`` so max_seqlen is the declared one."""
+    lens = torch.randint(1, length + 1, (batch,), generator=gen).tolist()
+    lens[-1] = length
+    return [int(n) for n in lens]
+
+
+def _inputs(cfg: Attention) -> Callable[..., Tensors]:
+    def make(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str) -> Tensors:
+        b, h, hk, length, d = shape
+        if not cfg.varlen:
+            return draw((b, h, length, d), dtype, gen, dist), *(
+                draw((b, hk, length, d), dtype, gen, dist) for _ in range(2)
+            )
+        lens = seq_lengths(b, length, gen)
+        total = sum(lens)
+        cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+        q = draw((total, h, d), dtype, gen, dist)
+        k, v = (draw((total, hk, d), dtype, gen, dist) for _ in range(2))
+        return q, k, v, cu, cu.clone()
+
+    return make
+
+
+# ---- oracle and bound ----------------------------------------------------------------------------
+
+
+def _mask(lq: int, lk: int, causal: bool, device: torch.device) -> torch.Tensor | None:
+    """True where a key is visible (causal: key j ≤ query i, aligned at the top-left as torch does)."""
+    if not causal:
+        return None
+    return torch.ones(lq, lk, dtype=torch.bool, device=device).tril()
+
+
+def _expand_kv(q: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """Grouped-query heads: kv head j serves q heads j·g … j·g + g − 1 (g = heads / kv_heads)."""
+    return t.repeat_interleave(q.shape[-3] // t.shape[-3], dim=-3)
+
+
+def _probs(q: torch.Tensor, k: torch.Tensor, cfg: Attention) -> torch.Tensor:
+    s = cfg.scale_for(q.shape[-1]) * (q @ k.transpose(-1, -2))
+    m = _mask(q.shape[-2], k.shape[-2], cfg.causal, q.device)
+    if m is not None:
+        s = s.masked_fill(~m, float("-inf"))
+    return torch.softmax(s, dim=-1)
+
+
+def dense_oracle(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Attention) -> torch.Tensor:
+    k, v = _expand_kv(q, k), _expand_kv(q, v)
+    return _probs(q, k, cfg) @ v
+
+
+def dense_bound(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, y: torch.Tensor, cfg: Attention, ba: BoundArgs
+) -> torch.Tensor:
+    """Per-element allowed |error| of one dense attention (derivation: docs/ops.md#attention)."""
+    k, v = _expand_kv(q, k), _expand_kv(q, v)
+    d, lk = q.shape[-1], k.shape[-2]
+    m = _mask(q.shape[-2], lk, cfg.causal, q.device)
+    s_abs = cfg.scale_for(d) * (q.abs() @ k.abs().transpose(-1, -2))
+    if m is not None:
+        s_abs = s_abs.masked_fill(~m, 0.0)
+    n = m.sum(-1, keepdim=True).to(q.dtype) if m is not None else torch.full((1, 1), float(lk))
+    # |δS| ≤ (λ√d + 1)·u_acc·scale·|q||k| (the dot product, then the scaling), plus u_in·… when a kernel
+    # scales q in the input dtype first; softmax turns a row's |δS| ≤ ε into relative |δP| ≤ 2ε.
+    eps_s = ((ba.lam * sqrt(d) + 1) * ba.u_acc + ba.u_in) * s_abs.amax(dim=-1, keepdim=True)
+    p = _probs(q, k, cfg)
+    pv = p @ v.abs()
+    # exp, the row sum (λ√n·u), the online rescales and the division: relative error of every P
+    rel = 2 * eps_s + (ba.lam * n.sqrt() + 6) * ba.u_acc
+    # P rounded to p_dtype before P·V: Σ θ_j·P_j·v_j with |θ_j| ≤ u_p, independent roundings (λ·√Σ(P·v)²,
+    # never more than the worst case Σ P|v|)
+    u_p = cfg.u_p(ba)
+    e_p = u_p * torch.minimum(ba.lam * ((p * p) @ (v * v)).sqrt(), pv) if u_p else 0.0
+    return (rel + ba.lam * n.sqrt() * ba.u_acc) * pv + e_p + ba.u_out * y.abs()
+
+
+def _segments(cu: torch.Tensor) -> list[tuple[int, int]]:
+    c = [int(x) for x in cu.tolist()]
+    return list(zip(c[:-1], c[1:]))
+
+
+def _per_sequence(fn: Callable[..., torch.Tensor], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                  cu: torch.Tensor, *extra: torch.Tensor) -> torch.Tensor:
+    """Apply a dense function to each packed sequence: (n, heads, d) slices as (heads, n, d)."""
+    outs = []
+    for a, b in _segments(cu):
+        args = [t[a:b].transpose(0, 1) for t in (q, k, v, *extra)]
+        outs.append(fn(*args).transpose(0, 1))
+    return torch.cat(outs, dim=0)
+
+
+def _oracle(cfg: Attention) -> Callable[..., torch.Tensor]:
+    def oracle(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *cu: torch.Tensor) -> torch.Tensor:
+        if cfg.varlen:
+            return _per_sequence(lambda a, b, c: dense_oracle(a, b, c, cfg), q, k, v, cu[0])
+        return dense_oracle(q, k, v, cfg)
+
+    return oracle
+
+
+def _bound(cfg: Attention) -> Callable[[Tensors, torch.Tensor, BoundArgs], torch.Tensor]:
+    def bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
+        if cfg.varlen:
+            q, k, v, cu, _ = x
+            return _per_sequence(lambda a, b, c, yy: dense_bound(a, b, c, yy, cfg, ba), q, k, v, cu, y)
+        return dense_bound(x[0], x[1], x[2], y, cfg, ba)
+
+    return bound
+
+
+# ---- the torch composite and the call ------------------------------------------------------------
+
+
+def torch_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Attention) -> torch.Tensor:
+    """torch's own F.scaled_dot_product_attention on one dense batch, in the inputs' dtype."""
+    return torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=cfg.causal, scale=cfg.scale_for(q.shape[-1]), enable_gqa=k.shape[-3] != q.shape[-3]
+    )
+
+
+def _composite(cfg: Attention) -> Callable[..., torch.Tensor]:
+    def composite(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *cu: torch.Tensor, **_: Any) -> torch.Tensor:
+        if cfg.varlen:
+            return _per_sequence(lambda a, b, c: torch_attention(a, b, c, cfg), q, k, v, cu[0])
+        return torch_attention(q, k, v, cfg)
+
+    return composite
+
+
+def call_kwargs(cfg: Attention, shape: Sequence[int]) -> dict[str, Any]:
+    """The keyword arguments a kernel receives besides the inputs (see the module docstring)."""
+    _, h, hk, length, _ = shape
+    if cfg.varlen:
+        kw: dict[str, Any] = {"max_seqlen_q": length, "max_seqlen_k": length, "causal": cfg.causal}
+        return kw | ({"softmax_scale": cfg.scale} if cfg.scale > 0 else {})
+    kw = {"is_causal": True} if cfg.causal else {}
+    kw |= {"scale": cfg.scale} if cfg.scale > 0 else {}
+    return kw | ({"enable_gqa": True} if hk != h else {})
+
+
+def configure(params: dict[str, Any]) -> OpFamily:
+    """The family for one contract's params (causal, scale, varlen, p_dtype)."""
+    cfg = Attention(
+        causal=bool(params.get("causal", False)),
+        scale=float(params.get("scale", 0.0)),
+        varlen=bool(params.get("varlen", False)),
+        p_dtype=str(params.get("p_dtype", "")),
+    )
+    return replace(
+        ATTENTION,
+        make_inputs=_inputs(cfg),
+        oracle=_oracle(cfg),
+        bound=_bound(cfg),
+        composite=_composite(cfg),
+        batch_inputs=() if cfg.varlen else (0, 1, 2),
+        kwargs=lambda shape: call_kwargs(cfg, shape),
+    )
+
+
+_DEFAULT = Attention()
+ATTENTION = OpFamily(
+    name="attention",
+    make_inputs=_inputs(_DEFAULT),
+    oracle=_oracle(_DEFAULT),
+    bound=_bound(_DEFAULT),
+    reduction_len=lambda s: s[3],
+    default_shapes=((2, 4, 2, 128, 64),),
+    float_inputs=(0, 1, 2),
+    batch_inputs=(0, 1, 2),
+    composite=_composite(_DEFAULT),
+    configure=configure,
+    kwargs=lambda shape: call_kwargs(_DEFAULT, shape),
+)

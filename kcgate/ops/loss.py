@@ -1,0 +1,120 @@
+"""Cross-entropy over a vocabulary: per-row loss or the mean, ``ignore_index`` and label smoothing.
+
+Shape form ``[rows, vocab]``; call ``kernel(logits, target, **kw)`` with logits (rows, vocab) and int64 target
+(rows,), in the ``F.cross_entropy`` convention: ``reduction`` always passed ("none" or "mean"),
+``ignore_index`` and ``label_smoothing`` when they differ from torch's defaults. One row in eight is ignored.
+Derivation of the bound: docs/ops.md#cross_entropy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from kcgate.ops.base import BoundArgs, OpFamily, Tensors, draw, sqrt
+
+F = torch.nn.functional
+
+
+@dataclass(frozen=True)
+class CrossEntropy:
+    reduction: str = "mean"  # "none" (per-row loss) or "mean" over the rows not ignored
+    ignore_index: int = -100
+    label_smoothing: float = 0.0
+
+
+def _inputs(cfg: CrossEntropy) -> Callable[..., Tensors]:
+    def make(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str) -> Tensors:
+        rows, vocab = shape
+        target = torch.randint(0, vocab, (rows,), generator=gen)
+        ignored = torch.rand(rows, generator=gen) < 0.125
+        ignored[0] = False  # never every row: the mean would be 0/0
+        return draw(shape, dtype, gen, dist), torch.where(ignored, cfg.ignore_index, target)
+
+    return make
+
+
+def _oracle(cfg: CrossEntropy) -> Callable[..., torch.Tensor]:
+    def oracle(x: torch.Tensor, t: torch.Tensor, **_: Any) -> torch.Tensor:
+        return F.cross_entropy(
+            x, t, ignore_index=cfg.ignore_index, label_smoothing=cfg.label_smoothing, reduction=cfg.reduction
+        )
+
+    return oracle
+
+
+def row_bound(x: torch.Tensor, t: torch.Tensor, cfg: CrossEntropy, ba: BoundArgs) -> torch.Tensor:
+    """Allowed |error| of each row's loss before the output rounding (0 on ignored rows)."""
+    n = x.shape[-1]
+    keep = t != cfg.ignore_index
+    xt = x.gather(1, t.clamp(0, n - 1)[:, None])[:, 0].abs()
+    # lse = m + log Σ exp(x − m): the shifted sum has relative error (λ√n + 4)·u, i.e. an absolute one in the
+    # log; adding m back and subtracting x_t cost u·|m| and u·|x_t| (FACTS.md's logsumexp bound)
+    m = x.abs().amax(-1)
+    # eager torch rounds log-softmax to the input dtype before picking x_t's entry: two roundings of
+    # |m| + |x_t| + |loss| in the compute precision (the input dtype's at most)
+    u_c = max(ba.u_acc, ba.u_in)
+    loss = (torch.logsumexp(x, -1) - x.gather(1, t.clamp(0, n - 1)[:, None])[:, 0]).abs()
+    err = (ba.lam * sqrt(n) + 4) * ba.u_acc * (1 + m) + 2 * u_c * (xt + m + loss)
+    if cfg.label_smoothing:  # (ε/n)·Σ x: a sum of n terms
+        err = err + cfg.label_smoothing * ba.lam * sqrt(n) * ba.u_acc * x.abs().mean(-1)
+    return torch.where(keep, err, torch.zeros_like(err))
+
+
+def _bound(cfg: CrossEntropy) -> Callable[[Tensors, torch.Tensor, BoundArgs], torch.Tensor]:
+    def bound(xs: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
+        x, t = xs
+        rows = row_bound(x, t, cfg, ba)
+        if cfg.reduction == "none":
+            return rows + ba.u_out * y.abs()
+        keep = (t != cfg.ignore_index).sum().clamp_min(1)
+        losses = F.cross_entropy(
+            x, t, ignore_index=cfg.ignore_index, label_smoothing=cfg.label_smoothing, reduction="none"
+        )
+        # the mean of the rows' errors, then the sum of ``keep`` losses and the division
+        acc = (ba.lam * sqrt(int(keep)) + 1) * ba.u_acc * losses.abs().sum() / keep
+        return rows.sum() / keep + acc + ba.u_out * y.abs()
+
+    return bound
+
+
+def call_kwargs(cfg: CrossEntropy) -> dict[str, Any]:
+    kw: dict[str, Any] = {"reduction": cfg.reduction}
+    kw |= {"ignore_index": cfg.ignore_index} if cfg.ignore_index != -100 else {}
+    return kw | ({"label_smoothing": cfg.label_smoothing} if cfg.label_smoothing else {})
+
+
+def configure(params: dict[str, Any]) -> OpFamily:
+    cfg = CrossEntropy(
+        reduction=str(params.get("reduction", "mean")),
+        ignore_index=int(params.get("ignore_index", -100)),
+        label_smoothing=float(params.get("label_smoothing", 0.0)),
+    )
+    return replace(
+        CROSS_ENTROPY,
+        make_inputs=_inputs(cfg),
+        oracle=_oracle(cfg),
+        bound=_bound(cfg),
+        composite=_oracle(cfg),
+        kwargs=lambda shape: call_kwargs(cfg),
+        batch_inputs=(0, 1) if cfg.reduction == "none" else (),
+    )
+
+
+_DEFAULT = CrossEntropy()
+CROSS_ENTROPY = OpFamily(
+    name="cross_entropy",
+    make_inputs=_inputs(_DEFAULT),
+    oracle=_oracle(_DEFAULT),
+    bound=_bound(_DEFAULT),
+    reduction_len=lambda s: s[-1],
+    default_shapes=((32, 4096),),
+    float_inputs=(0,),
+    batch_inputs=(),
+    composite=_oracle(_DEFAULT),
+    configure=configure,
+    kwargs=lambda shape: call_kwargs(_DEFAULT),
+)
