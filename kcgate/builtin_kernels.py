@@ -73,3 +73,49 @@ def embedding(indices: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return F.scaled_dot_product_attention(q, k, v)
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kw: object) -> torch.Tensor:
+    """torch's own attention (is_causal, scale, enable_gqa as the family passes them)."""
+    return F.scaled_dot_product_attention(q, k, v, **kw)  # type: ignore[arg-type]
+
+
+def rope(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hugging Face's apply_rotary_pos_emb (NeoX rotate-half), eager torch in the inputs' dtype."""
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+
+    def rotate_half(x: torch.Tensor) -> torch.Tensor:
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat((-x2, x1), dim=-1)
+
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return F.silu(a) * b
+
+
+def geglu(a: torch.Tensor, b: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+    return F.gelu(a, approximate=approximate) * b
+
+
+def cross_entropy(logits: torch.Tensor, target: torch.Tensor, **kw: object) -> torch.Tensor:
+    return F.cross_entropy(logits, target, **kw)  # type: ignore[arg-type]
+
+
+def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor) -> torch.Tensor:
+    """Quantize both operands to fp8 e4m3 (saturating), then torch._scaled_mm."""
+    from kcgate.ops.quant import torch_scaled_mm
+
+    return torch_scaled_mm(a, b, scale_a, scale_b)
+
+
+def quant_gemm(
+    x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor
+) -> torch.Tensor:
+    """Dequantize the int4/int8 weights in the activation dtype, then F.linear."""
+    from kcgate.ops.quant import torch_quant_gemm
+
+    return torch_quant_gemm(x, qweight, scales, zeros)

@@ -39,8 +39,33 @@ class ContractClass:
     params: dict[str, ParamSpec] = field(default_factory=dict)
 
 
-_REDUCING = ("matmul", "bmm", "linear", "sum", "mean", "softmax", "logsumexp", "layernorm", "rmsnorm", "sdpa")
-_ALL = _REDUCING + ("gelu", "silu", "gather", "index_select", "embedding", "custom")
+_REDUCING = (
+    "matmul",
+    "bmm",
+    "linear",
+    "sum",
+    "mean",
+    "softmax",
+    "logsumexp",
+    "layernorm",
+    "rmsnorm",
+    "sdpa",
+    "attention",
+    "cross_entropy",
+    "scaled_mm",
+    "quant_gemm",
+)
+_ALL = _REDUCING + (
+    "gelu",
+    "silu",
+    "rope",
+    "swiglu",
+    "geglu",
+    "gather",
+    "index_select",
+    "embedding",
+    "custom",
+)
 
 
 def _c(**kw: Any) -> ContractClass:
@@ -65,7 +90,7 @@ CLASSES: dict[str, ContractClass] = {
             name="numerical stability",
             provenance="paper",
             asserts="stable under cancellation and overflow (softmax, logsumexp, norms with a large mean)",
-            ops=("softmax", "logsumexp", "layernorm", "rmsnorm", "sum", "mean", "custom"),
+            ops=("softmax", "logsumexp", "layernorm", "rmsnorm", "sum", "mean", "cross_entropy", "custom"),
             signatures=("cancellation", "overflow", "nan-pattern"),
             params={
                 "offset": ParamSpec(float, 1e4, help="mean added to inputs (norms) or logit shift (softmax)"),
@@ -77,7 +102,7 @@ CLASSES: dict[str, ContractClass] = {
             name="operand rounding",
             provenance="paper",
             asserts="operands are not silently rounded (TF32, HF32, bf16) unless declared",
-            ops=("matmul", "bmm", "linear", "sdpa", "custom"),
+            ops=("matmul", "bmm", "linear", "sdpa", "attention", "custom"),
             signatures=("operand-truncation",),
             params={
                 "operand_bits": ParamSpec(int, 0, help="declared operand mantissa bits; 0 = the dtype's own"),

@@ -48,6 +48,8 @@ def op_for(contract: Contract, paths: tuple[Path, ...]) -> Any:
     if contract.op == "custom":
         return custom_op(resolve(contract.inputs, paths), resolve(contract.reference, paths))
     op = OPS[contract.op]
+    if op.configure is not None:
+        op = op.configure(contract.op_params())
     if contract.reference:  # a user reference overrides the built-in oracle
         from dataclasses import replace
 

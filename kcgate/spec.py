@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kcgate import bounded, dtypes, tomlsrc
-from kcgate.classes import CLASSES, suggest
+from kcgate.classes import CLASSES, ParamSpec, suggest
 from kcgate.errors import ContractsError, Problem
 from kcgate.policy import BLOCKABLE, WAIVER_KINDS, DriftRule, Policy, Waiver
 
@@ -34,6 +34,13 @@ OPS = (
     "index_select",
     "embedding",
     "sdpa",
+    "attention",
+    "rope",
+    "swiglu",
+    "geglu",
+    "cross_entropy",
+    "scaled_mm",
+    "quant_gemm",
     "custom",
 )
 DEVICES = ("cpu", "cuda", "rocm", "xpu", "mps", "npu")
@@ -63,6 +70,11 @@ OP_SHAPES: dict[str, tuple[str, ...] | None] = {
     "bmm": ("batch", "m", "k", "n"),
     "linear": ("m", "k", "n"),
     "sdpa": ("batch", "heads", "length", "head_dim"),
+    "attention": ("batch", "heads", "kv_heads", "length", "head_dim"),
+    "rope": ("batch", "heads", "kv_heads", "length", "head_dim"),
+    **{op: ("rows", "n") for op in ("swiglu", "geglu")},
+    "cross_entropy": ("rows", "vocab"),
+    **{op: ("m", "k", "n") for op in ("scaled_mm", "quant_gemm")},
     **{op: ("rows", "n") for op in ("sum", "mean", "softmax", "logsumexp", "layernorm", "rmsnorm")},
     "gelu": None,
     "silu": None,
@@ -76,6 +88,12 @@ OP_INPUTS: dict[str, tuple[str, ...]] = {
     "bmm": ("a", "b"),
     "linear": ("x", "w", "b"),
     "sdpa": ("q", "k", "v"),
+    "attention": ("q", "k", "v"),  # varlen: also cu_seqlens_q, cu_seqlens_k
+    "rope": ("q", "k", "cos", "sin"),
+    **{op: ("a", "b") for op in ("swiglu", "geglu")},
+    "cross_entropy": ("logits", "target"),
+    "scaled_mm": ("a", "b", "scale_a", "scale_b"),
+    "quant_gemm": ("x", "qweight", "scales", "zeros"),
     **{op: ("x",) for op in ("sum", "mean", "softmax", "logsumexp", "gelu", "silu")},
     "layernorm": ("x", "w", "b"),
     "rmsnorm": ("x", "w"),
@@ -83,6 +101,41 @@ OP_INPUTS: dict[str, tuple[str, ...]] = {
     "index_select": ("x", "index"),
     "embedding": ("index", "w"),
     "custom": (),
+}
+_FLOATS = ("float32", "bfloat16", "float16")
+# Each family's own parameters, accepted in a contract's ``params`` next to its class's (must match the
+# families' ``configure`` in kcgate.ops; docs/ops.md explains each).
+OP_PARAMS: dict[str, dict[str, ParamSpec]] = {
+    "attention": {
+        "causal": ParamSpec(bool, False, help="mask keys after the query (top-left aligned)"),
+        "scale": ParamSpec(float, 0.0, help="softmax scale; 0 = 1/sqrt(head_dim)"),
+        "varlen": ParamSpec(bool, False, help="packed variable-length sequences with cu_seqlens"),
+        "p_dtype": ParamSpec(
+            str, "", _FLOATS, "precision of P before P·V; default: the input dtype for 16-bit inputs"
+        ),
+    },
+    "rope": {
+        "layout": ParamSpec(str, "neox", ("neox", "gptj"), "rotate-half (NeoX) or interleaved pairs (GPT-J)"),
+        "cos_sin": ParamSpec(bool, True, help="cos and sin are inputs; false: the kernel gets base="),
+        "base": ParamSpec(float, 10000.0, help="the angles' base (theta)"),
+    },
+    "geglu": {"approximate": ParamSpec(str, "none", ("none", "tanh"), "erf gelu or its tanh approximation")},
+    "cross_entropy": {
+        "reduction": ParamSpec(str, "mean", ("mean", "none"), "the mean over rows not ignored, or per row"),
+        "ignore_index": ParamSpec(int, -100, help="target value whose rows are ignored (1 row in 8 has it)"),
+        "label_smoothing": ParamSpec(float, 0.0, help="label smoothing ε in [0, 1)"),
+    },
+    "scaled_mm": {
+        "fp8": ParamSpec(str, "e4m3", ("e4m3", "e5m2"), "the fp8 format both operands are quantized to"),
+        "scaling": ParamSpec(
+            str, "tensor", ("tensor", "row"), "one scale per tensor, or per row of a / column of b"
+        ),
+    },
+    "quant_gemm": {
+        "bits": ParamSpec(int, 4, (4, 8), "weight bits"),
+        "group_size": ParamSpec(int, 128, help="columns per scale group; 0 = per output channel"),
+        "zero_point": ParamSpec(bool, True, help="asymmetric (q - zero)·scale; false: symmetric q·scale"),
+    },
 }
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _IMPORT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
@@ -191,7 +244,15 @@ class Contract:
 
     def param(self, name: str) -> Any:
         values = dict(self.params)
-        return values[name] if name in values else CLASSES[self.klass].params[name].default
+        if name in values:
+            return values[name]
+        spec = CLASSES[self.klass].params.get(name) or OP_PARAMS.get(self.op, {})[name]
+        return spec.default
+
+    def op_params(self) -> dict[str, Any]:
+        """The values of the family's own parameters given in ``params`` (the rest take their defaults)."""
+        own = OP_PARAMS.get(self.op, {})
+        return {k: v for k, v in self.params if k in own}
 
 
 @dataclass(frozen=True)
@@ -372,7 +433,7 @@ def _contract(i: int, d: dict[str, Any], col: _Collector, roots: tuple[Path, ...
         inputs=_import_string(d, "inputs", p, where, col, roots),
         protocol=_protocol(d, p, where, col, cls),
         signature=tuple(_str_list(d, "signature", p, where, col)),
-        params=_params(d, p, where, col, cls),
+        params=_params(d, p, where, col, cls, op or ""),
         call=_choice(d, "call", p, where, col, CALLS) or "return",
         good=_import_string(d, "good", p, where, col, roots),
         bad=_import_string(d, "bad", p, where, col, roots),
@@ -544,18 +605,19 @@ def _protocol(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector
 
 
 def _params(
-    d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector, cls: Any
+    d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector, cls: Any, op: str
 ) -> tuple[tuple[str, Any], ...]:
     t = _table(d, "params", p, col, where)
     if cls is None:
         return ()
     tp, tw = p + ("params",), where + ".params"
+    known = {**OP_PARAMS.get(op, {}), **cls.params}
     out = []
     for key, value in t.items():
-        spec = cls.params.get(key)
+        spec = known.get(key)
         if spec is None:
-            fix = suggest(key, list(cls.params)) if cls.params else f"class {cls.id} takes no params"
-            col.add(tp + (key,), f"{tw}.{key}", f"unknown parameter for {cls.id}", fix)
+            fix = suggest(key, list(known)) if known else f"class {cls.id} and op {op!r} take no params"
+            col.add(tp + (key,), f"{tw}.{key}", f"unknown parameter for {cls.id} and op {op!r}", fix)
         elif not _is_type(value, spec.type) or (spec.choices and value not in spec.choices):
             allowed = ", ".join(map(repr, spec.choices)) if spec.choices else spec.type.__name__
             col.add(tp + (key,), f"{tw}.{key}", f"invalid value {value!r}", f"use {allowed}")

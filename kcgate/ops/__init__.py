@@ -5,11 +5,16 @@
 
 from __future__ import annotations
 
+from kcgate.ops.attention import ATTENTION
 from kcgate.ops.base import OpFamily
+from kcgate.ops.glu import GEGLU, SWIGLU
 from kcgate.ops.indexing import EMBEDDING, GATHER, INDEX_SELECT
 from kcgate.ops.linalg import BMM, LINEAR, MATMUL, SDPA
+from kcgate.ops.loss import CROSS_ENTROPY
 from kcgate.ops.pointwise import GELU, SILU
+from kcgate.ops.quant import QUANT_GEMM, SCALED_MM
 from kcgate.ops.reduce import LAYERNORM, LOGSUMEXP, MEAN, RMSNORM, SOFTMAX, SUM
+from kcgate.ops.rope import ROPE
 
 OPS: dict[str, OpFamily] = {
     op.name: op
@@ -18,6 +23,13 @@ OPS: dict[str, OpFamily] = {
         BMM,
         LINEAR,
         SDPA,
+        ATTENTION,
+        ROPE,
+        SWIGLU,
+        GEGLU,
+        CROSS_ENTROPY,
+        SCALED_MM,
+        QUANT_GEMM,
         SUM,
         MEAN,
         SOFTMAX,

@@ -126,8 +126,14 @@ def _segments(cu: torch.Tensor) -> list[tuple[int, int]]:
     return list(zip(c[:-1], c[1:]))
 
 
-def _per_sequence(fn: Callable[..., torch.Tensor], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                  cu: torch.Tensor, *extra: torch.Tensor) -> torch.Tensor:
+def _per_sequence(
+    fn: Callable[..., torch.Tensor],
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu: torch.Tensor,
+    *extra: torch.Tensor,
+) -> torch.Tensor:
     """Apply a dense function to each packed sequence: (n, heads, d) slices as (heads, n, d)."""
     outs = []
     for a, b in _segments(cu):
@@ -166,7 +172,9 @@ def torch_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Atte
 
 
 def _composite(cfg: Attention) -> Callable[..., torch.Tensor]:
-    def composite(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *cu: torch.Tensor, **_: Any) -> torch.Tensor:
+    def composite(
+        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *cu: torch.Tensor, **_: Any
+    ) -> torch.Tensor:
         if cfg.varlen:
             return _per_sequence(lambda a, b, c: torch_attention(a, b, c, cfg), q, k, v, cu[0])
         return torch_attention(q, k, v, cfg)
@@ -201,6 +209,7 @@ def configure(params: dict[str, Any]) -> OpFamily:
         composite=_composite(cfg),
         batch_inputs=() if cfg.varlen else (0, 1, 2),
         kwargs=lambda shape: call_kwargs(cfg, shape),
+        input_names=("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k") if cfg.varlen else ("q", "k", "v"),
     )
 
 
@@ -217,4 +226,5 @@ ATTENTION = OpFamily(
     composite=_composite(_DEFAULT),
     configure=configure,
     kwargs=lambda shape: call_kwargs(_DEFAULT, shape),
+    input_names=("q", "k", "v"),
 )

@@ -63,6 +63,7 @@ def _family(name: str, oracle: Callable[..., torch.Tensor], cancels: bool, **kw:
         float_inputs=(0, 1),
         batch_inputs=(0, 1),
         composite=oracle,
+        input_names=("a", "b"),
         **kw,
     )
 

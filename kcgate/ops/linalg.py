@@ -110,14 +110,11 @@ def _sdpa_oracle(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Ten
 
 
 def _sdpa_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
-    q, k, v = x
-    d, length = q.shape[-1], k.shape[-2]
-    s_abs = (q.abs() @ k.abs().transpose(-1, -2)) / sqrt(d)
-    # abs error in logits from the QK^T dot products becomes relative error in P (≈ 2·ε_S)
-    eps_s = ba.lam * sqrt(d) * ba.u_acc * s_abs.amax(dim=-1, keepdim=True)
-    p = torch.softmax((q @ k.transpose(-1, -2)) / sqrt(d), dim=-1)
-    rel_p = 2 * eps_s + (ba.lam * sqrt(length) + 4) * ba.u_acc
-    return rel_p * (p @ v.abs()) + ba.u_out * y.abs()
+    """The attention family's bound without mask or grouped heads; P in the input dtype for 16-bit inputs
+    (FlashAttention-style kernels, torch's CPU flash kernel): docs/ops.md#attention."""
+    from kcgate.ops.attention import Attention, dense_bound
+
+    return dense_bound(x[0], x[1], x[2], y, Attention(), ba)
 
 
 SDPA = OpFamily(

@@ -59,8 +59,9 @@ def row_bound(x: torch.Tensor, t: torch.Tensor, cfg: CrossEntropy, ba: BoundArgs
     u_c = max(ba.u_acc, ba.u_in)
     loss = (torch.logsumexp(x, -1) - x.gather(1, t.clamp(0, n - 1)[:, None])[:, 0]).abs()
     err = (ba.lam * sqrt(n) + 4) * ba.u_acc * (1 + m) + 2 * u_c * (xt + m + loss)
-    if cfg.label_smoothing:  # (ε/n)·Σ x: a sum of n terms
-        err = err + cfg.label_smoothing * ba.lam * sqrt(n) * ba.u_acc * x.abs().mean(-1)
+    if cfg.label_smoothing:  # (ε/n)·Σ log p: n log-probabilities, each rounded twice, summed
+        mean_abs = x.abs().mean(-1)
+        err = err + cfg.label_smoothing * (ba.lam * sqrt(n) * ba.u_acc * mean_abs + 2 * u_c * (mean_abs + m))
     return torch.where(keep, err, torch.zeros_like(err))
 
 
@@ -74,8 +75,9 @@ def _bound(cfg: CrossEntropy) -> Callable[[Tensors, torch.Tensor, BoundArgs], to
         losses = F.cross_entropy(
             x, t, ignore_index=cfg.ignore_index, label_smoothing=cfg.label_smoothing, reduction="none"
         )
-        # the mean of the rows' errors, then the sum of ``keep`` losses and the division
-        acc = (ba.lam * sqrt(int(keep)) + 1) * ba.u_acc * losses.abs().sum() / keep
+        # the mean of the rows' errors, then the sum of ``keep`` losses (rounded per row to the input dtype and
+        # summed in it by eager torch, so in the compute precision) and the division
+        acc = (ba.lam * sqrt(int(keep)) + 1) * max(ba.u_acc, ba.u_in) * losses.abs().sum() / keep
         return rows.sum() / keep + acc + ba.u_out * y.abs()
 
     return bound
@@ -117,4 +119,5 @@ CROSS_ENTROPY = OpFamily(
     composite=_oracle(_DEFAULT),
     configure=configure,
     kwargs=lambda shape: call_kwargs(_DEFAULT),
+    input_names=("logits", "target"),
 )

@@ -67,7 +67,9 @@ def dequantized(t: torch.Tensor, scale: torch.Tensor, fmt: str, nudge: float = 0
 
 
 def _mm_oracle(cfg: ScaledMM) -> Callable[..., torch.Tensor]:
-    def oracle(a: torch.Tensor, b: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor, **_: Any) -> torch.Tensor:
+    def oracle(
+        a: torch.Tensor, b: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor, **_: Any
+    ) -> torch.Tensor:
         return dequantized(a, sa, cfg.fp8) @ dequantized(b, sb, cfg.fp8)
 
     return oracle
@@ -106,7 +108,8 @@ def torch_scaled_mm(
 ) -> torch.Tensor:
     """Quantize both operands, then torch._scaled_mm (b column-major, as it requires) in the inputs' dtype."""
     qa = quantize_fp8(a, scale_a, fmt)
-    qb = quantize_fp8(b.mT, scale_b.mT, fmt).mT
+    sbt = scale_b.mT if scale_b.dim() else scale_b
+    qb = quantize_fp8(b.mT, sbt, fmt).mT
     return torch._scaled_mm(qa, qb, scale_a=scale_a, scale_b=scale_b, out_dtype=a.dtype)
 
 
@@ -133,6 +136,7 @@ SCALED_MM = OpFamily(
     batch_inputs=(),
     composite=lambda a, b, sa, sb, **_: torch_scaled_mm(a, b, sa, sb),
     configure=_configure_mm,
+    input_names=("a", "b", "scale_a", "scale_b"),
 )
 
 
@@ -157,7 +161,11 @@ def _q_inputs(cfg: QuantGemm) -> Callable[..., Tensors]:
         q = torch.randint(lo, hi + 1, (n, k), generator=gen, dtype=torch.int8)
         scales = (0.02 * (1 + torch.rand(n, k // g, generator=gen, dtype=torch.float64))).to(dtype)
         mid = (hi + lo) / 2
-        zeros = torch.round(mid + torch.randn(n, k // g, generator=gen, dtype=torch.float64)) if cfg.zero_point else torch.zeros(n, k // g, dtype=torch.float64)
+        zeros = (
+            torch.round(mid + torch.randn(n, k // g, generator=gen, dtype=torch.float64))
+            if cfg.zero_point
+            else torch.zeros(n, k // g, dtype=torch.float64)
+        )
         return draw((m, k), dtype, gen, dist), q, scales, zeros.to(dtype)
 
     return make
@@ -183,7 +191,9 @@ def _q_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
     return deq + ba.lam * sqrt(a.shape[-1]) * ba.u_acc * (a.abs() @ w.abs().T) + ba.u_out * y.abs()
 
 
-def torch_quant_gemm(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor) -> torch.Tensor:
+def torch_quant_gemm(
+    x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor
+) -> torch.Tensor:
     """Dequantize in the activation dtype, then F.linear: what an unfused weight-only kernel does."""
     return torch.nn.functional.linear(x, dequantize(q, scales, zeros).to(x.dtype))
 
@@ -208,4 +218,5 @@ QUANT_GEMM = OpFamily(
     batch_inputs=(0,),
     composite=torch_quant_gemm,
     configure=_configure_q,
+    input_names=("x", "qweight", "scales", "zeros"),
 )

@@ -106,7 +106,11 @@ def torch_rope(*x: torch.Tensor, cfg: Rope) -> torch.Tensor:
 
 def flatten_pair(result: Any) -> Any:
     """(q_rot, k_rot) → one tensor, in the order of the oracle; anything else is passed on as it is."""
-    if isinstance(result, (tuple, list)) and len(result) == 2 and all(isinstance(t, torch.Tensor) for t in result):
+    if (
+        isinstance(result, (tuple, list))
+        and len(result) == 2
+        and all(isinstance(t, torch.Tensor) for t in result)
+    ):
         return torch.cat([result[0].flatten(), result[1].flatten()])
     return result
 
@@ -125,6 +129,7 @@ def configure(params: dict[str, Any]) -> OpFamily:
         composite=lambda *x, **_: torch_rope(*x, cfg=cfg),
         float_inputs=(0, 1, 2, 3) if cfg.cos_sin else (0, 1),
         kwargs=None if cfg.cos_sin else (lambda shape: {"base": cfg.base}),
+        input_names=("q", "k", "cos", "sin") if cfg.cos_sin else ("q", "k"),
     )
 
 
@@ -141,4 +146,5 @@ ROPE = OpFamily(
     composite=lambda *x, **_: torch_rope(*x, cfg=_DEFAULT),
     configure=configure,
     output=flatten_pair,
+    input_names=("q", "k", "cos", "sin"),
 )
