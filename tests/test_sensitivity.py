@@ -57,6 +57,13 @@ TORCH_KERNELS = {
     "gather": builtin_kernels.gather,
     "index_select": builtin_kernels.index_select,
     "embedding": builtin_kernels.embedding,
+    "attention": builtin_kernels.attention,
+    "rope": builtin_kernels.rope,
+    "swiglu": builtin_kernels.swiglu,
+    "geglu": builtin_kernels.geglu,
+    "cross_entropy": builtin_kernels.cross_entropy,
+    "scaled_mm": builtin_kernels.scaled_mm,
+    "quant_gemm": builtin_kernels.quant_gemm,
 }
 
 
