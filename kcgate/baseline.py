@@ -32,17 +32,24 @@ _File = tuple[Path, bool]  # a results file and whether it was named explicitly 
 
 def project_settings(contracts: Path | None) -> tuple[Policy, Path | None]:
     """The gate policy and baselines directory from contracts.toml; defaults when the default file is absent."""
+    policy, baselines_dir, _ = project_facts(contracts)
+    return policy, baselines_dir
+
+
+def project_facts(contracts: Path | None) -> tuple[Policy, Path | None, dict[str, str]]:
+    """project_settings, and each contract's description (for the PR comment)."""
     path = contracts or DEFAULT_CONTRACTS
     if not path.exists():
         if contracts is not None:
             raise UsageError(
                 f"{path}: no such contracts file; fix --contracts or omit it to use the default policy"
             )
-        return Policy(), None
+        return Policy(), None, {}
     from kcgate.spec import load_project  # the spec loader imports the class registry; only when needed
 
     project = load_project(path, locate_kernels=False)
-    return project.policy, project.baselines_dir
+    descriptions = {c.id: c.description for c in project.contracts if c.description}
+    return project.policy, project.baselines_dir, descriptions
 
 
 @contextlib.contextmanager

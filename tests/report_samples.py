@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kcgate.diff_model import CaseChange, RunnerDiff, Verdict
-from kcgate.results import CaseResult, Fingerprint, Metrics, RunResult
+from kcgate.results import CaseResult, Fingerprint, Metrics, RunResult, Signature
 
 SHA_OLD = "1" * 40
 SHA_NEW = "2" * 40
@@ -161,8 +161,9 @@ def hostile_verdict() -> Verdict:
     return Verdict((RunnerDiff(HOSTILE[:50], "eeeeeeeeeeee", "eeeeeeeeeeee", (c,)),))
 
 
-def big_verdict(n: int = 5000) -> Verdict:
-    """``n`` failing cases across four runners, with long messages: far over the comment limit."""
+def big_verdict(n: int = 5000, contracts: int = 97) -> Verdict:
+    """``n`` failing cases of ``contracts`` contracts across four runners, with long messages (the comment
+    has one row per contract: pass contracts=n for far more rows than fit)."""
     runners = ("nvidia-h100", "amd-mi300x", "intel-max", "apple-m3")
     diffs = []
     for r in runners:
@@ -170,8 +171,8 @@ def big_verdict(n: int = 5000) -> Verdict:
             change(
                 "new-violation",
                 runner=r,
-                contract=f"contract-{i % 97:03d}",
-                case=f"contract-{i % 97:03d}/float32/{i}x4096/s{i}",
+                contract=f"contract-{i % contracts:05d}",
+                case=f"contract-{i % contracts:05d}/float32/{i}x4096/s{i}",
                 signature="behaves like an fp16 accumulator " + "x" * 60,
             )
             for i in range(n // len(runners))
@@ -245,3 +246,80 @@ def write_results_pair(root: Path, runner: str = "cpu-x86", regress: bool = True
     write_run(base_dir / f"{runner}.json", base, stable=True)
     write_run(cur_dir / f"{runner}.json", now)
     return base_dir, root / "artifacts"
+
+
+# ---- reviewer scenarios: real diffs of hand-built runs (tests/test_comment_goldens.py) ------------------
+
+FP_NVIDIA = Fingerprint(backend="cuda", vendor="nvidia", device="H100 80GB", arch="sm_90", torch="2.5.1")
+FP_AMD = Fingerprint(backend="rocm", vendor="amd", device="MI300X", arch="gfx942", torch="2.5.1")
+FP_INTEL = Fingerprint(backend="xpu", vendor="intel", device="Max 1550", arch="pvc", torch="2.5.1")
+LINES = {"gemm-bf16": 12, "softmax-fp32": 30, "layernorm-fp16": 44, "gelu-fp32": 58, "fused-moe": 71}
+DTYPES = {
+    "gemm-bf16": "bfloat16",
+    "softmax-fp32": "float32",
+    "layernorm-fp16": "float16",
+    "gelu-fp32": "float32",
+}
+DESCRIPTIONS = {
+    "gemm-bf16": "bf16 GEMM with fp32 accumulation",
+    "softmax-fp32": "row softmax, max-subtracted",
+    "layernorm-fp16": "fp16 LayerNorm, fp32 statistics",
+    "gelu-fp32": "tanh-approximated GELU",
+    "fused-moe": "fused MoE dispatch + GEMM",
+}
+SIGNATURES = {
+    "gemm-bf16": Signature("low-precision-accumulator", "behaves like a bf16 accumulator (8 effective bits)"),
+    "softmax-fp32": Signature("cancellation", "error scales with the rows' offset: max not subtracted"),
+    "layernorm-fp16": Signature("tail-pattern", "errors in the last partial tile of 4096 (cols 4032-4095)"),
+}
+
+
+def scenario_case(
+    contract: str,
+    seed_index: int,
+    status: str,
+    budget: float | None,
+    *,
+    ulp: float | None = None,
+    abs_err: float | None = None,
+    signature: Signature | None = None,
+    message: str = "",
+) -> CaseResult:
+    dtype = DTYPES.get(contract, "float32")
+    cid = f"{contract}/{dtype}/128x4096/s{seed_index}"
+    return CaseResult(
+        case_id=cid,
+        contract_id=contract,
+        klass="C-PRC-01",
+        op="matmul",
+        dtype=dtype,
+        shape=(128, 4096),
+        seed=1_000_003 * (seed_index + 1) + len(contract),
+        status=status,
+        metrics=Metrics(budget_used=budget, max_ulp=ulp, max_abs_err=abs_err),
+        signature=signature,
+        message=message,
+        line=LINES[contract],
+    )
+
+
+def passing(contract: str, seeds: int = 2, budget: float = 0.3) -> tuple[CaseResult, ...]:
+    return tuple(
+        scenario_case(contract, s, "pass", budget + 0.01 * s, ulp=2.0, abs_err=1e-3) for s in range(seeds)
+    )
+
+
+def regressed(contract: str, seeds: int = 2, scale: float = 1.0) -> tuple[CaseResult, ...]:
+    sig = SIGNATURES[contract]
+    return tuple(
+        scenario_case(
+            contract,
+            s,
+            "fail",
+            scale * (40.0 + 7 * s),
+            ulp=scale * (300.0 + s),
+            abs_err=scale * 0.25 * (s + 1),
+            signature=sig,
+        )
+        for s in range(seeds)
+    )

@@ -223,11 +223,11 @@ def test_no_pull_request_is_skipped(gh: FakeGitHub) -> None:
 
 
 def test_5000_failing_cases_never_hit_the_422(gh: FakeGitHub) -> None:
-    text = render_comment(big_verdict(5000), RenderContext(head_sha=SHA_OLD), COMMENT_BUDGET)
+    text = render_comment(big_verdict(5000, contracts=5000), RenderContext(head_sha=SHA_OLD), COMMENT_BUDGET)
     assert post(gh, SHA_OLD, text).action == "created"
     [comment] = gh.comments_on(7)
     assert len(comment["body"]) <= COMMENT_LIMIT
-    assert "more changes" in comment["body"] and "see the job summary" in comment["body"]
+    assert "more rows" in comment["body"] and "see the job summary" in comment["body"]
     assert not [r for r in gh.log if r.status == 422]
 
 

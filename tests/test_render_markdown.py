@@ -14,6 +14,7 @@ from kcgate.render.markdown import (
     SUMMARY_LIMIT,
     RenderContext,
     budget_text,
+    group_changes,
     render_comment,
     render_summary,
     safe_url,
@@ -47,16 +48,17 @@ def test_blocking_rows_come_first_and_unchanged_is_only_counted() -> None:
 
 @pytest.mark.parametrize("n", [5000, 20000])
 def test_comment_stays_under_githubs_limit_and_says_what_overflowed(n: int) -> None:
-    text = render_comment(big_verdict(n), CTX, COMMENT_BUDGET)
+    verdict = big_verdict(n, contracts=n)
+    text = render_comment(verdict, CTX, COMMENT_BUDGET)
     assert len(text) <= COMMENT_BUDGET < COMMENT_LIMIT
     shown = len(re.findall(r"^\| ❌ \| ", text, flags=re.M))
-    match = re.search(r"… ([\d,]+) more changes", text)
-    assert match and shown + int(match.group(1).replace(",", "")) == n
+    match = re.search(r"… ([\d,]+) more rows", text)
+    assert match and shown + int(match.group(1).replace(",", "")) == len(group_changes(verdict.blocking))
     assert "see the job summary" in text
 
 
 def test_summary_stays_under_a_mebibyte() -> None:
-    text = render_summary(big_verdict(20000), CTX)
+    text = render_summary(big_verdict(20000, contracts=20000), CTX)
     assert len(text.encode("utf-8")) <= SUMMARY_LIMIT
     assert "see the JUnit XML report" in text
 

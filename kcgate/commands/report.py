@@ -96,9 +96,18 @@ def report_command(
             "--check-run creates a check run through the API; add --publish (and set GITHUB_TOKEN)"
         )
     settings = replace(Settings.from_env(), gate_name=check_gate_name(gate_name))
-    verdict, runs = _gate(results, baseline, contracts, expect_runner, fail_on, parse_today(today))
+    verdict, runs, policy, descriptions = _gate(
+        results, baseline, contracts, expect_runner, fail_on, parse_today(today)
+    )
     event = _event(settings)
     ctx = _context(settings, event, runs, _contracts_name(contracts))
+    ctx = replace(
+        ctx,
+        descriptions=tuple(sorted(descriptions.items())),
+        drift_rule=policy.budget_drift.describe(),
+        base_ref=base_ref(settings, event, baseline),
+    )
+    ctx = replace(ctx, base_source_url=_base_source(settings, ctx.base_ref, _contracts_name(contracts)))
     outcomes = _publish(
         settings, event, verdict, ctx, publish, comment_mode, check_run, _contracts_name(contracts)
     )
@@ -137,13 +146,13 @@ def _gate(
     expected: list[str],
     fail_on: str,
     today: dt.date,
-) -> tuple[Verdict, dict[str, RunResult]]:
+) -> tuple[Verdict, dict[str, RunResult], Policy, dict[str, str]]:
     from kcgate.artifacts import collect_results
-    from kcgate.baseline import load_many, paused_gc, project_settings
+    from kcgate.baseline import load_many, paused_gc, project_facts
     from kcgate.diff import make_verdict
     from kcgate.errors import UsageError
 
-    policy, baselines_dir = project_settings(contracts)
+    policy, baselines_dir, descriptions = project_facts(contracts)
     policy = apply_fail_on(policy, fail_on)
     with paused_gc():
         runs = collect_results(results)
@@ -155,7 +164,7 @@ def _gate(
             [baselines_dir] if baselines_dir and baselines_dir.is_dir() else []
         )
         bases = load_many(sources) if sources else {}
-        return make_verdict(runs, bases, policy, today, expected), runs
+        return make_verdict(runs, bases, policy, today, expected), runs, policy, descriptions
 
 
 def apply_fail_on(policy: Policy, fail_on: str) -> Policy:
@@ -199,18 +208,46 @@ def _contracts_name(contracts: Path | None) -> str:
 def _context(
     settings: Settings, event: dict[str, Any], runs: dict[str, RunResult], contracts: str
 ) -> RenderContext:
-    from kcgate.publish.settings import head_sha
+    from kcgate.publish.settings import dig, head_sha
     from kcgate.render.markdown import RenderContext
 
     sha = head_sha(settings, event)
     devices = tuple((name, _device(run)) for name, run in sorted(runs.items()))
+    vendor = dig(event, "workflow_run", "html_url")
     return RenderContext(
         title=settings.gate_name,
         head_sha=sha,
         run_url=settings.run_url(),
         source_url=settings.blob_url(sha, contracts),
         devices=devices,
+        vendor_run_url=vendor
+        if isinstance(vendor, str) and vendor.startswith(settings.server_url + "/")
+        else "",
     )
+
+
+def base_ref(settings: Settings, event: dict[str, Any], baseline: list[str]) -> str:
+    """The commit (or ref) the baselines were read at, for the comment: a git: source's ref, else the
+    checked-out commit of a workflow that runs on the default branch, else the PR's base commit."""
+    from kcgate.publish.settings import dig, is_sha
+
+    refs = [b.split(":", 2)[1] for b in baseline if b.startswith("git:") and b.count(":") >= 2]
+    if refs:
+        return refs[0]
+    if baseline:
+        return ""  # files given by path: no commit is known
+    if settings.event_name in ("workflow_run", "push", "schedule", "workflow_dispatch") and is_sha(
+        settings.sha
+    ):
+        return settings.sha
+    base = dig(event, "pull_request", "base", "sha")
+    return str(base) if is_sha(base) else ""
+
+
+def _base_source(settings: Settings, ref: str, contracts: str) -> str:
+    from kcgate.publish.settings import is_sha
+
+    return settings.blob_url(ref, contracts) if is_sha(ref) else ""
 
 
 def _device(run: RunResult) -> str:

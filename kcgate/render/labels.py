@@ -41,6 +41,7 @@ LABELS = {
 
 GOOD = frozenset({"fixed", "new", "unchanged"})
 QUIET = frozenset({"waived", "unchanged"})
+UNKNOWN = frozenset({"unverified", "incomparable"})  # no comparable baseline: never shown as good
 
 assert set(SEVERITY) == set(CATEGORIES) == set(LABELS), "labels.py is out of step with diff_model.CATEGORIES"
 
@@ -64,6 +65,8 @@ def icon(change: CaseChange) -> str:
         return "✅"
     if change.category in QUIET:
         return "➖"
+    if change.category in UNKNOWN:
+        return "❔"
     return "⚠️"
 
 

@@ -8,10 +8,12 @@ Budgets are counted in UTF-8 bytes, which bounds GitHub's character limits too.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kcgate.diff_model import CaseChange, RunnerDiff, Verdict
+from kcgate.publish.settings import is_sha
 from kcgate.render.escape import md_cell, md_code, md_text
 from kcgate.render.labels import SEVERITY, factor_text, icon, label, rank
 
@@ -34,6 +36,13 @@ class RenderContext:
     source_url: str = ""  # contracts.toml at the head commit; "#L<line>" is appended
     overflow_hint: str = "see the job summary"
     devices: tuple[tuple[str, str], ...] = ()  # runner -> device words (from results: escaped)
+    base_ref: str = ""  # the commit (or ref) the baselines were read at
+    base_source_url: str = ""  # contracts.toml at the base commit, for lines that come from a baseline
+    descriptions: tuple[tuple[str, str], ...] = ()  # contract id -> description (contracts.toml)
+    drift_rule: str = ""  # the policy's drift rule in words (policy.budget_drift.describe()), for the header
+    vendor_run_url: str = ""  # the run that executed the contracts (workflow_run's html_url)
+    job_urls: tuple[tuple[str, str], ...] = ()  # runner -> its leg's job log
+    notes: tuple[str, ...] = ()  # trusted lines shown under the header (e.g. a watchdog's)
 
 
 @dataclass(frozen=True)
@@ -111,18 +120,62 @@ def _overflow(omitted: dict[str, int], hint: str) -> list[str]:
 
 # ---- header and footer ------------------------------------------------------------------------
 
+LEGEND = (
+    "<sub>**budget used** = measured error ÷ allowed error at the worst element: ≤ 1 holds, > 1 violates; "
+    "“0.21 → 1.73” is baseline → now; **NaN/Inf**: non-finite output where the oracle is finite.</sub>"
+)
+
 
 def _header(verdict: Verdict, ctx: RenderContext) -> list[str]:
     title = md_text(ctx.title, 80)
     n = len(verdict.blocking)
     if n:
+        rows = len(group_changes(verdict.blocking))
         runners = len({c.runner for c in verdict.blocking})
         top = (
-            f"## ❌ {title}: {n:,} blocking {_plural(n, 'change')} on {runners} {_plural(runners, 'runner')}"
+            f"## ❌ {title}: {rows:,} blocking {_plural(rows, 'change')} "
+            f"({n:,} {_plural(n, 'case')} on {runners} {_plural(runners, 'runner')})"
+        )
+    elif unverified_runners(verdict):
+        names = unverified_runners(verdict)
+        top = (
+            f"## ❔ {title}: no blocking changes, but {len(names)} {_plural(len(names), 'runner')} "
+            "unverified (no comparable baseline)"
         )
     else:
         top = f"## ✅ {title}: no blocking changes"
-    return [top, "", _counts_line(verdict), ""]
+    lines = [top, "", _counts_line(verdict), ""]
+    facts = _facts_line(ctx)
+    if facts:
+        lines += [facts, ""]
+    lines += [md_text(note, 400) for note in ctx.notes]
+    if ctx.notes:
+        lines.append("")
+    return lines + [LEGEND, ""]
+
+
+def unverified_runners(verdict: Verdict) -> list[str]:
+    """Runners with results but no same-fingerprint baseline: their numbers are shown, never judged good."""
+    return sorted(
+        r.runner for r in verdict.runners if r.fingerprint_key and r.base_fingerprint_key != r.fingerprint_key
+    )
+
+
+def _facts_line(ctx: RenderContext) -> str:
+    """Where the numbers come from: the baseline commit, the head commit, the vendor run, the drift rule."""
+    bits = []
+    if ctx.base_ref:
+        bits.append(
+            f"baselines from {md_code(ctx.base_ref[:12] if is_sha(ctx.base_ref) else ctx.base_ref, 48)}"
+        )
+    if ctx.head_sha:
+        bits.append(f"head {md_code(ctx.head_sha[:12], 20)}")
+    if safe_url(ctx.vendor_run_url):
+        bits.append(f"[runner jobs]({ctx.vendor_run_url})")
+    if ctx.drift_rule:
+        bits.append(f"budget drift: {md_text(ctx.drift_rule, 200)}")
+    line = " · ".join(bits)
+    return line[:1].upper() + line[1:]
 
 
 def _counts_line(verdict: Verdict) -> str:
@@ -133,7 +186,7 @@ def _counts_line(verdict: Verdict) -> str:
         if counts.get(cat):
             num = f"**{counts[cat]:,}**" if cat in blocking else f"{counts[cat]:,}"
             parts.append(f"{num} {label(cat)}")
-    return " · ".join(parts) if parts else "No cases were compared."
+    return "Cases: " + " · ".join(parts) if parts else "No cases were compared."
 
 
 def _footer(ctx: RenderContext) -> list[str]:
@@ -146,29 +199,107 @@ def _footer(ctx: RenderContext) -> list[str]:
 
 
 def _with_hint(ctx: RenderContext, hint: str) -> RenderContext:
-    return RenderContext(ctx.title, ctx.head_sha, ctx.run_url, ctx.source_url, hint, ctx.devices)
+    return replace(ctx, overflow_hint=hint)
 
 
 def _plural(n: int, word: str) -> str:
     return word if n == 1 else word + "s"
 
 
+# ---- grouping: one row per contract and cause ------------------------------------------------------
+
+INTEGRITY_CAUSES = frozenset(
+    {"input-mutation", "out-of-bounds", "stale-output", "wrong-dtype", "missing-gradient", "zero-gradient"}
+)
+
+
+@dataclass(frozen=True)
+class Group:
+    """The case changes one reviewer-facing row stands for: one contract, one category, one cause."""
+
+    changes: tuple[CaseChange, ...]
+
+    @property
+    def first(self) -> CaseChange:
+        return self.changes[0]
+
+    @property
+    def worst(self) -> CaseChange:
+        """The case that decides the row: non-finite first, then the largest budget used."""
+        return max(self.changes, key=_severity_of)
+
+    @property
+    def runners(self) -> tuple[str, ...]:
+        return tuple(sorted({c.runner for c in self.changes}))
+
+    @property
+    def seeds(self) -> tuple[str, ...]:
+        return tuple(sorted({seed_index(c.case_id) for c in self.changes} - {""}, key=_seed_order))
+
+
+def group_key(c: CaseChange) -> tuple[bool, str, str, str, str]:
+    """Rows group by blocking, category, contract and cause; a change with no contract keeps its runner."""
+    cause = c.cause or (c.signature if c.status == "fail" else "")
+    return (c.blocking, c.category, c.contract_id, cause, "" if c.contract_id else c.runner)
+
+
+def group_changes(changes: Iterable[CaseChange]) -> list[Group]:
+    """Changes grouped into rows, in the order of each group's most severe change."""
+    groups: dict[tuple[bool, str, str, str, str], list[CaseChange]] = {}
+    for c in sorted(changes, key=rank):
+        groups.setdefault(group_key(c), []).append(c)
+    return [Group(tuple(cs)) for cs in groups.values()]
+
+
+def seed_index(case_id: str) -> str:
+    """'s1' from '<contract>/<dtype>/<shape>/s1' ("" when the id has another form)."""
+    last = case_id.rsplit("/", 1)[-1]
+    return last if re.fullmatch(r"s\d{1,6}", last) else ""
+
+
+def _seed_order(s: str) -> int:
+    return int(s[1:])
+
+
+def nonfinite(c: CaseChange) -> bool:
+    """A failure whose error is not a number: the kernel gave NaN or Inf where the oracle is finite."""
+    if c.status != "fail" or c.budget_used is not None:
+        return False
+    return c.cause in ("nan-pattern", "overflow") or c.cause not in INTEGRITY_CAUSES
+
+
+def _severity_of(c: CaseChange) -> tuple[int, float]:
+    if nonfinite(c):
+        return (2, 0.0)
+    return (1, c.budget_used) if c.budget_used is not None else (0, 0.0)
+
+
 # ---- sections ---------------------------------------------------------------------------------
 
-_CHANGE_HEAD = (
-    "| | runner | contract | case | change | budget used | signature or message |",
-    "|---|---|---|---|---|---|---|",
+_GROUP_HEAD = (
+    "| | contract | change | runners | cases (seeds) | budget used | max ULP | max error | cause or message |",
+    "|---|---|---|---|---|---|---|---|---|",
 )
 
 
 def _sections(verdict: Verdict, ctx: RenderContext, collapse: bool) -> list[Section]:
-    changes = sorted((c for c in verdict.changes if c.category != "unchanged"), key=rank)
-    blocking = tuple(change_row(c, ctx) for c in changes if c.blocking)
-    others = tuple(change_row(c, ctx) for c in changes if not c.blocking)
-    return [
+    changes = [c for c in verdict.changes if c.category != "unchanged"]
+    blocking = group_changes(c for c in changes if c.blocking)
+    others = group_changes(c for c in changes if not c.blocking)
+    descriptions = dict(ctx.descriptions)
+    rows = tuple(group_row(g, ctx, descriptions) for g in blocking)
+    repro = tuple(r for g in blocking if (r := reproduce_line(g, ctx)))
+    return [  # the runners table is short and says which numbers can be trusted: it never gets cut
         Section("runners", ("### Runners", "", *_RUNNER_HEAD), _runner_rows(verdict, ctx), ("",)),
-        Section("changes", ("### Blocking", "", *_CHANGE_HEAD), blocking, ("",)),
-        _folded("changes", f"Other changes ({len(others):,})", _CHANGE_HEAD, others, collapse),
+        Section("rows", ("### Blocking", "", *_GROUP_HEAD), rows, ("",)),
+        Section("reproduce commands", ("**Reproduce** (the worst case of each row):", ""), repro, ("",)),
+        _folded(
+            "rows",
+            f"Other changes ({len(others):,})",
+            _GROUP_HEAD,
+            tuple(group_row(g, ctx, descriptions) for g in others),
+            collapse,
+        ),
         _folded("contracts", "Contract × runner", *matrix(verdict), collapse),
     ]
 
@@ -180,25 +311,84 @@ def _folded(kind: str, title: str, head: Sequence[str], rows: Sequence[str], col
     return Section(kind, opening, tuple(rows), ("", "</details>", ""))
 
 
-def change_row(c: CaseChange, ctx: RenderContext) -> str:
-    """One table row for a case change; every field from the results is escaped."""
+def group_row(g: Group, ctx: RenderContext, descriptions: dict[str, str]) -> str:
+    """One row for a group of case changes; every field from the results is escaped."""
+    worst = g.worst
     cells = [
-        icon(c),
-        md_cell(c.runner, 60),
-        _contract_cell(c, ctx),
-        md_code(c.case_id, 80) if c.case_id else " ",
-        label(c.category),
-        budget_text(c.base_budget_used, c.budget_used) + factor_text(c),
-        md_cell(c.signature or c.message, 160),
+        icon(worst),
+        _contract_cell(worst, ctx, descriptions),
+        _change_cell(g),
+        md_cell(", ".join(g.runners), 200),
+        _cases_cell(g),
+        _budget_cell(g, worst),
+        _num(_max(c.max_ulp for c in g.changes)),
+        _sci(_max(c.max_abs_err for c in g.changes)),
+        md_cell(_cause_text(worst), 160),
     ]
     return "| " + " | ".join(cells) + " |"
 
 
-def _contract_cell(c: CaseChange, ctx: RenderContext) -> str:
+def _budget_cell(g: Group, worst: CaseChange) -> str:
+    """The worst case's budget used (and its drift factor); never the baseline's number standing in for a
+    missing one."""
+    if any(nonfinite(c) for c in g.changes):
+        return "NaN/Inf"
+    if worst.budget_used is None:
+        return "–"
+    return budget_text(worst.base_budget_used, worst.budget_used) + factor_text(worst)
+
+
+def _contract_cell(c: CaseChange, ctx: RenderContext, descriptions: dict[str, str]) -> str:
+    if not c.contract_id:
+        return "–"
     name = md_cell(c.contract_id, 80)
-    if c.line and c.line > 0 and safe_url(ctx.source_url):
-        return f"[{name}]({ctx.source_url}#L{int(c.line)})"
-    return name
+    # a current case's line is the PR head's contracts.toml; a vanished case's line is the baseline's
+    url = ctx.source_url if c.status else ctx.base_source_url
+    if c.line and c.line > 0 and safe_url(url):
+        name = f"[{name}]({url}#L{int(c.line)})"
+    about = descriptions.get(c.contract_id, "")
+    return f"{name}: {md_text(about, 100)}" if about else name
+
+
+def _change_cell(g: Group) -> str:
+    c = g.first
+    words = label(c.category)
+    if c.category in ("waived", "expired-waiver") and c.status in ("error", "refused"):
+        words += f" ({c.status})"
+    elif c.category in ("unverified", "incomparable") and c.status:
+        words += f" ({'fails' if c.status == 'fail' else c.status})"
+    return words
+
+
+def _cases_cell(g: Group) -> str:
+    if not g.first.case_id:
+        return "no results"
+    seeds = g.seeds
+    shown = ", ".join(seeds[:6]) + (", …" if len(seeds) > 6 else "")
+    return f"{len(g.changes):,} ({shown})" if seeds else f"{len(g.changes):,}"
+
+
+def _cause_text(c: CaseChange) -> str:
+    if c.category == "missing-runner":
+        return f"no results: {c.message}" if c.message else "no results"
+    return c.signature or c.message
+
+
+def reproduce_line(g: Group, ctx: RenderContext) -> str:
+    """A list item with the command that reruns the row's worst case, and its runner's job log."""
+    from kcgate.plan import base_seed_for
+
+    c = g.worst
+    if not (c.case_id and c.status and c.seed is not None):
+        return ""
+    parts = ["kcgate run -k", shlex.quote(c.case_id), "--seed", str(base_seed_for(c.seed, c.case_id))]
+    if c.dtype:
+        parts += ["--dtype", shlex.quote(c.dtype)]
+    where = f" on {md_text(c.runner, 60)}"
+    log = dict(ctx.job_urls).get(c.runner, "") or ctx.vendor_run_url
+    if safe_url(log):
+        where += f" ([job log]({log}))"
+    return f"- {md_text(c.contract_id, 80)}{where}: {md_code(' '.join(parts), 300)}"
 
 
 def budget_text(base: float | None, now: float | None) -> str:
@@ -220,6 +410,15 @@ def _num(x: float | None) -> str:
     return f"{x:,.0f}" if abs(x) < 1e9 else f"{x:.3g}"
 
 
+def _sci(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3g}"
+
+
+def _max(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
 def safe_url(url: str) -> bool:
     """Only https links made of URL characters: no spaces, brackets or quotes to break Markdown."""
     return bool(url) and bool(_SAFE_URL.match(url)) and ")" not in url
@@ -227,73 +426,102 @@ def safe_url(url: str) -> bool:
 
 # ---- runners ------------------------------------------------------------------------------------
 
-_RUNNER_HEAD = ("| runner | device | baseline | blocking | changed | cases |", "|---|---|---|---|---|---|")
+_RUNNER_HEAD = (
+    "| runner | device | status | blocking | changed | cases | log |",
+    "|---|---|---|---|---|---|---|",
+)
 
 
 def _runner_rows(verdict: Verdict, ctx: RenderContext) -> tuple[str, ...]:
-    devices = dict(ctx.devices)
+    devices, logs = dict(ctx.devices), dict(ctx.job_urls)
     return tuple(
-        _runner_row(r, devices.get(r.runner, "")) for r in sorted(verdict.runners, key=lambda r: r.runner)
+        _runner_row(r, devices.get(r.runner, ""), logs.get(r.runner, ""))
+        for r in sorted(verdict.runners, key=lambda r: r.runner)
     )
 
 
-def _runner_row(r: RunnerDiff, device: str) -> str:
+def _runner_row(r: RunnerDiff, device: str, log: str) -> str:
     blocking = sum(c.blocking for c in r.changes)
     changed = sum(c.category != "unchanged" for c in r.changes)
+    present = bool(r.fingerprint_key)
     cells = [
-        f"{'❌' if blocking else '✅'} {md_cell(r.runner, 60)}",
-        md_cell(device, 60),
-        _baseline_cell(r),
+        md_cell(r.runner, 60),
+        md_cell(device, 60) if present else "–",
+        runner_status(r, blocking),
         str(blocking),
         str(changed),
-        str(len(r.changes)),
+        str(len(r.changes)) if present else "no results",
+        f"[job log]({log})" if safe_url(log) else "–",
     ]
     return "| " + " | ".join(cells) + " |"
 
 
-def _baseline_cell(r: RunnerDiff) -> str:
+def runner_status(r: RunnerDiff, blocking: int) -> str:
+    """What a reviewer can trust about a runner: only a same-fingerprint baseline makes it verified."""
+    if not r.fingerprint_key:
+        return f"{'❌' if blocking else '⚠️'} no results"
     if not r.base_fingerprint_key:
-        return "none"
-    if r.base_fingerprint_key != r.fingerprint_key:
-        return f"other fingerprint {md_code(r.base_fingerprint_key, 16)}"
-    return f"same fingerprint {md_code(r.fingerprint_key, 16)}"
+        state = "❔ unverified: no baseline"
+    elif r.base_fingerprint_key != r.fingerprint_key:
+        state = f"❔ unverified: baseline has fingerprint {md_code(r.base_fingerprint_key, 16)}"
+    else:
+        state = f"✅ verified against {md_code(r.fingerprint_key, 16)}"
+    return f"❌ blocking · {state[2:]}" if blocking else state
 
 
 # ---- the cross-vendor matrix --------------------------------------------------------------------
 
 
 def matrix(verdict: Verdict) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Contract × runner: the worst change of each contract on each runner, with its largest budget used."""
+    """Contract × runner: each cell's status, then the number of the case that decides it."""
     runners = sorted({r.runner for r in verdict.runners})[:MATRIX_MAX_RUNNERS]
+    absent = {r.runner for r in verdict.runners if not r.fingerprint_key}
     cells = _worst_per_cell(verdict.changes)
     contracts = sorted({cid for (cid, _r) in cells})
     head = (
         "| contract | " + " | ".join(md_cell(r, 40) for r in runners) + " |",
         "|---|" + "---|" * len(runners),
     )
-    rows = tuple(_matrix_row(cid, runners, cells) for cid in contracts)
+    rows = tuple(_matrix_row(cid, runners, cells, absent) for cid in contracts)
     return head, rows
 
 
-def _worst_per_cell(changes: Iterable[CaseChange]) -> dict[tuple[str, str], tuple[CaseChange, float | None]]:
-    out: dict[tuple[str, str], tuple[CaseChange, float | None]] = {}
+def _worst_per_cell(changes: Iterable[CaseChange]) -> dict[tuple[str, str], CaseChange]:
+    """The change that decides each (contract, runner) cell: the most severe, then the largest budget."""
+    out: dict[tuple[str, str], CaseChange] = {}
     for c in changes:
         if not c.contract_id:
             continue
         key = (c.contract_id, c.runner)
-        worst, budget = out.get(key, (c, None))
-        worst = min(worst, c, key=rank)
-        if c.budget_used is not None:
-            budget = c.budget_used if budget is None else max(budget, c.budget_used)
-        out[key] = (worst, budget)
+        held = out.get(key)
+        if held is None or _cell_order(c) < _cell_order(held):
+            out[key] = c
     return out
 
 
+def _cell_order(c: CaseChange) -> tuple[int, int, int, float]:
+    blocking_first, severity = rank(c)[:2]
+    level, budget = _severity_of(c)
+    return (blocking_first, severity, -level, -budget)
+
+
 def _matrix_row(
-    cid: str, runners: Sequence[str], cells: dict[tuple[str, str], tuple[CaseChange, float | None]]
+    cid: str, runners: Sequence[str], cells: dict[tuple[str, str], CaseChange], absent: set[str]
 ) -> str:
     parts = [md_cell(cid, 80)]
     for runner in runners:
-        cell = cells.get((cid, runner))
-        parts.append(f"{icon(cell[0])} {_num(cell[1])}" if cell else "·")
+        c = cells.get((cid, runner))
+        parts.append(matrix_cell(c) if c else ("no results" if runner in absent else "·"))
     return "| " + " | ".join(parts) + " |"
+
+
+def matrix_cell(c: CaseChange) -> str:
+    """'❌ fail 1,873': the icon and the case's status, then its budget used (NaN/Inf when non-finite)."""
+    status = c.status or ("removed" if c.category == "removed" else c.category)
+    if nonfinite(c):
+        number = "NaN/Inf"
+    elif c.status in ("error", "refused") or c.budget_used is None:
+        number = ""
+    else:
+        number = _num(c.budget_used)
+    return f"{icon(c)} {status} {number}".rstrip()
