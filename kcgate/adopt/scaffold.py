@@ -1,0 +1,260 @@
+"""``kcgate init``: probe a package in a worker, write a commented contracts.toml, validate it and run it once.
+
+The parent stays torch-free: ``kcgate.adopt.probe`` runs in a subprocess and answers with JSON lines;
+``render_contracts`` (pure) turns its placements into the file; the workflow files come from the templates
+in docs/templates, filled with the repository's name and runners.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kcgate.adopt import tomlout
+from kcgate.classes import CLASSES
+from kcgate.errors import KcgateError, UsageError
+
+# The dtypes a first contract claims; others a kernel accepts are named in a comment (float16 kernels
+# often accumulate in float16 on some devices: promise it only when you mean it).
+FIRST_DTYPES = ("float32", "bfloat16")
+# A class that fits each family, in order of preference (the first whose ops include the family).
+CLASS_PREFERENCE = ("C-PRC-01", "C-CMP-03", "C-ORD-02")
+CLASS_NOTES = {
+    "C-PRC-01": "accumulation happens at the declared accumulator precision",
+    "C-CMP-03": "correct over the shapes, held-out shapes and fresh inputs",
+    "C-ORD-02": "run-to-run determinism",
+}
+PROBE_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What the probe learned about one kernel (``op`` empty: not placed, ``reason`` says why)."""
+
+    kernel: str
+    kind: str
+    op: str = ""
+    by: str = ""
+    dtypes: tuple[str, ...] = ()
+    out_dtype: str = ""
+    shape: tuple[int, ...] = ()
+    backward: bool = False
+    init: tuple[tuple[str, str], ...] = ()
+    refused: tuple[tuple[str, str], ...] = ()
+    note: str = ""
+    reason: str = ""
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Placement:
+        if "unplaced" in d:
+            return cls(kernel=str(d["kernel"]), kind=str(d.get("kind", "")), reason=str(d["unplaced"]))
+        return cls(
+            kernel=str(d["kernel"]),
+            kind=str(d.get("kind", "")),
+            op=str(d["op"]),
+            by=str(d.get("by", "")),
+            dtypes=tuple(d.get("dtypes", ())),
+            out_dtype=str(d.get("out_dtype", "")),
+            shape=tuple(d.get("shape", ())),
+            backward=bool(d.get("backward")),
+            init=tuple((str(k), str(v)) for k, v in (d.get("init") or {}).items()),
+            refused=tuple((str(k), str(v)) for k, v in (d.get("refused") or {}).items()),
+            note=str(d.get("note", "")),
+        )
+
+
+@dataclass(frozen=True)
+class Probed:
+    placements: tuple[Placement, ...]
+    package_errors: tuple[str, ...] = field(default_factory=tuple)
+
+
+def probe(packages: Sequence[str], paths: Sequence[Path], timeout: float = PROBE_TIMEOUT_S) -> Probed:
+    """Run ``kcgate.adopt.probe`` in a worker process (it imports the packages and torch)."""
+    cmd = [sys.executable, "-m", "kcgate.adopt.probe", *packages]
+    for p in paths:
+        cmd += ["--path", str(p.resolve())]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise KcgateError(f"probing {' '.join(packages)} took over {timeout:g} s; nothing written") from None
+    placements, errors = [], []
+    for line in proc.stdout.splitlines():
+        if not line.startswith("{"):
+            continue  # a kernel printing at import time
+        d = json.loads(line)
+        if "package" in d:
+            errors.append(str(d["error"]))
+        else:
+            placements.append(Placement.from_json(d))
+    if proc.returncode != 0 and not placements:
+        tail = proc.stderr.strip()[-1500:]
+        raise KcgateError(f"the probe process failed (exit {proc.returncode}):\n{tail}")
+    return Probed(tuple(placements), tuple(errors))
+
+
+def pick_class(op: str) -> str:
+    return next(
+        (c for c in CLASS_PREFERENCE if op in CLASSES[c].ops),
+        next(c for c in CLASSES if op in CLASSES[c].ops),
+    )
+
+
+def contract_id(kernel: str, taken: set[str]) -> str:
+    module, name = kernel.split(":")
+    base = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", name).lower().replace("_", "-")
+    cid = base
+    if cid in taken:
+        cid = f"{module.rsplit('.', 1)[-1]}.{base}"
+    n = 2
+    while cid in taken:
+        cid, n = f"{base}-{n}", n + 1
+    taken.add(cid)
+    return cid
+
+
+def render_contracts(
+    probed: Probed,
+    packages: Sequence[str],
+    project_name: str,
+    paths: Sequence[str],
+    features: frozenset[str] = frozenset(),
+    today: dt.date | None = None,
+) -> str:
+    """The commented contracts file. ``features``: optional contract keys this kcgate has ("direction",
+    "init")."""
+    day = (today or dt.date.today()).isoformat()
+    out = [
+        f"# contracts.toml written by `kcgate init {' '.join(packages)}` on {day}.",
+        "# One contract per kernel it could place: the op family (from the kernel's name, or by calling it",
+        "# with each family's inputs), the dtypes it accepted, a class that fits and small shapes for a quick",
+        "# first run. Review each one, then `kcgate run`, `kcgate baseline update` and commit.",
+        "# Contract language: README.md (The contract language); every key: `kcgate schema contracts`.",
+        "",
+        tomlout.table(
+            "[project]",
+            {"name": project_name, "paths": list(paths), "baselines": "baselines", "results": "results"},
+            {"paths": "added to sys.path to import the kernels"},
+        ),
+    ]
+    taken: set[str] = set()
+    for p in (p for p in probed.placements if p.op):
+        out.append(_contract(p, contract_id(p.kernel, taken), features))
+    unplaced = [p for p in probed.placements if not p.op]
+    if unplaced or probed.package_errors:
+        out.append("# Not placed: write these contracts by hand (see README, The contract language).")
+        out += [f"# - {e}" for e in probed.package_errors]
+        out += [f"# - {p.kernel} ({p.kind}): {p.reason}" for p in unplaced]
+        out.append("")
+    return "\n".join(out)
+
+
+def _contract(p: Placement, cid: str, features: frozenset[str]) -> str:
+    klass = pick_class(p.op)
+    dtypes = [d for d in p.dtypes if d in FIRST_DTYPES] or list(p.dtypes[:1])
+    also = [d for d in p.dtypes if d not in dtypes]
+    keys: dict[str, Any] = {"id": cid, "class": klass, "kernel": p.kernel, "op": p.op, "dtypes": dtypes}
+    notes = {
+        "class": CLASS_NOTES.get(klass, ""),
+        "op": "from the kernel's name" if p.by == "name" else "its output matched this family's oracle",
+        "dtypes": "it accepted these"
+        + (f"; it also accepts {', '.join(also)}" if also else "")
+        + (f"; it refused {', '.join(d for d, _ in p.refused)}" if p.refused else ""),
+    }
+    if klass == "C-PRC-01":
+        keys["accumulate"] = "float32"
+        notes["accumulate"] = "the accumulator you promise"
+    if p.out_dtype:
+        keys["out_dtype"] = p.out_dtype
+        notes["out_dtype"] = "the dtype it returned"
+    keys["shapes"] = [list(p.shape)]
+    notes["shapes"] = "small, for a quick first run; add the shapes you ship"
+    if p.init and "init" in features:
+        keys["init"] = dict(p.init)
+        notes["init"] = "constructor arguments (guessed from their names)"
+    if p.backward and "direction" in features:
+        keys["direction"] = "both"
+        notes["direction"] = "it has a backward: its gradients are checked too"
+    head = f"# {p.kernel}: {p.kind}" + (f"\n# note: {p.note}" if p.note else "")
+    return head + "\n" + tomlout.table("[[contract]]", keys, notes)
+
+
+def features() -> frozenset[str]:
+    """Optional contract keys this kcgate understands."""
+    from kcgate import spec
+
+    return frozenset(k for k in ("direction", "init") if k in spec.CONTRACT_KEYS)
+
+
+# ---- the workflow files ------------------------------------------------------------------------
+
+
+def templates_dir() -> Path:
+    for cand in (
+        Path(__file__).resolve().parent.parent / "templates",
+        Path(__file__).resolve().parents[2] / "docs" / "templates",
+    ):
+        if (cand / "kcgate-run.yml").is_file():
+            return cand
+    raise UsageError("the workflow templates (docs/templates) are not in this installation of kcgate")
+
+
+def parse_runner(text: str) -> tuple[str, list[str]]:
+    """``nvidia-h100=self-hosted,linux,nvidia`` -> ("nvidia-h100", ["self-hosted", "linux", "nvidia"])."""
+    name, _, labels = text.partition("=")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) or not labels:
+        raise UsageError(
+            f"--runner {text!r}: write NAME=LABEL[,LABEL...], e.g. nvidia-h100=self-hosted,linux,nvidia"
+        )
+    return name, [lab.strip() for lab in labels.split(",") if lab.strip()]
+
+
+def render_workflows(repo: str, runners: Sequence[tuple[str, list[str]]], src: Path) -> dict[str, str]:
+    """The two workflow files from the templates: the run matrix and the expected legs are the runners."""
+    run = (src / "kcgate-run.yml").read_text(encoding="utf-8")
+    report = (src / "kcgate-report.yml").read_text(encoding="utf-8")
+    matrix = "".join(
+        f"          - runner: {name}\n            labels: [{', '.join(labels)}]\n" for name, labels in runners
+    )
+    run = re.sub(
+        r"(        include:\n(?:          #[^\n]*\n)*)(?:          [- ] [^\n]*\n)+",
+        lambda m: m.group(1) + matrix,
+        run,
+        count=1,
+    )
+    names = ", ".join(n for n, _ in runners)
+    report = re.sub(r"expect-runners: [^#\n]*", f"expect-runners: {names}  ", report, count=1)
+    head = f"# Written by `kcgate init --github` for {repo}.\n"
+    return {"kcgate-run.yml": head + run, "kcgate-report.yml": head + report}
+
+
+def repo_name(root: Path) -> str:
+    """owner/name from the git remote ``origin``, else the directory's name."""
+    try:
+        url = subprocess.run(
+            ["git", "-C", str(root), "remote", "get-url", "origin"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        url = ""
+    m = re.search(r"[:/]([^/:]+/[^/]+?)(?:\.git)?$", url)
+    return m.group(1) if m else root.resolve().name
+
+
+def write_new(path: Path, text: str, force: bool) -> None:
+    if path.exists() and not force:
+        raise UsageError(f"{path} exists; pass --force to overwrite it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
