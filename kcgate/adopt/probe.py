@@ -138,7 +138,7 @@ def module_init(obj: type, op: str) -> dict[str, str] | None:
     case's last dimension; None when a required parameter cannot be guessed."""
     dims = _dim_names(op)
     init = {}
-    for p in list(inspect.signature(obj.__init__).parameters.values())[1:]:
+    for p in inspect.signature(obj).parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.default is not p.empty:
             continue
         if not any(w in p.name.lower() for w in SIZE_WORDS) or not dims:
@@ -186,10 +186,14 @@ def try_family(obj: Any, op: str, init: dict[str, str]) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 — a kernel that refuses a dtype is data
             errors[name] = f"{type(exc).__name__}: {exc}"[:200]
             continue
+        if isinstance(out, (tuple, list)) and out and all(isinstance(t, torch.Tensor) for t in out):
+            out = torch.cat([t.flatten() for t in out])  # several outputs are checked concatenated
         if not isinstance(out, torch.Tensor):
             errors[name] = f"returned {type(out).__name__}, not a tensor"
             continue
         ref = family.oracle(*(t.detach().to(torch.float64) if t.is_floating_point() else t for t in inputs))
+        if out.dim() == 1 and ref.dim() != 1:
+            ref = ref.flatten()
         if tuple(out.shape) != tuple(ref.shape):
             errors[name] = f"output shape {list(out.shape)}, the family's is {list(ref.shape)}"
             continue

@@ -32,17 +32,16 @@ class RMSNormFunction(torch.autograd.Function):
 
 
 class RotaryEmbedding(torch.nn.Module):
-    def __init__(self, dim: int, base: float = 10000.0) -> None:
-        super().__init__()
-        inv = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
-        self.register_buffer("inv_freq", inv, persistent=False)
+    """Applies rotary embeddings to q and k (NeoX rotate-half layout, cos and sin given)."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        t = torch.arange(x.shape[-2], dtype=torch.float32)
-        freqs = torch.outer(t, self.inv_freq)
-        cos, sin = freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
-        x1, x2 = x[..., 0::2], x[..., 1::2]
-        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        def rotate(x: torch.Tensor) -> torch.Tensor:
+            x1, x2 = x.chunk(2, dim=-1)
+            return torch.cat([-x2, x1], dim=-1)
+
+        return q * cos + rotate(q) * sin, k * cos + rotate(k) * sin
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:
@@ -55,3 +54,12 @@ def fast_layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.
     mean = xb.mean(-1, keepdim=True)
     var = ((xb - mean) ** 2).mean(-1, keepdim=True)
     return ((x - mean.float()) * torch.rsqrt(var.float() + 1e-5) * w + b).to(x.dtype)
+
+
+def activation(x: torch.Tensor) -> torch.Tensor:
+    """Its name names no family: `kcgate init` finds it by calling it (it is a SiLU)."""
+    return x * torch.sigmoid(x)
+
+
+def _helper(x: torch.Tensor) -> torch.Tensor:  # private: not a kernel
+    return x

@@ -1,0 +1,97 @@
+"""`kcgate init` on a scratch kernel package (tests/kernels/scratchpkg): nothing edited by hand."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kcgate.adopt import scaffold
+from kcgate.spec import load_project
+from tests.conftest import ROOT, kcgate
+
+PKG = "tests.kernels.scratchpkg"
+KERNELS = f"{PKG}.kernels"
+
+
+def _has_resolution() -> bool:
+    try:
+        import kcgate.invoke  # noqa: F401  (autograd.Function and nn.Module kernels)
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def initialised(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    root = tmp_path_factory.mktemp("init")
+    proc = kcgate("init", PKG, "--path", str(ROOT), "--github", "--repo", "acme/kernels", cwd=root)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return root, proc.stdout
+
+
+def test_init_writes_a_file_that_validates_and_whose_run_fails_only_the_broken_kernel(
+    initialised: tuple[Path, str],
+) -> None:
+    root, out = initialised
+    project = load_project(root / "contracts.toml")
+    ops = {c.kernel.split(":")[1]: c.op for c in project.contracts}
+    assert ops["matmul"] == "matmul" and ops["softmax"] == "softmax"
+    assert ops["fast_layer_norm"] == "layernorm" and ops["activation"] == "silu"  # by name / by probing
+    assert "validate: contracts.toml OK" in out
+    statuses: dict[str, set[str]] = {}
+    for status, case in re.findall(r"^(PASS|FAIL|ERROR|REFUSED)\s+(\S+)", out, re.M):
+        statuses.setdefault(case.split("/")[0], set()).add(status)
+    assert statuses.pop("fast-layer-norm") == {"FAIL"}
+    assert statuses and all(s == {"PASS"} for s in statuses.values()), statuses
+    if _has_resolution():
+        assert ops["RMSNormFunction"] == "rmsnorm" and ops["RotaryEmbedding"] == "rope"
+        assert {"rms-norm-function", "rotary-embedding"} <= set(statuses)
+    else:  # reported with the reason, in the output and at the end of the file
+        assert "RMSNormFunction (autograd.Function): its name says 'rmsnorm'" in out
+        assert "RotaryEmbedding (nn.Module): its name says 'rope'" in out
+        assert "kernel resolution" in (root / "contracts.toml").read_text()
+
+
+def test_init_comments_the_file_and_marks_backward(initialised: tuple[Path, str]) -> None:
+    text = (initialised[0] / "contracts.toml").read_text()
+    assert text.startswith(f"# contracts.toml written by `kcgate init {PKG}`")
+    block = text[text.index(f'kernel = "{KERNELS}:matmul"') :].split("[[contract]]")[0]
+    assert 'direction = "both"  # it has a backward' in block
+    assert "_helper" not in text
+
+
+def test_init_never_overwrites_without_force(initialised: tuple[Path, str]) -> None:
+    root, _ = initialised
+    before = (root / "contracts.toml").read_text()
+    proc = kcgate("init", PKG, "--path", str(ROOT), "--no-run", cwd=root)
+    assert proc.returncode == 3 and "exists; pass --force" in proc.stderr
+    assert (root / "contracts.toml").read_text() == before
+
+
+def test_init_writes_the_workflows_with_the_runners(initialised: tuple[Path, str], tmp_path: Path) -> None:
+    root, _ = initialised
+    run = (root / ".github/workflows/kcgate-run.yml").read_text()
+    assert run.startswith("# Written by `kcgate init --github` for acme/kernels.")
+    assert "- runner: cpu-ubuntu\n            labels: [ubuntu-latest]" in run and "nvidia-h100" not in run
+    files = scaffold.render_workflows(
+        "acme/k",
+        [("nvidia-h100", ["self-hosted", "nvidia"]), ("cpu", ["ubuntu-latest"])],
+        scaffold.templates_dir(),
+    )
+    assert "expect-runners: nvidia-h100, cpu" in files["kcgate-report.yml"]
+    assert "labels: [self-hosted, nvidia]" in files["kcgate-run.yml"]
+    import yaml
+
+    assert yaml.safe_load(files["kcgate-run.yml"])["jobs"]["contracts"]["strategy"]["matrix"]["include"] == [
+        {"runner": "nvidia-h100", "labels": ["self-hosted", "nvidia"]},
+        {"runner": "cpu", "labels": ["ubuntu-latest"]},
+    ]
+
+
+def test_a_package_that_does_not_import_is_reported(tmp_path: Path) -> None:
+    proc = kcgate("init", "no_such_kernels_pkg", "--no-run", cwd=tmp_path)
+    assert proc.returncode == 5
+    assert "cannot import no_such_kernels_pkg: ModuleNotFoundError" in proc.stdout
+    assert not (tmp_path / "contracts.toml").exists()
