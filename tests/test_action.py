@@ -357,10 +357,11 @@ def test_actionlint_passes() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_zizmor_passes() -> None:
+def test_zizmor_passes_with_the_pedantic_persona() -> None:
+    """The pedantic persona includes the concurrency-limits audit (every workflow has a concurrency group)."""
     files = [str(ACTION), *(str(p) for p in WORKFLOWS)]
     r = subprocess.run(
-        [_tool("zizmor"), "--offline", "--no-progress", *files],
+        [_tool("zizmor"), "--offline", "--no-progress", "--persona", "pedantic", *files],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -157,3 +157,14 @@ def test_a_waived_error_is_reported_as_waived() -> None:
         and "hipErrorInvalidDeviceFunction" in text
     )
     check_golden("comment-waived-error.md", text)
+
+
+def test_a_note_is_shown_under_the_header_escaped() -> None:
+    from dataclasses import replace
+
+    note = "Not started after 90 minutes (reported as missing runners by the watchdog): contracts (@amd <b>)"
+    text = render_comment(
+        _verdict([], [_run("amd-mi300x", FP_AMD, passing("gemm-bf16"))]), replace(CTX, notes=(note,))
+    )
+    assert "Not started after 90 minutes" in text and "@\u200bamd \\<b\\>" in text
+    assert text.index("Not started") < text.index("### Runners")

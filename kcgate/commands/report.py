@@ -76,6 +76,9 @@ def report_command(
     today: str = typer.Option(
         "", "--today", help="Date for waiver expiry, YYYY-MM-DD (default: today, UTC)."
     ),
+    note: list[str] = typer.Option(
+        [], "--note", help="A line shown under the comment's header (repeatable), e.g. the watchdog's."
+    ),
     gate_name: str = typer.Option(
         "kcgate",
         "--gate-name",
@@ -106,6 +109,7 @@ def report_command(
         descriptions=tuple(sorted(descriptions.items())),
         drift_rule=policy.budget_drift.describe(),
         base_ref=base_ref(settings, event, baseline),
+        notes=tuple(n[:400] for n in note if n.strip()),
     )
     ctx = replace(ctx, base_source_url=_base_source(settings, ctx.base_ref, _contracts_name(contracts)))
     outcomes = _publish(

@@ -58,7 +58,7 @@ class Settings:
             token=e.get("GITHUB_TOKEN", "") or e.get("INPUT_GITHUB_TOKEN", ""),
             repository=e.get("GITHUB_REPOSITORY", ""),
             event_name=e.get("GITHUB_EVENT_NAME", ""),
-            event_path=e.get("GITHUB_EVENT_PATH", ""),
+            event_path=e.get("KCGATE_EVENT_PATH", "") or e.get("GITHUB_EVENT_PATH", ""),  # the watchdog's
             sha=e.get("GITHUB_SHA", ""),
             api_url=(e.get("GITHUB_API_URL") or cls.api_url).rstrip("/"),
             server_url=(e.get("GITHUB_SERVER_URL") or cls.server_url).rstrip("/"),
