@@ -56,6 +56,7 @@ class FakeGitHub:
         self.pulls: dict[int, dict[str, Any]] = {}
         self.comments: dict[int, dict[str, Any]] = {}
         self.check_runs: dict[int, dict[str, Any]] = {}
+        self.workflow_jobs: dict[int, list[str]] = {}  # workflow run id -> its jobs' names
         self.history: list[str] = []  # commits in order, oldest first (for compare)
         self.failures: list[Failure] = []
         self.log: list[Logged] = []
@@ -208,6 +209,36 @@ class FakeGitHub:
     def _get_repo(self, q: Any, b: Any) -> tuple[int, Any, dict[str, str]]:
         return 200, self.repo_json(), {}
 
+    def _get_run(self, q: Any, b: Any, run_id: str) -> tuple[int, Any, dict[str, str]]:
+        if int(run_id) not in self.workflow_jobs:
+            return 404, {"message": "Not Found"}, {}
+        return 200, self.run_json(int(run_id)), {}
+
+    def _list_jobs(self, q: Any, b: Any, run_id: str) -> tuple[int, Any, dict[str, str]]:
+        names = self.workflow_jobs.get(int(run_id))
+        if names is None:
+            return 404, {"message": "Not Found"}, {}
+        jobs = [
+            {
+                "id": 9000 + i,
+                "run_id": int(run_id),
+                "name": name,
+                "status": "completed",
+                "url": self.api(f"/actions/jobs/{9000 + i}"),
+                "html_url": f"https://github.com/{self.owner}/{self.repo}/actions/runs/{run_id}/job/{9000 + i}",
+            }
+            for i, name in enumerate(names)
+        ]
+        return 200, {"total_count": len(jobs), "jobs": jobs}, {}
+
+    def run_json(self, run_id: int) -> dict[str, Any]:
+        return {
+            "id": run_id,
+            "url": self.api(f"/actions/runs/{run_id}"),
+            "jobs_url": self.api(f"/actions/runs/{run_id}/jobs"),
+            "html_url": f"{self.base_url}/{self.owner}/{self.repo}/actions/runs/{run_id}",
+        }
+
     def _get_pull(self, q: Any, b: Any, number: str) -> tuple[int, Any, dict[str, str]]:
         if int(number) not in self.pulls:
             return 404, {"message": "Not Found"}, {}
@@ -345,6 +376,8 @@ _ROUTES: list[tuple[str, str, Any]] = [
     ("GET", rf"/compare/{_SHA}\.\.\.{_SHA}", FakeGitHub._compare),
     ("POST", r"/check-runs", FakeGitHub._create_check_run),
     ("PATCH", r"/check-runs/(\d+)", FakeGitHub._edit_check_run),
+    ("GET", r"/actions/runs/(\d+)", FakeGitHub._get_run),
+    ("GET", r"/actions/runs/(\d+)/jobs", FakeGitHub._list_jobs),
 ]
 
 

@@ -172,6 +172,7 @@ def test_a_finished_run_updates_the_comment_and_the_job_stays_green(tmp_path: Pa
         'description = "bf16 GEMM, fp32 accumulation"\n'
     )
     with FakeGitHub() as gh:
+        gh.workflow_jobs[41] = ["contracts (nvidia-h100 1/2)", "contracts (cpu-ubuntu)", "kcgate legs"]
         cid = _existing_green_comment(gh)
         assert simulate(tmp_path, gh, "success", artifacts) is True
         body = gh.comments[cid]["body"]
@@ -180,6 +181,8 @@ def test_a_finished_run_updates_the_comment_and_the_job_stays_green(tmp_path: Pa
             "bf16 GEMM, fp32 accumulation" in body
             and "[runner jobs](https://github.com/acme/kernels/actions/runs/41)" in body
         )
+        cpu_log = "[job log](https://github.com/acme/kernels/actions/runs/41/job/9001)"
+        assert f"| {cpu_log} |" in body  # the runners table links each leg's own job
         [check] = gh.check_runs.values()
         assert check["name"] == "kcgate" and check["conclusion"] == "failure"
 
@@ -189,3 +192,16 @@ def test_the_template_has_a_concurrency_group_per_pull_request() -> None:
     group = workflow["concurrency"]["group"]
     assert "workflow_run.head_repository.full_name" in group and "workflow_run.head_branch" in group
     assert workflow["jobs"]["report"]["steps"][-1]["with"]["fail-job"] == "false"
+
+
+def test_legs_are_matched_to_jobs_by_name() -> None:
+    from kcgate.publish.github_pr import match_jobs
+
+    jobs = [
+        ("contracts (nvidia-h100x)", "https://github.com/a/b/actions/runs/1/job/1"),
+        ("contracts (nvidia-h100 2/2)", "https://github.com/a/b/actions/runs/1/job/2"),
+        ("contracts (cpu)", "https://github.com/a/b/actions/runs/1/job/3"),
+        ("contracts (amd-mi300x)", "https://evil.example/job/4"),
+    ]
+    found = match_jobs(jobs, ["nvidia-h100", "cpu-ubuntu", "amd-mi300x"], "https://github.com")
+    assert found == {"nvidia-h100": "https://github.com/a/b/actions/runs/1/job/2"}

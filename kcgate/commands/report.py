@@ -112,6 +112,8 @@ def report_command(
         notes=tuple(n[:400] for n in note if n.strip()),
     )
     ctx = replace(ctx, base_source_url=_base_source(settings, ctx.base_ref, _contracts_name(contracts)))
+    if publish:
+        ctx = replace(ctx, job_urls=_job_urls(settings, event, verdict))
     outcomes = _publish(
         settings, event, verdict, ctx, publish, comment_mode, check_run, _contracts_name(contracts)
     )
@@ -252,6 +254,15 @@ def _base_source(settings: Settings, ref: str, contracts: str) -> str:
     from kcgate.publish.settings import is_sha
 
     return settings.blob_url(ref, contracts) if is_sha(ref) else ""
+
+
+def _job_urls(settings: Settings, event: dict[str, Any], verdict: Verdict) -> tuple[tuple[str, str], ...]:
+    """Each runner's job log in the triggering run, for the comment's links (nothing without PyGithub)."""
+    try:
+        from kcgate.publish.github_pr import job_urls
+    except ImportError:
+        return ()
+    return tuple(sorted(job_urls(settings, event, [r.runner for r in verdict.runners]).items()))
 
 
 def _device(run: RunResult) -> str:

@@ -300,6 +300,45 @@ def _upsert_comment(
     return Outcome("created", f"commented on PR #{number}", created.html_url)
 
 
+# ---- the vendor legs' job logs ------------------------------------------------------------------
+
+JOB_LOOKUP_S = 30.0  # the job-log links are a convenience: never hold the report up for long
+
+
+def job_urls(settings: Settings, event: Mapping[str, Any], runners: Iterable[str]) -> dict[str, str]:
+    """Runner -> the html_url of its leg's job in the triggering run ({} when unknown or on any failure).
+
+    A leg is matched by its job name, "contracts (RUNNER)" or "contracts (RUNNER 1/2)" as in the
+    templates; a runner with several matching jobs (shards) links the first."""
+    run_id = dig(event, "workflow_run", "id")
+    if not (settings.token and settings.repository and isinstance(run_id, int)):
+        return {}
+    names = list(runners)
+    budget = Budget(min(settings.max_total, JOB_LOOKUP_S))
+    found: dict[str, str] = {}
+
+    def lookup() -> Outcome:
+        run = connect(settings, budget).get_repo(settings.repository).get_workflow_run(run_id)
+        jobs = [(str(j.name), str(j.html_url or "")) for _, j in zip(range(MAX_SCANNED_PRS), run.jobs())]
+        found.update(match_jobs(jobs, names, settings.server_url))
+        return Outcome("created", f"{len(found)} job links")
+
+    _guarded(lookup, budget)
+    return dict(found)
+
+
+def match_jobs(jobs: Sequence[tuple[str, str]], runners: Sequence[str], server_url: str) -> dict[str, str]:
+    """Runner -> job URL, for jobs named "<anything> (RUNNER[ shard][, ...])" whose URL is on the server."""
+    out: dict[str, str] = {}
+    for runner in runners:
+        pattern = re.compile(r"\(\s*" + re.escape(runner) + r"(?:[\s,)]|$)")
+        for name, url in jobs:
+            if pattern.search(name) and url.startswith(server_url + "/"):
+                out[runner] = url
+                break
+    return out
+
+
 # ---- the check run ------------------------------------------------------------------------------
 
 
