@@ -110,7 +110,9 @@ def contracts_schema() -> dict[str, Any]:
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            "project": _obj({"name": _STR, "paths": _list(_STR), "baselines": _STR, "results": _STR}),
+            "project": _obj(
+                {"name": _STR, "paths": _list(_STR), "baselines": _STR, "results": _STR, "discover": _list(_STR)}
+            ),
             "policy": _obj(
                 {
                     "block_on": _list(_enum(BLOCKABLE)),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -148,3 +149,31 @@ def test_an_invalid_contracts_file_is_a_collection_error_with_file_and_line(tmp_
     assert proc.returncode == 2, proc.stdout
     assert "contracts.toml:4: contract 'x'.op: unknown op 'matmull'" in proc.stdout
     assert "Traceback" not in proc.stdout
+
+
+@pytest.mark.slow
+def test_the_installed_entry_point_loads_the_plugin(tmp_path: Path) -> None:
+    """pip installs kcgate (a wheel built from this tree) into a target directory; pytest then finds the
+    plugin through the pytest11 entry point alone (no -p), and it stays inert without --kcgate."""
+    src, target, work = tmp_path / "src", tmp_path / "site", tmp_path / "work"
+    src.mkdir()
+    work.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        (src / name).write_text((ROOT / name).read_text())
+    shutil.copytree(ROOT / "kcgate", src / "kcgate", ignore=shutil.ignore_patterns("__pycache__"))
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
+    installed = subprocess.run([*pip, "--target", str(target), str(src)], capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    entry = next(target.glob("kcgate-*.dist-info")) / "entry_points.txt"
+    assert "[pytest11]\nkcgate.adopt.plugin = kcgate.adopt.plugin" in entry.read_text()
+
+    (work / "contracts.toml").write_text((DATA / "small.toml").read_text().replace('["../.."]', '["."]'))
+    (work / "test_plain.py").write_text(
+        "import sys\n\ndef test_plain():\n    assert 'kcgate.adopt.plugin' in sys.modules and 'torch' not in sys.modules\n"
+    )
+    env = {"PYTHONPATH": str(target)}  # the installed copy, not this tree
+    plain = pytest_run("-p", "no:cacheprovider", "-q", cwd=work, env=env)
+    assert plain.returncode == 0 and "1 passed" in plain.stdout, plain.stdout + plain.stderr
+    collected = pytest_run("-p", "no:cacheprovider", "--kcgate", "--collect-only", "-q", cwd=work, env=env)
+    assert "contracts.toml::matmul[float32-" in collected.stdout, collected.stdout + collected.stderr
+    assert "test_plain.py" not in collected.stdout  # the contracts file replaces the default test paths
