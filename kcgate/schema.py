@@ -111,7 +111,13 @@ def contracts_schema() -> dict[str, Any]:
         "additionalProperties": False,
         "properties": {
             "project": _obj(
-                {"name": _STR, "paths": _list(_STR), "baselines": _STR, "results": _STR, "discover": _list(_STR)}
+                {
+                    "name": _STR,
+                    "paths": _list(_STR),
+                    "baselines": _STR,
+                    "results": _STR,
+                    "discover": _list(_STR),
+                }
             ),
             "policy": _obj(
                 {
