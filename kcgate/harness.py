@@ -106,6 +106,7 @@ class Trial:
     kernel_s: float = 0.0
     oracle_s: float = 0.0
     salt: Any = 0
+    freivalds: Any = None  # the FreivaldsResult of a Freivalds trial (its sensitivity statistics)
     # backward: the upstream gradient, the kernel's gradient of each differentiated input (by index;
     # None where its backward gave none), and every compared tensor by name ("out" and input names)
     dy: torch.Tensor | None = None
@@ -194,31 +195,80 @@ def _wants_freivalds(ctx: CaseContext, shape: tuple[int, ...]) -> bool:
 
 
 def _freivalds_trial(ctx: CaseContext, trial: Trial) -> Trial:
-    """O(n²) verification of a large product: random vectors drawn after the output exists."""
+    """O(n²) verification of a large product: random vectors drawn after the output exists. Rows the check
+    flags (up to 8) are recomputed in fp64, so the metrics count elements, not trials."""
+    from kcgate import sensitivity
     from kcgate.oracles.freivalds import freivalds_check, freivalds_linear
 
     assert trial.out is not None
     t0 = time.perf_counter()
     x = trial.inputs
-    kw = {"accumulate": ctx.contract.accumulate, "lam": ctx.contract.tolerance.lam}
+    c = trial.out.to(ctx.out_dtype)
+    kw = {
+        "accumulate": ctx.contract.accumulate,
+        "lam": ctx.contract.tolerance.lam,
+        "k": ctx.contract.protocol.freivalds_vectors,
+        "excess": ctx.contract.tolerance.excess if sensitivity.applies(ctx) else 0.0,
+    }
     if ctx.op.name == "linear":
-        res = freivalds_linear(x[0], x[1], trial.out.to(ctx.out_dtype), x[2], **kw)  # type: ignore[arg-type]
+        res = freivalds_linear(x[0], x[1], c, x[2], **kw)  # type: ignore[arg-type]
+        a, b, bias = x[0], x[1].mT, x[2]
     else:
-        res = freivalds_check(x[0], x[1], trial.out.to(ctx.out_dtype), **kw)  # type: ignore[arg-type]
+        res = freivalds_check(x[0], x[1], c, **kw)  # type: ignore[arg-type]
+        a, b, bias = x[0], x[1], None
     trial.oracle_s = time.perf_counter() - t0
     ctx.oracle_s += trial.oracle_s
+    trial.freivalds = res
+    count = _recheck_rows(ctx, a, b, bias, c, res.flagged)
     trial.metrics = Metrics(
         budget_used=res.budget_used,
-        elements=trial.out.numel(),
-        mismatches=0 if res.passed else 1,
-        worst_index=(res.worst_row,),
+        elements=count["elements"],
+        mismatches=count["over"],
+        worst_index=count["worst"] if count["worst"] else (res.worst_row,),
         extra=(
+            ("freivalds_excess_elements", float(count["excess"])),
             ("freivalds_false_alarm", res.false_alarm_prob),
             ("freivalds_k", float(res.k)),
+            ("freivalds_rows", float(c.numel() // max(c.shape[-1], 1))),
+            ("freivalds_rows_over", float(res.rows_over)),
+            ("freivalds_rows_rechecked", float(len(res.flagged))),
             ("reduction_len", float(ctx.op.reduction_len(trial.shape))),
         ),
     )
     return trial
+
+
+def _recheck_rows(
+    ctx: CaseContext,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bias: torch.Tensor | None,
+    c: torch.Tensor,
+    rows: tuple[int, ...],
+) -> dict[str, Any]:
+    """Recompute flagged rows (flat over (*batch, M)) in fp64: elements over the contract's bound, elements
+    over the sensitivity level, and the worst element's index (batch..., row, column)."""
+    from kcgate.oracles.freivalds import row_errors
+
+    out: dict[str, Any] = {"elements": 0, "over": 0, "excess": 0, "worst": ()}
+    worst = -1.0
+    for r in rows:
+        e = row_errors(
+            a,
+            b,
+            c,
+            r,
+            bias=bias,
+            accumulate=ctx.contract.accumulate,
+            lam=ctx.contract.tolerance.lam,
+            factor=ctx.contract.tolerance.excess or 1.5,
+        )
+        out["elements"] += e.elements
+        out["over"] += e.over
+        out["excess"] += e.excess
+        if e.worst_ratio > worst:
+            worst, out["worst"] = e.worst_ratio, e.index
+    return out
 
 
 def oracle(ctx: CaseContext, inputs: Tensors) -> torch.Tensor:

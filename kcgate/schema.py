@@ -62,6 +62,12 @@ def contracts_schema() -> dict[str, Any]:
             "guard": {"type": "integer", "minimum": 0},
             "timeout_s": _POS,
             "k_sweep": _list({"type": "integer", "minimum": 1}),
+            "freivalds_vectors": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": spec.PROTOCOL_LIMITS["freivalds_vectors"],
+                "description": "random vectors per Freivalds check (default 10: a bad row missed w.p. <= 1e-3)",
+            },
         }
     )
     waiver = _obj(

@@ -157,8 +157,24 @@ def _sequential_sum(name: str, x: Tensors, y: torch.Tensor, n: int, u: float) ->
     return SEQ_ROUND * u * scale * torch.sqrt(n * (t2 / 2 + total.square() / 3))
 
 
+def _freivalds(ctx: CaseContext, res: Any) -> Excess | None:
+    """The same statistics from a Freivalds check's residuals (kcgate.oracles.freivalds), when it ran them."""
+    if res.excess_ratio == 0.0 and res.rms_ratio == 0.0:
+        return None
+    return Excess(
+        rms_ratio=res.rms_ratio,
+        max_ratio=res.max_ratio,
+        factor=ctx.contract.tolerance.excess,
+        kernel_rms=math.nan,
+        ref_rms=math.nan,
+        worst_index=(res.excess_row,),
+    )
+
+
 def measure(ctx: CaseContext, trial: Trial) -> Excess | None:
     """The gate on one compared trial; None when there is nothing to measure (no finite elements)."""
+    if trial.freivalds is not None:
+        return _freivalds(ctx, trial.freivalds)
     cmp = trial.cmps.get("out", trial.cmp)  # the forward output's (trial.cmp may be a gradient's)
     if cmp is None or trial.out is None:
         return None

@@ -171,9 +171,10 @@ CONTRACT_KEYS = {
 TOLERANCE_KEYS = {"method", "lambda", "ulp", "rtol", "atol", "factor", "baseline", "excess"}
 EXCESS_FACTOR = 1.5  # the sensitivity gate's default factor (kcgate.sensitivity, docs/sensitivity.md)
 RELATIVE_FACTOR = 2.0  # FlashAttention's: error at most 2x the same-precision PyTorch implementation's
-PROTOCOL_KEYS = {"seeds", "trials", "poison", "guard", "timeout_s", "k_sweep"}
+PROTOCOL_KEYS = {"seeds", "trials", "poison", "guard", "timeout_s", "k_sweep", "freivalds_vectors"}
 MAX_CONTRACTS_BYTES = 16 * 1024 * 1024
-PROTOCOL_LIMITS = {"seeds": 1000, "trials": 1000, "guard": 1 << 20}
+PROTOCOL_LIMITS = {"seeds": 1000, "trials": 1000, "guard": 1 << 20, "freivalds_vectors": 256}
+FREIVALDS_VECTORS = 10  # a row with an element over the threshold is missed with probability <= 2^-10
 """Upper bounds on protocol sizes (README): a plan of 10^8 seeds would exhaust memory before it ran."""
 WAIVER_KEYS = {"runner", "until", "reason", "owner", "kind"}
 TOP_KEYS = {"project", "policy", "contract"}
@@ -201,6 +202,7 @@ class Protocol:
     guard: int = 16
     timeout_s: float = 120.0
     k_sweep: tuple[int, ...] = ()
+    freivalds_vectors: int = FREIVALDS_VECTORS  # random vectors per Freivalds check (docs/freivalds.md)
 
 
 @dataclass(frozen=True)
@@ -581,6 +583,7 @@ def _protocol(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector
     seeds = _int_min(t, "seeds", tp, tw, col, 1, PROTOCOL_LIMITS["seeds"])
     trials = _int_min(t, "trials", tp, tw, col, 1, PROTOCOL_LIMITS["trials"])
     guard = _int_min(t, "guard", tp, tw, col, 0, PROTOCOL_LIMITS["guard"])
+    vectors = _int_min(t, "freivalds_vectors", tp, tw, col, 1, PROTOCOL_LIMITS["freivalds_vectors"])
     poison = t.get("poison", True)
     if not isinstance(poison, bool):
         col.add(tp + ("poison",), tw + ".poison", "must be true or false", "poison = true")
@@ -601,6 +604,7 @@ def _protocol(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector
         guard=16 if guard is None else guard,
         timeout_s=_positive(t, "timeout_s", tp, tw, col) or 120.0,
         k_sweep=tuple(sweep),
+        freivalds_vectors=vectors or FREIVALDS_VECTORS,
     )
 
 

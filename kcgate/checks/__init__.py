@@ -111,7 +111,19 @@ def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding
         signature,
         f"within the bound (budget {metrics.budget_used:.3g}) but the error is "
         f"{max(worst.rms_ratio, worst.max_ratio):.3g}x a correct implementation's "
-        f"(allowed {worst.factor:g}x; excess ratio {worst.ratio:.3g})",
+        f"(allowed {worst.factor:g}x; excess ratio {worst.ratio:.3g})" + _freivalds_count(metrics),
+    )
+
+
+def _freivalds_count(m: Metrics) -> str:
+    """Freivalds trials: how many elements of the recomputed rows are beyond a correct product's error."""
+    e = dict(m.extra)
+    if "freivalds_k" not in e:
+        return ""
+    return (
+        f"; Freivalds ({e['freivalds_k']:.0f} vectors): {e.get('freivalds_excess_elements', 0):.0f} of the "
+        f"{m.elements} elements in the {e.get('freivalds_rows_rechecked', 0):.0f} flagged rows, recomputed "
+        "in fp64, are beyond a correct product's error"
     )
 
 
@@ -131,6 +143,14 @@ def _relative_signature(m: Metrics) -> Signature | None:
 
 def _fail_message(m: Metrics) -> str:
     b = "inf" if m.budget_used is None else f"{m.budget_used:.3g}"
+    e = dict(m.extra)
+    if "freivalds_k" in e:
+        return (
+            f"error exceeds the allowed bound: budget used {b}; Freivalds ({e['freivalds_k']:.0f} vectors) "
+            f"flagged {e.get('freivalds_rows_over', 0):.0f} of {e.get('freivalds_rows', 0):.0f} rows; "
+            f"{e.get('freivalds_rows_rechecked', 0):.0f} recomputed in fp64: {m.mismatches} of their "
+            f"{m.elements} elements over the bound"
+        )
     ratio = dict(m.extra).get("relative_ratio")
     if ratio is not None:
         e = dict(m.extra)

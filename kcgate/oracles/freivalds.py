@@ -51,11 +51,14 @@ __all__ = [
     "DEFAULT_FALSE_ALARM",
     "DEFAULT_LAMBDA",
     "FREIVALDS_AUTO_MIN_FLOPS",
+    "DEFAULT_VECTORS",
     "FreivaldsResult",
+    "RowErrors",
     "aggregate",
     "freivalds_check",
     "freivalds_linear",
     "reference_freivalds",
+    "row_errors",
     "unit_roundoff",
     "use_freivalds",
     "verify",
@@ -66,6 +69,20 @@ DEFAULT_LAMBDA = 8.0
 
 DEFAULT_FALSE_ALARM = 1e-9
 """Probability (over the random vectors) that a product meeting the contract's bound fails the check."""
+
+DEFAULT_VECTORS = 10
+"""Random vectors per check (``protocol.freivalds_vectors``). An element of row i whose error exceeds the
+row's threshold moves that row's residual past the threshold with probability ≥ 1/2 per Rademacher vector
+(of the two signs of r_j, one adds |δ| to the rest of the sum), so a row with such an element is missed with
+probability ≤ 2^-k: 2^-10 ≈ 9.8e-4 ≤ 1e-3."""
+
+EXCESS_FACTOR = 1.5
+"""The sensitivity test's factor (``tolerance.excess``, kcgate.sensitivity): 0 turns it off."""
+_SEQ_ROUND = (
+    0.31  # RMS rounding per add of a sequential sum, in units of u·|partial sum| (kcgate.sensitivity)
+)
+_OUT_ROUND = 0.42  # RMS of rounding to nearest in units of u·|value| (ulp ≈ 1.47·u·|value|, over √12)
+_TAIL = 2.0  # the max statistic's floor: _TAIL·√(2·ln 2n) over n residuals (kcgate.sensitivity.TAIL)
 
 FREIVALDS_AUTO_MIN_FLOPS = 2**30
 """With ``oracle = "auto"``, contracts use Freivalds when batch·M·N·K (multiply-adds) is at least this.
@@ -100,6 +117,14 @@ class FreivaldsResult:
     seed: int
     k: int
     false_alarm_prob: float
+    # the sensitivity test (``excess``): residuals against what a correct product's error field gives
+    bound_passed: bool = True  # within the contract's bound (budget_used <= 1)
+    excess_ratio: float = 0.0  # max(rms_ratio, max_ratio) / factor; <= 1 passes
+    rms_ratio: float = 0.0  # rms of the residuals / the model of a correct product's (and the check's own)
+    max_ratio: float = 0.0  # the largest normalised residual / _TAIL·√(2 ln 2n)
+    excess_row: int = -1  # flat row of the largest normalised residual
+    rows_over: int = 0  # rows whose residual exceeds the bound's τ for some vector
+    flagged: tuple[int, ...] = ()  # up to 8 flat rows that fail a test, worst first (to recompute exactly)
 
 
 def unit_roundoff(dtype: torch.dtype | str) -> float:
@@ -125,16 +150,19 @@ def freivalds_check(
     *,
     accumulate: torch.dtype | str = "float32",
     lam: float = DEFAULT_LAMBDA,
-    k: int = 2,
+    k: int = DEFAULT_VECTORS,
     generator: torch.Generator | None = None,
     false_alarm: float = DEFAULT_FALSE_ALARM,
     bias: torch.Tensor | None = None,
+    excess: float = EXCESS_FACTOR,
 ) -> FreivaldsResult:
-    """Check ``c ≈ a @ b (+ bias)`` against the contract's error bound for the declared accumulator.
+    """Check ``c ≈ a @ b (+ bias)`` against the contract's error bound for the declared accumulator, and
+    (``excess`` > 0) against what a correct product's error field gives (the sensitivity test).
 
     ``accumulate`` is the declared accumulator dtype; the output's unit roundoff comes from ``c.dtype``.
     ``generator`` (optional) only seeds a fresh generator, so the seed in the result reproduces the run.
-    A correct product fails with probability ≤ ``false_alarm_prob`` (see the module docstring).
+    A product within the bound fails the bound test with probability ≤ ``false_alarm_prob``; ``passed``
+    needs both tests (see the module docstring and docs/freivalds.md).
     """
     m, kk, n = _check_shapes(a, b, c, bias)
     if k < 1:
@@ -162,7 +190,75 @@ def freivalds_check(
         s=s,
     )
     own_fail = 3.0 * rows * k * 2.0 * math.exp(-lam * lam / 2.0)
-    return _verdict(resid, tau, seed=seed, k=k, false_alarm_prob=false_alarm + own_fail)
+    result = _verdict(resid, tau, seed=seed, k=k, false_alarm_prob=false_alarm + own_fail)
+    if excess <= 0:
+        return result
+    scale = _correct_scale(
+        a_rows=a_rows,
+        b_rows=b_rows,
+        c_rows=c_rows,
+        y_norm=torch.linalg.vector_norm(y, dim=-1),
+        dims=(kk, n),
+        u=(unit_roundoff(accumulate), unit_roundoff(c.dtype), unit_roundoff(cdt)),
+    )
+    return _with_excess(result, resid, tau, scale, excess)
+
+
+def _correct_scale(
+    *,
+    a_rows: torch.Tensor,
+    b_rows: torch.Tensor,
+    c_rows: torch.Tensor,
+    y_norm: torch.Tensor,
+    dims: tuple[int, int],
+    u: tuple[float, float, float],
+) -> torch.Tensor:
+    """Per row (..., M), the RMS residual a correct product gives: (E r)_i has variance ‖E_i‖² for Rademacher
+    r, with ‖E_i‖² modelled as a sequential accumulator's (kcgate.sensitivity) plus the output rounding, and
+    the check's own fp32 projections modelled the same way. Σ_k A_ik²‖B_k‖² is taken as ‖A_i‖²‖B‖_F²/K."""
+    kk, n = dims
+    u_acc, u_out, u_c = u
+    a2, c2 = a_rows.double().square(), c_rows.double().square()
+    b2 = b_rows.double().square().sum(dim=-1, keepdim=True)  # ‖B‖_F², (..., 1)
+    y2 = y_norm.double().square().amax(dim=-1, keepdim=True)  # the largest ‖y‖² over the vectors
+    k_ = max(kk, 1)
+    ab = a2 * b2 / k_  # ≈ Σ_k A_ik²‖B_k‖²
+    kernel = (_SEQ_ROUND * u_acc) ** 2 * kk * (ab / 2 + c2 / 3) + (_OUT_ROUND * u_out) ** 2 * c2
+    own = (_SEQ_ROUND * u_c) ** 2 * (n / 2 * ab + kk / 2 * a2 * y2 / k_ + n / 2 * c2)
+    return (kernel + own).sqrt()
+
+
+def _with_excess(
+    result: FreivaldsResult, resid: torch.Tensor, tau: torch.Tensor, scale: torch.Tensor, factor: float
+) -> FreivaldsResult:
+    """The sensitivity statistics of kcgate.sensitivity on the residuals, normalised by ``scale``."""
+    from dataclasses import replace
+
+    z = resid / scale.unsqueeze(-2).clamp_min(1e-300)  # (..., k, M)
+    over = (resid > tau.unsqueeze(-2)).any(dim=-2).reshape(-1)
+    rows_over = int(over.sum())
+    level = _TAIL * math.sqrt(2 * math.log(2 * max(z.numel(), 1)))
+    per_row = z.nan_to_num(nan=math.inf).amax(dim=-2).reshape(-1)
+    score = torch.maximum(per_row / (factor * level), (resid.amax(dim=-2) / tau).reshape(-1))
+    flagged = tuple(int(i) for i in score.argsort(descending=True)[:8] if float(score[i]) > 1.0)
+    finite = z[z.isfinite()]
+    if finite.numel() == 0:
+        return replace(result, bound_passed=result.passed, rows_over=rows_over, flagged=flagged)
+    rms = float(finite.square().mean().sqrt())
+    row = int(per_row.argmax())
+    max_ratio = float(per_row[row]) / level
+    ratio = max(rms, max_ratio) / factor
+    return replace(
+        result,
+        passed=result.passed and ratio <= 1.0,
+        bound_passed=result.passed,
+        excess_ratio=ratio,
+        rms_ratio=rms,
+        max_ratio=max_ratio,
+        excess_row=row,
+        rows_over=rows_over,
+        flagged=flagged,
+    )
 
 
 def freivalds_linear(
@@ -201,6 +297,62 @@ def aggregate(results: Sequence[FreivaldsResult]) -> FreivaldsResult:
         seed=worst.seed,
         k=min(r.k for r in results),
         false_alarm_prob=min(1.0, sum(r.false_alarm_prob for r in results)),
+    )
+
+
+@dataclass(frozen=True)
+class RowErrors:
+    """One row of a product recomputed in fp64 (a row the check flagged)."""
+
+    elements: int
+    over: int  # elements over the contract's bound β_ij
+    excess: int  # elements over the sensitivity level (factor·_TAIL·√(2 ln 2N) × a correct element's RMS)
+    worst_ratio: float  # the largest |error| / β_ij
+    index: tuple[int, ...]  # (batch..., row, column) of that element
+
+
+def row_errors(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    c: torch.Tensor,
+    row: int,
+    *,
+    bias: torch.Tensor | None = None,
+    accumulate: torch.dtype | str = "float32",
+    lam: float = DEFAULT_LAMBDA,
+    factor: float = EXCESS_FACTOR,
+) -> RowErrors:
+    """Recompute flat row ``row`` (over ``(*batch, M)``) of ``a @ b (+ bias)`` in fp64: O(K·N)."""
+    m, kk = a.shape[-2:]
+    n = b.shape[-1]
+    batch = _broadcast(a.shape[:-2], b.shape[:-2])
+    flat, i = divmod(row, m)
+    where = []
+    for size in reversed(batch):
+        flat, j = divmod(flat, size)
+        where.append(j)
+    at = tuple(reversed(where))
+    a_row = a.expand(*batch, m, kk)[at][i].double()
+    bm = b.expand(*batch, kk, n)[at].double()
+    bias64 = bias.double() if bias is not None else torch.zeros(n, dtype=torch.float64)
+    exact = a_row @ bm + bias64
+    err = (c[at][i].double() - exact).abs().nan_to_num(nan=math.inf)
+    u_acc, u_out = unit_roundoff(accumulate), unit_roundoff(c.dtype)
+    k_eff = kk + (bias is not None)
+    beta = lam * math.sqrt(k_eff) * u_acc * (a_row.abs() @ bm.abs() + bias64.abs()) + u_out * exact.abs()
+    sigma = (
+        (_SEQ_ROUND * u_acc) ** 2 * k_eff * ((a_row.square() @ bm.square()) / 2 + exact.square() / 3)
+        + (_OUT_ROUND * u_out * exact).square()
+    ).sqrt()
+    level = factor * _TAIL * math.sqrt(2 * math.log(2 * max(n, 1)))
+    ratio = torch.where(err == 0, 0.0, err / beta).nan_to_num(nan=math.inf)
+    j = int(ratio.argmax()) if n else 0
+    return RowErrors(
+        elements=n,
+        over=int((err > beta).sum()),
+        excess=int((err > level * sigma).sum()),
+        worst_ratio=float(ratio[j]) if n else 0.0,
+        index=(*at, i, j),
     )
 
 

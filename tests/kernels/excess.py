@@ -113,3 +113,20 @@ def garbage_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def garbage_baseline(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """A baseline that is itself garbage: its error would excuse anything without the bound."""
     return torch.full((a.shape[0], b.shape[1]), -1e12, dtype=a.dtype)
+
+
+# ---- Freivalds (oracle = "freivalds") ------------------------------------------------------------------
+
+
+def matmul_plus_1e3_noise(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """C + 0.001·randn: within the fp32 bound at K = 512, 20x a correct product's error."""
+    c = a @ b
+    return c + 0.001 * torch.randn(c.shape, generator=_gen(a))
+
+
+def matmul_five_bad_elements(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Five corrupted elements in two rows (3 in row 1, 2 in row 7), each far over the bound."""
+    c = (a @ b).clone()
+    for i, j in ((1, 0), (1, 5), (1, 9), (7, 2), (7, 3)):
+        c[i, j] += 100.0
+    return c
