@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kcgate.errors import UsageError
 from kcgate.spec import Contract, Project
@@ -23,6 +23,7 @@ class Case:
     seed_index: int
     seed: int
     line: int | None = None
+    held_out: int | None = None  # C-CMP-03: `kcgate run --held-out N` (None: the contract's held_out)
 
 
 def case_id(contract_id: str, dtype: str, shape: tuple[int, ...], seed_index: int) -> str:
@@ -65,6 +66,15 @@ def _cases(c: Contract, base_seed: int, default_shapes: dict[str, tuple[tuple[in
                     Case(cid, c.id, c.klass, c.op, dtype, shape, s, derive_seed(base_seed, cid), c.line)
                 )
     return out
+
+
+def with_held_out(cases: list[Case], n: int | None) -> list[Case]:
+    """``--held-out N``: every C-CMP-03 case draws N held-out shapes besides the class's extremes."""
+    if n is None:
+        return cases
+    if n < 0:
+        raise UsageError(f"--held-out {n}: must be 0 or more, e.g. --held-out 8")
+    return [replace(c, held_out=n) if c.klass == "C-CMP-03" else c for c in cases]
 
 
 def select(cases: list[Case], keyword: str | None, dtypes: list[str] | None) -> list[Case]:

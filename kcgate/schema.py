@@ -31,6 +31,13 @@ def _list(item: dict[str, Any]) -> dict[str, Any]:
     return {"type": "array", "items": item}
 
 
+_CONSTRAINTS = {
+    "type": "object",
+    "additionalProperties": {"oneOf": [_STR, _list(_STR)]},
+    "examples": [{"m": "multiple_of(16)", "k": "range(16, 8192)", "3": "even"}],
+}
+
+
 def contracts_schema() -> dict[str, Any]:
     tolerance = _obj(
         {
@@ -107,6 +114,16 @@ def contracts_schema() -> dict[str, Any]:
             "bad": _IMPORT,
             "baseline": _IMPORT,
             "waiver": _list(waiver),
+            "shape_constraints": {
+                **_CONSTRAINTS,
+                "description": "dim (letter or index) -> constraint every drawn shape respects",
+            },
+            "shape_class": _obj(
+                {
+                    "dims": {**_CONSTRAINTS, "description": "C-CMP-03: the class held-out shapes span"},
+                    "max_elements": {"type": "integer", "minimum": 1},
+                }
+            ),
         },
         ("id", "class", "kernel", "op"),
     )

@@ -167,7 +167,10 @@ CONTRACT_KEYS = {
     "baseline",
     "waiver",
     "direction",
+    "shape_constraints",
+    "shape_class",
 }
+SHAPE_CLASS_KEYS = {"dims", "max_elements"}
 TOLERANCE_KEYS = {"method", "lambda", "ulp", "rtol", "atol", "factor", "baseline", "excess"}
 EXCESS_FACTOR = 1.5  # the sensitivity gate's default factor (kcgate.sensitivity, docs/sensitivity.md)
 RELATIVE_FACTOR = 2.0  # FlashAttention's: error at most 2x the same-precision PyTorch implementation's
@@ -234,6 +237,10 @@ class Contract:
     bad: str = ""
     baseline: str = ""
     direction: str = "forward"  # forward | backward (every input gradient) | both
+    # (dim index, constraint) pairs every drawn shape respects (grammar: kcgate.shape_class)
+    shape_constraints: tuple[tuple[int, str], ...] = ()
+    shape_class: tuple[tuple[int, str], ...] = ()  # C-CMP-03: the class held-out shapes are drawn from
+    max_elements: int = 0  # C-CMP-03: cap on a held-out shape's product of dims (0: shape_class.MAX_ELEMENTS)
     line: int | None = None
 
     @property
@@ -414,6 +421,7 @@ def _contract(i: int, d: dict[str, Any], col: _Collector, roots: tuple[Path, ...
             f"class {klass} does not apply to op {op!r}",
             f"use one of: {', '.join(cls.ops)}",
         )
+    sc = _table(d, "shape_class", p, col, where)
     contract = Contract(
         id=cid if isinstance(cid, str) else f"#{i + 1}",
         klass=klass or "",
@@ -441,6 +449,9 @@ def _contract(i: int, d: dict[str, Any], col: _Collector, roots: tuple[Path, ...
         bad=_import_string(d, "bad", p, where, col, roots),
         baseline=_import_string(d, "baseline", p, where, col, roots),
         direction=_choice(d, "direction", p, where, col, DIRECTIONS) or "forward",
+        shape_constraints=_constraints(d, "shape_constraints", p, where, col, op),
+        shape_class=_constraints(sc, "dims", p + ("shape_class",), where + ".shape_class", col, op),
+        max_elements=_max_elements(d, sc, p, where, col),
         line=col.lines.find(*p),
     )
     _cross_checks(contract, d, p, where, col)
@@ -503,6 +514,71 @@ def _cross_checks(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str
             )
     if "shapes" not in d and c.op == "custom":
         col.add(p, where + ".shapes", "a custom op needs `shapes`", "add shapes = [[...], ...]")
+    _shapes_in_class(c, d, p, where, col)
+
+
+def _constraints(
+    d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector, op: str | None
+) -> tuple[tuple[int, str], ...]:
+    """``{ dim = "constraint" }`` (dims by letter of the op's shape form or by index) -> (index, text)."""
+    from kcgate import shape_class
+
+    t = _table(d, key, p, col, where)
+    names = OP_SHAPES.get(op or "")
+    try:
+        parsed = shape_class.parse(t, names, len(names) if names else None)
+    except shape_class.ShapeSyntaxError as exc:
+        col.add(
+            p + (key,),
+            f"{where}.{key}",
+            str(exc),
+            'write { dim = "constraint" }, e.g. { 3 = "even" } or { m = "multiple_of(16)", k = "range(16, 8192)" }',
+        )
+        return ()
+    return tuple((i, " and ".join(t.text(names) for t in terms)) for i, terms in sorted(parsed.items()))
+
+
+def _max_elements(
+    d: dict[str, Any], t: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector
+) -> int:
+    _unknown(t, SHAPE_CLASS_KEYS, p + ("shape_class",), where + ".shape_class", col)
+    if "shape_class" in d and d.get("class") != "C-CMP-03":
+        col.add(
+            p + ("shape_class",),
+            where + ".shape_class",
+            "shape_class applies to class C-CMP-03 only",
+            'use class = "C-CMP-03", or shape_constraints for the shapes every class draws',
+        )
+    v = _int_min(t, "max_elements", p + ("shape_class",), where + ".shape_class", col, 1, 1 << 40)
+    return v or 0
+
+
+def _shapes_in_class(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) -> None:
+    """Every declared shape satisfies the contract's shape constraints and its shape class."""
+    from kcgate import shape_class
+
+    names = OP_SHAPES.get(c.op)
+    for key, pairs in (("shape_constraints", c.shape_constraints), ("shape_class", c.shape_class)):
+        if not pairs:
+            continue
+        cons = shape_class.parse({str(i): text for i, text in pairs}, None, None)
+        for j, shape in enumerate(c.shapes):
+            if max(cons) >= len(shape):
+                col.add(
+                    p + (key,),
+                    f"{where}.{key}",
+                    f"dimension {max(cons)} is out of range for shape {list(shape)}",
+                    "name a dimension the shapes have (0-based)",
+                )
+                continue
+            broken = shape_class.violations(shape, cons, names)
+            if broken:
+                col.add(
+                    p + ("shapes",),
+                    f"{where}.shapes[{j}]",
+                    f"shape {list(shape)} is outside its {key}: {'; '.join(broken)}",
+                    f"declare a shape that satisfies {key}, or widen it",
+                )
 
 
 def _duplicates(contracts: list[Contract | None], col: _Collector) -> None:

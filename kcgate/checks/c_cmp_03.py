@@ -1,5 +1,6 @@
 """C-CMP-03 check: fresh inputs on every trial at the declared shapes (a stale buffer shows as an output
-equal to an earlier one), plus ``held_out`` shapes drawn around them from the same shape class.
+equal to an earlier one), plus held-out shapes drawn across the shape class (kcgate.shape_class): its
+extremes on every seed, then ``held_out`` shapes (small, large, powers of two ± 1, tile boundaries).
 """
 
 from __future__ import annotations
@@ -8,8 +9,9 @@ from dataclasses import replace
 
 import torch
 
-from kcgate.checks import Finding, trials, verdict
-from kcgate.harness import CaseContext, run_trial
+from kcgate import shape_class
+from kcgate.checks import ISSUE_MESSAGES, Finding, trials, verdict
+from kcgate.harness import CaseContext, Trial, run_trial
 from kcgate.signatures import sig
 
 
@@ -20,32 +22,58 @@ def check(ctx: CaseContext) -> Finding:
         return first
     shapes = held_out_shapes(ctx)
     held = [run_trial(ctx, shape=s, salt=("held-out", i)) for i, s in enumerate(shapes)]
-    finding = verdict(ctx, declared + held)
-    if finding.status != "fail" or (
-        finding.signature and finding.signature.cause in ("stale-output", "excess-error")
-    ):
+    bad = [t for t in held if not t.ok]
+    if not bad:
+        return verdict(ctx, declared + held)
+    finding = verdict(ctx, declared + bad)
+    if finding.signature and finding.signature.cause in ("stale-output", "excess-error"):
         return finding
-    bad = [t.shape for t in held if not t.ok]
+    return _overfitting(ctx, finding, bad)
+
+
+def _overfitting(ctx: CaseContext, finding: Finding, bad: list[Trial]) -> Finding:
+    """The declared shapes pass, held-out shapes do not: name them, with what went wrong at the first."""
+    names = ", ".join(shape_class.describe(t.shape) for t in bad[:3])
+    more = f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""
+    first = bad[0]
+    why = _why(first)
     return replace(
         finding,
+        status="fail",
         signature=sig(
             "shape-overfitting",
-            f"passes at {tuple(ctx.case.shape)}, fails at held-out shape(s) "
-            f"{', '.join('x'.join(map(str, s)) for s in bad[:3])}",
+            f"passes at {shape_class.describe(ctx.case.shape)}, fails at held-out shape(s) {names}{more}: {why}",
             held_out_failed=float(len(bad)),
-            declared="x".join(map(str, ctx.case.shape)),
+            declared=shape_class.describe(ctx.case.shape),
+            failing_shape=shape_class.describe(first.shape),
         ),
+        message=f"fails at held-out shape {shape_class.describe(first.shape)}: {why}",
     )
 
 
+def _why(t: Trial) -> str:
+    if t.error:
+        return f"the kernel raised {t.error}"
+    if t.issues:
+        return "; ".join(ISSUE_MESSAGES.get(i, i) for i in t.issues)
+    b = t.metrics.budget_used
+    return f"budget used {'inf' if b is None else f'{b:.3g}'}"
+
+
+def constraints(ctx: CaseContext) -> shape_class.Constraints:
+    """The family's shape constraints, the contract's, and its shape class's dimensions, merged."""
+    c = ctx.contract
+    parts = [
+        {str(i): text for i, text in ctx.op.shape_constraints.items()},
+        {str(i): text for i, text in c.shape_constraints},
+        {str(i): text for i, text in c.shape_class},
+    ]
+    return shape_class.merge(*(shape_class.parse(p, None, None) for p in parts))
+
+
 def held_out_shapes(ctx: CaseContext) -> list[tuple[int, ...]]:
-    """Shapes near the declared one (odd sizes, ±1, halves, doubles): same class, not the benchmark."""
-    gen = ctx.generator("held-out")
-    out = []
-    for _ in range(int(ctx.contract.param("held_out"))):
-        shape = []
-        for d in ctx.case.shape:
-            choices = [max(1, d - 1), d + 1, max(1, d // 2 + 1), 2 * d - 1]
-            shape.append(choices[int(torch.randint(0, len(choices), (1,), generator=gen))])
-        out.append(tuple(shape))
-    return out
+    """The class's extremes, then ``held_out`` shapes drawn across it; reproducible from the case seed."""
+    n = ctx.case.held_out if ctx.case.held_out is not None else int(ctx.contract.param("held_out"))
+    seed = int(torch.randint(0, 2**62, (1,), generator=ctx.generator("held-out")))
+    cap = ctx.contract.max_elements or shape_class.MAX_ELEMENTS
+    return shape_class.held_out(ctx.case.shape, constraints(ctx), n, seed, cap)

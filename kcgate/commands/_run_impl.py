@@ -27,6 +27,7 @@ class Options:
     timeout: float | None
     memory_limit_gb: float
     quiet: bool
+    held_out: int | None = None
 
 
 def run_command(o: Options) -> int:
@@ -47,6 +48,7 @@ def run_command(o: Options) -> int:
             planning.select(planning.make_plan(project, o.seed, shapes), o.keyword, o.dtypes),
             planning.parse_shard(o.shard),
         )
+        cases = planning.with_held_out(cases, o.held_out)
         if o.list_only:
             from kcgate.render.console import render_plan
 

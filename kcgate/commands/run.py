@@ -42,6 +42,9 @@ def register(app: typer.Typer) -> None:
             0.0, "--memory-limit-gb", help="Worker address-space cap (0: half of RAM)."
         ),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+        held_out: Optional[int] = typer.Option(
+            None, "--held-out", help="C-CMP-03: held-out shapes per case besides the class's extremes."
+        ),
     ) -> None:
         """Run the contracts on this machine's device and write results (exit 1 on a violation)."""
         from kcgate.commands._run_impl import Options, run_command
@@ -62,5 +65,6 @@ def register(app: typer.Typer) -> None:
             timeout,
             memory_limit_gb,
             quiet or not sys.stderr.isatty() and bool(os.environ.get("CI")),
+            held_out,
         )
         raise typer.Exit(run_command(opts))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -54,6 +54,9 @@ class OpFamily:
     output: Callable[[Any], Any] | None = None
     grad_bound: GradBound | None = None  # None: the family has no backward contract
     input_names: tuple[str, ...] = ()  # placeholders of `call` and the names gradients are reported by
+    # dim index -> constraint that held-out and class shapes always respect ("even", "multiple_of(16)",
+    # "range(1, 8192)", "multiple_of(1)" naming another dim...; grammar: kcgate.shape_class)
+    shape_constraints: dict[int, str] = field(default_factory=dict)
 
     def input_name(self, i: int) -> str:
         return self.input_names[i] if i < len(self.input_names) else f"input{i}"
