@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -74,7 +75,8 @@ def test_init_writes_the_workflows_with_the_runners(initialised: tuple[Path, str
     root, _ = initialised
     run = (root / ".github/workflows/kcgate-run.yml").read_text()
     assert run.startswith("# Written by `kcgate init --github` for acme/kernels.")
-    assert "- runner: cpu-ubuntu\n            labels: [ubuntu-latest]" in run and "nvidia-h100" not in run
+    assert "- runner: cpu-ubuntu\n            labels: [ubuntu-latest]\n            python: python\n" in run
+    assert "nvidia-h100" not in run
     files = scaffold.render_workflows(
         "acme/k",
         [("nvidia-h100", ["self-hosted", "nvidia"]), ("cpu", ["ubuntu-latest"])],
@@ -85,8 +87,14 @@ def test_init_writes_the_workflows_with_the_runners(initialised: tuple[Path, str
     import yaml
 
     assert yaml.safe_load(files["kcgate-run.yml"])["jobs"]["contracts"]["strategy"]["matrix"]["include"] == [
-        {"runner": "nvidia-h100", "labels": ["self-hosted", "nvidia"]},
-        {"runner": "cpu", "labels": ["ubuntu-latest"]},
+        {
+            "runner": "nvidia-h100",
+            "labels": ["self-hosted", "nvidia"],
+            "python": "python",
+            "shard": "",
+            "cpu-torch": False,
+        },
+        {"runner": "cpu", "labels": ["ubuntu-latest"], "python": "python", "shard": "", "cpu-torch": True},
     ]
 
 
@@ -95,3 +103,13 @@ def test_a_package_that_does_not_import_is_reported(tmp_path: Path) -> None:
     assert proc.returncode == 5
     assert "cannot import no_such_kernels_pkg: ModuleNotFoundError" in proc.stdout
     assert not (tmp_path / "contracts.toml").exists()
+
+
+def test_the_written_workflows_pass_actionlint(initialised: tuple[Path, str]) -> None:
+    from tests.test_action import _tool
+
+    files = sorted(str(p) for p in (initialised[0] / ".github" / "workflows").glob("*.yml"))
+    proc = subprocess.run(
+        [_tool("actionlint"), "-no-color", *files], capture_output=True, text=True, timeout=300
+    )
+    assert len(files) == 2 and proc.returncode == 0, proc.stdout + proc.stderr

@@ -221,9 +221,7 @@ def render_workflows(repo: str, runners: Sequence[tuple[str, list[str]]], src: P
     """The two workflow files from the templates: the run matrix and the expected legs are the runners."""
     run = (src / "kcgate-run.yml").read_text(encoding="utf-8")
     report = (src / "kcgate-report.yml").read_text(encoding="utf-8")
-    matrix = "".join(
-        f"          - runner: {name}\n            labels: [{', '.join(labels)}]\n" for name, labels in runners
-    )
+    matrix = "".join(_leg(name, labels) for name, labels in runners)
     run = re.sub(
         r"(        include:\n(?:          #[^\n]*\n)*)(?:          [- ] [^\n]*\n)+",
         lambda m: m.group(1) + matrix,
@@ -234,6 +232,17 @@ def render_workflows(repo: str, runners: Sequence[tuple[str, list[str]]], src: P
     report = re.sub(r"expect-runners: [^#\n]*", f"expect-runners: {names}  ", report, count=1)
     head = f"# Written by `kcgate init --github` for {repo}.\n"
     return {"kcgate-run.yml": head + run, "kcgate-report.yml": head + report}
+
+
+def _leg(name: str, labels: list[str]) -> str:
+    """One matrix entry; a GitHub-hosted leg (a ``*-latest`` label) installs the CPU torch build first, a
+    self-hosted one uses the runner's ``python`` (edit it to the interpreter that has your vendor's torch)."""
+    hosted = any(label.endswith("-latest") for label in labels)
+    return (
+        f"          - runner: {name}\n            labels: [{', '.join(labels)}]\n            python: python\n"
+        '            shard: ""  # or i/N to split this runner\'s contracts across N legs\n'
+        f"            cpu-torch: {'true' if hosted else 'false'}\n"
+    )
 
 
 def repo_name(root: Path) -> str:
