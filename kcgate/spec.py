@@ -52,7 +52,18 @@ LAYOUTS = ("contiguous", "transposed")
 CALLS = ("return", "out")
 DIRECTIONS = ("forward", "backward", "both")
 # Families with a backward contract (kcgate.ops.OPS[op].grad_bound is not None; a test checks it).
-BACKWARD_OPS = ("matmul", "bmm", "linear", "custom")
+BACKWARD_OPS = (
+    "matmul",
+    "bmm",
+    "linear",
+    "sdpa",
+    "attention",
+    "rope",
+    "swiglu",
+    "geglu",
+    "cross_entropy",
+    "custom",
+)
 # Each family's natural tolerance when neither the contract nor its class says otherwise
 # (must match kcgate.ops.OPS[...].tolerance; a test checks it).
 OP_TOLERANCE = {

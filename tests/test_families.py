@@ -154,6 +154,103 @@ def test_fp16_pv_accumulator_is_within_bf16_p_rounding() -> None:
     assert worst(family("attention", {"causal": True}), att.pv_fp16_acc, ATT, torch.bfloat16, seeds=2) < 1
 
 
+# ---- backward: torch's autograd passes, planted backward faults fail ------------------------------------
+
+
+def grad_budgets(
+    op: OpFamily, kernel: Any, shape: tuple[int, ...], dtype: torch.dtype, seed: int
+) -> dict[str, float]:
+    """Each differentiated input's budget, as kcgate.backward measures it (seeded dY in the output dtype)."""
+    gen = torch.Generator().manual_seed(seed)
+    x = op.make_inputs(shape, dtype, gen, "normal")
+    leaves = [t.clone().requires_grad_() if t.is_floating_point() else t for t in x]
+    y = kernel(*leaves, **(op.kwargs(shape) if op.kwargs else {}))
+    y = op.output(y) if op.output else y
+    dy = torch.randn(y.shape, generator=gen, dtype=torch.float64).to(y.dtype)
+    floats = [i for i, t in enumerate(x) if t.is_floating_point()]
+    got = torch.autograd.grad(y, [leaves[i] for i in floats], dy, allow_unused=True)
+    up = [t.double().requires_grad_() if t.is_floating_point() else t for t in x]
+    ref = torch.autograd.grad(op.oracle(*up), [up[i] for i in floats], dy.double(), allow_unused=True)
+    refs = [torch.zeros(())] * len(x)
+    for i, r in zip(floats, ref):
+        refs[i] = r if r is not None else torch.zeros_like(up[i])
+    u = dtypes.unit_roundoff(str(dtype).removeprefix("torch."))
+    assert op.grad_bound is not None
+    allowed = op.grad_bound(
+        tuple(t.detach() for t in up), dy.double(), tuple(refs), BoundArgs(2.0**-24, u, 8.0, u)
+    )
+    out = {}
+    for i, g in zip(floats, got):
+        if allowed[i] is not None:
+            g = g if g is not None else torch.zeros_like(refs[i])
+            out[op.input_name(i)] = float(compare(g, refs[i], allowed[i], "error-bound").ratio.max())
+    return out
+
+
+def grad_worst(
+    op: OpFamily, kernel: Any, shape: tuple[int, ...], dtype: torch.dtype, seeds: int = SEEDS
+) -> dict[str, float]:
+    runs = [grad_budgets(op, kernel, shape, dtype, s) for s in range(seeds)]
+    return {k: max(r[k] for r in runs) for k in runs[0]}
+
+
+GOOD_BACKWARD: list[tuple[str, dict[str, Any], tuple[int, ...], tuple[torch.dtype, ...]]] = [
+    ("attention", {"causal": True}, ATT, DTYPES),
+    ("attention", {"scale": 0.3}, (2, 4, 4, 32, 32), DTYPES),
+    ("attention", {"varlen": True, "causal": True}, (3, 4, 2, 24, 32), DTYPES),
+    ("sdpa", {}, (1, 4, 48, 32), DTYPES),
+    ("rope", {}, (2, 4, 2, 32, 32), DTYPES),
+    ("rope", {"layout": "gptj", "cos_sin": False}, (2, 4, 2, 32, 32), DTYPES),
+    ("swiglu", {}, (32, 512), DTYPES),
+    ("geglu", {}, (32, 512), DTYPES),
+    ("geglu", {"approximate": "tanh"}, (32, 512), DTYPES),
+    ("cross_entropy", {}, (16, 2048), DTYPES),
+    ("cross_entropy", {"reduction": "none", "ignore_index": 5}, (16, 2048), DTYPES),
+    ("cross_entropy", {"label_smoothing": 0.1}, (16, 2048), (torch.float32, torch.bfloat16)),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "shape", "dts"),
+    GOOD_BACKWARD,
+    ids=lambda v: str(v) if isinstance(v, (str, dict)) else None,
+)
+def test_torch_backward_passes_with_half_the_budget(name, params, shape, dts) -> None:  # type: ignore[no-untyped-def]
+    op = family(name, params)
+    kernel = _torch_kernel(name, params, op) if name != "sdpa" else F.scaled_dot_product_attention
+    for dt in dts:
+        worst_grad = grad_worst(op, kernel, shape, dt)
+        assert max(worst_grad.values()) <= 0.5, (name, params, dt, worst_grad)
+
+
+# (family, params, shape, dtype, kernel, gradient, low, high)
+BACKWARD_FAULTS = [
+    ("attention", {"causal": True}, ATT, torch.float32, att.backward_dv_fp16_acc, "v", 10, 500),
+    ("attention", {"causal": True}, ATT, torch.bfloat16, att.backward_no_delta, "q", 3, 200),
+    ("attention", {"causal": True}, ATT, torch.bfloat16, att.backward_unscaled_ds, "k", 10, None),
+    ("rope", {}, (2, 4, 2, 32, 32), torch.bfloat16, bad.rope_wrong_backward, "q", 20, None),
+    ("swiglu", {}, (32, 512), torch.bfloat16, bad.swiglu_wrong_backward, "a", 5, 300),
+    ("cross_entropy", {}, (16, 2048), torch.bfloat16, bad.ce_mean_over_all_rows, "logits", 1.5, 50),
+]
+
+
+@pytest.mark.parametrize(("name", "params", "shape", "dt", "kernel", "grad", "low", "high"), BACKWARD_FAULTS)
+def test_planted_backward_fault_fails(name, params, shape, dt, kernel, grad, low, high) -> None:  # type: ignore[no-untyped-def]
+    b = grad_worst(family(name, params), kernel, shape, dt, seeds=2)[grad]
+    assert b > low, (name, kernel.__name__, b)
+    if high is not None:  # a bound loosened by this factor would let the fault through
+        assert b < high, (name, kernel.__name__, b)
+
+
+def test_hand_written_attention_backward_passes() -> None:
+    """The FlashAttention-style backward the faults are planted in is itself correct."""
+    for dt in DTYPES:
+        assert (
+            max(grad_worst(family("attention", {"causal": True}), att.backward_good, ATT, dt, 3).values())
+            <= 0.5
+        )
+
+
 # ---- contracts end to end: a failing fault carries a named signature -----------------------------------
 
 CONTRACT = """
@@ -168,11 +265,20 @@ op = "{op}"
 dtypes = ["{dtype}"]
 shapes = [{shape}]
 params = {params}
+direction = "{direction}"
 protocol = {{ seeds = 1, trials = 1 }}
 """
 
 
-def _run(tmp_path, op: str, kernel: str, dtype: str, shape: list[int], params: str = "{}"):  # type: ignore[no-untyped-def]
+def _run(
+    tmp_path,
+    op: str,
+    kernel: str,
+    dtype: str,
+    shape: list[int],
+    params: str = "{}",
+    direction: str = "forward",
+):  # type: ignore[no-untyped-def]
     from kcgate.devices.cpu import CpuBackend
     from kcgate.execute import execute_case
     from kcgate.plan import make_plan
@@ -182,7 +288,14 @@ def _run(tmp_path, op: str, kernel: str, dtype: str, shape: list[int], params: s
     f = tmp_path / "c.toml"
     klass = "C-CMP-01" if op == "rope" else "C-PRC-01"  # C-PRC-01 is for reducing families
     text = CONTRACT.format(
-        root=ROOT, klass=klass, kernel=kernel, op=op, dtype=dtype, shape=shape, params=params
+        root=ROOT,
+        klass=klass,
+        kernel=kernel,
+        op=op,
+        dtype=dtype,
+        shape=shape,
+        params=params,
+        direction=direction,
     )
     f.write_text(text)
     project = load_project(f)
@@ -239,6 +352,45 @@ def test_contract_passes_torch_and_names_the_fault(tmp_path, op, good, fault, dt
     ok = _run(tmp_path, op, good, dtype, shape, params)
     assert ok.status == "pass", ok.message
     failed = _run(tmp_path, op, fault, dtype, shape, params)
+    assert failed.status == "fail", failed.message
+    assert failed.signature is not None and failed.signature.cause
+
+
+@pytest.mark.parametrize(
+    ("op", "good", "fault", "dtype", "shape", "params"),
+    [
+        (
+            "attention",
+            "kcgate.builtin_kernels:attention",
+            "tests.kernels.attention:backward_no_delta",
+            "bfloat16",
+            [1, 4, 2, 32, 32],
+            "{ causal = true }",
+        ),
+        (
+            "cross_entropy",
+            "kcgate.builtin_kernels:cross_entropy",
+            "tests.kernels.families:ce_mean_over_all_rows",
+            "float32",
+            [16, 512],
+            "{}",
+        ),
+        (
+            "rope",
+            "kcgate.builtin_kernels:rope",
+            "tests.kernels.families:rope_wrong_backward",
+            "bfloat16",
+            [1, 4, 2, 16, 32],
+            "{}",
+        ),
+    ],
+)
+def test_backward_contract_passes_torch_and_names_the_fault(
+    tmp_path, op, good, fault, dtype, shape, params
+) -> None:  # type: ignore[no-untyped-def]
+    ok = _run(tmp_path, op, good, dtype, shape, params, "both")
+    assert ok.status == "pass", ok.message
+    failed = _run(tmp_path, op, fault, dtype, shape, params, "both")
     assert failed.status == "fail", failed.message
     assert failed.signature is not None and failed.signature.cause
 

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from kcgate import dtypes
-from kcgate.ops.base import BoundArgs, OpFamily, Tensors, draw, sqrt
+from kcgate.ops.base import BoundArgs, GradBound, OpFamily, Tensors, draw, sqrt
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,76 @@ def dense_bound(
     return (rel + ba.lam * n.sqrt() * ba.u_acc) * pv + e_p + ba.u_out * y.abs()
 
 
+def _group_sum(t: torch.Tensor, kv_heads: int) -> torch.Tensor:
+    """Sum the q heads that share a kv head (dK and dV of grouped-query attention)."""
+    b = t.shape[:-3]
+    return t.reshape(*b, kv_heads, t.shape[-3] // kv_heads, *t.shape[-2:]).sum(-3)
+
+
+def dense_grad_bound(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dy: torch.Tensor, cfg: Attention, ba: BoundArgs
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Allowed |error| of dQ, dK, dV before their final rounding (derivation: docs/ops.md#attention).
+
+    FlashAttention's backward: P recomputed (relative error as in the forward) and rounded to p_dtype;
+    dV = Pᵀ·dY; dP = dY·Vᵀ; D = rowsum(dY∘O) from the kernel's own O (its forward error, and O rounded to
+    the input dtype); dS = P∘(dP − D) rounded to p_dtype; dQ = scale·dS·K, dK = scale·dSᵀ·Q; grouped heads
+    add their q heads' dK and dV."""
+    hk = k.shape[-3]
+    kx, vx = _expand_kv(q, k), _expand_kv(q, v)
+    d, lq, lk = q.shape[-1], q.shape[-2], kx.shape[-2]
+    sc = cfg.scale_for(d)
+    p = _probs(q, kx, cfg)
+    y = p @ vx
+    s_abs = sc * (q.abs() @ kx.abs().transpose(-1, -2)) * (p > 0)
+    eps_s = ((ba.lam * sqrt(d) + 1) * ba.u_acc + ba.u_in) * s_abs.amax(dim=-1, keepdim=True)
+    u_p = cfg.u_p(ba)
+    rel_p = 2 * eps_s + (ba.lam * sqrt(lk) + 6) * ba.u_acc + u_p
+    e_dv = (rel_p + ba.lam * sqrt(lq) * ba.u_acc) * (p.transpose(-1, -2) @ dy.abs())
+    dp = dy @ vx.transpose(-1, -2)
+    e_dp = ba.lam * sqrt(d) * ba.u_acc * (dy.abs() @ vx.abs().transpose(-1, -2))
+    delta = (dy * y).sum(-1, keepdim=True)
+    e_o = dense_bound(q, k, v, y, cfg, ba) + ba.u_in * y.abs()
+    e_delta = (dy.abs() * e_o).sum(-1, keepdim=True) + ba.lam * sqrt(d) * ba.u_acc * (dy * y).abs().sum(
+        -1, keepdim=True
+    )
+    gap = dp - delta
+    # the subtraction and the product by P (2·u_acc of their terms), then dS rounded to p_dtype
+    ds_abs = p * gap.abs()
+    e_ds = p * (rel_p * gap.abs() + e_dp + e_delta + 2 * ba.u_acc * (dp.abs() + delta.abs())) + u_p * ds_abs
+    e_dq = sc * (e_ds @ kx.abs() + (ba.lam * sqrt(lk) + 2) * ba.u_acc * (ds_abs @ kx.abs()))
+    dk_abs = sc * (ds_abs.transpose(-1, -2) @ q.abs())
+    e_dk = sc * (e_ds.transpose(-1, -2) @ q.abs()) + (ba.lam * sqrt(lq) + 2) * ba.u_acc * dk_abs
+    g = q.shape[-3] // hk
+    dv_abs = p.transpose(-1, -2) @ dy.abs()
+    e_dk = _group_sum(e_dk + ba.lam * sqrt(g) * ba.u_acc * dk_abs, hk)
+    e_dv = _group_sum(e_dv + ba.lam * sqrt(g) * ba.u_acc * dv_abs, hk)
+    return e_dq, e_dk, e_dv
+
+
+def _grad_bound(cfg: Attention) -> GradBound:
+    def grad_bound(
+        x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs
+    ) -> tuple[torch.Tensor | None, ...]:
+        if cfg.varlen:
+            errs = _varlen_grad(x, dy, cfg, ba)
+        else:
+            errs = dense_grad_bound(x[0], x[1], x[2], dy, cfg, ba)
+        out = tuple(e + ba.u_out * gi.abs() for e, gi in zip(errs, g))
+        return (*out, *((None, None) if cfg.varlen else ()))
+
+    return grad_bound
+
+
+def _varlen_grad(x: Tensors, dy: torch.Tensor, cfg: Attention, ba: BoundArgs) -> tuple[torch.Tensor, ...]:
+    q, k, v, cu, _ = x
+    parts = []
+    for a, b in _segments(cu):
+        seg = [t[a:b].transpose(0, 1) for t in (q, k, v, dy)]
+        parts.append([e.transpose(0, 1) for e in dense_grad_bound(*seg, cfg, ba)])  # type: ignore[call-arg]
+    return tuple(torch.cat([p[i] for p in parts]) for i in range(3))
+
+
 def _segments(cu: torch.Tensor) -> list[tuple[int, int]]:
     c = [int(x) for x in cu.tolist()]
     return list(zip(c[:-1], c[1:]))
@@ -206,6 +276,7 @@ def configure(params: dict[str, Any]) -> OpFamily:
         make_inputs=_inputs(cfg),
         oracle=_oracle(cfg),
         bound=_bound(cfg),
+        grad_bound=_grad_bound(cfg),
         composite=_composite(cfg),
         batch_inputs=() if cfg.varlen else (0, 1, 2),
         kwargs=lambda shape: call_kwargs(cfg, shape),
@@ -219,6 +290,7 @@ ATTENTION = OpFamily(
     make_inputs=_inputs(_DEFAULT),
     oracle=_oracle(_DEFAULT),
     bound=_bound(_DEFAULT),
+    grad_bound=_grad_bound(_DEFAULT),
     reduction_len=lambda s: s[3],
     default_shapes=((2, 4, 2, 128, 64),),
     float_inputs=(0, 1, 2),

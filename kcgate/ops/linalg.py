@@ -117,6 +117,16 @@ def _sdpa_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
     return dense_bound(x[0], x[1], x[2], y, Attention(), ba)
 
 
+def _sdpa_grad_bound(
+    x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs
+) -> tuple[torch.Tensor | None, ...]:
+    """The attention family's backward bound (docs/ops.md#attention)."""
+    from kcgate.ops.attention import Attention, dense_grad_bound
+
+    errs = dense_grad_bound(x[0], x[1], x[2], dy, Attention(), ba)
+    return tuple(e + ba.u_out * gi.abs() for e, gi in zip(errs, g))
+
+
 SDPA = OpFamily(
     name="sdpa",
     make_inputs=_sdpa_inputs,
@@ -127,5 +137,6 @@ SDPA = OpFamily(
     float_inputs=(0, 1, 2),
     batch_inputs=(0, 1, 2),
     composite=torch.nn.functional.scaled_dot_product_attention,
+    grad_bound=_sdpa_grad_bound,
     input_names=("q", "k", "v"),
 )

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from kcgate.ops.base import BoundArgs, OpFamily, Tensors, draw, sqrt
+from kcgate.ops.base import BoundArgs, GradBound, OpFamily, Tensors, draw, sqrt, underflow
 
 F = torch.nn.functional
 
@@ -83,6 +83,37 @@ def _bound(cfg: CrossEntropy) -> Callable[[Tensors, torch.Tensor, BoundArgs], to
     return bound
 
 
+def _grad_bound(cfg: CrossEntropy) -> GradBound:
+    def grad_bound(
+        xs: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs
+    ) -> tuple[torch.Tensor | None, ...]:
+        """d logits = g_i·(p − t̃) with g_i = dy_i (per row) or dy / kept rows (mean), t̃ the smoothed one-hot.
+
+        p = exp(log p) from the saved log-softmax: its relative error is the forward's absolute lse error
+        plus the roundings of log p = x − lse (2·u_c·(|x| + |lse| + |log p|)); g_i, the scalings, the
+        sum of the two gradients and p − t̃ are rounded (4·u_c·(p + t̃): the difference may cancel); the smoothing's Σ over the vocabulary adds ε·λ√V·u_c·p. Ignored rows: 0."""
+        x, t = xs
+        n = x.shape[-1]
+        u_c = max(ba.u_acc, ba.u_in)
+        keep = (t != cfg.ignore_index)[:, None]
+        gi = (dy / keep.sum().clamp_min(1)).expand(x.shape[0]) if cfg.reduction == "mean" else dy
+        lse = torch.logsumexp(x, -1, keepdim=True)
+        logp = x - lse
+        m = x.abs().amax(-1, keepdim=True)
+        rel = (ba.lam * sqrt(n) + 4) * ba.u_acc * (1 + m) + 2 * u_c * (x.abs() + lse.abs() + logp.abs())
+        rel = rel + cfg.label_smoothing * ba.lam * sqrt(n) * u_c
+        p = logp.exp()
+        onehot = torch.zeros_like(x).scatter_(1, t.clamp(0, n - 1)[:, None], 1.0)
+        target = (1 - cfg.label_smoothing) * onehot + cfg.label_smoothing / n
+        # g_i = dy / kept, the (1 − ε) and ε/V scalings, the nll and smoothing gradients added, then p − t̃
+        # (which may cancel, so relative to p + t̃): 4 roundings; fp16 gradients g·p are often subnormal
+        err = gi.abs()[:, None] * (rel * p + 4 * u_c * (p + target))
+        err = err + 4 * underflow(ba.u_in) * (1 + gi.abs()[:, None])
+        return torch.where(keep, err, torch.zeros_like(err)) + ba.u_out * g[0].abs(), None
+
+    return grad_bound
+
+
 def call_kwargs(cfg: CrossEntropy) -> dict[str, Any]:
     kw: dict[str, Any] = {"reduction": cfg.reduction}
     kw |= {"ignore_index": cfg.ignore_index} if cfg.ignore_index != -100 else {}
@@ -100,6 +131,7 @@ def configure(params: dict[str, Any]) -> OpFamily:
         make_inputs=_inputs(cfg),
         oracle=_oracle(cfg),
         bound=_bound(cfg),
+        grad_bound=_grad_bound(cfg),
         composite=_oracle(cfg),
         kwargs=lambda shape: call_kwargs(cfg),
         batch_inputs=(0, 1) if cfg.reduction == "none" else (),
@@ -112,6 +144,7 @@ CROSS_ENTROPY = OpFamily(
     make_inputs=_inputs(_DEFAULT),
     oracle=_oracle(_DEFAULT),
     bound=_bound(_DEFAULT),
+    grad_bound=_grad_bound(_DEFAULT),
     reduction_len=lambda s: s[-1],
     default_shapes=((32, 4096),),
     float_inputs=(0,),

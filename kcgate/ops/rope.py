@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from kcgate.ops.base import BoundArgs, OpFamily, Tensors, draw
+from kcgate.ops.base import BoundArgs, GradBound, OpFamily, Tensors, draw
 
 LAYOUTS = ("neox", "gptj")
 
@@ -74,24 +74,43 @@ def _oracle(cfg: Rope) -> Callable[..., torch.Tensor]:
     return oracle
 
 
+def _term_err(
+    t: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cfg: Rope, ba: BoundArgs
+) -> torch.Tensor:
+    """Allowed |error| of t·cos + rot(t)·sin before its final rounding."""
+    # two products and a sum, each rounded in the compute precision (the input dtype's at most, which is
+    # what eager torch does): 4 roundings of the terms allowed
+    u_c = max(ba.u_acc, ba.u_in)
+    err = 4 * u_c * (t.abs() * cos.abs() + rotate(t, cfg.layout).abs() * sin.abs())
+    if not cfg.cos_sin:
+        # the kernel's angles: inv_freq = base^(−2i/d) and pos·inv_freq in fp32 (≈ 4u·θ), then cos/sin
+        # rounded to the input dtype (u_in): |δcos|, |δsin| ≤ 4·u_f32·|θ| + u_in
+        theta = angles(t.shape[-2], t.shape[-1], cfg.base, cfg.layout)[None]
+        err = err + (t.abs() + rotate(t, cfg.layout).abs()) * (4 * 2.0**-24 * theta + ba.u_in)
+    return err
+
+
 def _bound(cfg: Rope) -> Callable[[Tensors, torch.Tensor, BoundArgs], torch.Tensor]:
     def bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
-        # two products and a sum, each rounded in the compute precision (the input dtype's at most, which
-        # is what eager torch does): 4 roundings of the terms allowed
-        u_c = max(ba.u_acc, ba.u_in)
         cos, sin = _cos_sin(x, cfg)
-        terms = []
-        for t in x[:2]:
-            err = 4 * u_c * (t.abs() * cos.abs() + rotate(t, cfg.layout).abs() * sin.abs())
-            if not cfg.cos_sin:
-                # the kernel's angles: inv_freq = base^(−2i/d) and pos·inv_freq in fp32 (≈ 4u·θ), then
-                # cos/sin rounded to the input dtype (u_in): |δcos|, |δsin| ≤ 4·u_f32·|θ| + u_in
-                theta = angles(t.shape[-2], t.shape[-1], cfg.base, cfg.layout)[None]
-                err = err + (t.abs() + rotate(t, cfg.layout).abs()) * (4 * 2.0**-24 * theta + ba.u_in)
-            terms.append(err.flatten())
-        return torch.cat(terms) + ba.u_out * y.abs()
+        return torch.cat([_term_err(t, cos, sin, cfg, ba).flatten() for t in x[:2]]) + ba.u_out * y.abs()
 
     return bound
+
+
+def _grad_bound(cfg: Rope) -> GradBound:
+    def grad_bound(
+        x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs
+    ) -> tuple[torch.Tensor | None, ...]:
+        """dq = dy·cos − rot(dy·sin) is the same rotation transposed (each pair shares one angle): the forward
+        bound with dy in place of q. cos and sin are buffers: not differentiated (None)."""
+        q, k = x[0], x[1]
+        cos, sin = _cos_sin(x, cfg)
+        dq, dk = dy[: q.numel()].view(q.shape), dy[q.numel() :].view(k.shape)
+        errs = [_term_err(d, cos, sin, cfg, ba) + ba.u_out * gi.abs() for d, gi in zip((dq, dk), g)]
+        return (*errs, *((None, None) if cfg.cos_sin else ()))
+
+    return grad_bound
 
 
 def torch_rope(*x: torch.Tensor, cfg: Rope) -> torch.Tensor:
@@ -126,6 +145,7 @@ def configure(params: dict[str, Any]) -> OpFamily:
         make_inputs=_inputs(cfg),
         oracle=_oracle(cfg),
         bound=_bound(cfg),
+        grad_bound=_grad_bound(cfg),
         composite=lambda *x, **_: torch_rope(*x, cfg=cfg),
         float_inputs=(0, 1, 2, 3) if cfg.cos_sin else (0, 1),
         kwargs=None if cfg.cos_sin else (lambda shape: {"base": cfg.base}),
@@ -139,6 +159,7 @@ ROPE = OpFamily(
     make_inputs=_inputs(_DEFAULT),
     oracle=_oracle(_DEFAULT),
     bound=_bound(_DEFAULT),
+    grad_bound=_grad_bound(_DEFAULT),
     reduction_len=lambda s: 1,
     default_shapes=((2, 8, 2, 128, 64),),
     float_inputs=(0, 1, 2, 3),

@@ -97,3 +97,56 @@ def sdpa_varlen(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k, causal=False, s
         )
         outs.append(o.transpose(0, 1))
     return torch.cat(outs)
+
+
+class _Attention(torch.autograd.Function):
+    """torch's sdpa forward with a hand-written FlashAttention-style backward (dense, GQA) and its faults."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, is_causal, scale, fault):  # type: ignore[no-untyped-def]
+        g = q.shape[-3] // k.shape[-3]
+        with torch.no_grad():
+            o = torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=is_causal, scale=scale, enable_gqa=g > 1
+            )
+        ctx.save_for_backward(q, k, v, o)
+        ctx.is_causal, ctx.scale, ctx.fault = is_causal, scale, fault
+        return o
+
+    @staticmethod
+    def backward(ctx, do):  # type: ignore[no-untyped-def]
+        q, k, v, o = ctx.saved_tensors
+        g = q.shape[-3] // k.shape[-3]
+        kx, vx = (t.repeat_interleave(g, dim=-3).float() for t in (k, v))
+        qf, dof = q.float(), do.float()
+        scale = 1 / math.sqrt(q.shape[-1]) if ctx.scale is None else ctx.scale
+        s = scale * (qf @ kx.transpose(-1, -2))
+        if ctx.is_causal:
+            lq, lk = s.shape[-2:]
+            s = s.masked_fill(torch.ones(lq, lk, dtype=torch.bool).tril().logical_not(), float("-inf"))
+        p = torch.softmax(s, -1).to(q.dtype).float()
+        acc = torch.float16 if ctx.fault == "dv_fp16_acc" else torch.float32
+        dv = _acc_matmul(p.transpose(-1, -2), dof, acc)
+        dp = dof @ vx.transpose(-1, -2)
+        delta = (dof * o.float()).sum(-1, keepdim=True)
+        ds = p * (dp if ctx.fault == "no_delta" else dp - delta)
+        ds = ds.to(q.dtype).float()
+        ds_scale = 1.0 if ctx.fault == "unscaled_ds" else scale
+        dq = ds_scale * (ds @ kx)
+        dk = ds_scale * (ds.transpose(-1, -2) @ qf)
+        dk, dv = (t.reshape(*t.shape[:-3], k.shape[-3], g, *t.shape[-2:]).sum(-3) for t in (dk, dv))
+        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None, None, None
+
+
+def _bwd(fault: str):  # type: ignore[no-untyped-def]
+    def kernel(q, k, v, is_causal=False, scale=None, enable_gqa=False):  # type: ignore[no-untyped-def]
+        return _Attention.apply(q, k, v, is_causal, scale, fault)
+
+    kernel.__name__ = f"backward_{fault}"
+    return kernel
+
+
+backward_good = _bwd("")
+backward_dv_fp16_acc = _bwd("dv_fp16_acc")
+backward_no_delta = _bwd("no_delta")
+backward_unscaled_ds = _bwd("unscaled_ds")
