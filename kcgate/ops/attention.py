@@ -186,8 +186,8 @@ def _varlen_grad(x: Tensors, dy: torch.Tensor, cfg: Attention, ba: BoundArgs) ->
     q, k, v, cu, _ = x
     parts = []
     for a, b in _segments(cu):
-        seg = [t[a:b].transpose(0, 1) for t in (q, k, v, dy)]
-        parts.append([e.transpose(0, 1) for e in dense_grad_bound(*seg, cfg, ba)])  # type: ignore[call-arg]
+        qs, ks, vs, dys = (t[a:b].transpose(0, 1) for t in (q, k, v, dy))
+        parts.append([e.transpose(0, 1) for e in dense_grad_bound(qs, ks, vs, dys, cfg, ba)])
     return tuple(torch.cat([p[i] for p in parts]) for i in range(3))
 
 
