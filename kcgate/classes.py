@@ -93,7 +93,11 @@ CLASSES: dict[str, ContractClass] = {
             ops=("softmax", "logsumexp", "layernorm", "rmsnorm", "sum", "mean", "cross_entropy", "custom"),
             signatures=("cancellation", "overflow", "nan-pattern"),
             params={
-                "offset": ParamSpec(float, 1e4, help="mean added to inputs (norms) or logit shift (softmax)"),
+                "offset": ParamSpec(
+                    float,
+                    1e4,
+                    help="cancellation probe: mean added (norms) or logit shift (softmax); capped per dtype (bf16 16, fp16 128)",
+                ),
             },
         ),
         _c(
