@@ -242,6 +242,53 @@ def test_install_never_pulls_torch_and_is_pinned() -> None:
         assert ("pygithub==" in pins) == (mode == "report")  # run mode never installs PyGithub's stack
 
 
+def _closure(requirements: list[str]) -> set[str]:
+    """Canonical names of every distribution the requirements pull in, read from installed metadata."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    seen: set[tuple[str, frozenset[str]]] = set()
+    todo = [r for r in map(Requirement, requirements) if not r.marker or r.marker.evaluate({"extra": ""})]
+    while todo:
+        req = todo.pop()  # its marker held where it was required
+        key = (canonicalize_name(req.name), frozenset(req.extras))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            subs = metadata.requires(req.name) or []
+        except metadata.PackageNotFoundError:
+            pytest.skip(f"{req.name} is not installed here; its dependencies cannot be read")
+        for sub in map(Requirement, subs):
+            if not sub.marker or any(sub.marker.evaluate({"extra": e}) for e in {"", *req.extras}):
+                todo.append(sub)
+    return {name for name, _ in seen}
+
+
+@pytest.mark.parametrize("mode", ["run", "report"])
+def test_the_pins_cover_every_package_the_install_pulls_in(mode: str) -> None:
+    from packaging.utils import canonicalize_name
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = list(project["dependencies"])
+    if mode == "report":
+        requirements += project["optional-dependencies"]["github"]
+    text = "\n".join(
+        (ROOT / "action" / f"constraints-{m}.txt").read_text()
+        for m in (("run",) if mode == "run" else ("run", "report"))
+    )
+    pinned = {canonicalize_name(m) for m in re.findall(r"^([A-Za-z0-9_.-]+)==", text, flags=re.M)}
+    floating = {"numpy"} if mode == "run" else set()  # the runner's own numpy, for its torch
+    assert _closure(requirements) - pinned - floating == set()
+
+
 SMALL_CONTRACT = """
 [[contract]]
 id = "matmul"
