@@ -206,7 +206,15 @@ CLASSES: dict[str, ContractClass] = {
             postcondition="policy",
             signatures=("nan-pattern", "subnormal-flush"),
             params={
-                "nan": ParamSpec(str, "propagate", ("propagate", "any"), "declared NaN policy"),
+                "nan": ParamSpec(
+                    str,
+                    "propagate",
+                    ("propagate", "any", "raise", "mask"),
+                    "declared NaN/Inf policy: propagate (IEEE), raise (on NaN/Inf input), mask (mask_value)",
+                ),
+                "mask_value": ParamSpec(
+                    float, 0.0, help='nan = "mask": the value every output IEEE would make NaN/Inf must hold'
+                ),
                 "subnormals": ParamSpec(str, "keep", ("keep", "flush", "any"), "declared subnormal policy"),
             },
         ),

@@ -486,6 +486,7 @@ def _cross_checks(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str
                 f'overflow = "inf" is impossible for {", ".join(finite)} output: the format has no infinity',
                 'declare overflow = "saturate" or "nan", or use a float8_e5m2 output',
             )
+    _nan_policy(c, d, p, where, col)
     if c.op == "custom" and not (c.reference and c.inputs):
         col.add(
             p + ("op",),
@@ -526,6 +527,27 @@ def _cross_checks(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str
     if "shapes" not in d and c.op == "custom":
         col.add(p, where + ".shapes", "a custom op needs `shapes`", "add shapes = [[...], ...]")
     _shapes_in_class(c, d, p, where, col)
+
+
+def _nan_policy(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) -> None:
+    """C-EXC-01: nan = "mask" declares its masked value; mask_value means nothing without it."""
+    if c.klass != "C-EXC-01":
+        return
+    declared = "mask_value" in dict(c.params)
+    if c.param("nan") == "mask" and not declared:
+        col.add(
+            p + ("params", "nan"),
+            where + ".params.nan",
+            'nan = "mask" needs the masked value',
+            "add mask_value = 0.0 (or the value the kernel writes where IEEE gives NaN/Inf) to params",
+        )
+    elif declared and c.param("nan") != "mask":
+        col.add(
+            p + ("params", "mask_value"),
+            where + ".params.mask_value",
+            f'mask_value applies to nan = "mask" only (nan = {c.param("nan")!r})',
+            'set nan = "mask", or remove mask_value',
+        )
 
 
 def _constraints(

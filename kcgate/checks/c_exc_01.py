@@ -1,5 +1,7 @@
-"""C-EXC-01 check: NaN and ±Inf planted in fresh inputs must propagate as IEEE arithmetic (the fp64
-oracle) says; a subnormal-scaled trial checks that subnormals are kept when ``subnormals = keep``.
+"""C-EXC-01 check: NaN and ±Inf planted in fresh inputs must be handled per the declared policy (the peer
+ashiba-verify's IEEE_PROPAGATE / RAISE / MASK): ``propagate`` as IEEE arithmetic (the fp64 oracle) says,
+``raise`` an exception for each of NaN, +Inf and −Inf, ``mask`` the declared ``mask_value`` wherever IEEE
+gives NaN/Inf (the rest within bound); a subnormal-scaled trial checks ``subnormals = keep``.
 """
 
 from __future__ import annotations
@@ -17,8 +19,16 @@ from kcgate.signatures import sig
 def check(ctx: CaseContext) -> Finding:
     clean = trials(ctx, 1)
     ts = list(clean)
-    if str(ctx.contract.param("nan")) == "propagate":
+    policy = str(ctx.contract.param("nan"))
+    if policy == "propagate":
         ts.append(_finite_bound(ctx, run_trial(ctx, inputs=poisoned(ctx, ctx.inputs(ctx.case.shape, "nan")))))
+    if policy in ("raise", "mask"):
+        first = verdict(ctx, clean)
+        if first.status != "pass":
+            return first
+        found = _raise(ctx) if policy == "raise" else _mask(ctx, ts)
+        if found is not None:
+            return found
     sub = None
     if str(ctx.contract.param("subnormals")) == "keep" and ctx.dtype in (torch.float32, torch.float64):
         sub = run_trial(ctx, inputs=subnormal(ctx, ctx.inputs(ctx.case.shape, "sub")), salt="sub")
@@ -74,3 +84,96 @@ def subnormal(ctx: CaseContext, xs: tuple[torch.Tensor, ...]) -> tuple[torch.Ten
     x = xs[0]
     scale = torch.finfo(x.dtype).tiny * 2.0**-8
     return ((x.to(torch.float64) * scale).to(x.dtype), *xs[1:])
+
+
+# ---- nan = "raise" and nan = "mask" ---------------------------------------------------------------------
+
+INJECTIONS = {"NaN": float("nan"), "+Inf": float("inf"), "-Inf": float("-inf")}
+
+
+def injected(ctx: CaseContext, value: float, salt: str) -> tuple[torch.Tensor, ...]:
+    """Fresh inputs with ``value`` at a few random positions of the first float input (as the peer injects)."""
+    xs = ctx.inputs(ctx.case.shape, salt)
+    x = xs[0].clone()
+    if not x.is_floating_point() or x.numel() == 0:
+        return xs
+    gen = ctx.generator("inject", salt)
+    idx = torch.randperm(x.numel(), generator=gen)[: max(1, min(10, x.numel() // 64))]
+    x.view(-1)[idx] = value
+    return (x, *xs[1:])
+
+
+def _raise(ctx: CaseContext) -> Finding | None:
+    """Declared raise: the kernel must raise on NaN, on +Inf and on −Inf input (each tried alone)."""
+    quiet = []
+    for name, value in INJECTIONS.items():
+        t = run_trial(ctx, inputs=injected(ctx, value, f"raise-{name}"), salt=f"raise-{name}")
+        if "raised" not in t.issues:
+            quiet.append((name, t))
+    if not quiet:
+        return None
+    names = ", ".join(n for n, _ in quiet)
+    t = quiet[0][1]
+    non_finite = int((~t.out.isfinite()).sum()) if t.out is not None else 0
+    return Finding(
+        "fail",
+        t.metrics,
+        sig(
+            "nan-pattern",
+            f"declared nan = raise, but the kernel returned a result on input with {names} "
+            f"({non_finite} non-finite output element(s)) instead of raising",
+            returned_on=names,
+            non_finite_outputs=float(non_finite),
+        ),
+        f'declared nan = "raise": no exception on input with {names}',
+    )
+
+
+def _mask(ctx: CaseContext, clean: list[Trial]) -> Finding | None:
+    """Declared mask: where IEEE (the fp64 oracle) gives NaN/Inf the output is ``mask_value``; elsewhere the
+    output is within the bound of the finite inputs."""
+    value = float(ctx.contract.param("mask_value"))
+    t = run_trial(ctx, inputs=poisoned_or_injected(ctx), salt="mask")
+    if t.cmp is None or t.out is None:
+        return verdict(ctx, [*clean, t])
+    ref = t.cmp.ref
+    masked = ~ref.isfinite()
+    out = t.out.to(torch.float64)
+    want = torch.full_like(out, value)
+    held = (out.isnan() & want.isnan()) | (out == want)
+    wrong = masked & ~held
+    if bool(wrong.any()):
+        i = tuple(int(v) for v in wrong.nonzero()[0])
+        return Finding(
+            "fail",
+            t.metrics,
+            sig(
+                "nan-pattern",
+                f"declared nan = mask ({value:g}), but {int(wrong.sum())} of {int(masked.sum())} output(s) IEEE "
+                f"makes NaN/Inf are not {value:g} (e.g. {float(out[i]):g} at {list(i)})",
+                wrong_masked=float(wrong.sum()),
+                masked=float(masked.sum()),
+                mask_value=value,
+            ),
+            f"masked outputs are not the declared mask_value {value:g}",
+        )
+    finite = tuple(
+        torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0) if x.is_floating_point() else x for x in t.inputs
+    )
+    zero = torch.zeros_like(out)
+    t.cmp = compare(
+        torch.where(masked, zero, out).to(t.out.dtype),
+        torch.where(masked, zero, ref),
+        allowance(ctx, finite, torch.where(masked, zero, ref)),
+        ctx.contract.tolerance.method,
+    )
+    t.metrics = to_metrics(t.cmp, dict(t.metrics.extra))
+    found = verdict(ctx, [*clean, t], excess=False)
+    return found if found.status != "pass" else None
+
+
+def poisoned_or_injected(ctx: CaseContext) -> tuple[torch.Tensor, ...]:
+    """The propagate probe's rows (NaN, +Inf, a +Inf/−Inf pair) where the input has rows, else injections."""
+    xs = ctx.inputs(ctx.case.shape, "mask")
+    planted = poisoned(ctx, xs)
+    return planted if planted is not xs else injected(ctx, float("nan"), "mask")
