@@ -177,3 +177,24 @@ def test_the_installed_entry_point_loads_the_plugin(tmp_path: Path) -> None:
     collected = pytest_run("-p", "no:cacheprovider", "--kcgate", "--collect-only", "-q", cwd=work, env=env)
     assert "contracts.toml::matmul[float32-" in collected.stdout, collected.stdout + collected.stderr
     assert "test_plain.py" not in collected.stdout  # the contracts file replaces the default test paths
+
+
+def test_last_failed_and_markers_select_cases(tmp_path: Path) -> None:
+    contracts = tmp_path / "crashy.toml"
+    contracts.write_text((DATA / "crashy.toml").read_text().replace('["../.."]', f"[{str(ROOT)!r}]"))
+    cache = ("-p", "kcgate.adopt.plugin", "-p", "no:randomly", "--kcgate", str(contracts))
+    first = pytest_run(*cache, "-m", "kcgate", "-k", "raises or good", "-q", cwd=tmp_path)
+    assert re.search(r"\b1 failed, \d+ passed", first.stdout), first.stdout + first.stderr
+    assert pytest_run(*cache, "-m", "not kcgate", "-q", cwd=tmp_path).returncode == 5  # nothing else
+    again = pytest_run(*cache, "--lf", "-q", "-rf", cwd=tmp_path)
+    assert re.findall(r"^FAILED (\S+)", again.stdout, re.M) == ["crashy.toml::raises[float32-16x64x16-s0]"]
+    assert "1 failed" in again.stdout and "passed" not in again.stdout, again.stdout
+
+
+def test_decorated_kernels_are_items_too(tmp_path: Path) -> None:
+    from tests.test_api import scratch
+
+    contracts = scratch(tmp_path)
+    proc = pytest_run(*PLUGIN, "--kcgate", "--collect-only", "-q", cwd=contracts.parent)
+    assert "contracts.toml::softmax[float32-8x256-s0]" in proc.stdout, proc.stdout + proc.stderr
+    assert "contracts.toml::gemm-bf16acc[float32-16x2048x16-s0]" in proc.stdout

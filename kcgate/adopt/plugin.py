@@ -226,7 +226,11 @@ class ContractsFile(pytest.File):
         except KcgateError as exc:
             raise self.CollectError(exc.render()) from None
         for index, case in enumerate(cases):
-            yield CaseItem.from_parent(self, name=item_name(case), case=case, index=index)
+            name = item_name(case)
+            # the id as a string, so pytest 9 splits off the [params] as it does for its own items (and
+            # --lf matches the ids it stored)
+            nodeid = f"{self.nodeid}::{name}"
+            yield CaseItem.from_parent(self, name=name, nodeid=nodeid, case=case, index=index)
 
 
 def item_name(case: Any) -> str:
