@@ -7,12 +7,14 @@ Called by ``kcgate.harness`` for contracts with ``direction = "backward"`` or ``
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
 
 from kcgate.metrics import Comparison, compare, to_metrics
 from kcgate.ops.base import Tensors, draw
+from kcgate.results import GRAD_BUDGET
 
 if TYPE_CHECKING:
     from kcgate.harness import CaseContext, Trial
@@ -132,12 +134,16 @@ def _decide(
     if not scored:
         return
     budget, name, cmp, tensor = max(scored, key=lambda s: s[0])
-    if not name:
-        return
-    assert cmp is not None
-    trial.grad, trial.cmp, trial.ref, trial.out = name, cmp, cmp.ref, tensor
     extra = {"reduction_len": float(ctx.op.reduction_len(trial.shape))}
-    trial.metrics = to_metrics(cmp, extra)
+    extra.update({(GRAD_BUDGET + n if n else "out_budget"): b for b, n, _, _ in scored})
+    if name:
+        assert cmp is not None
+        trial.grad, trial.cmp, trial.ref, trial.out = name, cmp, cmp.ref, tensor
+        trial.metrics = to_metrics(cmp, extra)
+    else:
+        trial.metrics = replace(
+            trial.metrics, extra=tuple(sorted({**dict(trial.metrics.extra), **extra}.items()))
+        )
 
 
 # The reduction length of each gradient of a dot-product family, from the case shape (for the
@@ -146,7 +152,22 @@ GRAD_REDUCTION: dict[str, dict[str, int]] = {
     "matmul": {"a": 2, "b": 0},  # dA = dY·Bᵀ sums over N, dB = Aᵀ·dY over M
     "bmm": {"a": 3, "b": 1},
     "linear": {"x": 2, "w": 0, "b": 0},  # dX over N, dW and d(bias) over M
+    "layernorm": {"w": 0, "b": 0},  # dγ = Σ_rows dY·x̂, dβ = Σ_rows dY
+    "rmsnorm": {"w": 0},
 }
+
+
+def _norm_row_scale(op: str, trial: Trial) -> torch.Tensor:
+    """‖terms‖₂ of dγ (dY·x̂ per row) or dβ (dY per row)."""
+    x = trial.inputs[0].to(torch.float64)
+    dy = trial.dy.to(torch.float64)  # type: ignore[union-attr]
+    if trial.grad == "b":
+        return (dy**2).sum(0).sqrt()
+    if op == "layernorm":
+        xhat = (x - x.mean(-1, keepdim=True)) / (x.var(-1, unbiased=False, keepdim=True) + 1e-5).sqrt()
+    else:
+        xhat = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
+    return ((dy * xhat) ** 2).sum(0).sqrt()
 
 
 def grad_dot_scale(ctx: CaseContext, trial: Trial) -> tuple[int, torch.Tensor] | None:
@@ -155,6 +176,8 @@ def grad_dot_scale(ctx: CaseContext, trial: Trial) -> tuple[int, torch.Tensor] |
     dims = GRAD_REDUCTION.get(ctx.op.name, {})
     if trial.grad not in dims or trial.dy is None:
         return None
+    if ctx.op.name in ("layernorm", "rmsnorm"):
+        return trial.shape[0], _norm_row_scale(ctx.op.name, trial)
     sq = tuple(t.to(torch.float64) ** 2 if t.is_floating_point() else t for t in trial.inputs)
     _, g = reference_grads(ctx, sq, trial.dy.to(torch.float64) ** 2)
     return trial.shape[dims[trial.grad]], g[ctx.op.input_names.index(trial.grad)].sqrt()

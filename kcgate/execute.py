@@ -29,16 +29,25 @@ def resolve(target: str, paths: tuple[Path, ...] = ()) -> Callable[..., Any]:
 
 def make_context(project: Project, case: Case, backend: Any, kernel: str | None = None) -> Any:
     from kcgate.harness import CaseContext
+    from kcgate.invoke import adapt
 
     contract = project.contract(case.contract_id)
+    device = backend.device()
+    obj = resolve(kernel or contract.kernel, project.paths)
     return CaseContext(
         contract=contract,
         case=case,
-        kernel=resolve(kernel or contract.kernel, project.paths),
+        kernel=adapt(obj, contract, device, _dtype(case.dtype)),  # calibration states: same signature
         op=op_for(contract, project.paths),
-        device=backend.device(),
+        device=device,
         synchronize=backend.synchronize,
     )
+
+
+def _dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, name)
 
 
 def op_for(contract: Contract, paths: tuple[Path, ...]) -> Any:
@@ -74,12 +83,24 @@ def execute_case(project: Project, case: Case, backend: Any, kernel: str | None 
         case,
         status=finding.status,
         metrics=finding.metrics,
-        signature=finding.signature,
+        signature=_with_grad(finding.signature, finding.metrics),
         message=finding.message,
         duration_s=time.perf_counter() - t0,
         kernel_s=ctx.kernel_s,
         oracle_s=ctx.oracle_s,
     )
+
+
+def _with_grad(signature: Any, metrics: Metrics) -> Any:
+    """A backward case's signature names the gradient it was measured on (``grad = "w"``), so the
+    diff, report and PR comment say which gradient broke."""
+    grad = metrics.worst_grad
+    if signature is None or not grad or any(k == "grad" for k, _ in signature.evidence):
+        return signature
+    from kcgate.results import Signature
+
+    evidence = tuple(sorted((*signature.evidence, ("grad", grad))))
+    return Signature(signature.cause, f"gradient of {grad!r}: {signature.summary}", evidence)
 
 
 def error_result(case: Case, message: str, duration: float = 0.0) -> CaseResult:

@@ -126,6 +126,7 @@ METRIC_FIELDS: tuple[str, ...] = (
     "extra",
 )
 """The columns of a case row's metrics (the file's ``metric_fields``)."""
+GRAD_BUDGET = "grad_budget."  # metrics.extra key prefix: each input gradient's budget used (backward)
 _METRICS_AT = CASE_FIELDS.index("metrics")
 _TIMINGS_AT = tuple(CASE_FIELDS.index(k) for k in ("duration_s", "kernel_s", "oracle_s"))
 
@@ -143,6 +144,17 @@ class Metrics:
     worst_index: tuple[int, ...] = ()
     allowed_at_worst: float | None = None
     extra: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def worst_grad(self) -> str:
+        """The input whose gradient decided a backward case ("" when the forward output did, or no
+        backward ran): the largest ``grad_budget.<name>`` extra, when no forward budget exceeds it."""
+        extra = dict(self.extra)
+        grads = [(v, k.removeprefix(GRAD_BUDGET)) for k, v in self.extra if k.startswith(GRAD_BUDGET)]
+        if not grads:
+            return ""
+        budget, name = max(grads)
+        return name if budget >= extra.get("out_budget", -1.0) else ""
 
     def to_row(self) -> list[Any]:
         """Values in ``METRIC_FIELDS`` order (non-finite numbers become null)."""

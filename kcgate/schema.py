@@ -97,7 +97,11 @@ def contracts_schema() -> dict[str, Any]:
             "devices": _list(_enum(spec.DEVICES)),
             "dtypes": _list(_enum(dtypes.TENSOR_DTYPES + tuple(dtypes.ALIASES))),
             "accumulate": _enum(dtypes.ACCUMULATORS + tuple(dtypes.ALIASES)),
-            "out_dtype": _enum(dtypes.TENSOR_DTYPES + tuple(dtypes.ALIASES)),
+            "out_dtype": _enum(
+                dtypes.TENSOR_DTYPES + tuple(dtypes.ALIASES),
+                "the output's dtype (default: the input dtype); part of every postcondition: "
+                "a kernel returning another dtype fails with signature wrong-dtype, whatever the class",
+            ),
             "shapes": _list(_list({"type": "integer", "minimum": 1})),
             "distribution": _enum(spec.DISTRIBUTIONS),
             "layout": _enum(spec.LAYOUTS),
@@ -109,7 +113,29 @@ def contracts_schema() -> dict[str, Any]:
             "protocol": protocol,
             "signature": _list(_STR),
             "params": {"type": "object"},
-            "call": _enum(spec.CALLS),
+            "call": {
+                "description": 'how the kernel is called: "return" or "out" (an out= buffer), or a table '
+                "mapping the op's inputs and sizes to the kernel's signature: "
+                'args = ["x", ["{n}"], "w", "b"], kwargs = { eps = 1e-5 }',
+                "oneOf": [
+                    _enum(spec.CALLS),
+                    _obj({"args": {"type": "array"}, "kwargs": {"type": "object"}}),
+                ],
+            },
+            "direction": _enum(
+                spec.DIRECTIONS,
+                "forward (default), backward (every input and parameter gradient against fp64 autograd) or both",
+            ),
+            "init": {
+                "type": "object",
+                "description": 'constructor kwargs when the kernel is an nn.Module class, e.g. { hidden_size = "{n}" }; '
+                "its weight and bias take the op's w and b inputs",
+            },
+            "env": {
+                "type": "object",
+                "additionalProperties": _STR,
+                "description": 'environment set in the worker before the kernel is imported, e.g. { TRITON_INTERPRET = "1" }',
+            },
             "good": _IMPORT,
             "bad": _IMPORT,
             "baseline": _IMPORT,

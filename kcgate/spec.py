@@ -62,6 +62,17 @@ BACKWARD_OPS = (
     "swiglu",
     "geglu",
     "cross_entropy",
+    "sum",
+    "mean",
+    "softmax",
+    "logsumexp",
+    "layernorm",
+    "rmsnorm",
+    "gelu",
+    "silu",
+    "gather",
+    "index_select",
+    "embedding",
     "custom",
 )
 # Each family's natural tolerance when neither the contract nor its class says otherwise
@@ -93,6 +104,32 @@ OP_SHAPES: dict[str, tuple[str, ...] | None] = {
     "index_select": ("rows", "n", "m"),
     "embedding": ("vocab", "dim", "m"),
     "custom": None,
+}
+# Where each "{name}" size placeholder is read from: (input index, axis) of the trial's own inputs, so a
+# swept or held-out shape gets its own sizes. Families with any arity read "{n}", the last dimension.
+OP_DIMS: dict[str, dict[str, tuple[int, int]]] = {
+    "matmul": {"m": (0, 0), "k": (0, 1), "n": (1, 1)},
+    "bmm": {"batch": (0, 0), "m": (0, 1), "k": (0, 2), "n": (1, 2)},
+    "linear": {"m": (0, 0), "k": (0, 1), "n": (1, 0)},
+    "sdpa": {"batch": (0, 0), "heads": (0, 1), "length": (0, 2), "head_dim": (0, 3)},
+    **{
+        op: {"batch": (0, 0), "heads": (0, 1), "kv_heads": (1, 1), "length": (0, 2), "head_dim": (0, 3)}
+        for op in ("attention", "rope")
+    },
+    **{op: {"rows": (0, 0), "n": (0, -1)} for op in ("swiglu", "geglu")},
+    "cross_entropy": {"rows": (0, 0), "vocab": (0, 1)},
+    "scaled_mm": {"m": (0, 0), "k": (0, 1), "n": (1, 1)},
+    "quant_gemm": {"m": (0, 0), "k": (0, 1), "n": (1, 0)},
+    **{
+        op: {"rows": (0, 0), "n": (0, -1)}
+        for op in ("sum", "mean", "softmax", "logsumexp", "layernorm", "rmsnorm")
+    },
+    "gelu": {"n": (0, -1)},
+    "silu": {"n": (0, -1)},
+    "gather": {"rows": (0, 0), "n": (0, 1), "m": (1, 1)},
+    "index_select": {"rows": (0, 0), "n": (0, 1), "m": (1, 0)},
+    "embedding": {"vocab": (1, 0), "dim": (1, 1), "m": (0, 0)},
+    "custom": {"n": (0, -1)},
 }
 OP_INPUTS: dict[str, tuple[str, ...]] = {
     "matmul": ("a", "b"),
@@ -180,11 +217,16 @@ CONTRACT_KEYS = {
     "direction",
     "shape_constraints",
     "shape_class",
+    "init",
+    "env",
 }
 SHAPE_CLASS_KEYS = {"dims", "max_elements"}
 TOLERANCE_KEYS = {"method", "lambda", "ulp", "rtol", "atol", "factor", "baseline", "excess"}
 EXCESS_FACTOR = 1.5  # the sensitivity gate's default factor (kcgate.sensitivity, docs/sensitivity.md)
 RELATIVE_FACTOR = 2.0  # FlashAttention's: error at most 2x the same-precision PyTorch implementation's
+CALL_KEYS = {"args", "kwargs"}
+_PLACEHOLDER = re.compile(r"^\{(\w+)\}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PROTOCOL_KEYS = {"seeds", "trials", "poison", "guard", "timeout_s", "k_sweep", "freivalds_vectors"}
 MAX_CONTRACTS_BYTES = 16 * 1024 * 1024
 PROTOCOL_LIMITS = {"seeds": 1000, "trials": 1000, "guard": 1 << 20, "freivalds_vectors": 256}
@@ -252,6 +294,12 @@ class Contract:
     shape_constraints: tuple[tuple[int, str], ...] = ()
     shape_class: tuple[tuple[int, str], ...] = ()  # C-CMP-03: the class held-out shapes are drawn from
     max_elements: int = 0  # C-CMP-03: cap on a held-out shape's product of dims (0: shape_class.MAX_ELEMENTS)
+    # call = { args, kwargs }: the kernel's signature in terms of the family's inputs ("x", "w") and the
+    # trial's sizes ("{n}"); None = the family's positional convention. Lists are stored as tuples.
+    call_args: tuple[Any, ...] | None = None
+    call_kwargs: tuple[tuple[str, Any], ...] = ()
+    init: tuple[tuple[str, Any], ...] = ()  # constructor kwargs when the kernel is an nn.Module class
+    env: tuple[tuple[str, str], ...] = ()  # set in the worker before the kernel is imported
     line: int | None = None
 
     @property
@@ -455,7 +503,7 @@ def _contract(i: int, d: dict[str, Any], col: _Collector, roots: tuple[Path, ...
         protocol=_protocol(d, p, where, col, cls),
         signature=tuple(_str_list(d, "signature", p, where, col)),
         params=_params(d, p, where, col, cls, op or ""),
-        call=_choice(d, "call", p, where, col, CALLS) or "return",
+        call=_call_style(d, p, where, col),
         good=_import_string(d, "good", p, where, col, roots),
         bad=_import_string(d, "bad", p, where, col, roots),
         baseline=_import_string(d, "baseline", p, where, col, roots),
@@ -463,10 +511,84 @@ def _contract(i: int, d: dict[str, Any], col: _Collector, roots: tuple[Path, ...
         shape_constraints=_constraints(d, "shape_constraints", p, where, col, op),
         shape_class=_constraints(sc, "dims", p + ("shape_class",), where + ".shape_class", col, op),
         max_elements=_max_elements(d, sc, p, where, col),
+        **_call_table(d, op or "", p, where, col),
+        init=_mapping(d, "init", op or "", p, where, col),
+        env=_env(d, p, where, col),
         line=col.lines.find(*p),
     )
     _cross_checks(contract, d, p, where, col)
     return contract if len(col.problems) == before else None
+
+
+def _call_style(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) -> str:
+    """``call = "return" | "out"``; a table is the argument mapping (its output is returned)."""
+    if isinstance(d.get("call"), dict):
+        return "return"
+    return _choice(d, "call", p, where, col, CALLS) or "return"
+
+
+def _call_table(
+    d: dict[str, Any], op: str, p: tuple[Any, ...], where: str, col: _Collector
+) -> dict[str, Any]:
+    t = d.get("call")
+    if not isinstance(t, dict):
+        return {}
+    tp, tw = p + ("call",), where + ".call"
+    _unknown(t, CALL_KEYS, tp, tw, col)
+    args = t.get("args")
+    if args is not None and not isinstance(args, list):
+        col.add(tp + ("args",), tw + ".args", "must be a list", 'args = ["x", ["{n}"], "w", "b"]')
+        args = None
+    if args is not None:
+        for j, a in enumerate(args):
+            _check_value(a, op, tp + ("args",), f"{tw}.args[{j}]", col)
+    return {
+        "call_args": None if args is None else _freeze(args),
+        "call_kwargs": _mapping(t, "kwargs", op, tp, tw, col),
+    }
+
+
+def _mapping(
+    d: dict[str, Any], key: str, op: str, p: tuple[Any, ...], where: str, col: _Collector
+) -> tuple[tuple[str, Any], ...]:
+    """A table of keyword arguments (``call.kwargs``, ``init``), values checked for placeholders."""
+    t = _table(d, key, p, col, where)
+    for k, v in t.items():
+        _check_value(v, op, p + (key, k), f"{where}.{key}.{k}", col)
+    return tuple(sorted((k, _freeze(v)) for k, v in t.items()))
+
+
+def _check_value(v: Any, op: str, path: tuple[Any, ...], where: str, col: _Collector) -> None:
+    """A "{size}" placeholder must name one of the family's dimensions."""
+    if isinstance(v, list):
+        for x in v:
+            _check_value(x, op, path, where, col)
+    elif isinstance(v, dict):
+        col.add(path, where, "a table is not an argument value", "use a string, number, boolean or list")
+    elif isinstance(v, str) and (m := _PLACEHOLDER.match(v)) and op in OP_DIMS:
+        if m.group(1) not in OP_DIMS[op]:
+            dims = ", ".join("{" + n + "}" for n in OP_DIMS[op])
+            col.add(path, where, f"{v!r} is not a size of op {op!r}", f"use one of: {dims}")
+
+
+def _freeze(v: Any) -> Any:
+    return tuple(_freeze(x) for x in v) if isinstance(v, list) else v
+
+
+def _env(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) -> tuple[tuple[str, str], ...]:
+    t = _table(d, "env", p, col, where)
+    out = []
+    for k, v in t.items():
+        if not _ENV_NAME.match(k) or not isinstance(v, str):
+            col.add(
+                p + ("env", k),
+                f"{where}.env.{k}",
+                'environment variables are NAME = "string"',
+                'env = { TRITON_INTERPRET = "1" }',
+            )
+        else:
+            out.append((k, v))
+    return tuple(sorted(out))
 
 
 def _default_tolerance(cls: Any, op: str | None) -> str:

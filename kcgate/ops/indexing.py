@@ -6,15 +6,33 @@ embedding(indices, weight). Out-of-range indices are C-EXC-02's business.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
-from kcgate.ops.base import BoundArgs, OpFamily, Tensors, draw
+from kcgate.ops.base import BoundArgs, OpFamily, Tensors, draw, sqrt
 
 
 def _zero_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
     return torch.zeros_like(y)
+
+
+def _scatter_grad(
+    add: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    src: int,
+    idx: int,
+    count_dim: int,
+) -> Callable[..., tuple[torch.Tensor | None, ...]]:
+    """The source's gradient is a scatter-add of dY (duplicate indices sum): λ·√m·u_acc·Σ|dY| over the m
+    picks, plus its rounding; index tensors are not differentiated."""
+
+    def bound(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor | None, ...]:
+        m = x[idx].shape[count_dim] if x[idx].dim() else 1
+        out: list[torch.Tensor | None] = [None] * len(x)
+        out[src] = ba.lam * sqrt(m) * ba.u_acc * add(x[src], x[idx], dy.abs()) + ba.u_out * g[src].abs()
+        return tuple(out)
+
+    return bound
 
 
 def _gather_inputs(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str) -> Tensors:
@@ -32,10 +50,16 @@ def _embedding_inputs(shape: Sequence[int], dtype: torch.dtype, gen: torch.Gener
     return torch.randint(0, vocab, (m,), generator=gen), draw((vocab, dim), dtype, gen, dist)
 
 
+_GATHER_GRAD = _scatter_grad(lambda s, i, a: torch.zeros_like(s).scatter_add(1, i, a), 0, 1, 1)
+_SELECT_GRAD = _scatter_grad(lambda s, i, a: torch.zeros_like(s).index_add(0, i, a), 0, 1, 0)
+_EMBEDDING_GRAD = _scatter_grad(lambda s, i, a: torch.zeros_like(s).index_add(0, i, a), 1, 0, 0)
+
+
 def _family(
-    name: str, make, oracle, floats: tuple[int, ...], batch: tuple[int, ...], names: tuple[str, ...]
+    name: str, make, oracle, floats: tuple[int, ...], batch: tuple[int, ...], names: tuple[str, ...], grad
 ) -> OpFamily:  # type: ignore[no-untyped-def]
     return OpFamily(
+        grad_bound=grad,
         input_names=names,
         name=name,
         make_inputs=make,
@@ -49,9 +73,17 @@ def _family(
     )
 
 
-GATHER = _family("gather", _gather_inputs, lambda x, i: torch.gather(x, 1, i), (0,), (0, 1), ("x", "index"))
+GATHER = _family(
+    "gather", _gather_inputs, lambda x, i: torch.gather(x, 1, i), (0,), (0, 1), ("x", "index"), _GATHER_GRAD
+)
 INDEX_SELECT = _family(
-    "index_select", _select_inputs, lambda x, i: torch.index_select(x, 0, i), (0,), (1,), ("x", "index")
+    "index_select",
+    _select_inputs,
+    lambda x, i: torch.index_select(x, 0, i),
+    (0,),
+    (1,),
+    ("x", "index"),
+    _SELECT_GRAD,
 )
 EMBEDDING = _family(
     "embedding",
@@ -60,4 +92,5 @@ EMBEDDING = _family(
     (1,),
     (0,),
     ("index", "w"),
+    _EMBEDDING_GRAD,
 )

@@ -21,8 +21,33 @@ def _pointwise_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor
     return (8 * ba.u_acc + ba.u_out) * y.abs() + 8 * ba.u_acc * x[0].abs()
 
 
+def _gelu_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor, ...]:
+    """dx = dy·(Φ(x) + x·φ(x)): a few roundings relative to dx, plus Φ's absolute error from 1 + erf
+    cancelling for x < −3 (about u, times dy, and x·φ's about u·|x|)."""
+    return (
+        (8 * ba.u_acc + ba.u_out) * g[0].abs()
+        + 8 * ba.u_acc * dy.abs() * (1 + x[0].abs()) * _phi_scale(x[0]),
+    )
+
+
+def _phi_scale(x: torch.Tensor) -> torch.Tensor:
+    # Φ(x) + |x|·φ(x) bounds the magnitude of each term of the derivative whose error we allow
+    return torch.special.ndtr(x.abs()) + x.abs() * torch.exp(-0.5 * x * x) / 2.5066282746310002
+
+
+def _silu_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor, ...]:
+    """dx = dy·σ(x)·(1 + x·(1 − σ(x))): relative roundings, plus the cancellation of 1 + x·(1 − σ) near
+    its zero (x ≈ −1.28), an absolute error of about u·σ(x)·(1 + |x|)."""
+    s = torch.sigmoid(x[0])
+    return ((8 * ba.u_acc + ba.u_out) * g[0].abs() + 8 * ba.u_acc * dy.abs() * s * (1 + x[0].abs()),)
+
+
+_GRADS = {"gelu": _gelu_grad, "silu": _silu_grad}
+
+
 def _family(name: str, oracle, tolerance: str) -> OpFamily:  # type: ignore[no-untyped-def]
     return OpFamily(
+        grad_bound=_GRADS[name],
         input_names=("x",),
         name=name,
         make_inputs=_inputs,

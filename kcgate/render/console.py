@@ -28,7 +28,7 @@ def _row(c: CaseResult) -> list[str]:
         MARK.get(c.status, c.status.upper()),
         c.case_id,
         c.klass,
-        fmt_budget(c.metrics.budget_used),
+        fmt_budget(c.metrics.budget_used) + (f" (grad {g})" if (g := c.metrics.worst_grad) else ""),
         "" if c.metrics.max_ulp is None else f"{c.metrics.max_ulp:.0f}",
         why[:90],
     ]

@@ -28,6 +28,7 @@ def _details(c: CaseResult) -> str:
     lines = [
         f"budget_used={m.budget_used} max_abs_err={m.max_abs_err} max_ulp={m.max_ulp} "
         f"mismatches={m.mismatches}/{m.elements} worst_index={list(m.worst_index)} seed={c.seed}"
+        + (f" grad={m.worst_grad}" if m.worst_grad else "")
     ]
     if c.signature:
         lines.append(f"signature: {c.signature.cause}: {c.signature.summary}")
@@ -47,6 +48,8 @@ def _properties(c: CaseResult) -> dict[str, str]:
         "dtype": c.dtype,
         "shape": "x".join(map(str, c.shape)),
     }
+    if m.worst_grad:
+        props["grad"] = m.worst_grad
     if c.signature:
         props["signature"] = c.signature.cause
     return {k: str(v) for k, v in props.items()}

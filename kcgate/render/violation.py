@@ -31,6 +31,8 @@ def render_violation(c: CaseResult, reproduce: str = "") -> str:
             f"max |error| {_num(m.max_abs_err)}, max rel error {_num(m.max_rel_err)}, "
             f"{m.mismatches} of {m.elements} elements over the bound"
         )
+    if m.worst_grad:
+        lines.append(f"  worst tensor: the gradient of input {m.worst_grad!r} (grad = {m.worst_grad!r})")
     if m.worst_index:
         lines.append(
             f"  worst element at index {list(m.worst_index)}: allowed |error| there {_num(m.allowed_at_worst)}"

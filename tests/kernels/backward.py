@@ -96,10 +96,36 @@ def _linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.linear(x, w, b)
 
 
-matmul_zeros = planted(torch.matmul, "zeros")
-matmul_stale = planted(torch.matmul, "stale")
 matmul_acc = planted(torch.matmul, "acc")
 linear_acc = planted(_linear, "acc")
 linear_atomic = planted(_linear, "atomic")
-linear_zeros = planted(_linear, "zeros")
-linear_stale = planted(_linear, "stale")
+
+
+def _f(name: str) -> Any:
+    return getattr(torch.nn.functional, name)
+
+
+# Each family's torch implementation in the family's calling convention (the planted faults wrap these).
+FAMILY_FNS: dict[str, Callable[..., torch.Tensor]] = {
+    "matmul": torch.matmul,
+    "bmm": torch.bmm,
+    "linear": _linear,
+    "sdpa": lambda q, k, v: _f("scaled_dot_product_attention")(q, k, v),
+    "sum": lambda x: x.sum(-1),
+    "mean": lambda x: x.mean(-1),
+    "softmax": lambda x: torch.softmax(x, -1),
+    "logsumexp": lambda x: torch.logsumexp(x, -1),
+    "layernorm": lambda x, w, b: _f("layer_norm")(x, (x.shape[-1],), w, b, 1e-5),
+    "rmsnorm": lambda x, w: _f("rms_norm")(x, (x.shape[-1],), w, 1e-5),
+    "gelu": lambda x: _f("gelu")(x),
+    "silu": lambda x: _f("silu")(x),
+    "gather": lambda x, i: torch.gather(x, 1, i),
+    "index_select": lambda x, i: torch.index_select(x, 0, i),
+    "embedding": lambda i, w: _f("embedding")(i, w),
+}
+for _op, _fn in FAMILY_FNS.items():
+    for _fault in ("zeros", "stale"):
+        globals()[f"{_op}_{_fault}"] = planted(_fn, _fault)
+for _op in ("layernorm", "rmsnorm"):
+    globals()[f"{_op}_acc"] = planted(FAMILY_FNS[_op], "acc")
+layernorm_atomic = planted(FAMILY_FNS["layernorm"], "atomic")

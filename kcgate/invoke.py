@@ -1,0 +1,116 @@
+"""How a kernel is called as it ships: a function, a ``torch.autograd.Function`` subclass (``.apply``) or
+an ``nn.Module`` class (built from ``init``, its parameters bound to the op's inputs), with ``call``
+mapping the family's inputs and the trial's sizes onto its signature.
+
+``adapt`` turns any of them into ``kernel(*inputs, **extra)``, the harness's calling convention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from kcgate.spec import OP_DIMS, OP_INPUTS, Contract
+
+# A module parameter takes its values from the op input of this name (exact names match too).
+PARAM_INPUTS = {"weight": "w", "bias": "b"}
+
+
+class KernelSetupError(Exception):
+    """The kernel cannot be called as the contract says (an unmappable parameter, a placeholder)."""
+
+
+def adapt(obj: Any, contract: Contract, device: str, dtype: torch.dtype) -> Callable[..., Any]:
+    """The callable the harness runs, ``kernel(*inputs, **extra)``."""
+    names = OP_INPUTS.get(contract.op, ())
+    if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
+        return _module_kernel(obj, contract, names, device, dtype)
+    fn = obj.apply if isinstance(obj, type) and issubclass(obj, torch.autograd.Function) else obj
+    if contract.call_args is None and not contract.call_kwargs:
+        return fn  # type: ignore[no-any-return]
+    return _mapped(fn, contract, names, range(_arity(contract, names)))
+
+
+def _arity(contract: Contract, names: tuple[str, ...]) -> int:
+    return len(names) if names else 64  # custom ops: as many inputs as the generator makes
+
+
+def _mapped(
+    fn: Callable[..., Any], contract: Contract, names: tuple[str, ...], positional: Any
+) -> Callable[..., Any]:
+    args, kwargs = contract.call_args, dict(contract.call_kwargs)
+
+    def kernel(*inputs: torch.Tensor, **extra: Any) -> Any:
+        env = _bindings(contract.op, names, inputs)
+        a = [inputs[i] for i in positional if i < len(inputs)] if args is None else _fill(args, env)
+        return fn(*a, **_fill(kwargs, env), **extra)
+
+    return kernel
+
+
+def _bindings(op: str, names: tuple[str, ...], inputs: tuple[torch.Tensor, ...]) -> dict[str, Any]:
+    """Placeholder values for this call: each input by name, each "{size}" from the inputs' shapes."""
+    env: dict[str, Any] = {n: t for n, t in zip(names, inputs)}
+    env.update({f"input{i}": t for i, t in enumerate(inputs)})
+    for dim, (i, axis) in OP_DIMS.get(op, {}).items():
+        if i < len(inputs) and inputs[i].dim():
+            env["{" + dim + "}"] = int(inputs[i].shape[axis])
+    return env
+
+
+def _fill(v: Any, env: dict[str, Any]) -> Any:
+    """The template with placeholders replaced (tuples become lists, as kernels expect of shapes)."""
+    if isinstance(v, tuple):
+        return [_fill(x, env) for x in v]
+    if isinstance(v, dict):
+        return {k: _fill(x, env) for k, x in v.items()}
+    if isinstance(v, str) and v in env:
+        return env[v]
+    if isinstance(v, str) and v.startswith("{") and v.endswith("}"):
+        raise KernelSetupError(f"placeholder {v!r} has no value in this call (sizes: {', '.join(env)})")
+    return v
+
+
+def _module_kernel(
+    cls: type[torch.nn.Module], contract: Contract, names: tuple[str, ...], device: str, dtype: torch.dtype
+) -> Callable[..., Any]:
+    """Build the module once per distinct ``init`` (sizes differ across swept shapes), on the device and
+    in the case dtype; call it with its parameters replaced by the op's inputs (so their gradients are
+    the inputs' gradients, and their values are drawn from the contract's distribution)."""
+    modules: dict[str, tuple[torch.nn.Module, dict[str, int]]] = {}
+    init = dict(contract.init)
+
+    def kernel(*inputs: torch.Tensor, **extra: Any) -> Any:
+        env = _bindings(contract.op, names, inputs)
+        kwargs = _fill(init, env)
+        key = repr(sorted(kwargs.items()))
+        if key not in modules:
+            module = cls(**kwargs).to(device=device, dtype=dtype)
+            modules[key] = (module, _parameter_inputs(module, names, contract))
+        module, bound = modules[key]
+        params = {p: inputs[i] for p, i in bound.items()}
+        taken = set(bound.values())
+        rest = [i for i in range(len(inputs)) if i not in taken]
+        args = [inputs[i] for i in rest] if contract.call_args is None else _fill(contract.call_args, env)
+        call_kw = _fill(dict(contract.call_kwargs), env)
+        return torch.func.functional_call(module, params, tuple(args), {**call_kw, **extra})
+
+    return kernel
+
+
+def _parameter_inputs(module: torch.nn.Module, names: tuple[str, ...], contract: Contract) -> dict[str, int]:
+    """Each parameter's op input: by its own name, or weight -> w and bias -> b."""
+    bound = {}
+    for pname, _ in module.named_parameters():
+        leaf = pname.rsplit(".", 1)[-1]
+        want = leaf if leaf in names else PARAM_INPUTS.get(leaf, "")
+        if want not in names:
+            raise KernelSetupError(
+                f"{type(module).__name__} parameter {pname!r} has no input of op {contract.op!r} to take its "
+                f"values from (inputs: {', '.join(names) or 'none'}); a module kernel's parameters must be "
+                "the op's weight/bias inputs (w, b) so their values follow the contract's distribution"
+            )
+        bound[pname] = names.index(want)
+    return bound
