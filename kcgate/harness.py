@@ -301,8 +301,8 @@ def allowance(ctx: CaseContext, inputs: Tensors, ref: torch.Tensor) -> torch.Ten
 def signal_ratio(trial: Trial) -> float:
     """‖allowed‖ / ‖reference‖: at 1 or more the tolerance is as large as the output and proves nothing.
     With gradients, the worst over every compared tensor (a zero backward must never pass)."""
-    if trial.signals:
-        return max(trial.signals.values())
+    if trial.signals or trial.grads:  # a backward whose gradients are all zero has nothing to lose
+        return max(trial.signals.values(), default=0.0)
     return _signal(trial.cmp) if trial.cmp is not None else 0.0
 
 
