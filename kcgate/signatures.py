@@ -35,6 +35,8 @@ CAUSES: dict[str, str] = {
     "missing-gradient": "the backward gave no gradient for a differentiated input (or the output has no graph)",
     "zero-gradient": "the backward returned all zeros for a gradient that is not zero",
     "shape-overfitting": "correct at the declared shapes, wrong at held-out shapes of the same class",
+    "wrong-semantics": "the output is the op under other semantics (a dropped mask, another layout, a shifted "
+    "group index): the family's known mistakes, each matched against its own oracle",
     "exceeds-bound": "error beyond the derived bound with no more specific pattern",
     "excess-error": "within the bound, but the error exceeds a correct implementation's on the same inputs",
 }
@@ -251,6 +253,7 @@ def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
     cmp = worst.cmp
     for found in (
         nan_signature(worst.out, cmp.ref),
+        semantics_signature(ctx, worst),
         tail_signature(cmp.ratio),
         _operand(ctx, worst),
         _accumulator(ctx, ts),
@@ -264,6 +267,32 @@ def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
         f"error {'inf' if b is None else f'{b:.3g}'}× the allowed bound, no specific pattern",
         budget_used=b if b is not None else "inf",
     )
+
+
+def semantics_signature(ctx: Any, trial: Any) -> Signature | None:
+    """The forward output within the bound of one of the family's known mistakes (``OpFamily.mistakes``):
+    "matches the op with the causal mask dropped"."""
+    if trial.grad or getattr(ctx.op, "mistakes", None) is None or trial.out is None:
+        return None
+    if ctx.contract.tolerance.method not in ("error-bound", "relative"):
+        return None  # the allowance must be an absolute error to hold another oracle to it
+    up = tuple(t.to(torch.float64) if t.is_floating_point() else t for t in trial.inputs)
+    for what, family in ctx.op.mistakes():
+        with torch.no_grad():
+            alt = family.oracle(*up).to(torch.float64)
+            allowed = family.bound(up, alt, ctx.bound_args())
+        if alt.shape != trial.out.shape:
+            continue
+        err = (trial.out.to(torch.float64) - alt).abs()
+        there = float((err / allowed.clamp_min(1e-300)).nan_to_num(nan=math.inf).max())
+        if there <= 1:
+            return sig(
+                "wrong-semantics",
+                f"matches the op with {what} (budget {there:.2g} against it)",
+                mistake=what,
+                budget_there=round(there, 4),
+            )
+    return None
 
 
 def _operand(ctx: Any, trial: Any) -> Signature | None:

@@ -303,57 +303,69 @@ def _run(
     return execute_case(project, case, CpuBackend())
 
 
+FORWARD_CONTRACT_FAULTS = [
+    # (op, torch's kernel, fault, dtype, shape, params, the cause its signature names)
+    (
+        "attention",
+        "attention",
+        "attention:no_mask",
+        "bfloat16",
+        [1, 4, 2, 32, 32],
+        "{ causal = true }",
+        "wrong-semantics",
+    ),
+    (
+        "attention",
+        "attention",
+        "attention:gqa_modulo",
+        "bfloat16",
+        [1, 4, 2, 32, 32],
+        "{}",
+        "wrong-semantics",
+    ),
+    (
+        "attention",
+        "attention",
+        "attention:default_scale",
+        "float16",
+        [1, 2, 2, 32, 32],
+        "{ scale = 0.3 }",
+        "wrong-semantics",
+    ),
+    ("attention", "attention", "attention:pv_fp16_acc", "float32", [1, 4, 2, 32, 32], "{}", "exceeds-bound"),
+    ("rope", "rope", "families:rope_wrong_layout", "bfloat16", [1, 4, 2, 16, 32], "{}", "wrong-semantics"),
+    (
+        "quant_gemm",
+        "quant_gemm",
+        "families:quant_gemm_wrong_group",
+        "bfloat16",
+        [8, 256, 16],
+        "{ group_size = 64 }",
+        "wrong-semantics",
+    ),
+    (
+        "scaled_mm",
+        "scaled_mm",
+        "families:scaled_mm_round_then_scale",
+        "bfloat16",
+        [16, 128, 16],
+        "{}",
+        "wrong-semantics",
+    ),
+]
+
+
 @pytest.mark.parametrize(
-    ("op", "good", "fault", "dtype", "shape", "params"),
-    [
-        (
-            "attention",
-            "kcgate.builtin_kernels:attention",
-            "tests.kernels.attention:no_mask",
-            "bfloat16",
-            [1, 4, 2, 32, 32],
-            "{ causal = true }",
-        ),
-        (
-            "attention",
-            "kcgate.builtin_kernels:attention",
-            "tests.kernels.attention:pv_fp16_acc",
-            "float32",
-            [1, 4, 2, 32, 32],
-            "{}",
-        ),
-        (
-            "rope",
-            "kcgate.builtin_kernels:rope",
-            "tests.kernels.families:rope_wrong_layout",
-            "bfloat16",
-            [1, 4, 2, 16, 32],
-            "{}",
-        ),
-        (
-            "quant_gemm",
-            "kcgate.builtin_kernels:quant_gemm",
-            "tests.kernels.families:quant_gemm_wrong_group",
-            "bfloat16",
-            [8, 256, 16],
-            "{ group_size = 64 }",
-        ),
-        (
-            "scaled_mm",
-            "kcgate.builtin_kernels:scaled_mm",
-            "tests.kernels.families:scaled_mm_round_then_scale",
-            "bfloat16",
-            [16, 128, 16],
-            "{}",
-        ),
-    ],
+    ("op", "good", "fault", "dtype", "shape", "params", "cause"), FORWARD_CONTRACT_FAULTS
 )
-def test_contract_passes_torch_and_names_the_fault(tmp_path, op, good, fault, dtype, shape, params) -> None:  # type: ignore[no-untyped-def]
-    ok = _run(tmp_path, op, good, dtype, shape, params)
+def test_contract_passes_torch_and_names_the_fault(
+    tmp_path, op, good, fault, dtype, shape, params, cause
+) -> None:  # type: ignore[no-untyped-def]
+    ok = _run(tmp_path, op, f"kcgate.builtin_kernels:{good}", dtype, shape, params)
     assert ok.status == "pass", ok.message
-    failed = _run(tmp_path, op, fault, dtype, shape, params)
+    failed = _run(tmp_path, op, f"tests.kernels.{fault}", dtype, shape, params)
     assert failed.status == "fail", failed.message
-    assert failed.signature is not None and failed.signature.cause
+    assert failed.signature is not None and failed.signature.cause == cause, failed.signature
 
 
 @pytest.mark.parametrize(
@@ -409,3 +421,29 @@ def test_op_params_are_validated_with_the_key_and_a_fix(tmp_path) -> None:  # ty
         )
     (problem,) = exc.value.problems
     assert problem.where.endswith(".params.p_dtype") and "bfloat16" in problem.fix
+
+
+# ---- shape constraints: held-out shapes keep what each family needs -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "declared", "dim", "holds"),
+    [
+        ("attention", {}, (1, 4, 2, 16, 16), 1, lambda s: s[1] % s[2] == 0),
+        ("rope", {}, (1, 2, 1, 8, 16), 4, lambda s: s[4] % 2 == 0),
+        ("quant_gemm", {"group_size": 32}, (4, 64, 8), 1, lambda s: s[1] % 32 == 0),
+        ("scaled_mm", {}, (4, 32, 16), 2, lambda s: s[1] % 16 == 0 and s[2] % 16 == 0),
+    ],
+)
+def test_held_out_shapes_respect_the_family_constraints(name, params, declared, dim, holds) -> None:  # type: ignore[no-untyped-def]
+    from kcgate import shape_class
+    from kcgate.spec import OP_SHAPES
+
+    op = family(name, params)
+    assert dim in op.shape_constraints
+    cons = shape_class.parse({str(i): t for i, t in op.shape_constraints.items()}, OP_SHAPES[name], None)
+    shapes = shape_class.held_out(declared, cons, 6, seed=3, max_elements=1 << 14)
+    assert shapes and all(holds(s) for s in shapes), shapes
+    for s in shapes[:3]:  # and the family runs on them: torch's own kernel within its bound
+        kernel = F.scaled_dot_product_attention if name == "attention" else op.composite
+        assert budget(op, kernel, s, torch.float32, 0) <= 1, s

@@ -62,13 +62,16 @@ def _why(t: Trial) -> str:
 
 def constraints(ctx: CaseContext) -> shape_class.Constraints:
     """The family's shape constraints, the contract's, and its shape class's dimensions, merged."""
+    from kcgate.spec import OP_SHAPES
+
     c = ctx.contract
+    names = OP_SHAPES.get(c.op)  # family constraints name dimensions by letter (multiple_of(kv_heads))
     parts = [
         {str(i): text for i, text in ctx.op.shape_constraints.items()},
         {str(i): text for i, text in c.shape_constraints},
         {str(i): text for i, text in c.shape_class},
     ]
-    return shape_class.merge(*(shape_class.parse(p, None, None) for p in parts))
+    return shape_class.merge(*(shape_class.parse(p, names, None) for p in parts))
 
 
 def held_out_shapes(ctx: CaseContext) -> list[tuple[int, ...]]:

@@ -30,6 +30,7 @@ class Attention:
     scale: float = 0.0  # 0: 1/√head_dim
     varlen: bool = False
     p_dtype: str = ""  # "": the input dtype for 16-bit inputs, float32 for wider ones
+    kv_modulo: bool = False  # not a param: the grouped-query mistake (q head h reads kv head h mod kv_heads)
 
     def scale_for(self, d: int) -> float:
         return self.scale if self.scale > 0 else 1.0 / math.sqrt(d)
@@ -91,8 +92,18 @@ def _probs(q: torch.Tensor, k: torch.Tensor, cfg: Attention) -> torch.Tensor:
     return torch.softmax(s, dim=-1)
 
 
+def _kv(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Attention
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """k and v for every q head (the modulo mapping is the grouped-query mistake the diagnosis tests)."""
+    if cfg.kv_modulo:
+        g = q.shape[-3] // k.shape[-3]
+        return tuple(t.repeat(*[1] * (t.dim() - 3), g, 1, 1) for t in (k, v))  # type: ignore[return-value]
+    return _expand_kv(q, k), _expand_kv(q, v)
+
+
 def dense_oracle(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Attention) -> torch.Tensor:
-    k, v = _expand_kv(q, k), _expand_kv(q, v)
+    k, v = _kv(q, k, v, cfg)
     return _probs(q, k, cfg) @ v
 
 
@@ -100,7 +111,7 @@ def dense_bound(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, y: torch.Tensor, cfg: Attention, ba: BoundArgs
 ) -> torch.Tensor:
     """Per-element allowed |error| of one dense attention (derivation: docs/ops.md#attention)."""
-    k, v = _expand_kv(q, k), _expand_kv(q, v)
+    k, v = _kv(q, k, v, cfg)
     d, lk = q.shape[-1], k.shape[-2]
     m = _mask(q.shape[-2], lk, cfg.causal, q.device)
     s_abs = cfg.scale_for(d) * (q.abs() @ k.abs().transpose(-1, -2))
@@ -252,6 +263,25 @@ def _composite(cfg: Attention) -> Callable[..., torch.Tensor]:
     return composite
 
 
+def mistakes(cfg: Attention) -> tuple[tuple[str, OpFamily], ...]:
+    """Known wrong semantics, each as the family that has it (named by the diagnosis when the output fits)."""
+    out = [
+        (
+            "the causal mask dropped" if cfg.causal else "a causal mask applied",
+            replace(cfg, causal=not cfg.causal),
+        ),
+        (
+            "q head h reading kv head h mod kv_heads (grouped-query heads by modulo)",
+            replace(cfg, kv_modulo=True),
+        ),
+    ]
+    if cfg.scale > 0:
+        out.append(
+            ("the default scale 1/sqrt(head_dim) instead of the declared one", replace(cfg, scale=0.0))
+        )
+    return tuple((what, build(alt)) for what, alt in out)
+
+
 def call_kwargs(cfg: Attention, shape: Sequence[int]) -> dict[str, Any]:
     """The keyword arguments a kernel receives besides the inputs (see the module docstring)."""
     _, h, hk, length, _ = shape
@@ -265,12 +295,17 @@ def call_kwargs(cfg: Attention, shape: Sequence[int]) -> dict[str, Any]:
 
 def configure(params: dict[str, Any]) -> OpFamily:
     """The family for one contract's params (causal, scale, varlen, p_dtype)."""
-    cfg = Attention(
-        causal=bool(params.get("causal", False)),
-        scale=float(params.get("scale", 0.0)),
-        varlen=bool(params.get("varlen", False)),
-        p_dtype=str(params.get("p_dtype", "")),
+    return build(
+        Attention(
+            causal=bool(params.get("causal", False)),
+            scale=float(params.get("scale", 0.0)),
+            varlen=bool(params.get("varlen", False)),
+            p_dtype=str(params.get("p_dtype", "")),
+        )
     )
+
+
+def build(cfg: Attention) -> OpFamily:
     return replace(
         ATTENTION,
         make_inputs=_inputs(cfg),
@@ -278,6 +313,7 @@ def configure(params: dict[str, Any]) -> OpFamily:
         bound=_bound(cfg),
         grad_bound=_grad_bound(cfg),
         composite=_composite(cfg),
+        mistakes=lambda: mistakes(cfg),
         batch_inputs=() if cfg.varlen else (0, 1, 2),
         kwargs=lambda shape: call_kwargs(cfg, shape),
         input_names=("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k") if cfg.varlen else ("q", "k", "v"),
@@ -296,7 +332,9 @@ ATTENTION = OpFamily(
     float_inputs=(0, 1, 2),
     batch_inputs=(0, 1, 2),
     composite=_composite(_DEFAULT),
+    mistakes=lambda: mistakes(_DEFAULT),
     configure=configure,
     kwargs=lambda shape: call_kwargs(_DEFAULT, shape),
     input_names=("q", "k", "v"),
+    shape_constraints={1: "multiple_of(kv_heads)"},  # each kv head serves a whole group of q heads
 )

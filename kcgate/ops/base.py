@@ -52,6 +52,9 @@ class OpFamily:
     # the kernel's result -> the one tensor compared with the oracle (rope's (q, k) pair); None: the result,
     # or its first tensor
     output: Callable[[Any], Any] | None = None
+    # known wrong semantics: () -> (what, the family with that mistake); a failed output within the mistaken
+    # family's bound of its oracle is diagnosed as that mistake (a dropped causal mask, the other rope layout)
+    mistakes: Callable[[], tuple[tuple[str, OpFamily], ...]] | None = None
     grad_bound: GradBound | None = None  # None: the family has no backward contract
     input_names: tuple[str, ...] = ()  # placeholders of `call` and the names gradients are reported by
     # dim index -> constraint that held-out and class shapes always respect ("even", "multiple_of(16)",

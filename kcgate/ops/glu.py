@@ -86,14 +86,23 @@ def _geglu(approximate: str) -> Callable[..., torch.Tensor]:
     return lambda a, b, **_: F.gelu(a, approximate=approximate) * b
 
 
+def _geglu_mistakes(approximate: str) -> tuple[tuple[str, OpFamily], ...]:
+    other = "none" if approximate == "tanh" else "tanh"
+    return ((f"gelu with approximate = {other!r} instead of {approximate!r}", _build_geglu(other)),)
+
+
 def _configure_geglu(params: dict[str, Any]) -> OpFamily:
-    approximate = str(params.get("approximate", "none"))
+    return _build_geglu(str(params.get("approximate", "none")))
+
+
+def _build_geglu(approximate: str) -> OpFamily:
     return replace(
         GEGLU,
         oracle=_geglu(approximate),
         composite=_geglu(approximate),
         grad_bound=_glu_grad_bound("tanh" if approximate == "tanh" else "gelu"),
         kwargs=(lambda shape: {"approximate": "tanh"}) if approximate == "tanh" else None,
+        mistakes=lambda: _geglu_mistakes(approximate),
     )
 
 
@@ -115,4 +124,6 @@ def _family(name: str, oracle: Callable[..., torch.Tensor], cancels: bool, **kw:
 
 
 SWIGLU = _family("swiglu", lambda a, b: F.silu(a) * b, False)
-GEGLU = _family("geglu", _geglu("none"), True, configure=_configure_geglu)
+GEGLU = _family(
+    "geglu", _geglu("none"), True, configure=_configure_geglu, mistakes=lambda: _geglu_mistakes("none")
+)

@@ -24,6 +24,7 @@ class CrossEntropy:
     reduction: str = "mean"  # "none" (per-row loss) or "mean" over the rows not ignored
     ignore_index: int = -100
     label_smoothing: float = 0.0
+    all_rows: bool = False  # not a param: the mistake of a mean over every row, ignored ones included
 
 
 def _inputs(cfg: CrossEntropy) -> Callable[..., Tensors]:
@@ -39,6 +40,8 @@ def _inputs(cfg: CrossEntropy) -> Callable[..., Tensors]:
 
 def _oracle(cfg: CrossEntropy) -> Callable[..., torch.Tensor]:
     def oracle(x: torch.Tensor, t: torch.Tensor, **_: Any) -> torch.Tensor:
+        if cfg.all_rows:
+            return _oracle(replace(cfg, reduction="none", all_rows=False))(x, t).sum() / x.shape[0]
         return F.cross_entropy(
             x, t, ignore_index=cfg.ignore_index, label_smoothing=cfg.label_smoothing, reduction=cfg.reduction
         )
@@ -114,6 +117,13 @@ def _grad_bound(cfg: CrossEntropy) -> GradBound:
     return grad_bound
 
 
+def mistakes(cfg: CrossEntropy) -> tuple[tuple[str, OpFamily], ...]:
+    out = [("label smoothing ignored", replace(cfg, label_smoothing=0.0))] if cfg.label_smoothing else []
+    if cfg.reduction == "mean":
+        out.append(("the mean over every row, ignored ones included", replace(cfg, all_rows=True)))
+    return tuple((what, build(alt)) for what, alt in out)
+
+
 def call_kwargs(cfg: CrossEntropy) -> dict[str, Any]:
     kw: dict[str, Any] = {"reduction": cfg.reduction}
     kw |= {"ignore_index": cfg.ignore_index} if cfg.ignore_index != -100 else {}
@@ -121,11 +131,16 @@ def call_kwargs(cfg: CrossEntropy) -> dict[str, Any]:
 
 
 def configure(params: dict[str, Any]) -> OpFamily:
-    cfg = CrossEntropy(
-        reduction=str(params.get("reduction", "mean")),
-        ignore_index=int(params.get("ignore_index", -100)),
-        label_smoothing=float(params.get("label_smoothing", 0.0)),
+    return build(
+        CrossEntropy(
+            reduction=str(params.get("reduction", "mean")),
+            ignore_index=int(params.get("ignore_index", -100)),
+            label_smoothing=float(params.get("label_smoothing", 0.0)),
+        )
     )
+
+
+def build(cfg: CrossEntropy) -> OpFamily:
     return replace(
         CROSS_ENTROPY,
         make_inputs=_inputs(cfg),
@@ -133,6 +148,7 @@ def configure(params: dict[str, Any]) -> OpFamily:
         bound=_bound(cfg),
         grad_bound=_grad_bound(cfg),
         composite=_oracle(cfg),
+        mistakes=lambda: mistakes(cfg),
         kwargs=lambda shape: call_kwargs(cfg),
         batch_inputs=(0, 1) if cfg.reduction == "none" else (),
     )
@@ -150,6 +166,7 @@ CROSS_ENTROPY = OpFamily(
     float_inputs=(0,),
     batch_inputs=(),
     composite=_oracle(_DEFAULT),
+    mistakes=lambda: mistakes(_DEFAULT),
     configure=configure,
     kwargs=lambda shape: call_kwargs(_DEFAULT),
     input_names=("logits", "target"),

@@ -32,6 +32,7 @@ FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 class ScaledMM:
     fp8: str = "e4m3"
     scaling: str = "tensor"  # "tensor" or "row"
+    round_first: bool = False  # not a param: the mistake of rounding to fp8 before applying the scale
 
 
 def row_magnitudes(n: int, gen: torch.Generator) -> torch.Tensor:
@@ -66,18 +67,29 @@ def dequantized(t: torch.Tensor, scale: torch.Tensor, fmt: str, nudge: float = 0
     return r.to(FP8[fmt]).to(torch.float64) * scale.to(torch.float64)
 
 
+def _operand(t: torch.Tensor, cfg: ScaledMM) -> torch.Tensor:
+    """The operand as the op reads it: exact, or (the mistake) first rounded to fp8 at its own magnitude."""
+    return t.to(FP8[cfg.fp8]).to(torch.float64) if cfg.round_first else t
+
+
 def _mm_oracle(cfg: ScaledMM) -> Callable[..., torch.Tensor]:
     def oracle(
         a: torch.Tensor, b: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor, **_: Any
     ) -> torch.Tensor:
-        return dequantized(a, sa, cfg.fp8) @ dequantized(b, sb, cfg.fp8)
+        return dequantized(_operand(a, cfg), sa, cfg.fp8) @ dequantized(_operand(b, cfg), sb, cfg.fp8)
 
     return oracle
+
+
+def _mm_mistakes(cfg: ScaledMM) -> tuple[tuple[str, OpFamily], ...]:
+    what = "operands rounded to fp8 before the scale was applied"
+    return ((what, _build_mm(replace(cfg, round_first=True))),)
 
 
 def _mm_bound(cfg: ScaledMM) -> Callable[[Tensors, torch.Tensor, BoundArgs], torch.Tensor]:
     def bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
         a, b, sa, sb = x
+        a, b = _operand(a, cfg), _operand(b, cfg)
         qa, qb = dequantized(a, sa, cfg.fp8), dequantized(b, sb, cfg.fp8)
         # a kernel computing t·(1/scale), or t/scale in fp32, may round an operand lying within a few fp32
         # ulps of an fp8 tie the other way: one fp8 spacing on those operands only (exactly where they are)
@@ -114,12 +126,18 @@ def torch_scaled_mm(
 
 
 def _configure_mm(params: dict[str, Any]) -> OpFamily:
-    cfg = ScaledMM(fp8=str(params.get("fp8", "e4m3")), scaling=str(params.get("scaling", "tensor")))
+    return _build_mm(
+        ScaledMM(fp8=str(params.get("fp8", "e4m3")), scaling=str(params.get("scaling", "tensor")))
+    )
+
+
+def _build_mm(cfg: ScaledMM) -> OpFamily:
     return replace(
         SCALED_MM,
         make_inputs=_mm_inputs(cfg),
         oracle=_mm_oracle(cfg),
         bound=_mm_bound(cfg),
+        mistakes=lambda: _mm_mistakes(cfg),
         composite=lambda a, b, sa, sb, **_: torch_scaled_mm(a, b, sa, sb, fmt=cfg.fp8),
     )
 
@@ -129,6 +147,7 @@ SCALED_MM = OpFamily(
     name="scaled_mm",
     make_inputs=_mm_inputs(_MM),
     oracle=_mm_oracle(_MM),
+    mistakes=lambda: _mm_mistakes(_MM),
     bound=_mm_bound(_MM),
     reduction_len=lambda s: s[1],
     default_shapes=((64, 512, 64),),
@@ -137,6 +156,8 @@ SCALED_MM = OpFamily(
     composite=lambda a, b, sa, sb, **_: torch_scaled_mm(a, b, sa, sb),
     configure=_configure_mm,
     input_names=("a", "b", "scale_a", "scale_b"),
+    # torch._scaled_mm on CUDA needs k and n divisible by 16 (the CPU path takes any size)
+    shape_constraints={1: "multiple_of(16)", 2: "multiple_of(16)"},
 )
 
 
@@ -148,6 +169,7 @@ class QuantGemm:
     bits: int = 4  # 4 or 8
     group_size: int = 128  # 0: per channel (one group spanning k)
     zero_point: bool = True  # asymmetric (q − zero)·scale; False: symmetric q·scale
+    shift: int = 0  # not a param: the mistake of reading group j + shift's scale and zero
 
     def group(self, k: int) -> int:
         return self.group_size if 0 < self.group_size < k else k
@@ -178,17 +200,28 @@ def dequantize(q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor) -> to
     return (q.to(s.dtype) - z) * s
 
 
-def _q_oracle(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor) -> torch.Tensor:
-    return x @ dequantize(q, scales, zeros).T
+def _q_oracle(cfg: QuantGemm) -> Callable[..., torch.Tensor]:
+    def oracle(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor) -> torch.Tensor:
+        return x @ dequantize(q, scales.roll(-cfg.shift, -1), zeros.roll(-cfg.shift, -1)).T
+
+    return oracle
 
 
-def _q_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
-    a, q, scales, zeros = x
-    w = dequantize(q, scales, zeros)
-    # W dequantized in the activation dtype before the GEMM: (q − z) then ·scale, two roundings of |W|
-    # (independent, so λ·2u_in·√Σ(x·w)²), then the GEMM's own λ√k·u_acc·|x||W| and the output rounding
-    deq = ba.lam * 2 * ba.u_in * ((a * a) @ (w * w).T).sqrt()
-    return deq + ba.lam * sqrt(a.shape[-1]) * ba.u_acc * (a.abs() @ w.abs().T) + ba.u_out * y.abs()
+def _q_bound(cfg: QuantGemm) -> Callable[[Tensors, torch.Tensor, BoundArgs], torch.Tensor]:
+    def bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
+        a, q, scales, zeros = x
+        w = dequantize(q, scales.roll(-cfg.shift, -1), zeros.roll(-cfg.shift, -1))
+        # W dequantized in the activation dtype before the GEMM: (q − z) then ·scale, two roundings of |W|
+        # (independent, so λ·2u_in·√Σ(x·w)²), then the GEMM's own λ√k·u_acc·|x||W| and the output rounding
+        deq = ba.lam * 2 * ba.u_in * ((a * a) @ (w * w).T).sqrt()
+        return deq + ba.lam * sqrt(a.shape[-1]) * ba.u_acc * (a.abs() @ w.abs().T) + ba.u_out * y.abs()
+
+    return bound
+
+
+def _q_mistakes(cfg: QuantGemm) -> tuple[tuple[str, OpFamily], ...]:
+    what = "the scale and zero of the next group (a group index off by one)"
+    return ((what, _build_q(replace(cfg, shift=1))),)
 
 
 def torch_quant_gemm(
@@ -199,24 +232,40 @@ def torch_quant_gemm(
 
 
 def _configure_q(params: dict[str, Any]) -> OpFamily:
-    cfg = QuantGemm(
-        bits=int(params.get("bits", 4)),
-        group_size=int(params.get("group_size", 128)),
-        zero_point=bool(params.get("zero_point", True)),
+    return _build_q(
+        QuantGemm(
+            bits=int(params.get("bits", 4)),
+            group_size=int(params.get("group_size", 128)),
+            zero_point=bool(params.get("zero_point", True)),
+        )
     )
-    return replace(QUANT_GEMM, make_inputs=_q_inputs(cfg))
 
 
+def _build_q(cfg: QuantGemm) -> OpFamily:
+    groups = {1: f"multiple_of({cfg.group_size})"} if cfg.group_size > 0 else {}
+    return replace(
+        QUANT_GEMM,
+        make_inputs=_q_inputs(cfg),
+        oracle=_q_oracle(cfg),
+        bound=_q_bound(cfg),
+        mistakes=lambda: _q_mistakes(cfg),
+        shape_constraints=groups,
+    )
+
+
+_Q = QuantGemm()
 QUANT_GEMM = OpFamily(
     name="quant_gemm",
-    make_inputs=_q_inputs(QuantGemm()),
-    oracle=_q_oracle,
-    bound=_q_bound,
+    make_inputs=_q_inputs(_Q),
+    oracle=_q_oracle(_Q),
+    bound=_q_bound(_Q),
     reduction_len=lambda s: s[1],
     default_shapes=((32, 1024, 64),),
     float_inputs=(0, 2, 3),
     batch_inputs=(0,),
     composite=torch_quant_gemm,
     configure=_configure_q,
+    mistakes=lambda: _q_mistakes(_Q),
     input_names=("x", "qweight", "scales", "zeros"),
+    shape_constraints={1: "multiple_of(128)"},  # k is a whole number of groups (the default group_size)
 )

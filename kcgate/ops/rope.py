@@ -134,12 +134,23 @@ def flatten_pair(result: Any) -> Any:
     return result
 
 
+def mistakes(cfg: Rope) -> tuple[tuple[str, OpFamily], ...]:
+    other = "gptj" if cfg.layout == "neox" else "neox"
+    name = {"neox": "NeoX (rotate-half)", "gptj": "GPT-J (interleaved)"}[other]
+    return ((f"the {name} layout instead of the declared one", build(replace(cfg, layout=other))),)
+
+
 def configure(params: dict[str, Any]) -> OpFamily:
-    cfg = Rope(
-        layout=str(params.get("layout", "neox")),
-        cos_sin=bool(params.get("cos_sin", True)),
-        base=float(params.get("base", 10000.0)),
+    return build(
+        Rope(
+            layout=str(params.get("layout", "neox")),
+            cos_sin=bool(params.get("cos_sin", True)),
+            base=float(params.get("base", 10000.0)),
+        )
     )
+
+
+def build(cfg: Rope) -> OpFamily:
     return replace(
         ROPE,
         make_inputs=_inputs(cfg),
@@ -147,6 +158,7 @@ def configure(params: dict[str, Any]) -> OpFamily:
         bound=_bound(cfg),
         grad_bound=_grad_bound(cfg),
         composite=lambda *x, **_: torch_rope(*x, cfg=cfg),
+        mistakes=lambda: mistakes(cfg),
         float_inputs=(0, 1, 2, 3) if cfg.cos_sin else (0, 1),
         kwargs=None if cfg.cos_sin else (lambda shape: {"base": cfg.base}),
         input_names=("q", "k", "cos", "sin") if cfg.cos_sin else ("q", "k"),
@@ -165,7 +177,9 @@ ROPE = OpFamily(
     float_inputs=(0, 1, 2, 3),
     batch_inputs=(0, 1),
     composite=lambda *x, **_: torch_rope(*x, cfg=_DEFAULT),
+    mistakes=lambda: mistakes(_DEFAULT),
     configure=configure,
     output=flatten_pair,
     input_names=("q", "k", "cos", "sin"),
+    shape_constraints={4: "even"},  # lanes rotate in pairs
 )

@@ -86,6 +86,13 @@ def default_scale(q, k, v, is_causal=False, scale=None, enable_gqa=False):  # ty
     return flash(q, k, v, is_causal, None, enable_gqa)  # ignores the explicit scale
 
 
+def gqa_modulo(q, k, v, is_causal=False, scale=None, enable_gqa=False):  # type: ignore[no-untyped-def]
+    """q head h reads kv head h mod kv_heads instead of h // group."""
+    g = q.shape[-3] // k.shape[-3]
+    k, v = (t.repeat(1, g, 1, 1) for t in (k, v))
+    return flash(q, k, v, is_causal, scale, enable_gqa)
+
+
 def sdpa_varlen(q, k, v, cu_q, cu_k, max_seqlen_q, max_seqlen_k, causal=False, softmax_scale=None):  # type: ignore[no-untyped-def]
     """torch's sdpa per packed sequence: the flash_attn_varlen_func convention."""
     outs = []
