@@ -18,10 +18,14 @@ How it decides (the derivation is in docs/freivalds.md):
 * The check's own rounding (mat-vecs in fp32 for fp32/bf16/fp16 inputs, fp64 for fp64) is bounded with the
   same probabilistic model and added: ``λ·u_c·(N·‖A_i‖·max_k‖B_k‖ + √K·‖A_i‖·‖Br‖ + N·‖Ĉ_i‖)``.
 
-So ``τ_i = s·(λ√K·u_acc·‖A_i‖‖B‖_F + u_out·‖Ĉ_i‖) + own_i``, per row and scale-aware. A correct product
-fails with probability at most ``false_alarm_prob`` (recorded in the result). A row with any element error
-above ``2·τ_i`` is caught by each vector with probability ≥ 1/2, so by ``k`` vectors with ≥ 1 − 2^-k; a
-single corrupted element above ``2·τ_i`` is caught by every vector.
+So ``τ_i = s·(λ√K·u_acc·‖A_i‖‖B‖_F + u_out·‖Ĉ_i‖) + own_i``, per row and scale-aware. A product within the
+bound fails this test with probability at most ``false_alarm_prob`` (recorded in the result). A row with any
+element error above ``τ_i`` is caught by each vector with probability ≥ 1/2, so by ``k`` vectors (default 10)
+with ≥ 1 − 2^-k.
+* The sensitivity test (``excess``, the Freivalds form of kcgate.sensitivity's excess-error gate) holds the
+  residuals to what a *correct* product gives: (E r)_i has variance ‖E_i‖², modelled per row as a sequential
+  accumulator's error plus the output rounding plus the check's own fp32 rounding; the rms and the max of
+  the normalised residuals must stay within ``excess`` (1.5) of that (docs/freivalds.md).
 
 Cost: one pass over each matrix (A, B, C). On the CPU, fp32, bf16 and fp16 operands go through kcgate's
 fused native kernel (:mod:`kcgate.oracles.native`), which reads each element once for both the projection
