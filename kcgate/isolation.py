@@ -235,7 +235,17 @@ class InProcessExecutor:
     def run(self, case: Case, timeout: float, kernel: str | None = None) -> CaseResult:
         from kcgate.execute import execute_case
 
-        return execute_case(self.project, case, self.backend, kernel=kernel)
+        env = dict(self.project.contract(case.contract_id).env)
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)  # best effort in-process: modules imported before keep what they read
+        try:
+            return execute_case(self.project, case, self.backend, kernel=kernel)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
 
     def close(self) -> None:
         pass
@@ -249,13 +259,42 @@ def check_isolation(mode: str) -> None:
         raise UsageError(f"--isolation {mode!r}: choose 'process' or 'none'")
 
 
+class EnvRouter:
+    """Cases of contracts that set ``env`` run in a worker of their own environment (one per distinct
+    ``env``, started when its first case comes), set before the worker imports torch or any kernel."""
+
+    def __init__(self, first: IsolatedExecutor, envs: dict[str, tuple[tuple[str, str], ...]]) -> None:
+        self.first, self.envs = first, envs
+        self.by_env: dict[tuple[tuple[str, str], ...], IsolatedExecutor] = {}
+
+    def handshake(self) -> tuple[str, Fingerprint]:
+        return self.first.handshake()
+
+    def default_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
+        return self.first.default_shapes()
+
+    def run(self, case: Case, timeout: float, kernel: str | None = None) -> CaseResult:
+        key = self.envs.get(case.contract_id, ())
+        if not key:
+            return self.first.run(case, timeout, kernel)
+        if key not in self.by_env:
+            f = self.first
+            env = {**(f.env or os.environ), **dict(key)}
+            self.by_env[key] = IsolatedExecutor(f.contracts, f.device, f.memory_limit, f.timeout, env)
+        return self.by_env[key].run(case, timeout, kernel)
+
+    def close(self) -> None:
+        for executor in (self.first, *self.by_env.values()):
+            executor.close()
+
+
 def make_executor(
     isolation: str,
     project: Any,
     device: str | None,
     memory_limit_gb: float = 0.0,
     timeout: float | None = None,
-) -> IsolatedExecutor | InProcessExecutor:
+) -> IsolatedExecutor | InProcessExecutor | EnvRouter:
     """The executor for ``--isolation``; a worker is started at once, so its start-up overlaps the caller's work."""
     from kcgate.devices import check_name
 
@@ -268,7 +307,8 @@ def make_executor(
     limit = int(memory_limit_gb * 2**30) if memory_limit_gb > 0 else _half_ram()
     executor = IsolatedExecutor(project.path, device, limit, timeout)
     executor.start()
-    return executor
+    envs = {c.id: c.env for c in project.contracts if c.env}
+    return EnvRouter(executor, envs) if envs else executor
 
 
 def _half_ram() -> int:

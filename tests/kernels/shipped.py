@@ -38,3 +38,21 @@ class ScaledRMSNorm(torch.nn.Module):
         x32 = x.to(torch.float32)
         y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return (y * self.weight.to(torch.float32)).to(x.dtype)
+
+
+def matmul_fp64(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Exact, but in the wrong dtype: fp64 for an fp32 contract (more accurate, still a contract break)."""
+    return a.to(torch.float64) @ b.to(torch.float64)
+
+
+def matmul_fp32_out(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """fp32 output where the contract declares bf16 (the pre-issue-15 gap: C-PRC-02 passed this)."""
+    return a.to(torch.float32) @ b.to(torch.float32)
+
+
+def sum_fp64(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.float64).sum(-1)
+
+
+def sum_fp32_out(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.float32).sum(-1)
