@@ -102,7 +102,7 @@ def shape_for(op: str) -> list[int]:
     family = OPS[op]
     if len(family.default_shapes[0]) == 2:
         return ROWS_N
-    return [min(n, 64) for n in family.default_shapes[0]]
+    return [min(n, 32) for n in family.default_shapes[0]]
 
 
 def kernels(packages: list[str]) -> Iterator[tuple[str, Any]]:
