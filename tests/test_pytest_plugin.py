@@ -75,7 +75,8 @@ def test_without_the_flag_the_plugin_is_inert(tmp_path: Path) -> None:
 def test_collects_as_many_items_as_run_list_has_cases(tmp_path: Path) -> None:
     listed = kcgate("run", "--list", "-c", str(ROOT / "contracts.toml"))
     n_cases = int(re.search(r"^(\d+) cases$", listed.stdout, re.M).group(1))  # type: ignore[union-attr]
-    proc = pytest_run(*PLUGIN, "--kcgate", "--collect-only", "-q", cwd=repo_contracts(tmp_path).parent)
+    repo_contracts(tmp_path)
+    proc = pytest_run(*PLUGIN, "--kcgate", str(tmp_path), "--collect-only", "-q", cwd=tmp_path.parent)
     items = [ln for ln in proc.stdout.splitlines() if "contracts.toml::" in ln]
     assert len(items) == n_cases > 30, proc.stdout + proc.stderr
     assert "contracts.toml::matmul-fp32[float32-64x4096x64-s0]" in items[0]

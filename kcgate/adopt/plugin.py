@@ -49,6 +49,8 @@ def pytest_configure(config: pytest.Config) -> None:
     target = config.getoption("kcgate")
     if target is None:
         return
+    if Path(target).is_dir():  # `pytest --kcgate DIR`: the contracts file in that directory
+        target = str(Path(target) / DEFAULT_CONTRACTS)
     config.addinivalue_line("markers", f"{MARKER}: a case of a kcgate contract (pytest --kcgate)")
     state = KcgateState(config, Path(target))
     config.stash[STATE] = state
