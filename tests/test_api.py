@@ -71,6 +71,16 @@ def test_process_isolation_runs_an_importable_kernel_in_a_worker() -> None:
         **SMALL,
     )
     assert [c.status for c in result] == ["error"] and "SIGSEGV" in result.cases[0].message
+    routed = kcgate.check(
+        "tests.kernels.envprobe:matmul",
+        op="matmul",
+        cls="C-PRC-01",
+        shapes=[[8, 64, 8]],
+        env={"KCGATE_TEST_ENV_PROBE": "on"},  # set in its worker before the kernel is imported
+        isolation="process",
+        **SMALL,
+    )
+    assert routed.ok, routed.summary()
     with pytest.raises(kcgate.ContractError, match="cannot be imported by name"):
         kcgate.check(lambda a, b: a @ b, op="matmul", cls="C-PRC-01", isolation="process")
 

@@ -234,7 +234,7 @@ def _executor(
     project: Any, table: dict[str, Any], isolation: str, device: str | None, timeout: float | None
 ) -> Any:
     from kcgate.devices import check_name
-    from kcgate.isolation import InProcessExecutor, IsolatedExecutor
+    from kcgate.isolation import EnvRouter, InProcessExecutor, IsolatedExecutor
 
     if device:
         check_name(device)
@@ -246,4 +246,5 @@ def _executor(
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # what this process imports
     executor = IsolatedExecutor(project.path, device or "auto", 0, timeout, env)
     executor.start()
-    return executor
+    envs = {c.id: c.env for c in project.contracts if getattr(c, "env", ())}
+    return EnvRouter(executor, envs) if envs else executor  # a contract's env: its own worker
