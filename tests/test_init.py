@@ -102,3 +102,38 @@ def test_the_written_workflows_pass_actionlint(initialised: tuple[Path, str]) ->
         [_tool("actionlint"), "-no-color", *files], capture_output=True, text=True, timeout=300
     )
     assert len(files) == 2 and proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_names_and_constructor_arguments_are_read_as_a_user_writes_them() -> None:
+    import torch
+
+    from kcgate.adopt import probe
+
+    assert [
+        probe.family_by_name(n) for n in ("RMSNormFunction", "fused_rms_norm", "GemmKernel", "summary")
+    ] == [
+        "rmsnorm",
+        "rmsnorm",
+        "matmul",
+        None,  # 'sum' only as a whole word
+    ]
+    assert probe.family_by_name("RotaryEmbedding") == "rope" and probe.family_by_name("flash_attn") == "sdpa"
+
+    class LlamaRMSNorm(torch.nn.Module):
+        def __init__(self, hidden_size: int, eps: float = 1e-6) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(hidden_size))
+
+    class Opaque(torch.nn.Module):
+        def __init__(self, config: object) -> None:
+            super().__init__()
+
+    assert probe.module_init(LlamaRMSNorm, "rmsnorm") == {"hidden_size": "{n}"}
+    assert probe.module_init(Opaque, "rmsnorm") is None
+    placed = scaffold.Placement(
+        kernel="m:LlamaRMSNorm", kind="nn.Module", op="rmsnorm", by="name", dtypes=("float32", "float16"),
+        shape=(16, 512), init=(("hidden_size", "{n}"),),
+    )  # fmt: skip
+    text = scaffold.render_contracts(scaffold.Probed((placed,)), ["m"], "p", ["."], scaffold.features())
+    assert 'init = { hidden_size = "{n}" }' in text
+    assert 'dtypes = ["float32"]  # it accepted these; it also accepts float16' in text
