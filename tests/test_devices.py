@@ -435,3 +435,17 @@ def test_cpu_variants_change_the_kernels_that_run() -> None:
 
 def _profiles_in(file: str) -> list[tuple[str, dict[str, Any]]]:
     return [(r["name"], r) for f, r in _profiles() if f == file]
+
+
+def test_runners_require_names_the_missing_device_the_torch_and_the_interpreter() -> None:
+    from tests.conftest import kcgate
+
+    listing = json.loads(kcgate("runners", "--json").stdout)
+    absent = next((b["backend"] for b in listing["backends"] if not b["detected"]), None)
+    if absent is None:
+        pytest.skip("every backend is detected on this machine")
+    proc = kcgate("runners", "--require", absent)
+    assert proc.returncode == 3
+    assert f"device {absent} is not available to torch" in proc.stderr and sys.executable in proc.stderr
+    assert kcgate("runners", "--require", "cpu").returncode == 0
+    assert kcgate("runners", "--require", "tpu").returncode == 3  # not a backend name
