@@ -463,6 +463,8 @@ def _stale_check(ctx: CaseContext, trial: Trial) -> None:
             continue  # an all-zero gradient is named zero-gradient, not stale
         if t.is_floating_point() and t.element_size() == 1:  # fp8 has no nan_to_num; the upcast is exact
             t = t.to(torch.float32)
+        if t.is_floating_point() and not bool(t.isfinite().any()):
+            continue  # all NaN/Inf (an exp overflow, say) matches any other such output: not evidence of staleness
         t = t.nan_to_num(0.25)
         stale |= any(p.shape == t.shape and torch.equal(p, t) for p in ctx.previous_outputs)
         ctx.previous_outputs.append(t.clone())

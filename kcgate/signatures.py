@@ -39,7 +39,47 @@ CAUSES: dict[str, str] = {
     "group index): the family's known mistakes, each matched against its own oracle",
     "exceeds-bound": "error beyond the derived bound with no more specific pattern",
     "excess-error": "within the bound, but the error exceeds a correct implementation's on the same inputs",
+    "garbage": "errors far beyond any precision model: the output is unrelated to the result (not an accumulator)",
+    "offset": "a constant or per-block bias added to the output",
+    "sparse": "a few elements corrupted (their indices are named), the rest within the bound",
+    "noise": "diffuse, unbiased errors over many elements, not fitted by any accumulator width",
+    "overflow-nan": "exp (or another intermediate) overflowed, giving NaN/Inf where the oracle is finite",
+    "row-scale": "each row is off by one common factor: the row's reduction (sum of squares, variance, normaliser) is imprecise",
+    "global-state": "the kernel changed process-wide state (RNG, flags, dtype defaults)",
+    "bad-output": "the kernel returned no tensor of the right shape",
 }
+
+# Harness integrity issues, named before any numerical diagnosis, in this order (the first present wins).
+INTEGRITY_ORDER = (
+    "bad-output",
+    "wrong-dtype",
+    "input-mutation",
+    "out-of-bounds",
+    "stale-output",
+    "global-state",
+    "missing-gradient",
+    "zero-gradient",
+)
+# Families whose intermediates include exp(x): a NaN/Inf there is an exp overflow.
+EXP_FAMILIES = ("softmax", "logsumexp", "cross_entropy", "sdpa", "attention")
+# Causes that say what happened more precisely than a later K sweep or probe could (checks keep them).
+STRUCTURAL = (
+    "garbage",
+    "offset",
+    "sparse",
+    "overflow-nan",
+    "overflow",
+    "nan-pattern",
+    "tail-pattern",
+    "tile-pattern",
+)
+
+
+def first_issue(issues: Sequence[str]) -> str:
+    """The integrity issue to name first (INTEGRITY_ORDER; unknown issues after, alphabetically)."""
+    rank = {name: i for i, name in enumerate(INTEGRITY_ORDER)}
+    return min(issues, key=lambda i: (rank.get(i, len(rank)), i))
+
 
 # Significand bits (with the implicit bit) of the formats an accumulator or operand path may use.
 FORMAT_BITS: dict[str, int] = {"fp32": 24, "fp16 or tf32": 11, "bf16": 8, "fp8 e4m3": 4}
@@ -84,13 +124,36 @@ def nearest_format(bits: float) -> str:
     return min(FORMAT_BITS, key=lambda f: abs(FORMAT_BITS[f] - bits))
 
 
+ACC_SLOPE = (0.3, 0.8)  # a rounding accumulator's normalized error grows like K^0.5 (biased: K^1)
+ACC_RESIDUAL = 0.35  # rms of the log-log fit's residual: above it the points are not one power law
+ACC_MIN_KS = 3  # distinct reduction lengths needed before a width is claimed
+
+
+def fit_residual(ks: Sequence[int], nerr: Sequence[float]) -> float:
+    """rms residual of the straight-line fit of log(nerr) against log(K)."""
+    pts = [(math.log(k), math.log(e)) for k, e in zip(ks, nerr) if e > 0 and math.isfinite(e)]
+    if len(pts) < 2:
+        return math.inf
+    xs, ys = [x for x, _ in pts], [y for _, y in pts]
+    b = _slope(xs, ys)
+    if not math.isfinite(b):
+        return math.inf
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return math.sqrt(sum((y - my - b * (x - mx)) ** 2 for x, y in pts) / len(pts))
+
+
 def accumulator_signature(ks: Sequence[int], nerr: Sequence[float], declared_bits: int) -> Signature | None:
-    """ "behaves like an fp16 accumulator (≈11 bits)" when the fitted width is well below the declared one."""
+    """ "behaves like an fp16 accumulator (≈11 bits)" when a K sweep fits a rounding accumulator (at least three
+    reduction lengths, slope and residual within bounds) well below the declared width; never from one K."""
     bits, slope = fit_accumulator(ks, nerr)
     if not math.isfinite(bits) or bits > declared_bits - 3:
         return None
+    if len({k for k, e in zip(ks, nerr) if e > 0 and math.isfinite(e)}) < ACC_MIN_KS:
+        return None
+    if not (ACC_SLOPE[0] <= slope <= 1.3) or fit_residual(ks, nerr) > ACC_RESIDUAL:
+        return None
     # error vs K: √K-like growth is 0.5 in K·u/‖a∘b‖ units, i.e. slope ≈ 0.5 healthy, ≈ 1 biased
-    if math.isfinite(slope) and slope > 0.8:
+    if slope > ACC_SLOPE[1]:
         return sig(
             "biased-rounding",
             f"error grows like K^{slope:.2f} (biased rounding), ≈{bits:.1f} effective bits",
@@ -184,11 +247,17 @@ def bias_signature(signed: torch.Tensor, ref: torch.Tensor) -> Signature | None:
     )
 
 
-def tail_signature(ratio: torch.Tensor) -> Signature | None:
-    """Violations concentrated in a suffix of the last dimension: a tail tile mishandled."""
+def tail_signature(ratio: torch.Tensor, dense: bool = False) -> Signature | None:
+    """Violations concentrated in a suffix of the last dimension: a tail tile mishandled. ``dense``: the bad
+    columns must be bad in most rows (a few corrupted elements are sparse, not a tile)."""
     if ratio.dim() == 0 or ratio.shape[-1] < 4:
         return None
-    bad_cols = (ratio > 1).reshape(-1, ratio.shape[-1]).any(0)
+    over = (ratio > 1).reshape(-1, ratio.shape[-1])
+    bad_cols = over.any(0)
+    if dense and (
+        over.shape[0] < 2 or not bool(bad_cols.any()) or float(over[:, bad_cols].float().mean()) < 0.5
+    ):
+        return None
     if not bool(bad_cols.any()) or bool(bad_cols.all()):
         return None
     n = bad_cols.numel()
@@ -220,8 +289,9 @@ def periodic_signature(bad_cols: torch.Tensor) -> Signature | None:
     return None
 
 
-def nan_signature(out: torch.Tensor, ref: torch.Tensor) -> Signature | None:
-    """NaN/Inf introduced where the oracle is finite, or swallowed where the oracle is not."""
+def nan_signature(out: torch.Tensor, ref: torch.Tensor, exp_overflow: bool = False) -> Signature | None:
+    """NaN/Inf introduced where the oracle is finite (``exp_overflow``: by an exp, overflow-nan), or swallowed
+    where the oracle is not."""
     o = out.to(torch.float64)
     introduced = int((~o.isfinite() & ref.isfinite()).sum())
     swallowed = int((o.isfinite() & ~ref.isfinite()).sum())
@@ -232,35 +302,181 @@ def nan_signature(out: torch.Tensor, ref: torch.Tensor) -> Signature | None:
             swallowed=float(swallowed),
             introduced=float(introduced),
         )
+    if introduced and exp_overflow:
+        return sig(
+            "overflow-nan",
+            f"{introduced} NaN/Inf result(s) where the oracle is finite: exp overflowed "
+            "(subtract the row max before exp)",
+            introduced=float(introduced),
+        )
     if introduced:
-        cause = "overflow" if bool(o.isinf().any()) or bool(ref.abs().max() < 1e30) else "nan-pattern"
+        cause = "overflow" if bool(o.isinf().any()) else "nan-pattern"
         return sig(
             cause, f"{introduced} NaN/Inf result(s) where the oracle is finite", introduced=float(introduced)
         )
     return None
 
 
+# ---- structure of the error field: sparse, offset, garbage, row scale, noise ---------------------------
+
+
+def sparse_signature(cmp: Any) -> Signature | None:
+    """A few elements far over the bound, standing out from the rest (which are within it)."""
+    ratio, err = cmp.ratio, cmp.err
+    if bool(((ratio > 1) & ~err.isfinite()).any()):
+        return None
+    bad = (ratio > 3) & err.isfinite()  # corrupted: well past the bound
+    marginal = (ratio > 1) & ~bad  # a few marginal violations do not hide the corrupted ones
+    n_bad, n = int(bad.sum()), ratio.numel()
+    if n_bad == 0 or n_bad > max(8, n // 200) or int(marginal.sum()) > max(4, n // 50):
+        return None
+    good = err[~bad & err.isfinite()]
+    floor = float(good.quantile(0.99)) if good.numel() > 1 else 0.0
+    if float(err[bad].min()) < 5 * floor:
+        return None
+    idx = [list(map(int, i)) for i in bad.nonzero()[:5]]
+    where = ", ".join(str(i) for i in idx) + (" ..." if n_bad > 5 else "")
+    return sig(
+        "sparse",
+        f"{n_bad} of {n} element(s) corrupted (at {where}), the rest within the bound",
+        corrupted=float(n_bad),
+        indices=where,
+    )
+
+
+def offset_signature(signed: torch.Tensor, ref: torch.Tensor) -> Signature | None:
+    """The error is (almost all) a constant, or a constant per block along the last dimension."""
+    e = signed.to(torch.float64)
+    if not bool(e.isfinite().all()) or e.numel() < 8:
+        return None
+    energy = float((e**2).mean())
+    if energy == 0:
+        return None
+    mean = float(e.mean())
+    if mean**2 >= 0.9 * energy and _spread(e) < 0.3 * abs(mean):
+        return sig("offset", f"a constant offset of {mean:.3g} on every element", offset=mean, block="all")
+    for block in _blocks(e):
+        means = e.reshape(-1, block).mean(1, keepdim=True)
+        explained = float((means**2).mean()) / energy
+        if explained >= 0.9 and float(((e.reshape(-1, block) - means) ** 2).mean()) < 0.05 * energy:
+            return sig(
+                "offset",
+                f"a bias constant over blocks of {block} elements (up to {float(means.abs().max()):.3g})",
+                offset=float(means.abs().max()),
+                block=float(block),
+            )
+    return None
+
+
+def _spread(e: torch.Tensor) -> float:
+    return float(e.std()) if e.numel() > 1 else 0.0
+
+
+def _blocks(e: torch.Tensor) -> list[int]:
+    """Block sizes along the flattened last dimension: tiles of 8..128 columns, and whole rows."""
+    n = e.shape[-1] if e.dim() else 1
+    sizes = [b for b in (8, 16, 32, 64, 128) if b < n and n % b == 0]
+    if e.dim() > 1 and n >= 8:
+        sizes.append(n)
+    return sizes
+
+
+def garbage_signature(out: torch.Tensor, ref: torch.Tensor, cmp: Any) -> Signature | None:
+    """Most elements wrong by as much as the result itself, or more: no precision model explains that."""
+    o, r = out.to(torch.float64), ref.to(torch.float64)
+    ok = o.isfinite() & r.isfinite()
+    if int(ok.sum()) < 8 or float((cmp.ratio > 1).float().mean()) < 0.25:
+        return None
+    o, r = o[ok], r[ok]
+    err_rms, ref_rms = _rms(o - r), _rms(r)
+    corr = _corr(o, r)
+    if not (err_rms >= 10 * ref_rms or (err_rms >= 0.5 * ref_rms and corr < 0.5)):
+        return None
+    return sig(
+        "garbage",
+        f"errors far beyond any precision model (rms error {err_rms:.3g} against outputs of rms {ref_rms:.3g}, "
+        f"correlation {corr:.2f}): not an accumulator width",
+        error_rms=err_rms,
+        output_rms=ref_rms,
+        correlation=round(corr, 3),
+    )
+
+
+def _corr(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a - a.mean(), b - b.mean()
+    den = float(a.norm() * b.norm())
+    return float((a * b).sum()) / den if den > 0 else 0.0
+
+
+def row_scale_signature(signed: torch.Tensor, ref: torch.Tensor) -> Signature | None:
+    """err = δ_row × ref: each row off by one factor (its normaliser or reduction is imprecise)."""
+    if ref.dim() < 2 or ref.shape[-1] < 8:
+        return None
+    e, r = signed.to(torch.float64), ref.to(torch.float64)
+    if not bool(e.isfinite().all()):
+        return None
+    r2 = r.reshape(-1, r.shape[-1])
+    e2 = e.reshape(-1, r.shape[-1])
+    den = (r2**2).sum(1, keepdim=True)
+    delta = (e2 * r2).sum(1, keepdim=True) / den.clamp_min(1e-300)  # least squares per row
+    energy = float((e2**2).sum())
+    if energy == 0 or float(((e2 - delta * r2) ** 2).sum()) > 0.1 * energy:
+        return None
+    return sig(
+        "row-scale",
+        f"each row is off by one factor (relative {float(delta.abs().max()):.3g} at most): "
+        "the row's reduction or normaliser is imprecise",
+        max_row_factor=float(delta.abs().max()),
+    )
+
+
+def noise_signature(cmp: Any) -> Signature | None:
+    """Diffuse errors: many elements over the bound, unbiased (bias_signature did not fire first)."""
+    over = float((cmp.ratio > 1).float().mean())
+    if over < 0.02:
+        return None
+    e = cmp.signed[cmp.signed.isfinite()]
+    return sig(
+        "noise",
+        f"diffuse unbiased errors on {over:.0%} of elements (rms {_rms(e):.3g}), no accumulator width fits",
+        over_fraction=round(over, 4),
+        error_rms=_rms(e),
+    )
+
+
 # ---- the entry point used by kcgate.checks.verdict -------------------------------------------------
 
 
 def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
-    """Name the failure mode of a failed case from its trials (the most specific classifier first)."""
+    """Name the failure mode of a failed case from its trials (the most specific classifier first).
+
+    Integrity issues are named before this runs (kcgate.checks.verdict); then non-finite results, the
+    structure of the error field (a dense tail tile, a few corrupted elements, an offset, garbage), operand
+    rounding, an accumulator width only where the trials span a K sweep that fits one, bias, a per-row
+    factor and diffuse noise."""
     worst = max(
         (t for t in ts if t.cmp is not None), key=lambda t: t.metrics.budget_used or math.inf, default=None
     )
     if worst is None:
         return None
     cmp = worst.cmp
+    exp = ctx.op.name in EXP_FAMILIES or _large_inputs(worst.inputs)
     for found in (
-        nan_signature(worst.out, cmp.ref),
-        semantics_signature(ctx, worst),
-        tail_signature(cmp.ratio),
-        _operand(ctx, worst),
-        _accumulator(ctx, ts),
-        bias_signature(cmp.signed, cmp.ref),
+        lambda: nan_signature(worst.out, cmp.ref, exp),
+        lambda: semantics_signature(ctx, worst),
+        lambda: tail_signature(cmp.ratio, dense=True),
+        lambda: sparse_signature(cmp),
+        lambda: offset_signature(cmp.signed, cmp.ref),
+        lambda: garbage_signature(worst.out, cmp.ref, cmp),
+        lambda: _operand(ctx, worst),
+        lambda: _accumulator(ctx, ts),
+        lambda: row_scale_signature(cmp.signed, cmp.ref),
+        lambda: bias_signature(cmp.signed, cmp.ref),
+        lambda: noise_signature(cmp),
     ):
-        if found is not None:
-            return found
+        s = found()
+        if s is not None:
+            return s
     b = worst.metrics.budget_used
     return sig(
         "exceeds-bound",
@@ -293,6 +509,12 @@ def semantics_signature(ctx: Any, trial: Any) -> Signature | None:
                 budget_there=round(there, 4),
             )
     return None
+
+
+def _large_inputs(inputs: Sequence[torch.Tensor]) -> bool:
+    """Inputs past exp's range (ln of fp32's max is 88.7): a NaN from them is an exp overflow."""
+    xs = [x for x in inputs if x.is_floating_point() and x.numel()]
+    return any(float(x.detach().double().nan_to_num(0, 0, 0).abs().max()) > 80 for x in xs)
 
 
 def _operand(ctx: Any, trial: Any) -> Signature | None:

@@ -36,6 +36,15 @@ ISSUE_MESSAGES = {
 }
 
 
+def named(finding: Finding) -> bool:
+    """The finding's signature already names its cause (an integrity issue, a non-finite result, a structural
+    pattern, excess-error): a class's own follow-up measurement must not rename it."""
+    from kcgate.signatures import STRUCTURAL
+
+    s = finding.signature
+    return s is not None and (s.cause in ISSUE_MESSAGES or s.cause in STRUCTURAL or s.cause == "excess-error")
+
+
 def trials(ctx: CaseContext, n: int | None = None) -> list[Trial]:
     """``protocol.trials`` fresh-input trials at the case shape."""
     return [run_trial(ctx, salt=i) for i in range(n or ctx.contract.protocol.trials)]
@@ -54,7 +63,11 @@ def verdict(
         return Finding("error", metrics, None, f"kernel raised: {raised.error}")
     issues = sorted({i for t in ts for i in t.issues})
     if issues:
-        sig = Signature(issues[0], ISSUE_MESSAGES.get(issues[0], issues[0]), (("issues", ", ".join(issues)),))
+        from kcgate.signatures import first_issue
+
+        first = first_issue(issues)
+        issues = [first, *(i for i in issues if i != first)]
+        sig = Signature(first, ISSUE_MESSAGES.get(first, first), (("issues", ", ".join(issues)),))
         detail = next((t.error for t in ts if t.error), "")
         return Finding(
             "fail",

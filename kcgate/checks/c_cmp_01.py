@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import torch
 
-from kcgate.checks import Finding, trials, verdict
+from kcgate.checks import Finding, named, trials, verdict
 from kcgate.harness import CaseContext, Trial
 from kcgate.results import Signature
 from kcgate.signatures import sig
@@ -17,9 +17,7 @@ from kcgate.signatures import sig
 def check(ctx: CaseContext) -> Finding:
     ts = trials(ctx)
     finding = verdict(ctx, ts)
-    if finding.status != "fail" or (
-        finding.signature and finding.signature.cause in ("nan-pattern", "overflow", "excess-error")
-    ):
+    if finding.status != "fail" or named(finding):
         return finding
     found = approximation_signature(ts)
     return replace(finding, signature=found) if found else finding

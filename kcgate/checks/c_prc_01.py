@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kcgate.checks import ISSUE_MESSAGES, Finding, trials, verdict
-from kcgate.checks.c_support import SHAPE_K, with_k
-from kcgate.harness import CaseContext, run_trial
+from kcgate.checks import Finding, named, trials, verdict
+from kcgate.checks.c_support import SHAPE_K
+from kcgate.harness import CaseContext, Trial, run_trial
 
 DEFAULT_SWEEP = (64, 256, 1024)
 
@@ -16,12 +16,11 @@ DEFAULT_SWEEP = (64, 256, 1024)
 def check(ctx: CaseContext) -> Finding:
     ts = trials(ctx)
     finding = verdict(ctx, ts)
-    if finding.status != "fail" or ctx.op.name not in SHAPE_K or _excess(finding):
-        return finding
-    if finding.signature is not None and finding.signature.cause in ISSUE_MESSAGES:
-        return finding  # an integrity finding is named before any numerical diagnosis
+    if finding.status != "fail" or ctx.op.name not in SHAPE_K or named(finding):
+        return finding  # an integrity finding or a structural pattern is named before any accumulator fit
+    dim = _sweep_dim(ctx, ts)
     sweep = [
-        run_trial(ctx, with_k(ctx.op.name, ctx.case.shape, k), salt=("k", k))
+        run_trial(ctx, _with_len(ctx.case.shape, dim, k), salt=("k", k))
         for k in ctx.contract.protocol.k_sweep or DEFAULT_SWEEP
     ]
     from kcgate.signatures import _accumulator
@@ -30,6 +29,17 @@ def check(ctx: CaseContext) -> Finding:
     return replace(finding, signature=sig) if sig else finding
 
 
-def _excess(finding: Finding) -> bool:
-    """Within the bound but over a correct implementation's error: no accumulator to fit."""
-    return finding.signature is not None and finding.signature.cause == "excess-error"
+def _sweep_dim(ctx: CaseContext, ts: list[Trial]) -> int:
+    """The shape dimension to sweep: the forward reduction (K), or the reduction of the gradient that decides
+    the worst trial (dA = dY·Bᵀ sums over N), so the fit sees that reduction's length change."""
+    from kcgate.backward import GRAD_REDUCTION
+
+    worst = max(ts, key=lambda t: t.metrics.budget_used or float("inf"))
+    dims = GRAD_REDUCTION.get(ctx.op.name, {})
+    return dims[worst.grad] if worst.grad in dims else SHAPE_K[ctx.op.name]
+
+
+def _with_len(shape: tuple[int, ...], dim: int, k: int) -> tuple[int, ...]:
+    s = list(shape)
+    s[dim] = k
+    return tuple(s)

@@ -1,0 +1,1 @@
+"""Planted faults written to measure signature accuracy (not the calibration kernels): see corpus.py."""
