@@ -1,7 +1,7 @@
 """The backward half of a trial: run the kernel's backward on a seeded upstream gradient, then compare
 every input gradient with fp64 autograd through the oracle under the family's ``grad_bound``.
 
-Called by ``kcgate.harness`` for contracts with ``direction = "backward"`` or ``"both"``.
+Called by ``kcgate.execution.harness`` for contracts with ``direction = "backward"`` or ``"both"``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from kcgate.ops.base import Tensors, draw
 from kcgate.results import GRAD_BUDGET
 
 if TYPE_CHECKING:
-    from kcgate.harness import CaseContext, Trial
+    from kcgate.execution.harness import CaseContext, Trial
 
 
 def upstream(ctx: CaseContext, shape: tuple[int, ...], dtype: torch.dtype, salt: object) -> torch.Tensor:
@@ -29,7 +29,7 @@ def run_backward(
     ctx: CaseContext, trial: Trial, out: torch.Tensor, leaves: list[tuple[int, torch.Tensor]]
 ) -> None:
     """Back-propagate a fresh dY through the kernel's own graph; findings go on the trial."""
-    from kcgate.harness import _issue
+    from kcgate.execution.harness import _issue
 
     if not out.requires_grad:
         trial.error = (
@@ -81,7 +81,7 @@ def grad_allowance(
 
 def compare_grads(ctx: CaseContext, trial: Trial) -> None:
     """Compare every differentiated input's gradient; the worst compared tensor decides the trial."""
-    from kcgate.harness import _issue
+    from kcgate.execution.harness import _issue
 
     if trial.dy is None:
         return
@@ -124,7 +124,7 @@ def _score(trial: Trial) -> float:
 
 
 def _signal(cmp: Comparison) -> float:
-    from kcgate.harness import _signal as forward_signal
+    from kcgate.execution.harness import _signal as forward_signal
 
     return forward_signal(cmp)
 

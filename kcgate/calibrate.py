@@ -79,7 +79,7 @@ def calibrate(
 ) -> list[Calibration]:
     """Run every state of every contract that names at least one state (``-k`` filters contract or class).
 
-    ``executor`` runs the cases (``kcgate.isolation``): in a worker process by default, so a bad kernel
+    ``executor`` runs the cases (``kcgate.execution.executors``): in a worker process by default, so a bad kernel
     that crashes or hangs is recorded as an error of its state, never the end of the calibration.
     """
     out = []
@@ -98,7 +98,7 @@ def _selected(c: Contract, keyword: str | None) -> bool:
 def calibrate_contract(
     project: Project, c: Contract, executor: Any, base_seed: int = BASE_SEED
 ) -> Calibration:
-    from kcgate.plan import make_plan
+    from kcgate.execution.plan import make_plan
 
     single = Project(
         path=project.path, name=project.name, contracts=(c,), policy=project.policy, paths=project.paths

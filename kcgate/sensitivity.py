@@ -35,7 +35,7 @@ from kcgate.ops.base import BoundArgs, Tensors
 from kcgate.spec import EXCESS_FACTOR
 
 if TYPE_CHECKING:
-    from kcgate.harness import CaseContext, Trial
+    from kcgate.execution.harness import CaseContext, Trial
 
 FACTOR = EXCESS_FACTOR  # tolerance.excess's default: torch's kernels reach ≤ 1.0, noise at 2× ≥ 2
 # RMS of one rounding to nearest in units of u·|s|: 0.42 in theory (ulp/|s| ≈ 1.47·u, over √12); a
@@ -112,7 +112,7 @@ def reference_fn(ctx: CaseContext) -> Any:
     """tolerance.baseline if declared, else the family's composite, else its oracle on low-precision inputs."""
     base = ctx.contract.tolerance.baseline
     if base:
-        from kcgate.execute import resolve
+        from kcgate.execution.case import resolve
 
         return resolve(base)
     return ctx.op.composite or (ctx.op.oracle if ctx.op.name != "custom" else None)

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from kcgate.devices.cpu import CpuBackend
-from kcgate.execute import execute_case
-from kcgate.plan import make_plan
+from kcgate.execution.case import execute_case
+from kcgate.execution.plan import make_plan
 from kcgate.results import CaseResult
 from kcgate.spec import load_project
 from tests.conftest import ROOT

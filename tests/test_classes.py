@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 from kcgate.calibrate import BUILTIN, calibrate  # noqa: E402
 from kcgate.checks import CHECKS  # noqa: E402
 from kcgate.classes import CLASSES  # noqa: E402
-from kcgate.isolation import InProcessExecutor  # noqa: E402
+from kcgate.execution.executors import InProcessExecutor  # noqa: E402
 from kcgate.kernels.calibration import module_name  # noqa: E402
 from kcgate.spec import load_project  # noqa: E402
 

@@ -23,7 +23,7 @@ from report_samples import (
 
 from kcgate.diff import make_verdict
 from kcgate.diff_model import Verdict
-from kcgate.plan import base_seed_for
+from kcgate.execution.plan import base_seed_for
 from kcgate.policy import DriftRule, Policy, Waiver
 from kcgate.render.markdown import RenderContext, render_comment
 from kcgate.results import CaseResult, Fingerprint, RunResult, Signature

@@ -10,9 +10,9 @@ import torch
 
 from kcgate.checks import CHECKS, Finding
 from kcgate.errors import ContractsError
-from kcgate.harness import CaseContext
+from kcgate.execution.harness import CaseContext
+from kcgate.execution.plan import Case
 from kcgate.ops import OPS
-from kcgate.plan import Case
 from kcgate.spec import Contract, load_project
 
 F = torch.nn.functional

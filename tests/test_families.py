@@ -280,8 +280,8 @@ def _run(
     direction: str = "forward",
 ):  # type: ignore[no-untyped-def]
     from kcgate.devices.cpu import CpuBackend
-    from kcgate.execute import execute_case
-    from kcgate.plan import make_plan
+    from kcgate.execution.case import execute_case
+    from kcgate.execution.plan import make_plan
     from kcgate.spec import load_project
     from tests.conftest import ROOT
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from kcgate.devices.cpu import CpuBackend
-from kcgate.execute import execute_case
+from kcgate.execution.case import execute_case
+from kcgate.execution.plan import make_plan
 from kcgate.oracles.freivalds import DEFAULT_VECTORS, freivalds_check
-from kcgate.plan import make_plan
 from kcgate.spec import load_project
 from tests.conftest import ROOT
 from tests.kernels.excess import sequential_matmul, split_k_matmul

@@ -8,9 +8,9 @@ import torch
 
 from kcgate.checks import CHECKS, Finding
 from kcgate.checks.c_prc_02 import probe_offset
-from kcgate.harness import CaseContext
+from kcgate.execution.harness import CaseContext
+from kcgate.execution.plan import Case
 from kcgate.ops import OPS
-from kcgate.plan import Case
 from kcgate.spec import Contract
 
 F = torch.nn.functional

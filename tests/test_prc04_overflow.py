@@ -14,10 +14,10 @@ from kcgate.calibrate import BUILTIN, calibrate  # noqa: E402
 from kcgate.checks.c_prc_04_overflow import classify  # noqa: E402
 from kcgate.devices.cpu import CpuBackend  # noqa: E402
 from kcgate.errors import ContractsError  # noqa: E402
-from kcgate.execute import execute_case  # noqa: E402
-from kcgate.isolation import InProcessExecutor  # noqa: E402
+from kcgate.execution.case import execute_case  # noqa: E402
+from kcgate.execution.executors import InProcessExecutor  # noqa: E402
+from kcgate.execution.plan import make_plan  # noqa: E402
 from kcgate.kernels.calibration import c_prc_04_fp8 as cal  # noqa: E402
-from kcgate.plan import make_plan  # noqa: E402
 from kcgate.results import CaseResult  # noqa: E402
 from kcgate.spec import load_project  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402

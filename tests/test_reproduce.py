@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcgate.plan import SEED_MASK, base_seed_for, derive_seed
+from kcgate.execution.plan import SEED_MASK, base_seed_for, derive_seed
 from tests.conftest import DATA, kcgate
 
 

@@ -34,9 +34,9 @@ from pathlib import Path  # noqa: E402
 
 from kcgate import builtin_kernels, sensitivity  # noqa: E402
 from kcgate.devices.cpu import CpuBackend  # noqa: E402
-from kcgate.execute import execute_case  # noqa: E402
-from kcgate.harness import CaseContext, run_trial  # noqa: E402
-from kcgate.plan import Case, make_plan  # noqa: E402
+from kcgate.execution.case import execute_case  # noqa: E402
+from kcgate.execution.harness import CaseContext, run_trial  # noqa: E402
+from kcgate.execution.plan import Case, make_plan  # noqa: E402
 from kcgate.spec import Contract, load_project  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 from tests.kernels import excess as k  # noqa: E402

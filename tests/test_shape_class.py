@@ -135,9 +135,9 @@ def test_bad_shape_keys_name_file_line_and_fix(tmp_path: Path, extra: str, klass
 
 def _run(kernel, shape, seed: int, *, op_name: str = "matmul", contract_kw=None, op=None, held_out=None):  # type: ignore[no-untyped-def]
     from kcgate.checks import CHECKS
-    from kcgate.harness import CaseContext
+    from kcgate.execution.harness import CaseContext
+    from kcgate.execution.plan import Case
     from kcgate.ops import OPS
-    from kcgate.plan import Case
     from kcgate.spec import Contract, Protocol
 
     contract = Contract(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from kcgate.devices.cpu import CpuBackend
-from kcgate.execute import execute_case
-from kcgate.plan import make_plan
+from kcgate.execution.case import execute_case
+from kcgate.execution.plan import make_plan
 from kcgate.spec import load_project
 
 CONTRACT = """

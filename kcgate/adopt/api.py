@@ -215,7 +215,7 @@ def _run(
     seed: int,
     timeout: float | None,
 ) -> tuple[CaseResult, ...]:
-    from kcgate.plan import make_plan
+    from kcgate.execution.plan import make_plan
     from kcgate.policy import Policy
     from kcgate.spec import Project
 
@@ -234,7 +234,7 @@ def _executor(
     project: Any, table: dict[str, Any], isolation: str, device: str | None, timeout: float | None
 ) -> Any:
     from kcgate.devices import check_name
-    from kcgate.isolation import EnvRouter, InProcessExecutor, IsolatedExecutor
+    from kcgate.execution.executors import EnvRouter, InProcessExecutor, IsolatedExecutor
 
     if device:
         check_name(device)

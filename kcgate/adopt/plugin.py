@@ -98,7 +98,7 @@ class KcgateState:
     # -- planning and running (this process) -------------------------------------------------------
 
     def plan(self) -> list[Any]:
-        from kcgate.plan import make_plan
+        from kcgate.execution.plan import make_plan
         from kcgate.spec import load_project
 
         self.project = load_project(self.path)
@@ -111,7 +111,7 @@ class KcgateState:
 
     def _executor(self) -> Any:
         if self.executor is None:
-            from kcgate.isolation import make_executor
+            from kcgate.execution.executors import make_executor
 
             o = self.config.getoption
             self.executor = make_executor(
@@ -125,7 +125,7 @@ class KcgateState:
 
     def run(self, case: Any) -> Any:
         from kcgate.errors import KcgateError
-        from kcgate.execute import error_result
+        from kcgate.execution.case import error_result
 
         try:
             executor = self._executor()
@@ -188,8 +188,8 @@ class KcgateState:
             self._write_results(Path(self.results_path))
 
     def _write_results(self, out: Path) -> None:
+        from kcgate.execution.runloop import new_run
         from kcgate.results import CaseResult, Fingerprint, write_run
-        from kcgate.runner import new_run
 
         if self.fingerprint is None:
             return  # no case ran: nothing to write

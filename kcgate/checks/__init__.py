@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kcgate.harness import CaseContext, Trial, run_trial, signal_ratio
+from kcgate.execution.harness import CaseContext, Trial, run_trial, signal_ratio
 from kcgate.metrics import merge_metrics
 from kcgate.results import Metrics, Signature
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 import torch
 
 from kcgate.checks import Finding, named, trials, verdict
-from kcgate.harness import CaseContext, Trial
+from kcgate.execution.harness import CaseContext, Trial
 from kcgate.results import Signature
 from kcgate.signatures import sig
 

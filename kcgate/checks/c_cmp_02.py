@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from kcgate.checks import Finding, verdict
-from kcgate.harness import CaseContext, Trial, run_trial
+from kcgate.execution.harness import CaseContext, Trial, run_trial
 from kcgate.results import Signature
 
 

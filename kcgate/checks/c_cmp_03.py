@@ -11,7 +11,7 @@ import torch
 
 from kcgate import shape_class
 from kcgate.checks import ISSUE_MESSAGES, Finding, trials, verdict
-from kcgate.harness import CaseContext, Trial, run_trial
+from kcgate.execution.harness import CaseContext, Trial, run_trial
 from kcgate.signatures import sig
 
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 import torch
 
 from kcgate.checks import Finding, trials, verdict
-from kcgate.harness import CaseContext, Trial, allowance, run_trial
+from kcgate.execution.harness import CaseContext, Trial, allowance, run_trial
 from kcgate.metrics import compare, to_metrics
 from kcgate.signatures import sig
 

@@ -8,7 +8,7 @@ import torch
 
 from kcgate.checks import Finding, trials, verdict
 from kcgate.checks.c_support import count_budget, fold
-from kcgate.harness import CaseContext, Trial, call_guarded, oracle
+from kcgate.execution.harness import CaseContext, Trial, call_guarded, oracle
 from kcgate.signatures import sig
 
 # op → (position of the index tensor, input position and dim whose size bounds it)

@@ -8,7 +8,7 @@ import torch
 
 from kcgate.checks import Finding, verdict
 from kcgate.checks.c_support import REDUCTION_AXES, fold, permute_reduction
-from kcgate.harness import CaseContext, Trial, run_trial
+from kcgate.execution.harness import CaseContext, Trial, run_trial
 from kcgate.signatures import sig
 
 

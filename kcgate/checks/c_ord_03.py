@@ -8,7 +8,7 @@ import torch
 
 from kcgate.checks import Finding, verdict
 from kcgate.checks.c_support import bitwise_budget, fold
-from kcgate.harness import CaseContext, run_trial
+from kcgate.execution.harness import CaseContext, run_trial
 from kcgate.signatures import sig
 
 

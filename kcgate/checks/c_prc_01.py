@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from kcgate.checks import Finding, named, trials, verdict
 from kcgate.checks.c_support import SHAPE_K
-from kcgate.harness import CaseContext, Trial, run_trial
+from kcgate.execution.harness import CaseContext, Trial, run_trial
 
 DEFAULT_SWEEP = (64, 256, 1024)
 

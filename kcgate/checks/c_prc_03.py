@@ -9,7 +9,7 @@ from dataclasses import replace
 import torch
 
 from kcgate.checks import Finding, named, trials, verdict
-from kcgate.harness import CaseContext, Trial, allowance
+from kcgate.execution.harness import CaseContext, Trial, allowance
 from kcgate.metrics import compare, to_metrics
 from kcgate.signatures import operand_signature
 

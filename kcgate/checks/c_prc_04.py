@@ -16,7 +16,7 @@ import torch
 from kcgate import dtypes
 from kcgate.checks import Finding, trials, verdict
 from kcgate.checks.c_support import fold
-from kcgate.harness import CaseContext, Trial
+from kcgate.execution.harness import CaseContext, Trial
 from kcgate.metrics import compare, to_metrics
 from kcgate.signatures import sig
 

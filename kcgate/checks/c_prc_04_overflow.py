@@ -19,7 +19,7 @@ import torch
 from kcgate import dtypes
 from kcgate.checks.c_prc_04 import out_ulp, rounding_slack
 from kcgate.checks.c_support import count_budget
-from kcgate.harness import CaseContext, Trial, oracle, run_trial
+from kcgate.execution.harness import CaseContext, Trial, oracle, run_trial
 from kcgate.metrics import Comparison, compare, to_metrics
 from kcgate.ops.base import BoundArgs, Tensors
 from kcgate.results import Signature

@@ -31,8 +31,8 @@ class Options:
 
 
 def run_command(o: Options) -> int:
-    from kcgate import plan as planning
-    from kcgate.isolation import check_isolation, make_executor
+    from kcgate.execution import plan as planning
+    from kcgate.execution.executors import check_isolation, make_executor
     from kcgate.spec import load_project
 
     check_isolation(o.isolation)
@@ -93,8 +93,8 @@ def _default_shapes() -> dict[str, tuple[tuple[int, ...], ...]]:
 
 
 def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-untyped-def]
+    from kcgate.execution.runloop import execute_plan, new_run, resume_from
     from kcgate.render.console import render_run
-    from kcgate.runner import execute_plan, new_run, resume_from
 
     device, fingerprint = executor.handshake()  # from the process that runs the kernels
     runner = o.runner or f"{device}-{fingerprint.arch or 'generic'}".lower()

@@ -40,7 +40,7 @@ def calibrate(
     """Prove each contract accepts its good kernel and rejects its bad and baseline kernels."""
     from kcgate import calibrate as cal
     from kcgate.errors import UsageError
-    from kcgate.isolation import check_isolation, make_executor
+    from kcgate.execution.executors import check_isolation, make_executor
     from kcgate.results import write_atomic
     from kcgate.spec import load_project
 

@@ -376,7 +376,7 @@ def _cause_text(c: CaseChange) -> str:
 
 def reproduce_line(g: Group, ctx: RenderContext) -> str:
     """A list item with the command that reruns the row's worst case, and its runner's job log."""
-    from kcgate.plan import base_seed_for
+    from kcgate.execution.plan import base_seed_for
 
     c = g.worst
     if not (c.case_id and c.status and c.seed is not None):

@@ -322,9 +322,9 @@ def corpus() -> list[Fault]:
 def diagnose(fault: Fault, seed: int) -> str:
     """Run the fault's class check in process; the signature cause, or the status when there is none."""
     from kcgate.checks import CHECKS
-    from kcgate.harness import CaseContext
+    from kcgate.execution.harness import CaseContext
+    from kcgate.execution.plan import Case
     from kcgate.ops import OPS
-    from kcgate.plan import Case
     from kcgate.spec import Contract, Protocol
 
     contract = Contract(

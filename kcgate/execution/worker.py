@@ -2,8 +2,8 @@
 import string run in place of the contract's, for calibration; null for the contract's own) and writes
 result JSON lines to a result fd.
 
-Started by ``kcgate.isolation``; stdout and stderr go to a file so a kernel that floods them
-cannot corrupt the protocol. Run as ``python -m kcgate.worker --contracts F --device D --fd N``.
+Started by ``kcgate.execution.executors``; stdout and stderr go to a file so a kernel that floods them
+cannot corrupt the protocol. Run as ``python -m kcgate.execution.worker --contracts F --device D --fd N``.
 
 Before reading any case it imports torch and the harness, resolves ``--device auto``, and sends
 one handshake line with the device, its fingerprint and the op families' default shapes. The parent
@@ -31,7 +31,7 @@ def _limit_memory(limit_bytes: int) -> None:
 def _start(contracts: str, device: str) -> tuple[dict[str, Any], Any, Any]:
     """The handshake payload, the project and the backend; a KcgateError becomes an error handshake."""
     import kcgate.checks  # noqa: F401  (warm: what the first case would otherwise import)
-    import kcgate.harness  # noqa: F401
+    import kcgate.execution.harness  # noqa: F401
     from kcgate.devices import default_backend, get_backend
     from kcgate.ops import default_shapes
     from kcgate.spec import load_project
@@ -57,11 +57,11 @@ def main() -> None:
     out = os.fdopen(args.fd, "w", buffering=1, encoding="utf-8")
     from kcgate.devices.base import import_torch
     from kcgate.errors import KcgateError
-    from kcgate.plan import Case
+    from kcgate.execution.plan import Case
 
     try:
         import_torch()  # a torch that cannot be imported is a handshake error naming the interpreter and fix
-        from kcgate.execute import execute_case  # imports the harness before the first case
+        from kcgate.execution.case import execute_case  # imports the harness before the first case
 
         hello, project, backend = _start(args.contracts, args.device)
     except KcgateError as exc:

@@ -1,6 +1,6 @@
 """Execute one case in this process: resolve the kernel, build the context, run the class check.
 
-``kcgate.isolation`` wraps this in worker subprocesses; this module is what a worker runs.
+``kcgate.execution.executors`` wraps this in worker subprocesses; this module is what a worker runs.
 Anything the kernel does (raise, exit, return garbage) becomes a CaseResult, never an exception.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kcgate.plan import Case
+from kcgate.execution.plan import Case
 from kcgate.results import CaseResult, Metrics
 from kcgate.spec import Contract, Project
 
@@ -28,7 +28,7 @@ def resolve(target: str, paths: tuple[Path, ...] = ()) -> Callable[..., Any]:
 
 
 def make_context(project: Project, case: Case, backend: Any, kernel: str | None = None) -> Any:
-    from kcgate.harness import CaseContext
+    from kcgate.execution.harness import CaseContext
     from kcgate.invoke import adapt
 
     contract = project.contract(case.contract_id)

@@ -19,9 +19,9 @@ from typing import Any
 import torch
 
 from kcgate import dtypes
+from kcgate.execution.plan import Case
 from kcgate.metrics import Comparison, compare, to_metrics
 from kcgate.ops.base import BoundArgs, OpFamily, Tensors
-from kcgate.plan import Case
 from kcgate.results import Metrics
 from kcgate.spec import Contract
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from kcgate.errors import ExitCode, KcgateError, UsageError
-from kcgate.execute import error_result
-from kcgate.plan import Case
+from kcgate.execution.case import error_result
+from kcgate.execution.plan import Case
 from kcgate.results import CaseResult, Fingerprint
 
 STARTUP_TIMEOUT_S = 120.0
@@ -38,7 +38,7 @@ class Worker:
         cmd = [
             sys.executable,
             "-m",
-            "kcgate.worker",
+            "kcgate.execution.worker",
             "--contracts",
             str(contracts),
             "--device",
@@ -233,7 +233,7 @@ class InProcessExecutor:
         return default_shapes()
 
     def run(self, case: Case, timeout: float, kernel: str | None = None) -> CaseResult:
-        from kcgate.execute import execute_case
+        from kcgate.execution.case import execute_case
 
         env = dict(self.project.contract(case.contract_id).env)
         saved = {k: os.environ.get(k) for k in env}
