@@ -15,13 +15,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from kcgate.baseline import load_sources, paused_gc
 from kcgate.compare import compare_runs
 from kcgate.diff import make_verdict
 from kcgate.policy import Policy
 from kcgate.render.compare_formats import render_markdown as compare_markdown
 from kcgate.render.diff_formats import render_markdown as diff_markdown
-from kcgate.results import CaseResult, Fingerprint, Metrics, RunResult, write_run
+from kcgate.results.baseline import load_sources, paused_gc
+from kcgate.results.model import CaseResult, Fingerprint, Metrics, RunResult, write_run
 
 TARGET_S = 2.0
 CASES_PER_CONTRACT = 50

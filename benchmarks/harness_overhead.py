@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import ROOT, describe, kcgate_cmd, timed  # noqa: E402
 
-from kcgate.results import load_run  # noqa: E402
+from kcgate.results.model import load_run  # noqa: E402
 
 
 def run_once(tmp: Path, i: int, extra_args: list[str]) -> dict[str, float]:

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import ROOT, describe, kcgate_cmd  # noqa: E402
 
-from kcgate.results import load_run  # noqa: E402
+from kcgate.results.model import load_run  # noqa: E402
 
 TARGET = 1.3
 MODES = ("process", "none")

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kcgate.results import RunResult
+from kcgate.results.model import RunResult
 
 # Worst first is the highest rank: a failure outranks an error, which outranks a refusal.
 STATUS_RANK = {"pass": 0, "refused": 1, "error": 2, "fail": 3}

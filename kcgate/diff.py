@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from kcgate.diff_model import CaseChange, RunnerDiff, Verdict
 from kcgate.errors import ResultsError
 from kcgate.policy import DriftRule, Policy, Waiver
-from kcgate.results import RunResult, build_frozen
-from kcgate.table import CaseTable
+from kcgate.results.model import RunResult, build_frozen
+from kcgate.results.table import CaseTable
 
 UNEVALUATED = frozenset({"error", "refused"})
 INCOMPLETE_MESSAGE = (

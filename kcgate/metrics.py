@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kcgate.results import Metrics
+from kcgate.results.model import Metrics
 
 _INT_VIEW = {
     torch.float32: torch.int32,

@@ -9,7 +9,7 @@ from typing import Any
 from kcgate import dtypes, spec
 from kcgate.classes import CLASSES
 from kcgate.policy import BLOCKABLE, WAIVER_KINDS
-from kcgate.results import CASE_FIELDS, METRIC_FIELDS, SCHEMA_VERSION, STATUSES
+from kcgate.results.model import CASE_FIELDS, METRIC_FIELDS, SCHEMA_VERSION, STATUSES
 
 _STR = {"type": "string"}
 _POS = {"type": "number", "exclusiveMinimum": 0}

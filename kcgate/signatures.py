@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from kcgate.results import Signature
+from kcgate.results.model import Signature
 
 CAUSES: dict[str, str] = {
     "low-precision-accumulator": "accumulation happens at fewer bits than declared (fitted from error vs K)",

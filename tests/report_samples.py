@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kcgate.diff_model import CaseChange, RunnerDiff, Verdict
-from kcgate.results import CaseResult, Fingerprint, Metrics, RunResult, Signature
+from kcgate.results.model import CaseResult, Fingerprint, Metrics, RunResult, Signature
 
 SHA_OLD = "1" * 40
 SHA_NEW = "2" * 40
@@ -228,7 +228,7 @@ def results_case(
 
 def write_results_pair(root: Path, runner: str = "cpu-x86", regress: bool = True) -> tuple[Path, Path]:
     """A baseline and a current results file for one runner; the current one breaks a contract if ``regress``."""
-    from kcgate.results import write_run
+    from kcgate.results.model import write_run
 
     fp = Fingerprint(backend="cpu", vendor="intel", device="Xeon", torch="2.5.1")
     base = RunResult(

@@ -14,7 +14,7 @@ import pytest
 from kcgate.devices.cpu import CpuBackend
 from kcgate.execution.case import execute_case
 from kcgate.execution.plan import make_plan
-from kcgate.results import CaseResult
+from kcgate.results.model import CaseResult
 from kcgate.spec import load_project
 from tests.conftest import ROOT
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kcgate import baseline
 from kcgate.cli import app
 from kcgate.errors import ResultsError, UsageError
-from kcgate.results import load_run
+from kcgate.results import baseline
+from kcgate.results.model import load_run
 
 DATA = Path(__file__).parent / "data" / "diff"
 

@@ -26,7 +26,7 @@ from kcgate.diff_model import Verdict
 from kcgate.execution.plan import base_seed_for
 from kcgate.policy import DriftRule, Policy, Waiver
 from kcgate.render.markdown import RenderContext, render_comment
-from kcgate.results import CaseResult, Fingerprint, RunResult, Signature
+from kcgate.results.model import CaseResult, Fingerprint, RunResult, Signature
 
 TODAY = dt.date(2026, 12, 3)
 REPO = "https://github.com/acme/kernels"

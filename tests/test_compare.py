@@ -13,7 +13,7 @@ from kcgate.cli import app
 from kcgate.compare import compare_runs, find_outliers, k_curves
 from kcgate.errors import UsageError
 from kcgate.render import compare_formats, mermaid
-from kcgate.results import CaseResult, Fingerprint, Metrics, RunResult, write_run
+from kcgate.results.model import CaseResult, Fingerprint, Metrics, RunResult, write_run
 
 
 def case(cid: str, contract: str = "gemm", status: str = "pass", budget: float | None = 0.1, err: float | None = 1e-6,

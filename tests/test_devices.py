@@ -31,7 +31,7 @@ from kcgate.devices.npu import NpuBackend
 from kcgate.devices.rocm import RocmBackend
 from kcgate.devices.xpu import XpuBackend
 from kcgate.errors import UsageError
-from kcgate.results import Fingerprint
+from kcgate.results.model import Fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCELERATORS = ("cuda", "rocm", "xpu", "mps", "npu")

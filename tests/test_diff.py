@@ -16,7 +16,7 @@ from kcgate.diff_model import CATEGORIES
 from kcgate.errors import ResultsError
 from kcgate.policy import Policy, Waiver
 from kcgate.render.diff_formats import FORMATS
-from kcgate.results import CaseResult, Fingerprint, Metrics, RunResult, load_run
+from kcgate.results.model import CaseResult, Fingerprint, Metrics, RunResult, load_run
 
 DATA = Path(__file__).parent / "data" / "diff"
 TODAY = dt.date(2026, 6, 1)

@@ -11,7 +11,7 @@ from kcgate.diff import diff_runs, make_verdict
 from kcgate.errors import ContractsError
 from kcgate.policy import DriftRule, Policy
 from kcgate.render.diff_formats import FORMATS
-from kcgate.results import CaseResult, Fingerprint, Metrics, RunResult
+from kcgate.results.model import CaseResult, Fingerprint, Metrics, RunResult
 from kcgate.spec import load_project
 from tests.conftest import ROOT
 

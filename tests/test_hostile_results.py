@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kcgate.baseline import load_results
 from kcgate.cli import app
 from kcgate.compare import compare_runs
 from kcgate.diff import make_verdict
 from kcgate.errors import ResultsError
 from kcgate.policy import Policy
 from kcgate.render import compare_formats, diff_formats
-from kcgate.results import CASE_FIELDS, MAX_TEXT, METRIC_FIELDS, load_run
+from kcgate.results.baseline import load_results
+from kcgate.results.model import CASE_FIELDS, MAX_TEXT, METRIC_FIELDS, load_run
 
 DATA = Path(__file__).parent / "data" / "diff"
 TODAY_ARGS = ["--today", "2026-06-01"]

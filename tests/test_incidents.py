@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kcgate.results import load_run
+from kcgate.results.model import load_run
 
 pytest.importorskip("torch")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kcgate.results import load_run
+from kcgate.results.model import load_run
 from tests.conftest import DATA, ROOT, imported, kcgate
 
 

@@ -18,7 +18,7 @@ from kcgate.execution.case import execute_case  # noqa: E402
 from kcgate.execution.executors import InProcessExecutor  # noqa: E402
 from kcgate.execution.plan import make_plan  # noqa: E402
 from kcgate.kernels.calibration import c_prc_04_fp8 as cal  # noqa: E402
-from kcgate.results import CaseResult  # noqa: E402
+from kcgate.results.model import CaseResult  # noqa: E402
 from kcgate.spec import load_project  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 

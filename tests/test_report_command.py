@@ -10,7 +10,7 @@ from conftest import kcgate
 from fake_github import FakeGitHub
 from report_samples import SHA_NEW, write_results_pair
 
-from kcgate.results import RunResult, write_run
+from kcgate.results.model import RunResult, write_run
 
 
 def outputs(path: Path) -> dict[str, str]:
@@ -84,7 +84,7 @@ def test_fail_on_overrides_the_policy(tmp_path: Path) -> None:
 
 def test_shards_of_one_runner_are_merged(tmp_path: Path) -> None:
     base, artifacts = write_results_pair(tmp_path, regress=False)
-    from kcgate.results import load_run
+    from kcgate.results.model import load_run
 
     run = load_run(artifacts / "kcgate-results-cpu-x86" / "cpu-x86.json")
     (artifacts / "kcgate-results-cpu-x86" / "cpu-x86.json").unlink()

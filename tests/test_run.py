@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from kcgate.results import load_run
+from kcgate.results.model import load_run
 from kcgate.schema import results_schema
 from tests.conftest import ROOT, imported, kcgate
 

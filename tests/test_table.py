@@ -16,7 +16,7 @@ from kcgate.diff import make_verdict
 from kcgate.errors import ResultsError
 from kcgate.policy import Policy
 from kcgate.render import compare_formats, diff_formats
-from kcgate.results import (
+from kcgate.results.model import (
     MAX_TEXT,
     METRIC_FIELDS,
     CaseResult,
@@ -26,7 +26,7 @@ from kcgate.results import (
     dumps_run,
     parse_run,
 )
-from kcgate.table import CaseTable
+from kcgate.results.table import CaseTable
 
 ATTRS = ("case_id", "contract_id", "klass", "op", "dtype", "shape", "seed", "status", "signature")
 ATTRS += ("message", "duration_s", "kernel_s", "oracle_s", "line")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kcgate.errors import ContractsError, Problem
-from kcgate.results import CaseResult
+from kcgate.results.model import CaseResult
 from kcgate.spec import Contract
 
 T = TypeVar("T")

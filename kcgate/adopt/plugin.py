@@ -189,7 +189,7 @@ class KcgateState:
 
     def _write_results(self, out: Path) -> None:
         from kcgate.execution.runloop import new_run
-        from kcgate.results import CaseResult, Fingerprint, write_run
+        from kcgate.results.model import CaseResult, Fingerprint, write_run
 
         if self.fingerprint is None:
             return  # no case ran: nothing to write

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from kcgate.execution.harness import CaseContext, Trial, run_trial, signal_ratio
 from kcgate.metrics import merge_metrics
-from kcgate.results import Metrics, Signature
+from kcgate.results.model import Metrics, Signature
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import torch
 
 from kcgate.checks import Finding, named, trials, verdict
 from kcgate.execution.harness import CaseContext, Trial
-from kcgate.results import Signature
+from kcgate.results.model import Signature
 from kcgate.signatures import sig
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from kcgate.checks import Finding, verdict
 from kcgate.execution.harness import CaseContext, Trial, run_trial
-from kcgate.results import Signature
+from kcgate.results.model import Signature
 
 
 def check(ctx: CaseContext) -> Finding:

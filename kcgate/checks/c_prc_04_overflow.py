@@ -22,7 +22,7 @@ from kcgate.checks.c_support import count_budget
 from kcgate.execution.harness import CaseContext, Trial, oracle, run_trial
 from kcgate.metrics import Comparison, compare, to_metrics
 from kcgate.ops.base import BoundArgs, Tensors
-from kcgate.results import Signature
+from kcgate.results.model import Signature
 from kcgate.signatures import sig
 
 EXPECTED = {"saturate": "±max", "inf": "±inf", "nan": "NaN"}

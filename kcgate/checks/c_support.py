@@ -11,7 +11,7 @@ import torch
 
 from kcgate.checks import Finding
 from kcgate.metrics import ulp_distance
-from kcgate.results import Metrics, Signature
+from kcgate.results.model import Metrics, Signature
 
 # Which input dimension is the reduction axis, per op family: {input index: dim}. Permuting it (in the
 # same way on every listed input) is a valid reordering of the same mathematical sum.

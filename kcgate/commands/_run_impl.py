@@ -114,7 +114,7 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
     typer.echo(f"results: {out}")
     if o.junit:
         from kcgate.render.junit import render_junit
-        from kcgate.results import write_atomic
+        from kcgate.results.model import write_atomic
 
         write_atomic(o.junit, render_junit(result))
         typer.echo(f"junit: {o.junit}")

@@ -28,8 +28,8 @@ def update_command(
     ),
 ) -> None:
     """Write each runner's results to DIR/<runner>.json with sorted keys and no timestamps."""
-    from kcgate.baseline import DEFAULT_DIR, load_many, project_settings, write_baselines
     from kcgate.errors import UsageError
+    from kcgate.results.baseline import DEFAULT_DIR, load_many, project_settings, write_baselines
 
     runs = load_many(results)
     if not runs:

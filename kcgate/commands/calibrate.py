@@ -41,7 +41,7 @@ def calibrate(
     from kcgate import calibrate as cal
     from kcgate.errors import UsageError
     from kcgate.execution.executors import check_isolation, make_executor
-    from kcgate.results import write_atomic
+    from kcgate.results.model import write_atomic
     from kcgate.spec import load_project
 
     check_isolation(isolation)

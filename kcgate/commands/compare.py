@@ -27,11 +27,11 @@ def compare_command(
     ),
 ) -> None:
     """Compare runners side by side: verdict and budget used per contract, and who disagrees with the rest."""
-    from kcgate.baseline import load_many, paused_gc
     from kcgate.commands.diff import pick_format
     from kcgate.compare import compare_runs
     from kcgate.errors import UsageError
     from kcgate.render.compare_formats import FORMATS
+    from kcgate.results.baseline import load_many, paused_gc
 
     render = pick_format(fmt, FORMATS)
     with paused_gc():

@@ -37,10 +37,10 @@ def diff_command(
     ),
 ) -> None:
     """Diff CURRENT against BASE per case. Exit 1 when a change blocks, 0 when none does, 3 on bad input."""
-    from kcgate.baseline import load_sources, paused_gc, project_settings
     from kcgate.diff import make_verdict
     from kcgate.errors import ExitCode, UsageError
     from kcgate.render.diff_formats import FORMATS
+    from kcgate.results.baseline import load_sources, paused_gc, project_settings
 
     render = pick_format(fmt, FORMATS)
     policy, _ = project_settings(contracts)

@@ -17,9 +17,9 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "--out", "-o", help="Merged results file."),
     ) -> None:
         """Merge shard results into one runner's results; refuses to mix runners or fingerprints."""
-        from kcgate.merge import merge_shards
         from kcgate.render.escape import console_text
-        from kcgate.results import load_run, write_run
+        from kcgate.results.merge import merge_shards
+        from kcgate.results.model import load_run, write_run
 
         merged = merge_shards([(f, load_run(f)) for f in files])
         write_run(out, merged)

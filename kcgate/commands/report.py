@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from kcgate.publish.outcome import Outcome
     from kcgate.publish.settings import Settings
     from kcgate.render.markdown import RenderContext
-    from kcgate.results import RunResult
+    from kcgate.results.model import RunResult
 
 COMMENT_MODES = ("sticky", "off")
 
@@ -153,10 +153,10 @@ def _gate(
     fail_on: str,
     today: dt.date,
 ) -> tuple[Verdict, dict[str, RunResult], Policy, dict[str, str]]:
-    from kcgate.artifacts import collect_results
-    from kcgate.baseline import load_many, paused_gc, project_facts
     from kcgate.diff import make_verdict
     from kcgate.errors import UsageError
+    from kcgate.results.artifacts import collect_results
+    from kcgate.results.baseline import load_many, paused_gc, project_facts
 
     policy, baselines_dir, descriptions = project_facts(contracts)
     policy = apply_fail_on(policy, fail_on)
@@ -321,7 +321,7 @@ def _write_files(
 ) -> dict[str, str]:
     from kcgate.render.junit_report import render_junit
     from kcgate.render.markdown import COMMENT_BUDGET, render_comment, render_summary
-    from kcgate.results import write_atomic
+    from kcgate.results.model import write_atomic
 
     paths: dict[str, str] = {}
     if comment_out:

@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from kcgate.results import Fingerprint
+from kcgate.results.model import Fingerprint
 
 # Device-selection variables say *which* identical device ran, not *how* it computes. They are
 # recorded for the operator, but a fingerprint key that hashes them makes two GPUs of one runner

@@ -17,7 +17,7 @@ from kcgate.devices.base import (
     make_fingerprint,
     numerics_flags,
 )
-from kcgate.results import Fingerprint
+from kcgate.results.model import Fingerprint
 
 CPU_ENV = ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 

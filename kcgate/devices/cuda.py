@@ -18,7 +18,7 @@ from kcgate.devices.base import (
     numerics_flags,
     read_attr,
 )
-from kcgate.results import Fingerprint
+from kcgate.results.model import Fingerprint
 
 CUDA_ENV = (
     "CUBLAS_WORKSPACE_CONFIG",  # required for deterministic cuBLAS; also changes split-K choices

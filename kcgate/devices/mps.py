@@ -16,7 +16,7 @@ from kcgate.devices.base import (
     make_fingerprint,
     numerics_flags,
 )
-from kcgate.results import Fingerprint
+from kcgate.results.model import Fingerprint
 
 MPS_ENV = (
     # 1 silently runs unsupported ops on the CPU: the result would be the CPU's, labelled MPS.

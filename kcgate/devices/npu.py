@@ -17,7 +17,7 @@ from kcgate.devices.base import (
     make_fingerprint,
     numerics_flags,
 )
-from kcgate.results import Fingerprint
+from kcgate.results.model import Fingerprint
 
 NPU_ENV = ("ASCEND_RT_VISIBLE_DEVICES",)
 

@@ -18,7 +18,7 @@ from kcgate.devices.base import (
     numerics_flags,
 )
 from kcgate.devices.cuda import blas_flags, cuda_api_available, is_rocm_build, read_version
-from kcgate.results import Fingerprint
+from kcgate.results.model import Fingerprint
 
 ROCM_ENV = (
     "HIP_VISIBLE_DEVICES",

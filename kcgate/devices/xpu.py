@@ -18,7 +18,7 @@ from kcgate.devices.base import (
     numerics_flags,
 )
 from kcgate.devices.cuda import read_version
-from kcgate.results import Fingerprint
+from kcgate.results.model import Fingerprint
 
 XPU_ENV = (
     "ZE_AFFINITY_MASK",

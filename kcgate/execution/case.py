@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kcgate.execution.plan import Case
-from kcgate.results import CaseResult, Metrics
+from kcgate.results.model import CaseResult, Metrics
 from kcgate.spec import Contract, Project
 
 

@@ -19,7 +19,7 @@ from typing import IO, Any
 from kcgate.errors import ExitCode, KcgateError, UsageError
 from kcgate.execution.case import error_result
 from kcgate.execution.plan import Case
-from kcgate.results import CaseResult, Fingerprint
+from kcgate.results.model import CaseResult, Fingerprint
 
 STARTUP_TIMEOUT_S = 120.0
 TAIL_CHARS = 2000

@@ -22,7 +22,7 @@ from kcgate import dtypes
 from kcgate.execution.plan import Case
 from kcgate.metrics import Comparison, compare, to_metrics
 from kcgate.ops.base import BoundArgs, OpFamily, Tensors
-from kcgate.results import Metrics
+from kcgate.results.model import Metrics
 from kcgate.spec import Contract
 
 CANARY = 1234.5  # fills the guard bands around provided output buffers

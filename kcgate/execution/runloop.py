@@ -10,7 +10,7 @@ from typing import Protocol
 from kcgate import __version__
 from kcgate.errors import UsageError
 from kcgate.execution.plan import Case
-from kcgate.results import CaseResult, Fingerprint, RunResult, load_run, write_run
+from kcgate.results.model import CaseResult, Fingerprint, RunResult, load_run, write_run
 
 FLUSH_INTERVAL_S = 0.2
 

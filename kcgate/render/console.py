@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kcgate.render.escape import console_text
-from kcgate.results import CaseResult, RunResult
+from kcgate.results.model import CaseResult, RunResult
 
 MARK = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "refused": "REFUSED"}
 

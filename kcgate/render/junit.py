@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from kcgate.results import CaseResult, RunResult
+from kcgate.results.model import CaseResult, RunResult
 
 
 def _case(c: CaseResult) -> TestCase:

@@ -15,7 +15,7 @@ from junit_xml import TestCase, TestSuite
 
 from kcgate.diff_model import CaseChange, RunnerDiff, Verdict
 from kcgate.render.labels import label, rank
-from kcgate.results import CaseResult, RunResult
+from kcgate.results.model import CaseResult, RunResult
 
 _SKIPPED = frozenset({"waived", "unverified", "incomparable", "missing-runner", "removed"})
 _FAILING = frozenset({"fail", "error", "refused"})

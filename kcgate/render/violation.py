@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kcgate.render.console import fmt_budget
-from kcgate.results import CaseResult
+from kcgate.results.model import CaseResult
 
 
 def _num(v: float | None) -> str:

@@ -584,4 +584,4 @@ def clean_number(x: float | None) -> float | None:
 
 
 # Last: the table module reads this module's field lists when it is imported.
-from kcgate import table as _table  # noqa: E402
+from kcgate.results import table as _table  # noqa: E402

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from kcgate import bounded
 from kcgate.errors import ResultsError, UsageError
-from kcgate.merge import merge_shards
-from kcgate.results import MAX_RESULTS_BYTES, RunResult, load_run
+from kcgate.results.merge import merge_shards
+from kcgate.results.model import MAX_RESULTS_BYTES, RunResult, load_run
 
 MAX_FILES = 1000
 MAX_TOTAL_BYTES = 512 * 1024 * 1024

@@ -18,7 +18,7 @@ from kcgate import bounded
 from kcgate.diff import index_cases
 from kcgate.errors import ResultsError, UsageError
 from kcgate.policy import Policy
-from kcgate.results import MAX_RESULTS_BYTES, RunResult, load_run, parse_run, write_run
+from kcgate.results.model import MAX_RESULTS_BYTES, RunResult, load_run, parse_run, write_run
 
 GIT_PREFIX = "git:"
 RUNNER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from kcgate.errors import ResultsError
-from kcgate.results import CaseResult, RunResult
+from kcgate.results.model import CaseResult, RunResult
 
 
 def merge_shards(parts: Sequence[tuple[Path, RunResult]]) -> RunResult:

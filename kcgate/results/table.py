@@ -18,7 +18,7 @@ from functools import partial
 from itertools import chain
 from typing import Any, overload
 
-from kcgate import results as _r
+from kcgate.results import model as _r
 
 _Types = frozenset[type]
 _NONE: type = type(None)
