@@ -14,7 +14,7 @@ import torch
 
 from kcgate.metrics import Comparison, compare, to_metrics
 from kcgate.ops.base import Tensors, draw
-from kcgate.results import GRAD_BUDGET
+from kcgate.results.model import GRAD_BUDGET
 
 if TYPE_CHECKING:
     from kcgate.execution.harness import CaseContext, Trial

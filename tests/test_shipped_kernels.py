@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kcgate.results import load_run
+from kcgate.results.model import load_run
 from tests.conftest import ROOT, kcgate
 
 LAYER_NORM_CALL = 'call = { args = ["x", ["{n}"], "w", "b"], kwargs = { eps = 1e-5 } }'

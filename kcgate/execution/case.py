@@ -97,7 +97,7 @@ def _with_grad(signature: Any, metrics: Metrics) -> Any:
     grad = metrics.worst_grad
     if signature is None or not grad or any(k == "grad" for k, _ in signature.evidence):
         return signature
-    from kcgate.results import Signature
+    from kcgate.results.model import Signature
 
     evidence = tuple(sorted((*signature.evidence, ("grad", grad))))
     return Signature(signature.cause, f"gradient of {grad!r}: {signature.summary}", evidence)
