@@ -161,7 +161,7 @@ class FakeGitHub:
         return {
             **{k: v for k, v in run.items() if k != "annotations"},
             "url": self.api(f"/check-runs/{run['id']}"),
-            "html_url": f"{self.base_url}/{self.owner}/{self.repo}/runs/{run['id']}",
+            "html_url": f"https://github.com/{self.owner}/{self.repo}/runs/{run['id']}",
         }
 
     # ---- request handling (called on the server's threads) ----

@@ -185,6 +185,7 @@ def test_a_finished_run_updates_the_comment_and_the_job_stays_green(tmp_path: Pa
         assert f"| {cpu_log} |" in body  # the runners table links each leg's own job
         [check] = gh.check_runs.values()
         assert check["name"] == "kcgate" and check["conclusion"] == "failure"
+        assert f"[check run](https://github.com/acme/kernels/runs/{check['id']})" in body
 
 
 def test_the_template_has_a_concurrency_group_per_pull_request() -> None:

@@ -291,19 +291,23 @@ def _publish(
         from kcgate.publish.outcome import missing_outcome
 
         return [missing_outcome(exc)]
+    from dataclasses import replace
+
     from kcgate.render.annotations import check_annotation, make_annotations
     from kcgate.render.markdown import CHECK_RUN_LIMIT, COMMENT_BUDGET, render_comment, render_report
 
     now = dt.datetime.now(dt.timezone.utc)
     budget = github_pr.Budget(settings.max_total)  # one cap for all of publishing
     outcomes = []
-    if comment_mode == "sticky":
-        comment = render_comment(verdict, ctx, COMMENT_BUDGET)
-        outcomes.append(github_pr.publish_comment(settings, event, comment, now, budget))
-    if check_run:
+    if check_run:  # first, so the comment can link to it
         summary = render_report(verdict, ctx, CHECK_RUN_LIMIT - 1024, collapse=True)
         notes = [check_annotation(a) for a in make_annotations(verdict, contracts)]
         outcomes.append(github_pr.publish_check_run(settings, event, summary, notes, verdict.passed, budget))
+        if outcomes[-1].action == "created" and outcomes[-1].url.startswith(settings.server_url + "/"):
+            ctx = replace(ctx, check_run_url=outcomes[-1].url)
+    if comment_mode == "sticky":
+        comment = render_comment(verdict, ctx, COMMENT_BUDGET)
+        outcomes.append(github_pr.publish_comment(settings, event, comment, now, budget))
     return outcomes
 
 

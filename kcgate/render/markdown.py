@@ -43,6 +43,7 @@ class RenderContext:
     vendor_run_url: str = ""  # the run that executed the contracts (workflow_run's html_url)
     job_urls: tuple[tuple[str, str], ...] = ()  # runner -> its leg's job log
     notes: tuple[str, ...] = ()  # trusted lines shown under the header (e.g. a watchdog's)
+    check_run_url: str = ""  # the verdict's check run on the PR head
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,8 @@ def _facts_line(ctx: RenderContext) -> str:
         bits.append(f"head {md_code(ctx.head_sha[:12], 20)}")
     if safe_url(ctx.vendor_run_url):
         bits.append(f"[runner jobs]({ctx.vendor_run_url})")
+    if safe_url(ctx.check_run_url):
+        bits.append(f"[check run]({ctx.check_run_url})")
     if ctx.drift_rule:
         bits.append(f"budget drift: {md_text(ctx.drift_rule, 200)}")
     line = " · ".join(bits)
