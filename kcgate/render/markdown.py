@@ -3,6 +3,11 @@
 Pure: a Verdict and a RenderContext in, Markdown out. Every string that came from a results file goes
 through ``kcgate.render.escape``; links are built only from the trusted context (settings, not results).
 Budgets are counted in UTF-8 bytes, which bounds GitHub's character limits too.
+
+Written for a kernel reviewer: a header (verdict, counts, baseline commit, drift rule, legend), the
+runners table (verified only against a same-fingerprint baseline), one row per contract and cause (not
+per case: ``group_changes``) with its runners, seeds, worst budget, max ULP and max error, a reproduce
+command per blocking row, then the other rows and the contract × runner matrix.
 """
 
 from __future__ import annotations
