@@ -120,16 +120,25 @@ def dense_bound(
     n = m.sum(-1, keepdim=True).to(q.dtype) if m is not None else torch.full((1, 1), float(lk))
     # |δS| ≤ (λ√d + 1)·u_acc·scale·|q||k| (the dot product, then the scaling), plus u_in·… when a kernel
     # scales q in the input dtype first; softmax turns a row's |δS| ≤ ε into relative |δP| ≤ 2ε.
-    eps_s = ((ba.lam * sqrt(d) + 1) * ba.u_acc + ba.u_in) * s_abs.amax(dim=-1, keepdim=True)
+    eps_s = (ba.lam * sqrt(d) + 1) * ba.u_acc * s_abs.amax(dim=-1, keepdim=True)
     p = _probs(q, k, cfg)
     pv = p @ v.abs()
+    # 16-bit inputs: a kernel may hold the scores in the input dtype (torch's CPU flash kernel does: without
+    # this term its bf16 budget is 0.47-0.77): δS_ij ≤ u_in·|S_ij|, independent roundings, so the output moves
+    # by λ·u_in·√Σ_j (P_ij·S_ij·(v_j − y_i))², bounded with |v_j| + |y_i|
+    ps = (p * cfg.scale_for(d) * (q @ k.transpose(-1, -2)).nan_to_num(0)) ** 2
+    e_in = (
+        ba.lam * ba.u_in * ((ps @ (v * v)).sqrt() + y.abs() * ps.sum(-1, keepdim=True).sqrt())
+        if ba.u_in > 2.0**-24
+        else 0.0
+    )
     # exp, the row sum (λ√n·u), the online rescales and the division: relative error of every P
     rel = 2 * eps_s + (ba.lam * n.sqrt() + 6) * ba.u_acc
     # P rounded to p_dtype before P·V: Σ θ_j·P_j·v_j with |θ_j| ≤ u_p, independent roundings (λ·√Σ(P·v)²,
     # never more than the worst case Σ P|v|)
     u_p = cfg.u_p(ba)
     e_p = u_p * torch.minimum(ba.lam * ((p * p) @ (v * v)).sqrt(), pv) if u_p else 0.0
-    return (rel + ba.lam * n.sqrt() * ba.u_acc) * pv + e_p + ba.u_out * y.abs()
+    return (rel + ba.lam * n.sqrt() * ba.u_acc) * pv + e_p + e_in + ba.u_out * y.abs()
 
 
 def _group_sum(t: torch.Tensor, kv_heads: int) -> torch.Tensor:
@@ -150,32 +159,60 @@ def dense_grad_bound(
     hk = k.shape[-3]
     kx, vx = _expand_kv(q, k), _expand_kv(q, v)
     d, lq, lk = q.shape[-1], q.shape[-2], kx.shape[-2]
-    sc = cfg.scale_for(d)
+    sc, lam, u = cfg.scale_for(d), ba.lam, ba.u_acc
     p = _probs(q, kx, cfg)
     y = p @ vx
-    s_abs = sc * (q.abs() @ kx.abs().transpose(-1, -2)) * (p > 0)
-    eps_s = ((ba.lam * sqrt(d) + 1) * ba.u_acc + ba.u_in) * s_abs.amax(dim=-1, keepdim=True)
+    # relative error of each recomputed P_ij, independent across elements: its score's dot product
+    # √D·u_acc·scale·|q||k| and rounding u_in·|S| (as in the forward), exp, and P rounded to p_dtype
     u_p = cfg.u_p(ba)
-    rel_p = 2 * eps_s + (ba.lam * sqrt(lk) + 6) * ba.u_acc + u_p
-    e_dv = (rel_p + ba.lam * sqrt(lq) * ba.u_acc) * (p.transpose(-1, -2) @ dy.abs())
+    sigma = sc * (
+        sqrt(d) * u * (q.abs() @ kx.abs().transpose(-1, -2)) + ba.u_in * (q @ kx.transpose(-1, -2)).abs()
+    )
+    sigma = sigma + u_p + 2 * u
+    # and one shared by a row: the P-weighted mean of those (softmax subtracts it) and the row sum
+    n = (p > 0).sum(-1, keepdim=True).to(p.dtype)
+    row = lam * ((p * p * sigma * sigma).sum(-1, keepdim=True)).sqrt() + (lam * n.sqrt() + 4) * u
     dp = dy @ vx.transpose(-1, -2)
-    e_dp = ba.lam * sqrt(d) * ba.u_acc * (dy.abs() @ vx.abs().transpose(-1, -2))
     delta = (dy * y).sum(-1, keepdim=True)
-    e_o = dense_bound(q, k, v, y, cfg, ba) + ba.u_in * y.abs()
-    e_delta = (dy.abs() * e_o).sum(-1, keepdim=True) + ba.lam * sqrt(d) * ba.u_acc * (dy * y).abs().sum(
+    e_o = dense_bound(q, k, v, y, cfg, ba) + ba.u_in * y.abs()  # D is read from the kernel's rounded O
+    e_delta = (dy.abs() * e_o).sum(-1, keepdim=True) + lam * sqrt(d) * u * (dy * y).abs().sum(
         -1, keepdim=True
     )
     gap = dp - delta
-    # the subtraction and the product by P (2·u_acc of their terms), then dS rounded to p_dtype
-    ds_abs = p * gap.abs()
-    e_ds = p * (rel_p * gap.abs() + e_dp + e_delta + 2 * ba.u_acc * (dp.abs() + delta.abs())) + u_p * ds_abs
-    e_dq = sc * (e_ds @ kx.abs() + (ba.lam * sqrt(lk) + 2) * ba.u_acc * (ds_abs @ kx.abs()))
-    dk_abs = sc * (ds_abs.transpose(-1, -2) @ q.abs())
-    e_dk = sc * (e_ds.transpose(-1, -2) @ q.abs()) + (ba.lam * sqrt(lq) + 2) * ba.u_acc * dk_abs
+    ds, ds_abs = p * gap, p * gap.abs()
+    # dS_ij's independent error (λ applies to the sum it enters): P's, dP's dot product, the subtraction
+    # and product, dS rounded to p_dtype; D's error is shared by the row
+    sd = p * (
+        sigma * gap.abs()
+        + sqrt(d) * u * (dy.abs() @ vx.abs().transpose(-1, -2))
+        + 2 * u * (dp.abs() + delta.abs())
+        + u_p * gap.abs()
+    )
+    shared = p * (e_delta + row * gap.abs())
+    # dQ_i: a row's shared errors move every dS_ij alike, so they meet K through the signed sums
+    # Σ_j P_ij·K_j (D's) and Σ_j P_ij·(dP_ij − D_i)·K_j = dQ_i / scale (the softmax's)
+    e_dq = sc * (
+        lam * ((sd * sd) @ (kx * kx)).sqrt()
+        + e_delta * (p @ kx).abs()
+        + row * (ds @ kx).abs()
+        + (lam * sqrt(lk) + 2) * u * (ds_abs @ kx.abs())
+    )
+    sdt, sht, dst = sd.transpose(-1, -2), shared.transpose(-1, -2), ds_abs.transpose(-1, -2)
+    dk_abs = sc * (dst @ q.abs())
+    # dK_j sums over queries: the rows' shared errors (D's, the softmax's) are independent from row to row,
+    # each already a bound, so they add in quadrature
+    e_dk = sc * (lam * ((sdt * sdt) @ (q * q)).sqrt() + ((sht * sht) @ (q * q)).sqrt())
+    e_dk = e_dk + (lam * sqrt(lq) + 2) * u * dk_abs
+    pt = p.transpose(-1, -2)
+    dv_abs = pt @ dy.abs()
+    st = sigma.transpose(-1, -2)
+    e_dv = (
+        lam * (((pt * st) ** 2) @ (dy * dy)).sqrt() + (((pt * row.transpose(-1, -2)) ** 2) @ (dy * dy)).sqrt()
+    )
+    e_dv = e_dv + lam * sqrt(lq) * u * dv_abs
     g = q.shape[-3] // hk
-    dv_abs = p.transpose(-1, -2) @ dy.abs()
-    e_dk = _group_sum(e_dk + ba.lam * sqrt(g) * ba.u_acc * dk_abs, hk)
-    e_dv = _group_sum(e_dv + ba.lam * sqrt(g) * ba.u_acc * dv_abs, hk)
+    e_dk = _group_sum(e_dk + lam * sqrt(g) * u * dk_abs, hk)
+    e_dv = _group_sum(e_dv + lam * sqrt(g) * u * dv_abs, hk)
     return e_dq, e_dk, e_dv
 
 
