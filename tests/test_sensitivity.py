@@ -299,3 +299,12 @@ def test_relative_keys_are_validated_with_line_and_fix(tmp_path: Path, tol: str,
         load_project(f)
     (p,) = info.value.problems
     assert p.line == 15 and p.where.endswith(f"tolerance.{key}") and fix in p.fix
+
+
+def test_the_console_shows_the_relative_ratio(tmp_path: Path) -> None:
+    from kcgate.render.console import render_run
+    from kcgate.results.model import Fingerprint, RunResult
+
+    r = _relative(tmp_path, "relative_1_5x", ", factor = 2.0")
+    text = render_run(RunResult("cpu-x", Fingerprint(backend="cpu"), (r,)))
+    assert "(1.5x baseline)" in text

@@ -28,10 +28,18 @@ def _row(c: CaseResult) -> list[str]:
         MARK.get(c.status, c.status.upper()),
         c.case_id,
         c.klass,
-        fmt_budget(c.metrics.budget_used) + (f" (grad {g})" if (g := c.metrics.worst_grad) else ""),
+        fmt_budget(c.metrics.budget_used)
+        + (f" (grad {g})" if (g := c.metrics.worst_grad) else "")
+        + _ratio(c),
         "" if c.metrics.max_ulp is None else f"{c.metrics.max_ulp:.0f}",
         why[:90],
     ]
+
+
+def _ratio(c: CaseResult) -> str:
+    """tolerance method "relative": the error over the baseline's, beside the budget."""
+    ratio = dict(c.metrics.extra).get("relative_ratio")
+    return "" if ratio is None else f" ({ratio:.3g}x baseline)"
 
 
 def render_run(run: RunResult) -> str:
