@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ class Calibration:
     contract_id: str
     klass: str
     states: tuple[StateResult, ...]
+    advice: tuple[str, ...] = ()  # measured remedies when a bad kernel passed (kcgate.advice)
 
     def state(self, name: str) -> StateResult | None:
         return next((s for s in self.states if s.state == name), None)
@@ -108,7 +109,24 @@ def calibrate_contract(
     for state, target in state_kernels(c).items():
         results = [executor.run(case, c.protocol.timeout_s, kernel=target) for case in cases]
         states.append(_summarize(state, target, results))
-    return Calibration(c.id, c.klass, tuple(states))
+    row = Calibration(c.id, c.klass, tuple(states))
+    return replace(row, advice=_advice(single, c, row, base_seed)) if row.under_specified else row
+
+
+def _advice(project: Project, c: Contract, row: Calibration, base_seed: int) -> tuple[str, ...]:
+    """Which probe or parameter would catch the bad kernels that passed (measured in process)."""
+    from kcgate.advice import advise
+    from kcgate.isolation import InProcessExecutor
+    from kcgate.plan import make_plan
+
+    def run(variant: Project, kernel: str) -> list[Any]:
+        executor = InProcessExecutor(variant, "cpu")
+        cases = make_plan(variant, base_seed, executor.default_shapes())
+        return [executor.run(case, c.protocol.timeout_s, kernel=kernel) for case in cases]
+
+    passed = [s.kernel for s in row.states if s.state != "good" and s.accepted]
+    good = row.state("good")
+    return tuple(advise(project, c, passed, good.kernel if good else "", run))
 
 
 _SEVERITY = {"pass": 0, "refused": 1, "fail": 2, "error": 3}
@@ -147,6 +165,16 @@ def render_matrix(rows: list[Calibration]) -> str:
             f"{_num(r.margin):>8}  {sig.summary if sig else ''}"
         )
     lines += ["", verdict_line(rows)]
+    for r in rows:
+        if r.under_specified:
+            lines.append(
+                f"  {r.contract_id}: "
+                + (
+                    "; or ".join(r.advice)
+                    if r.advice
+                    else "no probe or parameter kcgate tried catches the bad kernel"
+                )
+            )
     return "\n".join(lines)
 
 
@@ -155,8 +183,8 @@ def verdict_line(rows: list[Calibration]) -> str:
     good_bad = [r.contract_id for r in rows if r.good_rejected]
     if under:
         return (
-            f"under-specified: {', '.join(under)} accepted a bad or baseline kernel; tighten the tolerance "
-            "or add the measurement that exposes it"
+            f"under-specified: {', '.join(under)} accepted a bad or baseline kernel; what catches it "
+            "(measured: the change rejects the bad kernel and accepts the good one):"
         )
     if good_bad:
         return f"good kernel rejected by: {', '.join(good_bad)}; the contract (or the good kernel) is wrong"
@@ -203,6 +231,7 @@ def to_json(rows: list[Calibration]) -> str:
                 "good_rejected": r.good_rejected,
                 "margin": None if r.margin is None or math.isinf(r.margin) else r.margin,
                 "states": [state(s) for s in r.states],
+                "advice": list(r.advice),
             }
             for r in rows
         ],

@@ -93,3 +93,76 @@ def test_a_crashing_kernel_costs_its_state_not_the_calibration(tmp_path: Path):
 def test_calibrate_rejects_a_bad_isolation_mode():
     res = CliRunner().invoke(app, ["calibrate", "--isolation", "threads"])
     assert res.exit_code == 3 and "choose 'process' or 'none'" in res.output
+
+
+ADVICE_KERNELS = """
+import torch
+
+
+def good_softmax(x):
+    return torch.softmax(x, -1)
+
+
+def naive_softmax(x):  # no max-subtraction
+    e = x.float().exp()
+    return (e / e.sum(-1, keepdim=True)).to(x.dtype)
+
+
+def good_mm(a, b):
+    return a @ b
+
+
+def benchmark_only(a, b):  # right for K <= 128 only
+    return a[:, :128] @ b[:128] if a.shape[1] > 128 else a @ b
+"""
+
+ADVICE = """
+[project]
+name = "advice"
+paths = ["{root}"]
+
+[[contract]]
+id = "softmax-prc01"
+class = "C-PRC-01"
+op = "softmax"
+kernel = "advk:good_softmax"
+good = "advk:good_softmax"
+bad = "advk:naive_softmax"
+shapes = [[32, 256]]
+protocol = {{ seeds = 1, trials = 1 }}
+
+[[contract]]
+id = "mm-prc01"
+class = "C-PRC-01"
+op = "matmul"
+kernel = "advk:good_mm"
+good = "advk:good_mm"
+bad = "advk:benchmark_only"
+shapes = [[64, 128, 64]]
+protocol = {{ seeds = 1, trials = 1 }}
+"""
+
+
+def test_advice_names_the_probe_or_the_shape_class_that_catches_the_bad_kernel(tmp_path: Path):
+    (tmp_path / "advk.py").write_text(ADVICE_KERNELS)
+    toml = tmp_path / "contracts.toml"
+    toml.write_text(ADVICE.format(root=tmp_path))
+    out = tmp_path / "cal.json"
+    res = CliRunner().invoke(app, ["calibrate", "--no-builtin", "--contracts", str(toml), "--json", str(out)])
+    assert res.exit_code == 6, res.output
+    advice = {r["contract_id"]: r["advice"] for r in json.loads(out.read_text())["contracts"]}
+    assert "C-PRC-02" in advice["softmax-prc01"][0] and "overflow" in advice["softmax-prc01"][0]
+    assert "C-CMP-03" in advice["mm-prc01"][0] and "64x1024x64" in advice["mm-prc01"][0]
+    assert "tighten the tolerance" not in res.output
+    assert "softmax-prc01: add a C-PRC-02 contract" in res.output
+
+
+def test_loose_tolerance_advice_is_the_derived_bound(tmp_path: Path):
+    root = Path(__file__).resolve().parents[1]
+    toml = tmp_path / "contracts.toml"
+    toml.write_text(LOOSE.format(root=root))
+    out = tmp_path / "cal.json"
+    res = CliRunner().invoke(app, ["calibrate", "--no-builtin", "--contracts", str(toml), "--json", str(out)])
+    assert res.exit_code == 6, res.output
+    (row,) = json.loads(out.read_text())["contracts"]
+    assert row["advice"] and 'method = "error-bound"' in row["advice"][0]
