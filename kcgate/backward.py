@@ -118,6 +118,10 @@ def compare_grads(ctx: CaseContext, trial: Trial) -> None:
     _decide(ctx, trial, scored)
 
 
+def _finite(b: float) -> float:
+    return b if b < 1e308 else 1e308  # NaN compares False: kept as 1e308 too
+
+
 def _score(trial: Trial) -> float:
     b = trial.metrics.budget_used
     return float("inf") if b is None else b
@@ -137,7 +141,8 @@ def _decide(
         return
     budget, name, cmp, tensor = max(scored, key=lambda s: s[0])
     extra = {"reduction_len": float(ctx.op.reduction_len(trial.shape))}
-    extra.update({(GRAD_BUDGET + n if n else "out_budget"): b for b, n, _, _ in scored})
+    # non-finite budgets (NaN where the oracle is finite) are kept as 1e308: results files drop infinities
+    extra.update({(GRAD_BUDGET + n if n else "out_budget"): _finite(b) for b, n, _, _ in scored})
     if name:
         assert cmp is not None
         trial.grad, trial.cmp, trial.ref, trial.out = name, cmp, cmp.ref, tensor

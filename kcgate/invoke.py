@@ -16,6 +16,10 @@ from kcgate.spec import OP_DIMS, OP_INPUTS, Contract
 
 # A module parameter takes its values from the op input of this name (exact names match too).
 PARAM_INPUTS = {"weight": "w", "bias": "b"}
+# With a `call` table the mapping is the whole signature: of the harness's own keyword arguments only
+# these pass through (the family's, e.g. cross_entropy's reduction=, are the contract's to map).
+PASS_THROUGH = ("out", "config")
+NONE = "{none}"  # TOML has no null: this placeholder passes None (an optional weight, a default mask)
 
 
 class KernelSetupError(Exception):
@@ -45,7 +49,7 @@ def _mapped(
     def kernel(*inputs: torch.Tensor, **extra: Any) -> Any:
         env = _bindings(contract.op, names, inputs)
         a = [inputs[i] for i in positional if i < len(inputs)] if args is None else _fill(args, env)
-        return fn(*a, **_fill(kwargs, env), **extra)
+        return fn(*a, **_fill(kwargs, env), **_passed(extra))
 
     return kernel
 
@@ -60,12 +64,18 @@ def _bindings(op: str, names: tuple[str, ...], inputs: tuple[torch.Tensor, ...])
     return env
 
 
+def _passed(extra: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in extra.items() if k in PASS_THROUGH}
+
+
 def _fill(v: Any, env: dict[str, Any]) -> Any:
     """The template with placeholders replaced (tuples become lists, as kernels expect of shapes)."""
     if isinstance(v, tuple):
         return [_fill(x, env) for x in v]
     if isinstance(v, dict):
         return {k: _fill(x, env) for k, x in v.items()}
+    if v == NONE:
+        return None
     if isinstance(v, str) and v in env:
         return env[v]
     if isinstance(v, str) and v.startswith("{") and v.endswith("}"):
@@ -95,7 +105,8 @@ def _module_kernel(
         rest = [i for i in range(len(inputs)) if i not in taken]
         args = [inputs[i] for i in rest] if contract.call_args is None else _fill(contract.call_args, env)
         call_kw = _fill(dict(contract.call_kwargs), env)
-        return torch.func.functional_call(module, params, tuple(args), {**call_kw, **extra})
+        passed = _passed(extra) if contract.call_args is not None or contract.call_kwargs else extra
+        return torch.func.functional_call(module, params, tuple(args), {**call_kw, **passed})
 
     return kernel
 

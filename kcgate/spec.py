@@ -566,8 +566,8 @@ def _check_value(v: Any, op: str, path: tuple[Any, ...], where: str, col: _Colle
     elif isinstance(v, dict):
         col.add(path, where, "a table is not an argument value", "use a string, number, boolean or list")
     elif isinstance(v, str) and (m := _PLACEHOLDER.match(v)) and op in OP_DIMS:
-        if m.group(1) not in OP_DIMS[op]:
-            dims = ", ".join("{" + n + "}" for n in OP_DIMS[op])
+        if m.group(1) not in OP_DIMS[op] and m.group(1) != "none":
+            dims = ", ".join("{" + n + "}" for n in (*OP_DIMS[op], "none"))
             col.add(path, where, f"{v!r} is not a size of op {op!r}", f"use one of: {dims}")
 
 
