@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kcgate.catalogue import CATALOGUE, REDUCING
+
 
 @dataclass(frozen=True)
 class ParamSpec:
@@ -39,33 +41,7 @@ class ContractClass:
     params: dict[str, ParamSpec] = field(default_factory=dict)
 
 
-_REDUCING = (
-    "matmul",
-    "bmm",
-    "linear",
-    "sum",
-    "mean",
-    "softmax",
-    "logsumexp",
-    "layernorm",
-    "rmsnorm",
-    "sdpa",
-    "attention",
-    "cross_entropy",
-    "scaled_mm",
-    "quant_gemm",
-)
-_ALL = _REDUCING + (
-    "gelu",
-    "silu",
-    "rope",
-    "swiglu",
-    "geglu",
-    "gather",
-    "index_select",
-    "embedding",
-    "custom",
-)
+_ALL = tuple(CATALOGUE)  # every op family, in the catalogue's order
 
 
 def _c(**kw: Any) -> ContractClass:
@@ -81,7 +57,7 @@ CLASSES: dict[str, ContractClass] = {
             name="accumulator precision",
             provenance="paper",
             asserts="accumulation really happens at the declared accumulator precision",
-            ops=_REDUCING + ("custom",),
+            ops=REDUCING + ("custom",),
             signatures=("low-precision-accumulator", "biased-rounding"),
         ),
         _c(
@@ -135,7 +111,7 @@ CLASSES: dict[str, ContractClass] = {
             name="reduction-order bound",
             provenance="paper",
             asserts="results across valid reduction orders stay within the non-associativity bound",
-            ops=_REDUCING + ("custom",),
+            ops=REDUCING + ("custom",),
             signatures=("order-dependence", "low-precision-accumulator"),
             params={"orders": ParamSpec(int, 4, help="number of permuted reduction orders tried")},
         ),

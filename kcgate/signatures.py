@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from kcgate.catalogue import MATMUL_LIKE
 from kcgate.results.model import Signature
 
 CAUSES: dict[str, str] = {
@@ -518,7 +519,7 @@ def _large_inputs(inputs: Sequence[torch.Tensor]) -> bool:
 
 
 def _operand(ctx: Any, trial: Any) -> Signature | None:
-    if ctx.op.name not in ("matmul", "bmm", "linear") or trial.grad:
+    if ctx.op.name not in MATMUL_LIKE or trial.grad:
         return None
     return operand_signature(trial.out, trial.cmp.ref, trial.inputs, ctx.op.oracle, ctx.op.float_inputs)
 

@@ -14,35 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from kcgate import bounded, dtypes, tomlsrc
+from kcgate.catalogue import CATALOGUE, MATMUL_LIKE
 from kcgate.classes import CLASSES, ParamSpec, suggest
 from kcgate.errors import ContractsError, Problem
 from kcgate.policy import BLOCKABLE, WAIVER_KINDS, DriftRule, Policy, Waiver
 
-OPS = (
-    "matmul",
-    "bmm",
-    "linear",
-    "sum",
-    "mean",
-    "softmax",
-    "logsumexp",
-    "layernorm",
-    "rmsnorm",
-    "gelu",
-    "silu",
-    "gather",
-    "index_select",
-    "embedding",
-    "sdpa",
-    "attention",
-    "rope",
-    "swiglu",
-    "geglu",
-    "cross_entropy",
-    "scaled_mm",
-    "quant_gemm",
-    "custom",
-)
+OPS = tuple(CATALOGUE)
 DEVICES = ("cpu", "cuda", "rocm", "xpu", "mps", "npu")
 POSTCONDITIONS = ("within-bound", "bitwise", "invariant", "policy")
 TOLERANCES = ("error-bound", "ulp", "abs-rel", "exact", "relative")
@@ -52,104 +29,17 @@ LAYOUTS = ("contiguous", "transposed")
 CALLS = ("return", "out")
 DIRECTIONS = ("forward", "backward", "both")
 # Families with a backward contract (kcgate.ops.OPS[op].grad_bound is not None; a test checks it).
-BACKWARD_OPS = (
-    "matmul",
-    "bmm",
-    "linear",
-    "sdpa",
-    "attention",
-    "rope",
-    "swiglu",
-    "geglu",
-    "cross_entropy",
-    "sum",
-    "mean",
-    "softmax",
-    "logsumexp",
-    "layernorm",
-    "rmsnorm",
-    "gelu",
-    "silu",
-    "gather",
-    "index_select",
-    "embedding",
-    "custom",
-)
-# Each family's natural tolerance when neither the contract nor its class says otherwise
-# (must match kcgate.ops.OPS[...].tolerance; a test checks it).
-OP_TOLERANCE = {
-    "silu": "ulp",
-    "gather": "exact",
-    "index_select": "exact",
-    "embedding": "exact",
-    "custom": "abs-rel",
-}
+BACKWARD_OPS = tuple(n for n, op in CATALOGUE.items() if op.backward)
+# Each family's natural tolerance when neither the contract nor its class says otherwise.
+OP_TOLERANCE = {n: op.tolerance for n, op in CATALOGUE.items() if op.tolerance != "error-bound"}
 # Each family's shape form (the names of the case-shape dimensions; `call` and `init` read them as
 # "{name}" placeholders) and its inputs' names (placeholders too, and how gradients are reported).
-# None: any number of dimensions ({n} is the last). Must match kcgate.ops (a test checks it).
-OP_SHAPES: dict[str, tuple[str, ...] | None] = {
-    "matmul": ("m", "k", "n"),
-    "bmm": ("batch", "m", "k", "n"),
-    "linear": ("m", "k", "n"),
-    "sdpa": ("batch", "heads", "length", "head_dim"),
-    "attention": ("batch", "heads", "kv_heads", "length", "head_dim"),
-    "rope": ("batch", "heads", "kv_heads", "length", "head_dim"),
-    **{op: ("rows", "n") for op in ("swiglu", "geglu")},
-    "cross_entropy": ("rows", "vocab"),
-    **{op: ("m", "k", "n") for op in ("scaled_mm", "quant_gemm")},
-    **{op: ("rows", "n") for op in ("sum", "mean", "softmax", "logsumexp", "layernorm", "rmsnorm")},
-    "gelu": None,
-    "silu": None,
-    "gather": ("rows", "n", "m"),
-    "index_select": ("rows", "n", "m"),
-    "embedding": ("vocab", "dim", "m"),
-    "custom": None,
-}
+# None: any number of dimensions ({n} is the last). All read from kcgate.catalogue.
+OP_SHAPES: dict[str, tuple[str, ...] | None] = {n: op.dims for n, op in CATALOGUE.items()}
 # Where each "{name}" size placeholder is read from: (input index, axis) of the trial's own inputs, so a
 # swept or held-out shape gets its own sizes. Families with any arity read "{n}", the last dimension.
-OP_DIMS: dict[str, dict[str, tuple[int, int]]] = {
-    "matmul": {"m": (0, 0), "k": (0, 1), "n": (1, 1)},
-    "bmm": {"batch": (0, 0), "m": (0, 1), "k": (0, 2), "n": (1, 2)},
-    "linear": {"m": (0, 0), "k": (0, 1), "n": (1, 0)},
-    "sdpa": {"batch": (0, 0), "heads": (0, 1), "length": (0, 2), "head_dim": (0, 3)},
-    **{
-        op: {"batch": (0, 0), "heads": (0, 1), "kv_heads": (1, 1), "length": (0, 2), "head_dim": (0, 3)}
-        for op in ("attention", "rope")
-    },
-    **{op: {"rows": (0, 0), "n": (0, -1)} for op in ("swiglu", "geglu")},
-    "cross_entropy": {"rows": (0, 0), "vocab": (0, 1)},
-    "scaled_mm": {"m": (0, 0), "k": (0, 1), "n": (1, 1)},
-    "quant_gemm": {"m": (0, 0), "k": (0, 1), "n": (1, 0)},
-    **{
-        op: {"rows": (0, 0), "n": (0, -1)}
-        for op in ("sum", "mean", "softmax", "logsumexp", "layernorm", "rmsnorm")
-    },
-    "gelu": {"n": (0, -1)},
-    "silu": {"n": (0, -1)},
-    "gather": {"rows": (0, 0), "n": (0, 1), "m": (1, 1)},
-    "index_select": {"rows": (0, 0), "n": (0, 1), "m": (1, 0)},
-    "embedding": {"vocab": (1, 0), "dim": (1, 1), "m": (0, 0)},
-    "custom": {"n": (0, -1)},
-}
-OP_INPUTS: dict[str, tuple[str, ...]] = {
-    "matmul": ("a", "b"),
-    "bmm": ("a", "b"),
-    "linear": ("x", "w", "b"),
-    "sdpa": ("q", "k", "v"),
-    "attention": ("q", "k", "v"),  # varlen: also cu_seqlens_q, cu_seqlens_k
-    "rope": ("q", "k", "cos", "sin"),
-    **{op: ("a", "b") for op in ("swiglu", "geglu")},
-    "cross_entropy": ("logits", "target"),
-    "scaled_mm": ("a", "b", "scale_a", "scale_b"),
-    "quant_gemm": ("x", "qweight", "scales", "zeros"),
-    **{op: ("x",) for op in ("sum", "mean", "softmax", "logsumexp", "gelu", "silu")},
-    "layernorm": ("x", "w", "b"),
-    "rmsnorm": ("x", "w"),
-    "gather": ("x", "index"),
-    "index_select": ("x", "index"),
-    "embedding": ("index", "w"),
-    "custom": (),
-}
+OP_DIMS: dict[str, dict[str, tuple[int, int]]] = {n: op.dim_sources for n, op in CATALOGUE.items()}
+OP_INPUTS: dict[str, tuple[str, ...]] = {n: op.inputs for n, op in CATALOGUE.items()}
 _FLOATS = ("float32", "bfloat16", "float16")
 # Each family's own parameters, accepted in a contract's ``params`` next to its class's (must match the
 # families' ``configure`` in kcgate.ops; docs/ops.md explains each).
@@ -623,7 +513,7 @@ def _cross_checks(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str
             "oracle = 'user' needs a `reference` function",
             'add reference = "pkg.mod:ref_fn"',
         )
-    if c.oracle == "freivalds" and c.op not in ("matmul", "bmm", "linear"):
+    if c.oracle == "freivalds" and c.op not in MATMUL_LIKE:
         col.add(
             p + ("oracle",),
             where + ".oracle",

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from kcgate.catalogue import CATALOGUE
 from kcgate.checks import Finding
 from kcgate.metrics import ulp_distance
 from kcgate.results.model import Metrics, Signature
@@ -16,24 +17,10 @@ from kcgate.results.model import Metrics, Signature
 # Which input dimension is the reduction axis, per op family: {input index: dim}. Permuting it (in the
 # same way on every listed input) is a valid reordering of the same mathematical sum.
 REDUCTION_AXES: dict[str, dict[int, int]] = {
-    "matmul": {0: 1, 1: 0},
-    "bmm": {0: 2, 1: 1},
-    "linear": {0: 1, 1: 1},
-    "sum": {0: -1},
-    "mean": {0: -1},
+    n: op.reduction_axes for n, op in CATALOGUE.items() if op.reduction_axes
 }
 # Position of the reduction length in the case shape.
-SHAPE_K: dict[str, int] = {
-    "matmul": 1,
-    "linear": 1,
-    "bmm": 2,
-    "sum": -1,
-    "mean": -1,
-    "softmax": -1,
-    "logsumexp": -1,
-    "layernorm": -1,
-    "rmsnorm": -1,
-}
+SHAPE_K: dict[str, int] = {n: op.k_dim for n, op in CATALOGUE.items() if op.k_dim is not None}
 
 
 def permute_reduction(

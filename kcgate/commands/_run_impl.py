@@ -87,7 +87,7 @@ def check_torch(isolation: str) -> None:
 
 
 def _default_shapes() -> dict[str, tuple[tuple[int, ...], ...]]:
-    from kcgate.ops import default_shapes
+    from kcgate.catalogue import default_shapes  # torch-free: --list plans without importing torch
 
     return default_shapes()
 

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from kcgate import dtypes
+from kcgate.catalogue import CATALOGUE
 from kcgate.execution.plan import Case
 from kcgate.metrics import Comparison, compare, to_metrics
 from kcgate.ops.base import BoundArgs, OpFamily, Tensors
@@ -187,14 +188,13 @@ def _relative(ctx: CaseContext, trial: Trial) -> None:
 
 
 def _wants_freivalds(ctx: CaseContext, shape: tuple[int, ...]) -> bool:
-    """oracle = "freivalds", or "auto" above FREIVALDS_AUTO_MIN_FLOPS, on a matmul-shaped op."""
-    if ctx.contract.oracle not in ("freivalds", "auto") or ctx.op.name not in ("matmul", "bmm", "linear"):
+    """oracle = "freivalds", or "auto" above FREIVALDS_AUTO_MIN_FLOPS, on a matmul-like op."""
+    op = CATALOGUE.get(ctx.op.name)
+    if ctx.contract.oracle not in ("freivalds", "auto") or op is None or not op.matmul_like:
         return False
     from kcgate.oracles.freivalds import use_freivalds
 
-    m = int(torch.tensor(shape[:-2]).prod().item()) if ctx.op.name == "bmm" else shape[0]
-    m = m * shape[-3] if ctx.op.name == "bmm" else m
-    return use_freivalds(m, shape[-2], shape[-1], ctx.contract.oracle)
+    return use_freivalds(*op.matmul_mkn(shape), ctx.contract.oracle)
 
 
 def _freivalds_trial(ctx: CaseContext, trial: Trial) -> Trial:

@@ -1,0 +1,249 @@
+"""The op catalogue: every op family's torch-free facts, one entry each. No torch.
+
+``kcgate.spec`` (op names, shape forms, placeholders, default tolerance, backward), ``kcgate.classes``
+(which ops reduce), ``kcgate.checks`` (reduction axes, the reduction length's position), the harness
+(matmul-like ops for Freivalds) and ``kcgate.signatures`` read it; ``kcgate.ops.OPS`` holds the torch
+side (call, generator, oracle, bound) and a test checks that both name the same families with the same
+default shapes and tolerance. Adding a family is one entry here plus its ``OpFamily``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Op:
+    """One op family's facts that need no tensor."""
+
+    name: str
+    dims: tuple[str, ...] | None  # the case shape's dimension names; None: any number ({n} is the last)
+    inputs: tuple[str, ...]  # the inputs' names (call/init placeholders, gradient reports)
+    # where each "{name}" size placeholder is read from: (input index, axis) of the trial's own inputs
+    dim_sources: dict[str, tuple[int, int]]
+    default_shapes: tuple[tuple[int, ...], ...] = ()  # what a contract without ``shapes`` runs on
+    tolerance: str = "error-bound"  # the natural method when neither the contract nor its class says
+    backward: bool = True  # has a backward contract (its OpFamily has a grad_bound)
+    reducing: bool = False  # sums over an axis (the reduction-order classes apply)
+    # input index -> the dim that is the reduction axis; permuting it (the same way on every listed
+    # input) is a valid reordering of the same sum
+    reduction_axes: dict[int, int] = field(default_factory=dict)
+    k_dim: int | None = None  # position of the reduction length in the case shape
+    matmul_like: bool = False  # an (m, k) @ (k, n) product: Freivalds applies
+
+    def matmul_mkn(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
+        """(m, k, n) of a matmul-like case shape, m including any batch: bmm (B, M, K, N) is (B*M, K, N)."""
+        sizes = dict(zip(self.dims or (), shape, strict=False))
+        return sizes.get("batch", 1) * sizes["m"], sizes["k"], sizes["n"]
+
+
+CATALOGUE: dict[str, Op] = {
+    op.name: op
+    for op in (
+        Op(
+            "matmul",
+            dims=("m", "k", "n"),
+            inputs=("a", "b"),
+            dim_sources={"m": (0, 0), "k": (0, 1), "n": (1, 1)},
+            default_shapes=((64, 1024, 64), (33, 257, 65)),
+            reducing=True,
+            reduction_axes={0: 1, 1: 0},
+            k_dim=1,
+            matmul_like=True,
+        ),
+        Op(
+            "bmm",
+            dims=("batch", "m", "k", "n"),
+            inputs=("a", "b"),
+            dim_sources={"batch": (0, 0), "m": (0, 1), "k": (0, 2), "n": (1, 2)},
+            default_shapes=((4, 32, 512, 32),),
+            reducing=True,
+            reduction_axes={0: 2, 1: 1},
+            k_dim=2,
+            matmul_like=True,
+        ),
+        Op(
+            "linear",
+            dims=("m", "k", "n"),
+            inputs=("x", "w", "b"),
+            dim_sources={"m": (0, 0), "k": (0, 1), "n": (1, 0)},
+            default_shapes=((64, 512, 96),),
+            reducing=True,
+            reduction_axes={0: 1, 1: 1},
+            k_dim=1,
+            matmul_like=True,
+        ),
+        Op(
+            "sum",
+            dims=("rows", "n"),
+            inputs=("x",),
+            dim_sources={"rows": (0, 0), "n": (0, -1)},
+            default_shapes=((64, 4096),),
+            reducing=True,
+            reduction_axes={0: -1},
+            k_dim=-1,
+        ),
+        Op(
+            "mean",
+            dims=("rows", "n"),
+            inputs=("x",),
+            dim_sources={"rows": (0, 0), "n": (0, -1)},
+            default_shapes=((64, 4096),),
+            reducing=True,
+            reduction_axes={0: -1},
+            k_dim=-1,
+        ),
+        Op(
+            "softmax",
+            dims=("rows", "n"),
+            inputs=("x",),
+            dim_sources={"rows": (0, 0), "n": (0, -1)},
+            default_shapes=((64, 1024),),
+            reducing=True,
+            k_dim=-1,
+        ),
+        Op(
+            "logsumexp",
+            dims=("rows", "n"),
+            inputs=("x",),
+            dim_sources={"rows": (0, 0), "n": (0, -1)},
+            default_shapes=((64, 1024),),
+            reducing=True,
+            k_dim=-1,
+        ),
+        Op(
+            "layernorm",
+            dims=("rows", "n"),
+            inputs=("x", "w", "b"),
+            dim_sources={"rows": (0, 0), "n": (0, -1)},
+            default_shapes=((64, 1024),),
+            reducing=True,
+            k_dim=-1,
+        ),
+        Op(
+            "rmsnorm",
+            dims=("rows", "n"),
+            inputs=("x", "w"),
+            dim_sources={"rows": (0, 0), "n": (0, -1)},
+            default_shapes=((64, 1024),),
+            reducing=True,
+            k_dim=-1,
+        ),
+        Op(
+            "sdpa",
+            dims=("batch", "heads", "length", "head_dim"),
+            inputs=("q", "k", "v"),
+            dim_sources={"batch": (0, 0), "heads": (0, 1), "length": (0, 2), "head_dim": (0, 3)},
+            default_shapes=((2, 4, 128, 64),),
+            reducing=True,
+        ),
+        Op(
+            "attention",
+            dims=("batch", "heads", "kv_heads", "length", "head_dim"),
+            inputs=("q", "k", "v"),
+            dim_sources={
+                "batch": (0, 0),
+                "heads": (0, 1),
+                "kv_heads": (1, 1),
+                "length": (0, 2),
+                "head_dim": (0, 3),
+            },
+            default_shapes=((2, 4, 2, 128, 64),),
+            reducing=True,
+        ),
+        Op(
+            "cross_entropy",
+            dims=("rows", "vocab"),
+            inputs=("logits", "target"),
+            dim_sources={"rows": (0, 0), "vocab": (0, 1)},
+            default_shapes=((32, 4096),),
+            reducing=True,
+        ),
+        Op(
+            "scaled_mm",
+            dims=("m", "k", "n"),
+            inputs=("a", "b", "scale_a", "scale_b"),
+            dim_sources={"m": (0, 0), "k": (0, 1), "n": (1, 1)},
+            default_shapes=((64, 512, 64),),
+            backward=False,
+            reducing=True,
+        ),
+        Op(
+            "quant_gemm",
+            dims=("m", "k", "n"),
+            inputs=("x", "qweight", "scales", "zeros"),
+            dim_sources={"m": (0, 0), "k": (0, 1), "n": (1, 0)},
+            default_shapes=((32, 1024, 64),),
+            backward=False,
+            reducing=True,
+        ),
+        Op("gelu", dims=None, inputs=("x",), dim_sources={"n": (0, -1)}, default_shapes=((256, 1024),)),
+        Op(
+            "silu",
+            dims=None,
+            inputs=("x",),
+            dim_sources={"n": (0, -1)},
+            default_shapes=((256, 1024),),
+            tolerance="ulp",
+        ),
+        Op(
+            "rope",
+            dims=("batch", "heads", "kv_heads", "length", "head_dim"),
+            inputs=("q", "k", "cos", "sin"),
+            dim_sources={
+                "batch": (0, 0),
+                "heads": (0, 1),
+                "kv_heads": (1, 1),
+                "length": (0, 2),
+                "head_dim": (0, 3),
+            },
+            default_shapes=((2, 8, 2, 128, 64),),
+        ),
+        Op(
+            "swiglu",
+            dims=("rows", "n"),
+            inputs=("a", "b"),
+            dim_sources={"rows": (0, 0), "n": (0, -1)},
+            default_shapes=((64, 1024),),
+        ),
+        Op(
+            "geglu",
+            dims=("rows", "n"),
+            inputs=("a", "b"),
+            dim_sources={"rows": (0, 0), "n": (0, -1)},
+            default_shapes=((64, 1024),),
+        ),
+        Op(
+            "gather",
+            dims=("rows", "n", "m"),
+            inputs=("x", "index"),
+            dim_sources={"rows": (0, 0), "n": (0, 1), "m": (1, 1)},
+            default_shapes=((64, 256, 32),),
+            tolerance="exact",
+        ),
+        Op(
+            "index_select",
+            dims=("rows", "n", "m"),
+            inputs=("x", "index"),
+            dim_sources={"rows": (0, 0), "n": (0, 1), "m": (1, 0)},
+            default_shapes=((64, 256, 32),),
+            tolerance="exact",
+        ),
+        Op(
+            "embedding",
+            dims=("vocab", "dim", "m"),
+            inputs=("index", "w"),
+            dim_sources={"vocab": (1, 0), "dim": (1, 1), "m": (0, 0)},
+            default_shapes=((64, 256, 32),),
+            tolerance="exact",
+        ),
+        Op("custom", dims=None, inputs=(), dim_sources={"n": (0, -1)}, tolerance="abs-rel"),
+    )
+}
+MATMUL_LIKE = tuple(n for n, op in CATALOGUE.items() if op.matmul_like)
+REDUCING = tuple(n for n, op in CATALOGUE.items() if op.reducing)
+
+
+def default_shapes() -> dict[str, tuple[tuple[int, ...], ...]]:
+    """Each built-in family's default shapes (custom ops have none), without importing torch."""
+    return {n: op.default_shapes for n, op in CATALOGUE.items() if n != "custom"}
