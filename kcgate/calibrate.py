@@ -116,8 +116,8 @@ def calibrate_contract(
 def _advice(project: Project, c: Contract, row: Calibration, base_seed: int) -> tuple[str, ...]:
     """Which probe or parameter would catch the bad kernels that passed (measured in process)."""
     from kcgate.advice import advise
-    from kcgate.isolation import InProcessExecutor
-    from kcgate.plan import make_plan
+    from kcgate.execution.executors import InProcessExecutor
+    from kcgate.execution.plan import make_plan
 
     def run(variant: Project, kernel: str) -> list[Any]:
         executor = InProcessExecutor(variant, "cpu")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kcgate.results import CaseResult, load_run
+from kcgate.results.model import CaseResult, load_run
 from tests.conftest import DATA, kcgate
 
 pytest.importorskip("liger_kernel")
