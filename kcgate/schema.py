@@ -112,7 +112,11 @@ def contracts_schema() -> dict[str, Any]:
             "inputs": _IMPORT,
             "protocol": protocol,
             "signature": _list(_STR),
-            "params": {"type": "object"},
+            "params": {
+                "type": "object",
+                "description": "the class's parameters and the op family's own: "
+                + "; ".join(f"{op}: {', '.join(ps)}" for op, ps in spec.OP_PARAMS.items()),
+            },
             "call": {
                 "description": 'how the kernel is called: "return" or "out" (an out= buffer), or a table '
                 "mapping the op's inputs and sizes to the kernel's signature: "
