@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
+import functools
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1082,11 +1084,10 @@ def locate(target: str, roots: tuple[Path, ...]) -> tuple[str, str] | None:
         )
     if source.suffix != ".py":
         return None  # compiled extension: cannot check statically; run will import it
-    try:
-        tree = ast.parse(source.read_text(encoding="utf-8"))
-    except (SyntaxError, UnicodeDecodeError, OSError) as exc:
-        return (f"module {module!r} ({source}) cannot be parsed: {exc}", "fix the module's syntax")
-    if name not in _top_level_names(tree):
+    names = _defined_names(source)
+    if isinstance(names, Exception):
+        return (f"module {module!r} ({source}) cannot be parsed: {names}", "fix the module's syntax")
+    if name not in names:
         # re-exports, `import *` and module __getattr__ are invisible without importing: run imports it
         return (
             f"{_UNSEEN} {name!r} in module {module!r} ({source}); `kcgate run` will import it",
@@ -1095,11 +1096,43 @@ def locate(target: str, roots: tuple[Path, ...]) -> tuple[str, str] | None:
     return None
 
 
-def _module_source(module: str, roots: tuple[Path, ...]) -> Path | None:
-    import sys
+def _defined_names(source: Path) -> frozenset[str] | Exception:
+    """A module file's top-level names, parsed once per file version (10,000 contracts share a few modules)."""
+    try:
+        stat = source.stat()
+    except OSError as exc:
+        return exc
+    return _parsed_names(source, stat.st_mtime_ns, stat.st_size)
 
+
+@functools.lru_cache(maxsize=256)
+def _parsed_names(source: Path, mtime_ns: int, size: int) -> frozenset[str] | Exception:
+    try:
+        return frozenset(_top_level_names(ast.parse(source.read_text(encoding="utf-8"))))
+    except (SyntaxError, UnicodeDecodeError, OSError) as exc:
+        return exc
+
+
+_SOURCES: dict[tuple[str, tuple[Path, ...], tuple[str, ...]], Path] = {}
+
+
+def _module_source(module: str, roots: tuple[Path, ...]) -> Path | None:
+    """The module's file, searched in [project].paths, then sys.path, then the import system's finders.
+    Found files are remembered (while they exist): contracts share a few kernel modules."""
+    sys_path = tuple(sys.path)
+    key = (module, roots, sys_path)
+    known = _SOURCES.get(key)
+    if known is not None and known.is_file():
+        return known
+    found = _find_source(module, roots, sys_path)
+    if found is not None:
+        _SOURCES[key] = found
+    return found
+
+
+def _find_source(module: str, roots: tuple[Path, ...], sys_path: tuple[str, ...]) -> Path | None:
     rel = Path(*module.split("."))
-    for root in (*roots, *(Path(p) for p in sys.path if p)):
+    for root in (*roots, *(Path(p) for p in sys_path if p)):
         for cand in (root / rel.with_suffix(".py"), root / rel / "__init__.py"):
             if cand.is_file():
                 return cand
