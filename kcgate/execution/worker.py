@@ -28,6 +28,18 @@ def _limit_memory(limit_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
 
 
+def _set_threads() -> int:
+    """One intra-op thread unless KCGATE_THREADS (or OMP_NUM_THREADS) says otherwise: kcgate's cases are
+    small, and under load torch's default (one per core) made a 2-core run's wall time swing from 4 to 21 s
+    while one thread stayed stable; a contract that needs more sets KCGATE_THREADS."""
+    import torch
+
+    wanted = os.environ.get("KCGATE_THREADS") or os.environ.get("OMP_NUM_THREADS") or "1"
+    threads = int(wanted) if wanted.isdigit() and int(wanted) > 0 else 1
+    torch.set_num_threads(threads)
+    return threads
+
+
 def _start(contracts: str, device: str) -> tuple[dict[str, Any], Any, Any]:
     """The handshake payload, the project and the backend; a KcgateError becomes an error handshake."""
     import kcgate.checks  # noqa: F401  (warm: what the first case would otherwise import)
@@ -62,6 +74,8 @@ def main() -> None:
     try:
         import_torch()  # a torch that cannot be imported is a handshake error naming the interpreter and fix
         from kcgate.execution.case import execute_case  # imports the harness before the first case
+
+        _set_threads()
 
         hello, project, backend = _start(args.contracts, args.device)
     except KcgateError as exc:
