@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 # Held-out shapes keep the product of their dimensions at most this (or the declared shape's product
@@ -271,12 +271,13 @@ def held_out(
     n: int,
     seed: int,
     max_elements: int = MAX_ELEMENTS,
+    cost: Callable[[Sequence[int]], float] = math.prod,
 ) -> list[tuple[int, ...]]:
     """The class's extremes (every dimension at its smallest; each dimension at its largest with the
     others as declared) then ``n`` shapes drawn across the class; all satisfy ``cons``, none is the
     declared shape, each has at most ``max(max_elements, prod(declared))`` elements (product of dims)."""
     declared = tuple(int(d) for d in declared)
-    cap = max(max_elements, math.prod(declared))
+    cap = max(max_elements, cost(declared))
     doms = [domain(d, cons.get(i, ())) for i, d in enumerate(declared)]
     base = tuple(doms[i].snap(d) for i, d in enumerate(declared))
     rng = random.Random(seed)
@@ -287,7 +288,7 @@ def held_out(
     wanted += [(_draw(doms, declared, rng), -1) for _ in range(n)]
     out: list[tuple[int, ...]] = []
     for shape, pinned in wanted:
-        fitted = _fit(list(shape), pinned, doms, cons, cap)
+        fitted = _fit(list(shape), pinned, doms, cons, cap, cost)
         if fitted is not None and fitted != declared and fitted not in out:
             out.append(fitted)
     return out
@@ -304,13 +305,18 @@ def _draw(doms: Sequence[Domain], declared: Sequence[int], rng: random.Random) -
 
 
 def _fit(
-    shape: list[int], pinned: int, doms: Sequence[Domain], cons: Mapping[int, tuple[Term, ...]], cap: int
+    shape: list[int],
+    pinned: int,
+    doms: Sequence[Domain],
+    cons: Mapping[int, tuple[Term, ...]],
+    cap: float,
+    cost: Callable[[Sequence[int]], float] = math.prod,
 ) -> tuple[int, ...] | None:
     """Apply the relations, then halve the largest unpinned dimensions until the product fits the cap."""
     order = [i for i in _order(cons, None) if any(t.ref >= 0 for t in cons[i])]
     for _ in range(200):
         _relate(shape, order, doms, cons)
-        if math.prod(shape) <= cap:
+        if cost(shape) <= cap:
             break
         free = [
             i
@@ -323,11 +329,7 @@ def _fit(
             return None
         shape[i] = smaller
     result = tuple(shape)
-    ok = (
-        math.prod(result) <= cap
-        and not violations(result, cons)
-        and all(d.ok(v) for d, v in zip(doms, result))
-    )
+    ok = cost(result) <= cap and not violations(result, cons) and all(d.ok(v) for d, v in zip(doms, result))
     return result if ok else None
 
 

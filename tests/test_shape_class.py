@@ -236,3 +236,26 @@ def test_held_out_flag_reaches_the_check(tmp_path: Path) -> None:
         [*cmd[:6], "--held-out=-1", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert bad.returncode != 0 and "--held-out" in bad.stderr
+
+
+def test_every_family_constraint_parses_and_its_default_shapes_satisfy_it() -> None:
+    from kcgate.ops import OPS
+    from kcgate.spec import OP_SHAPES
+
+    for name, op in OPS.items():
+        names = OP_SHAPES.get(name)
+        cons = sc.parse({str(i): t for i, t in op.shape_constraints.items()}, names, None)
+        for shape in op.default_shapes:
+            assert sc.violations(shape, cons, names) == [], (name, shape)
+            for s in sc.held_out(shape, cons, 4, 0):
+                assert sc.violations(s, cons, names) == [], (name, s)
+
+
+def test_attention_counts_its_length_twice_in_the_cap() -> None:
+    from kcgate.checks.c_cmp_03 import cost
+
+    c = cost("sdpa")
+    assert c((2, 4, 1024, 64)) == 2 * 4 * 1024 * 64 * 64
+    for s in sc.held_out((2, 4, 128, 64), {}, 6, 3, cost=c):
+        assert c(s) <= sc.MAX_ELEMENTS, s
+    assert max(s[2] for s in sc.held_out((2, 4, 128, 64), {}, 0, 3, cost=c)) == 1024  # the extreme survives

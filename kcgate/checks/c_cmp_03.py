@@ -5,6 +5,8 @@ extremes on every seed, then ``held_out`` shapes (small, large, powers of two ±
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import torch
@@ -12,6 +14,7 @@ import torch
 from kcgate import shape_class
 from kcgate.checks import ISSUE_MESSAGES, Finding, trials, verdict
 from kcgate.execution.harness import CaseContext, Trial, run_trial
+from kcgate.metrics import merge_metrics
 from kcgate.signatures import sig
 
 
@@ -23,8 +26,11 @@ def check(ctx: CaseContext) -> Finding:
     shapes = held_out_shapes(ctx)
     held = [run_trial(ctx, shape=s, salt=("held-out", i)) for i, s in enumerate(shapes)]
     bad = [t for t in held if not t.ok]
-    if not bad:
-        return verdict(ctx, declared + held)
+    if (
+        not bad
+    ):  # the verdict is the declared shapes' (a held-out shape may be one with no signal, e.g. vocab 1)
+        metrics = merge_metrics([t.metrics for t in declared + held])
+        return replace(first, metrics=replace(metrics, extra=first.metrics.extra))
     finding = verdict(ctx, declared + bad)
     if finding.signature and finding.signature.cause in (*ISSUE_MESSAGES, "excess-error"):
         return finding  # an integrity issue is named before the shape
@@ -79,4 +85,20 @@ def held_out_shapes(ctx: CaseContext) -> list[tuple[int, ...]]:
     n = ctx.case.held_out if ctx.case.held_out is not None else int(ctx.contract.param("held_out"))
     seed = int(torch.randint(0, 2**62, (1,), generator=ctx.generator("held-out")))
     cap = ctx.contract.max_elements or shape_class.MAX_ELEMENTS
-    return shape_class.held_out(ctx.case.shape, constraints(ctx), n, seed, cap)
+    return shape_class.held_out(ctx.case.shape, constraints(ctx), n, seed, cap, cost(ctx.contract.op))
+
+
+# Families whose work grows with a dimension squared (attention's L x L scores): that dimension counts again,
+# over 16, in the affordability cap, so an extreme length stays affordable on a 2-core CPU.
+QUADRATIC = {"sdpa": "length", "attention": "length"}
+
+
+def cost(op: str) -> Callable[[Sequence[int]], float]:
+    """The cost a held-out shape is capped by: the product of its dims (x length / 16 for attention)."""
+    from kcgate.spec import OP_SHAPES
+
+    names = OP_SHAPES.get(op) or ()
+    if op not in QUADRATIC or QUADRATIC[op] not in names:
+        return math.prod
+    i = list(names).index(QUADRATIC[op])
+    return lambda s: math.prod(s) * max(s[i], 16) / 16
