@@ -188,3 +188,27 @@ def test_planted_zero_and_stale_backward_fail_for_every_family(
 ) -> None:
     (r,) = run_contract(tmp_path, _torch_contract(op, dtype, f"tests.kernels.backward:{op}_{fault}"))
     assert r.status == "fail" and r.signature is not None and r.signature.cause == cause, r.message
+
+
+@pytest.mark.parametrize("op", sorted(TORCH_KERNELS))
+def test_a_skipped_gradient_fails_for_every_family(tmp_path: Path, op: str) -> None:
+    """Only the last differentiated input's gradient is missing (zeros): every gradient is compared."""
+    (r,) = run_contract(tmp_path, _torch_contract(op, "float32", f"tests.kernels.backward:{op}_skip_last"))
+    assert r.status == "fail" and r.signature is not None and r.signature.cause == "zero-gradient", r.message
+
+
+@pytest.mark.parametrize("op", sorted(TORCH_KERNELS))
+def test_gradients_through_an_11_bit_path_fail_every_fp32_bound(tmp_path: Path, op: str) -> None:
+    """Teeth: gradients rounded to 11 significant bits (relative error ≤ 2^-11) break every family's fp32
+    gradient bound, so loosening a bound by ~100x makes this test fail."""
+    (r,) = run_contract(tmp_path, _torch_contract(op, "float32", f"tests.kernels.backward:{op}_fp16_path"))
+    assert r.status == "fail", (r.message, r.metrics)
+    assert r.metrics.worst_grad, r.metrics
+
+
+@pytest.mark.parametrize("op", ["layernorm", "rmsnorm"])
+def test_a_bf16_accumulated_weight_gradient_fails_the_norms(tmp_path: Path, op: str) -> None:
+    body = _torch_contract(op, "float32", f"tests.kernels.backward:{op}_acc", klass="C-PRC-01")
+    (r,) = run_contract(tmp_path, body)
+    assert r.status == "fail" and r.signature is not None, r.message
+    assert r.signature.cause == "low-precision-accumulator" and r.metrics.worst_grad == "w", r.signature

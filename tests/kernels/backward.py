@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from kcgate.kernels.emulate import sequential_sum
+from kcgate.kernels.emulate import round_mantissa, sequential_sum
 
 _STALE: dict[tuple[Any, ...], tuple[torch.Tensor | None, ...]] = {}
 
@@ -84,6 +84,11 @@ def planted(fn: Callable[..., torch.Tensor], fault: str) -> Callable[..., torch.
                 gs[1] = _acc_weight_grad(fn, inputs, dy)
             elif fault == "atomic":
                 gs[-1] = _atomic_bias_grad(dy, inputs[-1].dtype)
+            elif fault == "skip-last":  # the last float input's gradient never computed
+                last = max(i for i, g in enumerate(gs) if g is not None)
+                gs[last] = torch.zeros_like(gs[last])
+            elif fault == "fp16-path":  # gradients through an 11-bit path (fp16 or TF32 intermediates)
+                gs = [None if g is None else round_mantissa(g, 10, "nearest").to(g.dtype) for g in gs]
             return tuple(gs)
 
     def kernel(*inputs: torch.Tensor) -> torch.Tensor:
@@ -124,8 +129,8 @@ FAMILY_FNS: dict[str, Callable[..., torch.Tensor]] = {
     "embedding": lambda i, w: _f("embedding")(i, w),
 }
 for _op, _fn in FAMILY_FNS.items():
-    for _fault in ("zeros", "stale"):
-        globals()[f"{_op}_{_fault}"] = planted(_fn, _fault)
+    for _fault in ("zeros", "stale", "skip-last", "fp16-path"):
+        globals()[f"{_op}_{_fault.replace('-', '_')}"] = planted(_fn, _fault)
 for _op in ("layernorm", "rmsnorm"):
     globals()[f"{_op}_acc"] = planted(FAMILY_FNS[_op], "acc")
 layernorm_atomic = planted(FAMILY_FNS["layernorm"], "atomic")
