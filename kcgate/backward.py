@@ -38,7 +38,8 @@ def run_backward(
         )
         _issue(trial, "missing-gradient")
         return
-    dy = upstream(ctx, tuple(out.shape), out.dtype, trial.salt)
+    given = trial.dy  # a check that compares with another trial's gradients passes its dY (C-ORD-03)
+    dy = given.to(out.dtype) if given is not None else upstream(ctx, tuple(out.shape), out.dtype, trial.salt)
     try:
         t0 = time.perf_counter()
         grads = torch.autograd.grad(out, [v for _, v in leaves], dy.to(out.device), allow_unused=True)
@@ -76,7 +77,12 @@ def grad_allowance(
     if tol.method == "abs-rel":
         return tuple(tol.atol + tol.rtol * g.abs() for g in refs)
     assert ctx.op.grad_bound is not None
-    return ctx.op.grad_bound(up, dy.to(torch.float64), refs, ctx.grad_bound_args())
+    bounds = ctx.op.grad_bound(up, dy.to(torch.float64), refs, ctx.grad_bound_args())
+    # below the normal range every rounding errs by up to half the subnormal spacing, absolutely
+    # (C-EXC-01's subnormal trial): λ·√L of them in a sum, L at most the largest input's size
+    eta = float(torch.finfo(ctx.dtype).smallest_normal) * float(torch.finfo(ctx.dtype).eps)
+    floor = ctx.contract.tolerance.lam * max((t.numel() for t in up), default=1) ** 0.5 * eta
+    return tuple(None if b is None else b + floor for b in bounds)
 
 
 def compare_grads(ctx: CaseContext, trial: Trial) -> None:
@@ -87,7 +93,9 @@ def compare_grads(ctx: CaseContext, trial: Trial) -> None:
         return
     t0 = time.perf_counter()
     up, refs = reference_grads(ctx, trial.inputs, trial.dy)
-    allowed = grad_allowance(ctx, up, trial.dy, refs)
+    # the bound of the finite inputs (C-EXC-01 plants NaN/Inf: a NaN bound would excuse anything; NaN
+    # where the fp64 gradient is finite is then an infinite error, a category change)
+    allowed = grad_allowance(ctx, _finite(up), trial.dy, _finite(refs))
     ctx.oracle_s += time.perf_counter() - t0
     trial.oracle_s += time.perf_counter() - t0
     scored = [(_score(trial), "", trial.cmp, trial.out)] if ctx.contract.forward else []
@@ -118,8 +126,12 @@ def compare_grads(ctx: CaseContext, trial: Trial) -> None:
     _decide(ctx, trial, scored)
 
 
-def _finite(b: float) -> float:
+def _finite_budget(b: float) -> float:
     return b if b < 1e308 else 1e308  # NaN compares False: kept as 1e308 too
+
+
+def _finite(ts: Tensors) -> Tensors:
+    return tuple(t.nan_to_num(0.0, 0.0, 0.0) if t.is_floating_point() else t for t in ts)
 
 
 def _score(trial: Trial) -> float:
@@ -142,7 +154,7 @@ def _decide(
     budget, name, cmp, tensor = max(scored, key=lambda s: s[0])
     extra = {"reduction_len": float(ctx.op.reduction_len(trial.shape))}
     # non-finite budgets (NaN where the oracle is finite) are kept as 1e308: results files drop infinities
-    extra.update({(GRAD_BUDGET + n if n else "out_budget"): _finite(b) for b, n, _, _ in scored})
+    extra.update({(GRAD_BUDGET + n if n else "out_budget"): _finite_budget(b) for b, n, _, _ in scored})
     if name:
         assert cmp is not None
         trial.grad, trial.cmp, trial.ref, trial.out = name, cmp, cmp.ref, tensor

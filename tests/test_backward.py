@@ -212,3 +212,29 @@ def test_a_bf16_accumulated_weight_gradient_fails_the_norms(tmp_path: Path, op: 
     (r,) = run_contract(tmp_path, body)
     assert r.status == "fail" and r.signature is not None, r.message
     assert r.signature.cause == "low-precision-accumulator" and r.metrics.worst_grad == "w", r.signature
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_batch_invariant_backward_passes_c_ord_03(tmp_path: Path, dtype: str) -> None:
+    body = contract("torch.nn.functional:linear", "linear", [16, 64, 24], dtype, "C-ORD-03")
+    (r,) = run_contract(tmp_path, body + '\nparams = { level = "bounded" }')
+    assert r.status == "pass", r.message
+
+
+def test_a_backward_whose_row_gradients_depend_on_the_batch_fails_c_ord_03(tmp_path: Path) -> None:
+    body = contract("tests.kernels.backward:linear_batch_dx", "linear", [16, 64, 24], "float32", "C-ORD-03")
+    (r,) = run_contract(tmp_path, body)
+    assert r.status == "fail" and r.signature is not None, r.message
+    assert r.signature.cause == "batch-dependence" and "gradient of 'x'" in r.signature.summary, r.signature
+
+
+@pytest.mark.parametrize("op", ["matmul", "softmax", "layernorm"])
+def test_nan_and_inf_propagate_through_torch_backward_c_exc_01(tmp_path: Path, op: str) -> None:
+    (r,) = run_contract(tmp_path, _torch_contract(op, "float32", klass="C-EXC-01"))
+    assert r.status == "pass", r.message
+
+
+def test_a_backward_that_swallows_nan_fails_c_exc_01(tmp_path: Path) -> None:
+    body = _torch_contract("matmul", "float32", "tests.kernels.backward:matmul_nan_to_num", klass="C-EXC-01")
+    (r,) = run_contract(tmp_path, body)
+    assert r.status == "fail" and r.metrics.worst_grad, r.message

@@ -8,7 +8,7 @@ import torch
 
 from kcgate.checks import Finding, verdict
 from kcgate.checks.c_support import bitwise_budget, fold
-from kcgate.execution.harness import CaseContext, run_trial
+from kcgate.execution.harness import CaseContext, Trial, run_trial
 from kcgate.signatures import sig
 
 
@@ -18,15 +18,16 @@ def check(ctx: CaseContext) -> Finding:
     finding = verdict(ctx, [full])
     if full.out is None or finding.status == "error":
         return finding
-    n = full.out.shape[0]
+    out = full.tensors.get("out", full.out)
+    n = out.shape[0]
     budget, where = 0.0, ""
     for name, rows in variants(ctx, n):
-        sub = run_trial(ctx, inputs=ctx.op.slice_rows(xs, rows))
-        if sub.out is None:
-            continue
-        b = _budget(ctx, sub.out, full.out[rows], full)
-        if b > budget:
-            budget, where = b, name
+        dy = full.dy[rows] if full.dy is not None else None  # backward: the same rows of dY
+        sub = run_trial(ctx, inputs=ctx.op.slice_rows(xs, rows), dy=dy)
+        for tensor, mine, theirs in _row_pairs(ctx, sub, full):
+            b = _budget(ctx, mine, theirs[rows], full, tensor)
+            if b > budget:
+                budget, where = b, name if tensor == "out" else f"{name}, gradient of {tensor!r}"
     signature = sig(
         "batch-dependence",
         f"a row's result changes with the batch ({where})",
@@ -49,8 +50,25 @@ def variants(ctx: CaseContext, n: int) -> list[tuple[str, torch.Tensor]]:
     return out
 
 
-def _budget(ctx: CaseContext, sub: torch.Tensor, ref_rows: torch.Tensor, full) -> float:  # type: ignore[no-untyped-def]
+def _row_pairs(ctx: CaseContext, sub: Trial, full: Trial) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """(name, sub-batch tensor, full-batch tensor) for the output and, for a backward contract, the
+    gradient of every batch input (its rows belong to the rows; a weight's gradient sums over them)."""
+    if sub.out is None or full.out is None:
+        return []
+    pairs = [("out", sub.tensors.get("out", sub.out), full.tensors.get("out", full.out))]
+    for i in ctx.op.batch_inputs:
+        name = ctx.op.input_name(i)
+        if name in sub.tensors and name in full.tensors:
+            pairs.append((name, sub.tensors[name], full.tensors[name]))
+    return pairs
+
+
+def _budget(
+    ctx: CaseContext, sub: torch.Tensor, ref_rows: torch.Tensor, full: Trial, name: str = "out"
+) -> float:
     if str(ctx.contract.param("level")) == "bitwise":
         return bitwise_budget(sub, ref_rows)
+    cmp = full.cmps.get(name, full.cmp)
+    assert cmp is not None
     d = (sub.to(torch.float64) - ref_rows.to(torch.float64)).abs()
-    return float((d / (2 * full.cmp.allowed.max().clamp_min(1e-300))).max())
+    return float((d / (2 * cmp.allowed.max().clamp_min(1e-300))).max())

@@ -137,12 +137,13 @@ def run_trial(
     inputs: Tensors | None = None,
     kernel: Callable[..., Any] | None = None,
     call_kwargs: dict[str, Any] | None = None,
+    dy: torch.Tensor | None = None,
 ) -> Trial:
     """Run the kernel once on fresh (or given) inputs and compare it with the fp64 oracle."""
     shape = tuple(shape or ctx.case.shape)
     fresh = inputs is None
     inputs = ctx.inputs(shape, salt) if inputs is None else inputs
-    trial = Trial(shape=shape, inputs=inputs, salt=salt)
+    trial = Trial(shape=shape, inputs=inputs, salt=salt, dy=dy)
     out = _call(ctx, trial, kernel or ctx.kernel, call_kwargs or {})
     if out is None:
         return trial

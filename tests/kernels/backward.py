@@ -87,6 +87,8 @@ def planted(fn: Callable[..., torch.Tensor], fault: str) -> Callable[..., torch.
             elif fault == "skip-last":  # the last float input's gradient never computed
                 last = max(i for i, g in enumerate(gs) if g is not None)
                 gs[last] = torch.zeros_like(gs[last])
+            elif fault == "nan-to-num":  # NaN/Inf in the gradients replaced by zeros
+                gs = [None if g is None else g.nan_to_num(0.0, 0.0, 0.0) for g in gs]
             elif fault == "fp16-path":  # gradients through an 11-bit path (fp16 or TF32 intermediates)
                 gs = [None if g is None else round_mantissa(g, 10, "nearest").to(g.dtype) for g in gs]
             return tuple(gs)
@@ -104,6 +106,7 @@ def _linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 matmul_acc = planted(torch.matmul, "acc")
 linear_acc = planted(_linear, "acc")
 linear_atomic = planted(_linear, "atomic")
+matmul_nan_to_num = planted(torch.matmul, "nan-to-num")
 
 
 def _f(name: str) -> Any:
@@ -134,3 +137,25 @@ for _op, _fn in FAMILY_FNS.items():
 for _op in ("layernorm", "rmsnorm"):
     globals()[f"{_op}_acc"] = planted(FAMILY_FNS[_op], "acc")
 layernorm_atomic = planted(FAMILY_FNS["layernorm"], "atomic")
+
+
+class _BatchDx(torch.autograd.Function):
+    """linear whose dX depends on the batch size: each row's gradient summed in an order set by the batch
+    (a split-K over rows chosen from M, as a tuned backward might), so a row alone differs in its last bits."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, w, b)
+        return torch.nn.functional.linear(x, w, b)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> Any:
+        x, w, b = ctx.saved_tensors
+        _, gw, gb = _grads(_linear, (x, w, b), dy)
+        chunk = max(1, dy.shape[0] // 4)  # the split of N depends on the batch
+        parts = [dy[:, k : k + chunk] @ w[k : k + chunk] for k in range(0, w.shape[0], chunk)]
+        return torch.stack(parts).flip(0).sum(0) if dy.shape[0] > 1 else dy @ w, gw, gb
+
+
+def linear_batch_dx(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return _BatchDx.apply(x, w, b)  # type: ignore[no-any-return]
