@@ -10,6 +10,20 @@ default shapes and tolerance. Adding a family is one entry here plus its ``OpFam
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """A class's or an op family's parameter accepted in ``[contract.params]``."""
+
+    type: type
+    default: Any
+    choices: tuple[Any, ...] = ()
+    help: str = ""
+
+
+_FLOATS = ("float32", "bfloat16", "float16")
 
 
 @dataclass(frozen=True)
@@ -30,6 +44,8 @@ class Op:
     reduction_axes: dict[int, int] = field(default_factory=dict)
     k_dim: int | None = None  # position of the reduction length in the case shape
     matmul_like: bool = False  # an (m, k) @ (k, n) product: Freivalds applies
+    # the family's own ``params`` (its OpFamily.configure reads them; docs/ops.md explains each)
+    params: dict[str, ParamSpec] = field(default_factory=dict)
 
     def matmul_mkn(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
         """(m, k, n) of a matmul-like case shape, m including any batch: bmm (B, M, K, N) is (B*M, K, N)."""
@@ -150,6 +166,14 @@ CATALOGUE: dict[str, Op] = {
             },
             default_shapes=((2, 4, 2, 128, 64),),
             reducing=True,
+            params={
+                "causal": ParamSpec(bool, False, help="mask keys after the query (top-left aligned)"),
+                "scale": ParamSpec(float, 0.0, help="softmax scale; 0 = 1/sqrt(head_dim)"),
+                "varlen": ParamSpec(bool, False, help="packed variable-length sequences with cu_seqlens"),
+                "p_dtype": ParamSpec(
+                    str, "", _FLOATS, "precision of P before P·V; default: the input dtype for 16-bit inputs"
+                ),
+            },
         ),
         Op(
             "cross_entropy",
@@ -158,6 +182,15 @@ CATALOGUE: dict[str, Op] = {
             dim_sources={"rows": (0, 0), "vocab": (0, 1)},
             default_shapes=((32, 4096),),
             reducing=True,
+            params={
+                "reduction": ParamSpec(
+                    str, "mean", ("mean", "none"), "the mean over rows not ignored, or per row"
+                ),
+                "ignore_index": ParamSpec(
+                    int, -100, help="target value whose rows are ignored (1 row in 8 has it)"
+                ),
+                "label_smoothing": ParamSpec(float, 0.0, help="label smoothing ε in [0, 1)"),
+            },
         ),
         Op(
             "scaled_mm",
@@ -167,6 +200,14 @@ CATALOGUE: dict[str, Op] = {
             default_shapes=((64, 512, 64),),
             backward=False,
             reducing=True,
+            params={
+                "fp8": ParamSpec(
+                    str, "e4m3", ("e4m3", "e5m2"), "the fp8 format both operands are quantized to"
+                ),
+                "scaling": ParamSpec(
+                    str, "tensor", ("tensor", "row"), "one scale per tensor, or per row of a / column of b"
+                ),
+            },
         ),
         Op(
             "quant_gemm",
@@ -176,6 +217,13 @@ CATALOGUE: dict[str, Op] = {
             default_shapes=((32, 1024, 64),),
             backward=False,
             reducing=True,
+            params={
+                "bits": ParamSpec(int, 4, (4, 8), "weight bits"),
+                "group_size": ParamSpec(int, 128, help="columns per scale group; 0 = per output channel"),
+                "zero_point": ParamSpec(
+                    bool, True, help="asymmetric (q - zero)·scale; false: symmetric q·scale"
+                ),
+            },
         ),
         Op("gelu", dims=None, inputs=("x",), dim_sources={"n": (0, -1)}, default_shapes=((256, 1024),)),
         Op(
@@ -198,6 +246,13 @@ CATALOGUE: dict[str, Op] = {
                 "head_dim": (0, 3),
             },
             default_shapes=((2, 8, 2, 128, 64),),
+            params={
+                "layout": ParamSpec(
+                    str, "neox", ("neox", "gptj"), "rotate-half (NeoX) or interleaved pairs (GPT-J)"
+                ),
+                "cos_sin": ParamSpec(bool, True, help="cos and sin are inputs; false: the kernel gets base="),
+                "base": ParamSpec(float, 10000.0, help="the angles' base (theta)"),
+            },
         ),
         Op(
             "swiglu",
@@ -212,6 +267,9 @@ CATALOGUE: dict[str, Op] = {
             inputs=("a", "b"),
             dim_sources={"rows": (0, 0), "n": (0, -1)},
             default_shapes=((64, 1024),),
+            params={
+                "approximate": ParamSpec(str, "none", ("none", "tanh"), "erf gelu or its tanh approximation")
+            },
         ),
         Op(
             "gather",

@@ -9,17 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kcgate.catalogue import CATALOGUE, REDUCING
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    """A class-specific parameter accepted in ``[contract.params]``."""
-
-    type: type
-    default: Any
-    choices: tuple[Any, ...] = ()
-    help: str = ""
+from kcgate.catalogue import CATALOGUE, REDUCING, ParamSpec
 
 
 @dataclass(frozen=True)

@@ -42,41 +42,8 @@ OP_SHAPES: dict[str, tuple[str, ...] | None] = {n: op.dims for n, op in CATALOGU
 # swept or held-out shape gets its own sizes. Families with any arity read "{n}", the last dimension.
 OP_DIMS: dict[str, dict[str, tuple[int, int]]] = {n: op.dim_sources for n, op in CATALOGUE.items()}
 OP_INPUTS: dict[str, tuple[str, ...]] = {n: op.inputs for n, op in CATALOGUE.items()}
-_FLOATS = ("float32", "bfloat16", "float16")
-# Each family's own parameters, accepted in a contract's ``params`` next to its class's (must match the
-# families' ``configure`` in kcgate.ops; docs/ops.md explains each).
-OP_PARAMS: dict[str, dict[str, ParamSpec]] = {
-    "attention": {
-        "causal": ParamSpec(bool, False, help="mask keys after the query (top-left aligned)"),
-        "scale": ParamSpec(float, 0.0, help="softmax scale; 0 = 1/sqrt(head_dim)"),
-        "varlen": ParamSpec(bool, False, help="packed variable-length sequences with cu_seqlens"),
-        "p_dtype": ParamSpec(
-            str, "", _FLOATS, "precision of P before P·V; default: the input dtype for 16-bit inputs"
-        ),
-    },
-    "rope": {
-        "layout": ParamSpec(str, "neox", ("neox", "gptj"), "rotate-half (NeoX) or interleaved pairs (GPT-J)"),
-        "cos_sin": ParamSpec(bool, True, help="cos and sin are inputs; false: the kernel gets base="),
-        "base": ParamSpec(float, 10000.0, help="the angles' base (theta)"),
-    },
-    "geglu": {"approximate": ParamSpec(str, "none", ("none", "tanh"), "erf gelu or its tanh approximation")},
-    "cross_entropy": {
-        "reduction": ParamSpec(str, "mean", ("mean", "none"), "the mean over rows not ignored, or per row"),
-        "ignore_index": ParamSpec(int, -100, help="target value whose rows are ignored (1 row in 8 has it)"),
-        "label_smoothing": ParamSpec(float, 0.0, help="label smoothing ε in [0, 1)"),
-    },
-    "scaled_mm": {
-        "fp8": ParamSpec(str, "e4m3", ("e4m3", "e5m2"), "the fp8 format both operands are quantized to"),
-        "scaling": ParamSpec(
-            str, "tensor", ("tensor", "row"), "one scale per tensor, or per row of a / column of b"
-        ),
-    },
-    "quant_gemm": {
-        "bits": ParamSpec(int, 4, (4, 8), "weight bits"),
-        "group_size": ParamSpec(int, 128, help="columns per scale group; 0 = per output channel"),
-        "zero_point": ParamSpec(bool, True, help="asymmetric (q - zero)·scale; false: symmetric q·scale"),
-    },
-}
+# Each family's own parameters, accepted in a contract's ``params`` next to its class's (docs/ops.md).
+OP_PARAMS: dict[str, dict[str, ParamSpec]] = {n: op.params for n, op in CATALOGUE.items() if op.params}
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _IMPORT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 

@@ -451,3 +451,15 @@ def test_held_out_shapes_respect_the_family_constraints(name, params, declared, 
     for s in shapes[:3]:  # and the family runs on them: torch's own kernel within its bound
         kernel = F.scaled_dot_product_attention if name == "attention" else op.composite
         assert budget(op, kernel, s, torch.float32, 0) <= 1, s
+
+
+def test_families_with_params_are_the_ones_that_configure() -> None:
+    """The catalogue's params (torch-free, validated by the loader) and the families' configure agree, and
+    every param's default configures a family."""
+    from kcgate.catalogue import CATALOGUE
+
+    for name, op in OPS.items():
+        params = CATALOGUE[name].params
+        assert (op.configure is not None) == bool(params), name
+        if op.configure is not None:
+            assert op.configure({k: p.default for k, p in params.items()}).name == name
