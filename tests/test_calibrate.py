@@ -14,6 +14,8 @@ from typer.testing import CliRunner  # noqa: E402
 
 from kcgate.cli import app  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the calibration matrix runs kernels end to end
+
 LOOSE = """
 [project]
 name = "loose"

@@ -9,6 +9,8 @@ import pytest
 
 from tests.conftest import ROOT, kcgate
 
+pytestmark = pytest.mark.slow  # torch.compile builds C++
+
 CONTRACT = """
 [project]
 paths = ["{root}"]

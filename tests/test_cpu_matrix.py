@@ -12,6 +12,8 @@ import pytest
 from kcgate.results.model import load_run
 from tests.conftest import DATA, ROOT, kcgate
 
+pytestmark = pytest.mark.slow  # two full runner matrices, compare and report end to end
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover

@@ -10,6 +10,8 @@ import pytest
 
 from kcgate.results.model import load_run
 
+pytestmark = pytest.mark.slow  # each incident runs kcgate end to end
+
 pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,12 +22,14 @@ def repo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path, Pa
     return proc, out, junit
 
 
+@pytest.mark.slow  # the repo's whole contracts.toml
 def test_repo_contracts_pass_on_cpu(repo_run) -> None:  # type: ignore[no-untyped-def]
     proc, out, _ = repo_run
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "all contracts hold" in proc.stdout and "matmul-fp32/float32/64x4096x64/s0" in proc.stdout
 
 
+@pytest.mark.slow  # the repo's whole contracts.toml
 def test_results_validate_against_their_schema(repo_run) -> None:  # type: ignore[no-untyped-def]
     _, out, _ = repo_run
     data = json.loads(out.read_text())
@@ -37,6 +39,7 @@ def test_results_validate_against_their_schema(repo_run) -> None:  # type: ignor
     assert all(c.metrics.budget_used is not None and c.seed for c in run.cases)
 
 
+@pytest.mark.slow  # the repo's whole contracts.toml
 def test_junit_is_parseable_with_properties(repo_run) -> None:  # type: ignore[no-untyped-def]
     _, out, junit = repo_run
     root = ET.parse(junit).getroot()
