@@ -4,7 +4,8 @@ across a class (its extremes, powers of two and their neighbours, tile boundarie
 Torch-free (the loader validates constraints with it). Grammar, one or more terms per dimension:
 ``even``, ``pow2``, ``multiple_of(N)``, ``range(LO, HI)`` (inclusive), and relations to another
 dimension named by index or letter: ``multiple_of(DIM)``, ``same_as(DIM)``, ``ratio(DIM, R)``
-(this dimension = R x DIM). Several terms: a list of strings, or one string joined by " and ".
+(this dimension = R x DIM); inside multiple_of a bare number is a size, so name a dimension by letter or
+as ``#2``. Several terms: a list of strings, or one string joined by " and ".
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def _name(i: int, names: Sequence[str] | None) -> str:
 
 def dim_index(key: str | int, names: Sequence[str] | None, ndim: int | None) -> int:
     """A dimension named by its letter (the op's shape form) or by its index."""
-    text = str(key).strip()
+    text = str(key).strip().removeprefix("#")  # "#2": dimension 2 where a bare number would be a size
     if names and text in names:
         return list(names).index(text)
     if re.fullmatch(r"\d+", text):
@@ -285,10 +286,18 @@ def held_out(
     wanted += [
         (tuple(doms[j].last() if j == i else base[j] for j in range(len(base))), i) for i in range(len(base))
     ]
-    wanted += [(_draw(doms, declared, rng), -1) for _ in range(n)]
     out: list[tuple[int, ...]] = []
     for shape, pinned in wanted:
         fitted = _fit(list(shape), pinned, doms, cons, cap, cost)
+        if fitted is not None and fitted != declared and fitted not in out:
+            out.append(fitted)
+    extremes = len(out)
+    for _ in range(
+        20 * n
+    ):  # draws that break a relation are drawn again, so n shapes come back when they can
+        if len(out) >= extremes + n:
+            break
+        fitted = _fit(list(_draw(doms, declared, rng)), -1, doms, cons, cap, cost)
         if fitted is not None and fitted != declared and fitted not in out:
             out.append(fitted)
     return out

@@ -259,3 +259,12 @@ def test_attention_counts_its_length_twice_in_the_cap() -> None:
     for s in sc.held_out((2, 4, 128, 64), {}, 6, 3, cost=c):
         assert c(s) <= sc.MAX_ELEMENTS, s
     assert max(s[2] for s in sc.held_out((2, 4, 128, 64), {}, 0, 3, cost=c)) == 1024  # the extreme survives
+
+
+def test_custom_ops_relate_dims_by_index() -> None:
+    cons = sc.parse({"1": "multiple_of(#2)", "0": "ratio(2, 1/2) and even"}, None, 3)
+    assert cons[1][0].ref == 2 and cons[0][0].ref == 2
+    shapes = sc.held_out((8, 32, 16), cons, 8, 1)
+    assert len(shapes) >= 8
+    for s in shapes:
+        assert s[1] % s[2] == 0 and 2 * s[0] == s[2] and s[0] % 2 == 0, s
