@@ -30,6 +30,20 @@ DISTRIBUTIONS = ("normal", "uniform", "positive", "integers", "large-mean")
 LAYOUTS = ("contiguous", "transposed")
 CALLS = ("return", "out")
 DIRECTIONS = ("forward", "backward", "both")
+# Classes whose measurement carries over to gradients (docs/classes/*.md, "Backward"). The others diagnose a
+# forward path only: operand rounding (C-PRC-03), output rounding and saturation (C-PRC-04), and
+# out-of-range indices (C-EXC-02), whose gradient is undefined.
+BACKWARD_CLASSES = (
+    "C-PRC-01",
+    "C-PRC-02",
+    "C-ORD-01",
+    "C-ORD-02",
+    "C-ORD-03",
+    "C-CMP-01",
+    "C-CMP-02",
+    "C-CMP-03",
+    "C-EXC-01",
+)
 # Families with a backward contract (kcgate.ops.OPS[op].grad_bound is not None; a test checks it).
 BACKWARD_OPS = tuple(n for n, op in CATALOGUE.items() if op.backward)
 # Each family's natural tolerance when neither the contract nor its class says otherwise.
@@ -488,6 +502,13 @@ def _cross_checks(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str
             where + ".oracle",
             f"the Freivalds oracle needs a matmul-shaped op, not {c.op!r}",
             'use oracle = "fp64"',
+        )
+    if c.backward and c.klass and c.klass not in BACKWARD_CLASSES:
+        col.add(
+            p + ("direction",),
+            where + ".direction",
+            f"class {c.klass} measures a forward path only",
+            f'use direction = "forward", or a class that applies to backward: {", ".join(BACKWARD_CLASSES)}',
         )
     if c.backward and c.op and c.op not in BACKWARD_OPS:
         col.add(

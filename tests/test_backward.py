@@ -238,3 +238,19 @@ def test_a_backward_that_swallows_nan_fails_c_exc_01(tmp_path: Path) -> None:
     body = _torch_contract("matmul", "float32", "tests.kernels.backward:matmul_nan_to_num", klass="C-EXC-01")
     (r,) = run_contract(tmp_path, body)
     assert r.status == "fail" and r.metrics.worst_grad, r.message
+
+
+@pytest.mark.parametrize(
+    ("klass", "op"),
+    [
+        ("C-PRC-02", "softmax"),
+        ("C-PRC-02", "layernorm"),
+        ("C-ORD-01", "matmul"),
+        ("C-CMP-01", "gelu"),
+        ("C-CMP-02", "linear"),
+    ],
+)
+def test_torch_backward_passes_the_other_classes_that_apply(tmp_path: Path, klass: str, op: str) -> None:
+    (r,) = run_contract(tmp_path, _torch_contract(op, "float32", klass=klass))
+    assert r.status == "pass", (r.message, r.metrics)
+    assert any(k.startswith("grad_budget.") for k, _ in r.metrics.extra)

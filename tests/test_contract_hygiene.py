@@ -51,6 +51,12 @@ BAD = [
     ('op = "matmul"\ncall = { argz = [] }', 6, "call.argz", "unknown key"),
     ('op = "matmul"\nenv = { TRITON_INTERPRET = 1 }', 6, "env.TRITON_INTERPRET", 'NAME = "string"'),
     ('op = "matmul"\ndirection = "sideways"', 6, "direction", "unknown direction"),
+    (
+        'class = "C-PRC-03"\nop = "matmul"\ndirection = "both"',
+        6,
+        "direction",
+        "C-PRC-03 measures a forward path only",
+    ),
 ]
 
 
@@ -59,7 +65,8 @@ def test_validate_names_file_line_key_and_fix(
     tmp_path: Path, body: str, line: int, key: str, message: str
 ) -> None:
     f = tmp_path / "contracts.toml"
-    f.write_text(f'[[contract]]\nid = "c"\nclass = "C-PRC-01"\nkernel = "torch:matmul"\n{body}\n')
+    klass = "" if body.startswith("class") else 'class = "C-PRC-01"\n'
+    f.write_text(f'[[contract]]\nid = "c"\n{klass}kernel = "torch:matmul"\n{body}\n')
     with pytest.raises(ContractsError) as info:
         load_project(f)
     (p,) = info.value.problems

@@ -52,7 +52,10 @@ def orders(ctx: CaseContext, inputs: tuple[torch.Tensor, ...]) -> list[torch.Ten
 
 def _spread_budget(ts: list[Trial]) -> float:
     """max |r_i − r_0| / (2 · allowed): two results each within the bound differ by at most twice it."""
-    done = [(t.out, t.cmp) for t in ts if t.out is not None and t.cmp is not None]
+    # the forward output: a backward's gradients are permuted with their inputs, each checked in its trial
+    done = [
+        (t.tensors.get("out", t.out), t.cmps.get("out", t.cmp)) for t in ts if t.out is not None and t.cmp
+    ]
     if len(done) < 2:
         return 0.0
     r0 = done[0][0].to(torch.float64)
