@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kcgate.errors import os_error
+
 _CHUNK = 1 << 20
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # \ud800-\udfff written as a JSON escape
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -27,15 +29,6 @@ _KINDS = (
 
 class Refused(ValueError):
     """An untrusted file that is not read: what is wrong with it, without the path (the caller adds it)."""
-
-
-def os_error(exc: OSError) -> str:
-    """An OSError as one phrase: 'No space left on device (ENOSPC)'."""
-    import errno
-
-    name = errno.errorcode.get(exc.errno or 0, "")
-    text = exc.strerror or str(exc)
-    return f"{text} ({name})" if name else text
 
 
 def read_capped(path: Path | str, max_bytes: int) -> bytes:

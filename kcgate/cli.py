@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import typer
 
 from kcgate import __version__
-from kcgate.errors import ExitCode, KcgateError
+from kcgate.errors import ExitCode, KcgateError, os_error
 from kcgate.render.escape import console_text
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -60,6 +60,15 @@ def handle_errors(fn: F) -> F:
             raise typer.Exit(int(exc.exit_code)) from None
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
+        except OSError as exc:  # a file kcgate had to read or write: the user's to fix, not a kcgate bug
+            where = f"{exc.filename}: " if exc.filename else ""
+            typer.echo(
+                console_text(
+                    f"error: {where}{os_error(exc)}; check the path, its permissions and free space"
+                ),
+                err=True,
+            )
+            raise typer.Exit(int(ExitCode.BAD_USAGE)) from None
         except Exception as exc:  # a kcgate bug: say so plainly, exit 4
             typer.echo(console_text(f"internal error: {type(exc).__name__}: {exc}"), err=True)
             typer.echo("this is a bug in kcgate; please report it with the command you ran", err=True)

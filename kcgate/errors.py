@@ -16,6 +16,8 @@ class ExitCode(enum.IntEnum):
     INTERNAL = 4  # a bug in kcgate itself
     NOTHING_SELECTED = 5  # filters selected no case
     UNDER_SPECIFIED = 6  # calibrate: a bad implementation was accepted
+    INTERRUPTED = 130  # SIGINT: the finished cases are saved; --resume runs the rest
+    TERMINATED = 143  # SIGTERM: likewise
 
 
 @dataclass(frozen=True)
@@ -64,3 +66,29 @@ class UsageError(KcgateError):
 
 class ResultsError(UsageError):
     """A results or baseline file is malformed, hostile or of the wrong schema."""
+
+
+class IOFault(UsageError):
+    """A file kcgate must write or read could not be (full disk, permissions, a directory in the way)."""
+
+    def __init__(self, path: object, exc: OSError, fix: str = "") -> None:
+        fix = fix or "free space, fix the permissions or choose another path"
+        super().__init__(f"{path}: {os_error(exc)}; {fix}")
+        self.path, self.error = path, exc
+
+
+class RunInterrupted(KcgateError):
+    """``kcgate run`` stopped by SIGINT or SIGTERM after saving its finished cases."""
+
+    def __init__(self, message: str, exit_code: ExitCode) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def os_error(exc: OSError) -> str:
+    """An OSError as one phrase: 'No space left on device (ENOSPC)'."""
+    import errno
+
+    name = errno.errorcode.get(exc.errno or 0, "")
+    text = exc.strerror or str(exc)
+    return f"{text} ({name})" if name else text

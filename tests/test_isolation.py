@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from kcgate.journal import journal_path
 from kcgate.results.model import load_run
 from tests.conftest import DATA, ROOT, imported, kcgate
 
@@ -68,8 +71,14 @@ def test_stderr_tail_is_recorded_for_crashes(crashy: dict) -> None:  # type: ign
     )
 
 
-def test_kill_9_leaves_valid_results_and_resume_completes(tmp_path: Path) -> None:
-    out = tmp_path / "slow.json"
+def _journaled(out: Path) -> list[str]:
+    """Case ids in the run's journal (its first line is the header; a torn last line is not a case)."""
+    path = journal_path(out)
+    lines = path.read_bytes().split(b"\n")[1:-1] if path.exists() else []
+    return [json.loads(line)[0] for line in lines]
+
+
+def _start_slow_run(out: Path, *extra: str) -> subprocess.Popen[str]:
     cmd = [
         sys.executable,
         "-m",
@@ -79,30 +88,63 @@ def test_kill_9_leaves_valid_results_and_resume_completes(tmp_path: Path) -> Non
         "slow.toml",
         "--out",
         str(out),
-        "-q",
         "--seed",
         "3",
     ]
-    proc = subprocess.Popen(
-        cmd, cwd=DATA, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    return subprocess.Popen(
+        [*cmd, *extra],
+        cwd=DATA,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
+
+
+def _wait_for_cases(out: Path, n: int) -> None:
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if out.exists() and 2 <= len(load_run(out).cases) < 8:
-            break
-        time.sleep(0.05)
+    while time.monotonic() < deadline and len(_journaled(out)) < n:
+        time.sleep(0.02)
+
+
+def _resume_runs(out: Path) -> list[str]:
+    """Resume the run; the ids of the cases it ran (from its progress lines)."""
+    done = kcgate("run", "--contracts", "slow.toml", "--out", str(out), "--resume", cwd=DATA)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return re.findall(r"^\[\d+/\d+\] \w+ +(\S+)", done.stderr, re.M)
+
+
+def test_kill_9_loses_no_finished_case_and_resume_repeats_none(tmp_path: Path) -> None:
+    out = tmp_path / "slow.json"
+    proc = _start_slow_run(out, "-q")
+    _wait_for_cases(out, 2)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    partial = load_run(out)  # valid JSON, by atomic replace
-    assert not partial.complete and 2 <= len(partial.cases) < 8
-    done = kcgate("run", "--contracts", "slow.toml", "--out", str(out), "-q", "--resume", cwd=DATA)
-    assert done.returncode == 0, done.stdout + done.stderr
+    journaled = _journaled(out)
+    assert 2 <= len(journaled) < 8
+    assert not load_run(out).complete  # valid JSON, by atomic replace: the cases are in the journal
+    ran = _resume_runs(out)
     final = load_run(out)
     ids = [c.case_id for c in final.cases]
     assert final.complete and len(ids) == 8 == len(set(ids))
-    assert {c.case_id: c.seed for c in partial.cases}.items() <= {
-        c.case_id: c.seed for c in final.cases
-    }.items()
+    assert not set(ran) & set(journaled) and len(ran) == 8 - len(journaled)
+    assert not journal_path(out).exists()  # compacted into the results file at the end
+
+
+def test_sigterm_saves_finished_cases_and_resume_repeats_none(tmp_path: Path) -> None:
+    out = tmp_path / "slow.json"
+    proc = _start_slow_run(out)
+    _wait_for_cases(out, 2)
+    proc.send_signal(signal.SIGTERM)  # the kcgate process only, as a CI runner cancelling a job does
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "interrupted by SIGTERM" in err and "--resume" in err
+    finished = re.findall(r"^\[\d+/\d+\] \w+ +(\S+)", err, re.M)
+    partial = load_run(out)  # compacted on the signal: every finished case is in the results file itself
+    assert not partial.complete and {c.case_id for c in partial.cases} >= set(finished) and len(finished) >= 2
+    ran = _resume_runs(out)
+    assert not set(ran) & {c.case_id for c in partial.cases} and len(ran) == 8 - len(partial.cases)
+    assert load_run(out).complete
 
 
 def test_shards_merged_equal_the_unsharded_run(tmp_path: Path) -> None:
@@ -161,3 +203,78 @@ def test_an_unavailable_device_is_reported_by_the_worker(tmp_path: Path) -> None
     )
     assert proc.returncode == 3 and "device 'mps' is not available" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "r.json").exists()
+
+
+# ---- attacks on the harness (tests/kernels/attacks.py) ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    tmp = tmp_path_factory.mktemp("attacks")
+    out, pids = tmp / "attacks.json", tmp / "pids.txt"
+    args = ("run", "--contracts", "attacks.toml", "--out", str(out), "--timeout", "60", "-q", "--seed", "1")
+    proc = kcgate(*args, cwd=DATA, env={"KCGATE_TEST_PIDFILE": str(pids)})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    run = load_run(out)
+    return {
+        "cases": {c.contract_id: c for c in run.cases},
+        "ids": [c.case_id for c in run.cases],
+        "pids": pids,
+    }
+
+
+@pytest.mark.parametrize("attack", ["forge-pass", "garbage", "forged-object"])
+def test_a_kernel_writing_to_the_result_pipe_is_an_error_of_its_own_case(attacked: dict, attack: str) -> None:  # type: ignore[type-arg]
+    cases = attacked["cases"]
+    assert cases[attack].status == "error" and "result channel" in cases[attack].message, cases[
+        attack
+    ].message
+    after = cases[f"after-{attack}"]
+    assert after.status == "pass" and after.case_id.startswith(f"after-{attack}/"), after.message
+
+
+def test_every_case_is_recorded_once_under_its_own_id(attacked: dict) -> None:  # type: ignore[type-arg]
+    ids = attacked["ids"]
+    assert len(ids) == len(set(ids)) == 17
+    assert all(i.split("/")[0] == c for i, c in zip(ids, attacked["cases"]))
+
+
+def test_patched_matmul_is_global_state_and_later_cases_see_the_real_operator(attacked: dict) -> None:  # type: ignore[type-arg]
+    cases = attacked["cases"]
+    patched = cases["patch-matmul"]
+    assert patched.status == "fail" and patched.signature.cause == "global-state"
+    assert "torch.matmul" in patched.message and "torch.Tensor.__matmul__" in patched.message
+    assert cases["honest-after-patch"].status == "pass", cases["honest-after-patch"].message
+    wrong = cases["wrong-after-patch"]
+    assert wrong.status == "fail" and wrong.signature.cause != "global-state", wrong.message
+
+
+def test_changed_torch_flags_are_global_state(attacked: dict) -> None:  # type: ignore[type-arg]
+    changed = attacked["cases"]["change-flags"]
+    assert changed.status == "fail" and changed.signature.cause == "global-state"
+    for name in ("default dtype", "thread count", "deterministic algorithms", "matmul precision"):
+        assert name in changed.message, changed.message
+    assert attacked["cases"]["honest-after-flags"].status == "pass"
+
+
+@pytest.mark.parametrize("attack", ["close-stdio", "close-std-streams"])
+def test_a_kernel_closing_stdio_spoils_no_other_case(attacked: dict, attack: str) -> None:  # type: ignore[type-arg]
+    cases = attacked["cases"]
+    assert cases[attack].status == "pass", cases[attack].message
+    assert cases[f"after-{attack}"].status == "pass", cases[f"after-{attack}"].message
+
+
+def test_a_forked_child_is_killed_when_the_run_ends(attacked: dict) -> None:  # type: ignore[type-arg]
+    [pid] = [int(p) for p in attacked["pids"].read_text().split()]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _running(pid):
+        time.sleep(0.05)
+    assert not _running(pid), f"the kernel's child {pid} outlived the run"
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")  # a zombie waiting for init to reap it is dead

@@ -26,6 +26,7 @@ class Finding:
 
 ISSUE_MESSAGES = {
     "raised": "the kernel raised",
+    "global-state": "the kernel changed torch's global state (restored before the oracle ran)",
     "input-mutation": "the kernel modified its inputs",
     "out-of-bounds": "the kernel wrote outside its buffers (guard band changed)",
     "stale-output": "the output equals an earlier call's output on different inputs (stale buffer)",

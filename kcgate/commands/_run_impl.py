@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from kcgate.errors import ExitCode
+from kcgate.render.escape import console_text
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,9 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
     device, fingerprint = executor.handshake()  # from the process that runs the kernels
     runner = o.runner or f"{device}-{fingerprint.arch or 'generic'}".lower()
     out = o.out or project.results_dir / f"{runner}.json"
-    done = resume_from(out, fingerprint, runner) if o.resume else {}
     run = new_run(runner, fingerprint, str(o.contracts), o.shard)
+    done = resume_from(out, run) if o.resume else {}
+    _check_outputs(out, o.junit)
     result = execute_plan(
         cases,
         executor,
@@ -111,15 +113,37 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
         None if o.quiet else _progress,
     )
     typer.echo(render_run(result))
-    typer.echo(f"results: {out}")
+    typer.echo(console_text(f"results: {out}"))
     if o.junit:
-        from kcgate.render.junit import render_junit
-        from kcgate.results.model import write_atomic
-
-        write_atomic(o.junit, render_junit(result))
-        typer.echo(f"junit: {o.junit}")
+        _write_junit(o.junit, result)
     return ExitCode.OK if all(c.ok for c in result.cases) else ExitCode.VIOLATION
 
 
+def _check_outputs(out: Path, junit: Path | None) -> None:
+    """Before any case runs: every file the run will write can be written (exit 3 naming it if not)."""
+    from kcgate.results.model import check_writable
+
+    check_writable(out, "choose a writable --out (or [project].results)")
+    if junit:
+        check_writable(junit, "choose a writable --junit path")
+
+
+def _write_junit(path: Path, result) -> None:  # type: ignore[no-untyped-def]
+    """JUnit is a report of a finished run: failing to write it is a warning, never a new exit code."""
+    from kcgate.errors import IOFault
+    from kcgate.render.junit import render_junit
+    from kcgate.results.model import write_atomic
+
+    try:
+        write_atomic(path, render_junit(result))
+    except IOFault as exc:
+        typer.echo(
+            console_text(f"warning: JUnit not written: {exc.message}; the run's verdict stands"), err=True
+        )
+        return
+    typer.echo(console_text(f"junit: {path}"))
+
+
 def _progress(i: int, n: int, result) -> None:  # type: ignore[no-untyped-def]
-    typer.echo(f"[{i}/{n}] {result.status:<7} {result.case_id} ({result.duration_s:.2f} s)", err=True)
+    line = f"[{i}/{n}] {result.status:<7} {result.case_id} ({result.duration_s:.2f} s)"
+    typer.echo(console_text(line), err=True)

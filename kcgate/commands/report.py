@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -328,16 +329,31 @@ def _write_files(
     from kcgate.results.model import write_atomic
 
     paths: dict[str, str] = {}
-    if comment_out:
-        write_atomic(comment_out, render_comment(verdict, ctx, COMMENT_BUDGET))
+    if comment_out and _written(
+        lambda: write_atomic(comment_out, render_comment(verdict, ctx, COMMENT_BUDGET))
+    ):
         paths["comment-path"] = str(comment_out)
-    if summary_out:
-        write_atomic(summary_out, render_summary(verdict, ctx))
+    if summary_out and _written(lambda: write_atomic(summary_out, render_summary(verdict, ctx))):
         paths["summary-path"] = str(summary_out)
-    if junit:
-        write_atomic(junit, render_junit(verdict, runs, contracts))
+    if junit and _written(lambda: write_atomic(junit, render_junit(verdict, runs, contracts))):
         paths["junit-path"] = str(junit)
     return paths
+
+
+def _written(write: Callable[[], None]) -> bool:
+    """Write one report file; a failure (full disk, no permission) is a warning: the verdict stands."""
+    from kcgate.errors import IOFault, os_error
+    from kcgate.render.escape import console_text
+
+    try:
+        write()
+    except IOFault as exc:
+        typer.echo(console_text(f"warning: {exc.message}; the verdict stands"), err=True)
+        return False
+    except OSError as exc:
+        typer.echo(console_text(f"warning: {exc.filename}: {os_error(exc)}; the verdict stands"), err=True)
+        return False
+    return True
 
 
 def _write_step_files(
@@ -353,9 +369,10 @@ def _write_step_files(
             if o.failed
         )
         budget = SUMMARY_LIMIT - 4096 - len(notes.encode("utf-8"))
-        append_text(settings.step_summary, notes + render_summary(verdict, ctx, budget))
+        text = notes + render_summary(verdict, ctx, budget)
+        _written(lambda: append_text(settings.step_summary, text))
     if settings.output:
-        append_text(settings.output, output_text(step_outputs(verdict, outcomes, paths)))
+        _written(lambda: append_text(settings.output, output_text(step_outputs(verdict, outcomes, paths))))
 
 
 def step_outputs(verdict: Verdict, outcomes: list[Outcome], paths: dict[str, str]) -> dict[str, str]:

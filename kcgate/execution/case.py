@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kcgate.execution.plan import Case
-from kcgate.results.model import CaseResult, Metrics
+from kcgate.results.model import CaseResult, Metrics, Signature
 from kcgate.spec import Contract, Project
 
 
@@ -67,7 +67,33 @@ def op_for(contract: Contract, paths: tuple[Path, ...]) -> Any:
 
 
 def execute_case(project: Project, case: Case, backend: Any, kernel: str | None = None) -> CaseResult:
-    """Run one case and return its result, whatever the kernel does (short of killing the process)."""
+    """Run one case and return its result, whatever the kernel does (short of killing the process).
+
+    A case that changed torch's global state is recorded as ``global-state`` (the state is restored)."""
+    result = _execute(project, case, backend, kernel)
+    return _global_state(case, result)
+
+
+def _global_state(case: Case, result: CaseResult) -> CaseResult:
+    from kcgate import torch_state
+
+    changed = torch_state.case_changes()
+    if not changed:
+        return result
+    summary = "the kernel changed process-wide torch state (restored; a fresh worker runs the next case)"
+    return _result(
+        case,
+        status="fail",
+        metrics=result.metrics,
+        signature=Signature("global-state", summary, (("changed", ", ".join(changed)[:1000]),)),
+        message=f"global state changed: {', '.join(changed)[:1000]}",
+        duration_s=result.duration_s,
+        kernel_s=result.kernel_s,
+        oracle_s=result.oracle_s,
+    )
+
+
+def _execute(project: Project, case: Case, backend: Any, kernel: str | None) -> CaseResult:
     from kcgate.checks import CHECKS
 
     t0 = time.perf_counter()

@@ -1,5 +1,7 @@
 """Run cases in worker subprocesses so a kernel that segfaults, aborts, exits, hangs, runs out of
-memory or floods stdout costs one case: it is recorded as an error and a fresh worker continues.
+memory, floods stdout, closes its stdio, forges results or changes torch's global state costs one case:
+it is recorded (an error, or ``global-state``) and a fresh worker continues. Results come back on an
+authenticated channel (``kcgate.channel``); the worker's process group is killed when it is done.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from kcgate import channel
 from kcgate.errors import ExitCode, KcgateError, UsageError
 from kcgate.execution.case import error_result
 from kcgate.execution.plan import Case
@@ -30,10 +33,11 @@ class WorkerDied(Exception):
 
 
 class Worker:
-    """One live worker process and its pipes."""
+    """One live worker process, its command pipe and its authenticated result channel."""
 
     def __init__(self, contracts: Path, device: str, memory_limit: int, env: dict[str, str] | None) -> None:
         self.log: IO[bytes] = tempfile.TemporaryFile()
+        self.key = channel.new_key()
         r, w = os.pipe()
         cmd = [
             sys.executable,
@@ -43,8 +47,6 @@ class Worker:
             str(contracts),
             "--device",
             device,
-            "--fd",
-            str(w),
             "--memory-limit",
             str(memory_limit),
         ]
@@ -55,33 +57,46 @@ class Worker:
             stderr=self.log,
             pass_fds=(w,),
             env=env,
-            start_new_session=True,
+            start_new_session=True,  # its own process group: close() kills whatever a kernel forked
         )
         os.close(w)
         self.results = os.fdopen(r, "rb")
         self.buffer = b""
+        self.retired = False
+        self.hello_nonce = channel.new_nonce()
         self.hello: dict[str, Any] | None = (
-            None  # the handshake, awaited lazily so start-up overlaps the parent
+            None  # the handshake, awaited lazily (start-up overlaps the parent)
         )
+        self._send({"fd": w, "key": self.key, "nonce": self.hello_nonce})  # on the pipe, never in argv
 
     def wait_ready(self) -> dict[str, Any]:
         if self.hello is None:
-            self.hello = self._read_line(STARTUP_TIMEOUT_S)
+            self.hello = channel.verify(self.key, self.hello_nonce, self._read_line(STARTUP_TIMEOUT_S))
         return self.hello
 
     def run(self, case: Case, timeout: float, kernel: str | None = None) -> dict[str, Any]:
-        assert self.proc.stdin is not None
+        """The result of ``case`` as the worker signed it; any other line is a ChannelError."""
         self.wait_ready()
         self.log_offset = self.log.seek(0, os.SEEK_END)
-        message = {"case": dataclasses.asdict(case), "kernel": kernel}
+        nonce = channel.new_nonce()
+        self._send({"case": dataclasses.asdict(case), "kernel": kernel, "nonce": nonce})
+        answer = channel.verify(self.key, nonce, self._read_line(timeout))
+        if answer.get("case_id") != case.case_id or not isinstance(answer.get("result"), dict):
+            raise channel.ChannelError(
+                f"a signed answer for another case ({str(answer.get('case_id'))[:80]!r})"
+            )
+        self.retired = bool(answer.get("retire"))
+        return answer["result"]  # type: ignore[no-any-return]
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
         try:
             self.proc.stdin.write((json.dumps(message) + "\n").encode())
             self.proc.stdin.flush()
-        except BrokenPipeError:
+        except OSError:  # BrokenPipeError: it is gone
             raise WorkerDied("the worker's input pipe closed") from None
-        return self._read_line(timeout)
 
-    def _read_line(self, timeout: float) -> dict[str, Any]:
+    def _read_line(self, timeout: float) -> bytes:
         deadline = time.monotonic() + timeout
         while b"\n" not in self.buffer:
             left = deadline - time.monotonic()
@@ -93,8 +108,13 @@ class Worker:
                 if not chunk:
                     raise WorkerDied(self._death())
                 self.buffer += chunk
+                if len(self.buffer) > channel.MAX_LINE_BYTES:
+                    raise channel.ChannelError(f"over {channel.MAX_LINE_BYTES} bytes without a line end")
         line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)  # type: ignore[no-any-return]
+        return line
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
     def _death(self) -> str:
         try:
@@ -113,22 +133,38 @@ class Worker:
         return text[-TAIL_CHARS:]
 
     def kill(self) -> None:
+        """SIGKILL the worker's process group: the worker and every process its kernels forked."""
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                assert self.proc.stdin is not None
-                self.proc.stdin.close()
-                self.proc.wait(timeout=5)
-            except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
-                self.kill()
-                self.proc.wait()
+        """Ask the worker to stop (its commands end), then kill its process group before reaping it, so
+        no child a kernel forked outlives the run (and the group's id cannot have been reused)."""
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        _exited_within(self.proc.pid, 5.0)
+        self.kill()
+        self.proc.wait()
         self.results.close()
         self.log.close()
+
+
+def _exited_within(pid: int, seconds: float) -> bool:
+    """Wait for ``pid`` to exit without reaping it (its id stays taken until Popen.wait reaps it)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:
+            return True
+        time.sleep(0.01)
+    return False
 
 
 def _signal_name(n: int) -> str:
@@ -139,7 +175,8 @@ def _signal_name(n: int) -> str:
 
 
 class IsolatedExecutor:
-    """Runs cases one at a time in a reused worker; replaces the worker after a crash or timeout."""
+    """Runs cases one at a time in a reused worker; replaces the worker after a crash, a timeout, a
+    corrupted result channel, or a case that changed global state or the worker's stdio."""
 
     def __init__(
         self,
@@ -174,22 +211,36 @@ class IsolatedExecutor:
         worker = self._worker()
         limit = self.timeout or timeout
         try:
-            return CaseResult.from_json(worker.run(case, limit, kernel))
+            result = CaseResult.from_json(worker.run(case, limit, kernel))
         except TimeoutError:
             message = f"timed out after {limit:g} s (per-case timeout); the worker was killed"
         except WorkerDied as exc:
             message = str(exc)
+        except (
+            channel.ChannelError,
+            ValueError,
+        ) as exc:  # ValueError: a signed result that does not validate
+            message = (
+                f"the worker's result channel carried {exc}: a kernel wrote to it or corrupted the worker, "
+                "so this case has no trustworthy result; the worker was replaced"
+            )
+        else:
+            if worker.retired:  # it changed global state or its stdio: the next case gets a fresh worker
+                self._discard()
+            return result
         tail = worker.stderr_tail().strip()
         self._discard()
         full = message + (f"\n--- stderr tail ---\n{tail}" if tail else "")
         return error_result(case, full, time.perf_counter() - t0)
 
     def _worker(self) -> Worker:
+        if self.worker is not None and self.worker.hello is not None and not self.worker.alive():
+            self._discard()  # it died between cases (a kernel's late damage): start the next case afresh
         try:
             self.start()
             assert self.worker is not None
             hello = self.worker.wait_ready()
-        except (WorkerDied, TimeoutError) as exc:
+        except (WorkerDied, TimeoutError, channel.ChannelError) as exc:
             tail = self.worker.stderr_tail().strip().splitlines()[-1:] if self.worker else []
             self._discard()
             said = f"; it said: {tail[0][:300]}" if tail else ""
@@ -223,6 +274,9 @@ class InProcessExecutor:
 
         self.project = project
         self.backend = get_backend(default_backend() if device == "auto" else device)
+        from kcgate import torch_state
+
+        torch_state.capture()  # a kernel's changes are restored and recorded, though the process is shared
 
     def handshake(self) -> tuple[str, Fingerprint]:
         return self.backend.name, self.backend.fingerprint()

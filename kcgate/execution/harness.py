@@ -348,7 +348,9 @@ def _call(
     except Exception as exc:  # the kernel's failure is a finding, not ours
         trial.error = f"{type(exc).__name__}: {exc}"[:2000]
         trial.issues.append("raised")
+        _global_state(trial)
         return None
+    _global_state(trial)  # before the oracle runs: it must use the operators captured at start
     if out_buf is not None:
         result = (
             _check_out_buffer(trial, out_buf, guard) if result is None or result is out_buf[1] else result
@@ -358,6 +360,7 @@ def _call(
         from kcgate.backward import run_backward
 
         run_backward(ctx, trial, out, leaves)
+        _global_state(trial)
     _integrity(trial, bufs, snapshots, guard)  # after the backward too: it must not write its inputs
     return _as_output(ctx, trial, out)
 
@@ -471,6 +474,16 @@ def _stale_check(ctx: CaseContext, trial: Trial) -> None:
         ctx.previous_outputs.append(t.clone())
     if stale:
         _issue(trial, "stale-output")
+
+
+def _global_state(trial: Trial) -> None:
+    """Restore torch's global state if the kernel changed it, and record that as an integrity issue."""
+    from kcgate import torch_state
+
+    changed = torch_state.after_kernel()
+    if changed:
+        _issue(trial, "global-state")
+        trial.error = trial.error or f"changed {', '.join(changed[:8])}"
 
 
 def _issue(trial: Trial, name: str) -> None:

@@ -1,18 +1,23 @@
-"""Drive a run: execute planned cases, stream results to disk atomically, resume an interrupted run."""
+"""Drive a run: execute planned cases, journal each as it finishes, keep the results file valid by
+atomic rewrites, save on SIGINT/SIGTERM, and resume an interrupted run without repeating a case."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
 from kcgate import __version__
-from kcgate.errors import UsageError
+from kcgate.errors import ExitCode, RunInterrupted, UsageError
 from kcgate.execution.plan import Case
+from kcgate.journal import Journal, read_journal
 from kcgate.results.model import CaseResult, Fingerprint, RunResult, load_run, write_run
 
-FLUSH_INTERVAL_S = 0.2
+COMPACT_MIN = 16  # the results file is rewritten at 16, 32, 64, ... finished cases (and at the end)
 
 
 class Executor(Protocol):
@@ -21,18 +26,22 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
-def resume_from(path: Path, fingerprint: Fingerprint, runner: str) -> dict[str, CaseResult]:
-    """Results already on disk for this runner and fingerprint; anything else is refused, not mixed."""
-    if not path.exists():
-        return {}
-    prior = load_run(path)
-    if prior.runner != runner or prior.fingerprint.key() != fingerprint.key():
-        raise UsageError(
-            f"{path}: cannot resume: it was written by runner {prior.runner!r} with fingerprint "
-            f"{prior.fingerprint.key()}, this is {runner!r} with {fingerprint.key()}; "
-            "remove the file or write to another --out"
-        )
-    return {c.case_id: c for c in prior.cases}
+def resume_from(path: Path, run: RunResult) -> dict[str, CaseResult]:
+    """Results already on disk for this runner and fingerprint (the results file and the journal beside
+    it); anything else is refused, not mixed."""
+    done: dict[str, CaseResult] = {}
+    if path.exists():
+        prior = load_run(path)
+        if prior.runner != run.runner or prior.fingerprint.key() != run.fingerprint.key():
+            raise UsageError(
+                f"{path}: cannot resume: it was written by runner {prior.runner!r} with fingerprint "
+                f"{prior.fingerprint.key()}, this is {run.runner!r} with {run.fingerprint.key()}; "
+                "remove the file or write to another --out"
+            )
+        done = {c.case_id: c for c in prior.cases}
+    for case in read_journal(path, run) or ():
+        done[case.case_id] = case
+    return done
 
 
 def execute_plan(
@@ -44,24 +53,110 @@ def execute_plan(
     done: dict[str, CaseResult] | None = None,
     progress: Callable[[int, int, CaseResult], None] | None = None,
 ) -> RunResult:
-    """Run every case not already done; the results file is valid after every case (kill -9 safe)."""
+    """Run every case not already done. Each finished case is journaled at once and the results file is
+    rewritten atomically when the case count has doubled, on SIGINT/SIGTERM and at the end, so neither
+    kill -9 nor a signal loses a finished case and ``--resume`` never repeats one."""
     results = dict(done or {})
     todo = [c for c in cases if c.case_id not in results]
-    last_flush = 0.0
+    store = Store(out, run, cases) if out else None
+    if store:
+        store.compact(results)  # before any case: --out is writable, and a stale file is replaced
     try:
-        for i, case in enumerate(todo, start=1):
-            results[case.case_id] = executor.run(case, timeouts(case))
-            if progress:
-                progress(i, len(todo), results[case.case_id])
-            if out and time.monotonic() - last_flush >= FLUSH_INTERVAL_S:
-                write_run(out, _ordered(run, cases, results, complete=False))
-                last_flush = time.monotonic()
-    finally:
+        with signals_raise():
+            for i, case in enumerate(todo, start=1):
+                results[case.case_id] = executor.run(case, timeouts(case))
+                if store:
+                    store.add(results[case.case_id], results)
+                if progress:
+                    progress(i, len(todo), results[case.case_id])
+    except Interrupted as exc:
         executor.close()
+        _save(store, results)
+        raise _interrupted(exc.signum, len(results), len(cases), out) from None
+    except BaseException:
+        executor.close()
+        _save(store, results)
+        raise
+    executor.close()
     final = _ordered(run, cases, results, complete=True)
-    if out:
-        write_run(out, final)
+    if store:
+        store.finish(results)
     return final
+
+
+class Store:
+    """The results file and its journal for one run."""
+
+    def __init__(self, out: Path, run: RunResult, cases: list[Case]) -> None:
+        self.out, self.run, self.cases = out, run, cases
+        self.journal: Journal | None = None
+        self.compacted = 0
+
+    def add(self, case: CaseResult, results: dict[str, CaseResult]) -> None:
+        assert self.journal is not None
+        self.journal.append(case)
+        if len(results) >= 2 * max(self.compacted, COMPACT_MIN):
+            self.compact(results)  # doubling: the file is rewritten O(log n) times, O(n) bytes in all
+
+    def compact(self, results: dict[str, CaseResult]) -> None:
+        write_run(self.out, _ordered(self.run, self.cases, results, complete=False))
+        self.compacted = len(results)
+        if self.journal is None:
+            self.journal = Journal(self.out, self.run)
+        else:
+            self.journal.restart()
+
+    def finish(self, results: dict[str, CaseResult]) -> None:
+        write_run(self.out, _ordered(self.run, self.cases, results, complete=True))
+        if self.journal is not None:
+            self.journal.remove()
+
+
+def _save(store: Store | None, results: dict[str, CaseResult]) -> None:
+    """On the way out after a signal or a failure: save what finished; if even that fails (the disk is
+    full), the journal still holds it for --resume, and the first error is the one reported."""
+    if store is None:
+        return
+    try:
+        store.compact(results)
+    except Exception:  # noqa: BLE001
+        pass
+    if store.journal is not None:
+        store.journal.close()
+
+
+def _interrupted(signum: int, finished: int, total: int, out: Path | None) -> RunInterrupted:
+    name = signal.Signals(signum).name
+    where = f" and saved in {out}; `kcgate run --resume` with the same --out runs the rest" if out else ""
+    code = ExitCode.TERMINATED if signum == signal.SIGTERM else ExitCode.INTERRUPTED
+    return RunInterrupted(f"interrupted by {name}: {finished} of {total} cases finished{where}", code)
+
+
+class Interrupted(BaseException):
+    """SIGTERM (or SIGHUP) arrived mid-run; raised in the main thread like KeyboardInterrupt."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise Interrupted (SIGINT already raises KeyboardInterrupt) for the run's
+    duration, so the finished cases are saved before the process exits."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise Interrupted(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _ordered(run: RunResult, cases: list[Case], results: dict[str, CaseResult], complete: bool) -> RunResult:

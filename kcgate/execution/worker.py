@@ -1,14 +1,17 @@
-"""The worker process: reads ``{"case": ..., "kernel": ...}`` JSON lines on stdin (``kernel``: an
-import string run in place of the contract's, for calibration; null for the contract's own) and writes
-result JSON lines to a result fd.
+"""The worker process: runs cases for ``kcgate.execution.executors`` and answers on an authenticated channel.
 
-Started by ``kcgate.execution.executors``; stdout and stderr go to a file so a kernel that floods them
-cannot corrupt the protocol. Run as ``python -m kcgate.execution.worker --contracts F --device D --fd N``.
+Run as ``python -m kcgate.execution.worker --contracts F --device D``. Its first stdin line (from the parent,
+never in argv or the environment) names the result pipe's fd and the channel key
+(``kcgate.channel``). The worker then moves the command stream and the result pipe off fds 0 and the
+inherited number to private, non-inheritable fds, points fd 0 at /dev/null, and keeps copies of fds 1
+and 2 (the parent's log file) so a kernel that closes or redirects them is undone after its case.
 
-Before reading any case it imports torch and the harness, resolves ``--device auto``, and sends
-one handshake line with the device, its fingerprint and the op families' default shapes. The parent
-plans from that handshake, so with isolation it never imports torch itself: the one torch import of
-a run happens here.
+Before reading any case it imports torch and the harness, resolves ``--device auto``, captures torch's
+global state (``kcgate.torch_state``) and sends one handshake line with the device, its fingerprint
+and the op families' default shapes. Each case is ``{"case", "kernel", "nonce"}`` (``kernel``: an
+import string run in place of the contract's, for calibration); each answer is signed with its nonce
+and says whether the worker should be replaced (``retire``: it changed global state, or its stdio or
+channel was tampered with).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import IO, Any
 
 
 def _limit_memory(limit_bytes: int) -> None:
@@ -59,37 +62,128 @@ def _start(contracts: str, device: str) -> tuple[dict[str, Any], Any, Any]:
     return hello, project, backend
 
 
+def _warm_checks() -> None:
+    """Import every class check now, so the state captured at start includes their modules."""
+    import importlib
+    import pkgutil
+
+    import kcgate.checks
+
+    for info in pkgutil.iter_modules(kcgate.checks.__path__):
+        importlib.import_module(f"kcgate.checks.{info.name}")
+
+
+class Stdio:
+    """Private copies of the worker's fds 0, 1 and 2, put back after every case."""
+
+    def __init__(self) -> None:
+        self.null = os.open(os.devnull, os.O_RDWR)  # os.open and os.dup make non-inheritable fds
+        self.saved = {1: os.dup(1), 2: os.dup(2)}
+        os.dup2(self.null, 0)  # a kernel reading stdin reads nothing, not the parent's commands
+
+    def restore(self) -> bool:
+        """Put fds 0-2 and sys.stdout/err back; False when a kernel had closed or replaced one."""
+        intact = all(_same_file(fd, saved) for fd, saved in ((0, self.null), *self.saved.items()))
+        os.dup2(self.null, 0)
+        for fd, saved in self.saved.items():
+            os.dup2(saved, fd)
+        for name, fd in (("stdout", 1), ("stderr", 2)):
+            stream = getattr(sys, name)
+            if stream is None or stream.closed or _fileno(stream) != fd:
+                setattr(sys, name, open(fd, "w", buffering=1, closefd=False, encoding="utf-8"))  # noqa: SIM115
+                intact = False
+        return intact
+
+
+def _same_file(fd: int, other: int) -> bool:
+    try:
+        a, b = os.fstat(fd), os.fstat(other)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _fileno(stream: IO[str]) -> int:
+    try:
+        return stream.fileno()
+    except (OSError, ValueError):
+        return -1
+
+
+class Channel:
+    """The command stream in and the signed result lines out, on private fds."""
+
+    def __init__(self, init: dict[str, Any], commands: IO[str]) -> None:
+        self.key = str(init["key"])
+        self.out = os.dup(int(init["fd"]))  # off the number the parent passed (it was in our fd table)
+        os.close(int(init["fd"]))
+        self.commands = commands
+        self.ids = (os.fstat(self.out).st_ino, os.fstat(commands.fileno()).st_ino)
+
+    def send(self, nonce: str, message: dict[str, Any]) -> None:
+        from kcgate.channel import sign
+
+        data = sign(self.key, nonce, message)
+        while data:
+            data = data[os.write(self.out, data) :]
+
+    def intact(self) -> bool:
+        try:
+            return (os.fstat(self.out).st_ino, os.fstat(self.commands.fileno()).st_ino) == self.ids
+        except (OSError, ValueError):
+            return False
+
+
+def _commands() -> IO[str]:
+    """The parent's command pipe, moved from fd 0 to a private fd."""
+    return os.fdopen(os.dup(0), "r", encoding="utf-8")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--contracts", required=True)
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--fd", type=int, required=True)
     ap.add_argument("--memory-limit", type=int, default=0)
     args = ap.parse_args()
-    out = os.fdopen(args.fd, "w", buffering=1, encoding="utf-8")
+    commands = _commands()
+    init = json.loads(commands.readline())
+    channel = Channel(init, commands)
+    stdio = Stdio()
     from kcgate.devices.base import import_torch
     from kcgate.errors import KcgateError
-    from kcgate.execution.plan import Case
 
     try:
         import_torch()  # a torch that cannot be imported is a handshake error naming the interpreter and fix
-        from kcgate.execution.case import execute_case  # imports the harness before the first case
-
-        _set_threads()
-
+        _set_threads()  # before the state is captured: the thread count every case starts from
         hello, project, backend = _start(args.contracts, args.device)
+        _warm_checks()
     except KcgateError as exc:
-        out.write(json.dumps({"ready": False, "error": exc.message, "exit_code": int(exc.exit_code)}) + "\n")
+        channel.send(init["nonce"], {"ready": False, "error": exc.message, "exit_code": int(exc.exit_code)})
         return
+    from kcgate import torch_state
+
+    torch_state.capture()
     _limit_memory(args.memory_limit)
-    out.write(json.dumps(hello) + "\n")
-    for line in sys.stdin:
+    channel.send(init["nonce"], hello)
+    serve(channel, stdio, project, backend)
+
+
+def serve(channel: Channel, stdio: Stdio, project: Any, backend: Any) -> None:
+    from kcgate.execution.case import execute_case  # imports torch and the harness before the first case
+    from kcgate.execution.plan import Case
+
+    for line in channel.commands:
         message = json.loads(line)
         d = message["case"]
         case = Case(**{**d, "shape": tuple(d["shape"])})
         print(f"--- kcgate case {case.case_id}", file=sys.stderr, flush=True)
         result = execute_case(project, case, backend, kernel=message.get("kernel"))
-        out.write(json.dumps(result.to_json(), allow_nan=False) + "\n")
+        intact = stdio.restore() and channel.intact()
+        changed = result.signature is not None and result.signature.cause == "global-state"
+        answer = {"case_id": case.case_id, "result": result.to_json(), "retire": changed or not intact}
+        channel.send(message["nonce"], answer)
+        if answer["retire"]:
+            return  # the parent starts a fresh worker for the next case
 
 
 if __name__ == "__main__":

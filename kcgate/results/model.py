@@ -6,6 +6,8 @@ untrusted: size-capped, schema-checked, and every number checked for type. No to
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import math
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kcgate import bounded
-from kcgate.errors import ResultsError
+from kcgate.errors import IOFault, ResultsError
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # 1: one object per case (kcgate 0.1); 2: one row per case
@@ -439,17 +441,52 @@ def write_run(path: Path, run: RunResult, *, stable: bool = False) -> None:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write through a temporary file and a rename; an OS error (full disk, no permission, a directory
+    in the way) is an IOFault naming ``path`` (exit 3), and the old file is left as it was."""
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        _make_parent(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise IOFault(path, exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise IOFault(path, exc) from None
         raise
+
+
+def _make_parent(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # what mkdir says when a file stands where a directory must be
+        blocker = next(p for p in path.parents if p.exists() and not p.is_dir())
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(blocker)) from None
+
+
+def check_writable(path: Path, fix: str = "") -> None:
+    """Fail now, not after hours of cases, if ``path`` cannot be written: a directory in its place, a
+    file where a directory should be, no permission, a read-only or full filesystem (a 4 KiB probe
+    file is written and removed). An IOFault names the path and the OS error."""
+    probe = path.with_name(f".{path.name}.probe")
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        write_atomic(probe, "\0" * 4096)
+    except IOFault as exc:
+        raise IOFault(path, exc.error, fix) from None
+    except OSError as exc:
+        raise IOFault(path, exc, fix) from None
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink(missing_ok=True)
 
 
 def load_run(path: Path, *, max_bytes: int = MAX_RESULTS_BYTES) -> RunResult:
