@@ -6,20 +6,11 @@ import datetime as dt
 import fnmatch
 from dataclasses import dataclass, field
 
-# Diff categories that can block; the default set is what PRODUCT.md calls blocking.
-BLOCKABLE = (
-    "new-violation",
-    "still-failing",
-    "error",
-    "missing-runner",
-    "expired-waiver",
-    "removed",
-    "incomparable",
-    "budget-drift",
-    "unexpected-pass",
-    "unverified",
-)
-DEFAULT_BLOCK_ON = ("new-violation", "error", "missing-runner", "expired-waiver", "removed")
+from kcgate.diff_model import CATEGORY_TABLE
+
+# Diff categories that can block, and the default set (what PRODUCT.md calls blocking): from the table.
+BLOCKABLE = tuple(c.name for c in CATEGORY_TABLE if c.blockable)
+DEFAULT_BLOCK_ON = tuple(c.name for c in CATEGORY_TABLE if c.blocks_by_default)
 
 
 WAIVER_KINDS = ("violation", "error")  # what a waiver covers: failing cases, or cases that could not run

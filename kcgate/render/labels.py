@@ -2,48 +2,14 @@
 
 from __future__ import annotations
 
-from kcgate.diff_model import CATEGORIES, CaseChange
+from kcgate.diff_model import CATEGORY_TABLE, CaseChange
 
 # Most severe first: the order rows, annotations and test cases are listed in.
-SEVERITY = (
-    "missing-runner",
-    "new-violation",
-    "error",
-    "expired-waiver",
-    "removed",
-    "incomparable",
-    "unverified",
-    "still-failing",
-    "budget-drift",
-    "unexpected-pass",
-    "waived",
-    "fixed",
-    "new",
-    "unchanged",
-)
-
-LABELS = {
-    "new-violation": "new violation",
-    "fixed": "fixed",
-    "still-failing": "still failing",
-    "waived": "waived",
-    "expired-waiver": "expired waiver",
-    "unexpected-pass": "passes while waived",
-    "budget-drift": "budget drift",
-    "unchanged": "unchanged",
-    "new": "new",
-    "removed": "removed",
-    "error": "error",
-    "incomparable": "incomparable",
-    "unverified": "unverified",
-    "missing-runner": "missing runner",
-}
-
-GOOD = frozenset({"fixed", "new", "unchanged"})
-QUIET = frozenset({"waived", "unchanged"})
-UNKNOWN = frozenset({"unverified", "incomparable"})  # no comparable baseline: never shown as good
-
-assert set(SEVERITY) == set(CATEGORIES) == set(LABELS), "labels.py is out of step with diff_model.CATEGORIES"
+SEVERITY = tuple(c.name for c in sorted(CATEGORY_TABLE, key=lambda c: c.severity))
+LABELS = {c.name: c.label for c in CATEGORY_TABLE}
+GOOD = frozenset(c.name for c in CATEGORY_TABLE if c.tone == "good")
+QUIET = frozenset(c.name for c in CATEGORY_TABLE if c.quiet)
+UNKNOWN = frozenset(c.name for c in CATEGORY_TABLE if c.tone == "unknown")  # never shown as good
 
 
 def label(category: str) -> str:

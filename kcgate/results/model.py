@@ -15,6 +15,7 @@ import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,21 @@ SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)  # 1: one object per case (kcgate 0.1); 2: one row per case
 MAX_RESULTS_BYTES = 64 * 1024 * 1024
 MAX_TEXT = 4096  # longest free-text field kept from an untrusted file
-STATUSES: tuple[str, ...] = ("pass", "fail", "error", "refused")
+
+
+class Status(str, Enum):
+    """A case's outcome; members are their strings (``Status.PASS == "pass"``) in JSON and text alike."""
+
+    PASS = "pass"  # the contract holds for this case
+    FAIL = "fail"  # the kernel violates it
+    ERROR = "error"  # the case could not be evaluated (crash, timeout, bad output)
+    REFUSED = "refused"  # the kernel declined the case (unsupported dtype or shape)
+
+    __str__ = str.__str__
+    __format__ = str.__format__  # type: ignore[assignment]
+
+
+STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
 VOLATILE_SUFFIXES = ("_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR", "device_count")
 
 

@@ -1,0 +1,39 @@
+"""One record per concept: a diff category is listed by its table only; statuses are one enum.
+
+A second hand-made list of the same names (a tuple, set, dict or list literal naming several of them) is
+how the tables drifted apart before; everything else reads the one table.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from kcgate.diff_model import CATEGORIES, CATEGORY_TABLE
+from kcgate.results.model import STATUSES, Status
+from tests.conftest import ROOT
+
+
+def _literal_lists(names: set[str], at_least: int) -> set[str]:
+    """Modules holding a collection literal that names at least ``at_least`` of ``names``."""
+    found = set()
+    for path in sorted((ROOT / "kcgate").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            elts = node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None)
+            if not isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)) or elts is None:
+                continue
+            hits = {e.value for e in elts if isinstance(e, ast.Constant) and e.value in names}
+            if len(hits) >= at_least:
+                found.add(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_diff_categories_are_listed_only_by_their_table() -> None:
+    # diff_model.CATEGORY_TABLE holds one Category row per name; no module keeps a literal list of them
+    assert _literal_lists(set(CATEGORIES), 4) == set()
+    assert {c.name for c in CATEGORY_TABLE} == set(CATEGORIES) and len(CATEGORY_TABLE) == len(CATEGORIES)
+    assert sorted(c.severity for c in CATEGORY_TABLE) == list(range(len(CATEGORIES)))
+
+
+def test_case_statuses_are_the_status_enum() -> None:
+    assert STATUSES == tuple(s.value for s in Status) and Status.PASS == "pass" and f"{Status.FAIL}" == "fail"
