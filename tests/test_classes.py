@@ -36,7 +36,8 @@ def matrix():
 
 def test_every_class_has_kernels_a_check_and_a_contract(matrix):
     assert {r.klass for r in matrix.values()} == set(CLASSES)
-    assert len(matrix) == len(CONTRACTS) == 13  # twelve classes; C-PRC-04 has an fp8 overflow contract too
+    # twelve classes; C-PRC-04 has an fp8 overflow contract too; C-PRC-01 and C-ORD-02 a backward one each
+    assert len(matrix) == len(CONTRACTS) == 15
     for cid in CLASSES:
         assert importlib.import_module(module_name(cid))
         assert CHECKS[cid].__name__.startswith(cid.lower().replace("-", "_")), "class check registered"
@@ -83,6 +84,8 @@ def test_bad_failures_carry_the_class_signature(matrix):
         "cal-cmp-03": "stale-output",
         "cal-exc-01": "nan-pattern",
         "cal-exc-02": "out-of-bounds",
+        "cal-prc-01-bwd": "low-precision-accumulator",
+        "cal-ord-02-bwd": "nondeterminism",
     }
     for cid, cause in expected.items():
         assert matrix[cid].state("bad").cause == cause, (cid, matrix[cid].state("bad").summary)

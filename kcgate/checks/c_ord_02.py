@@ -20,14 +20,16 @@ def check(ctx: CaseContext) -> Finding:
     level = str(ctx.contract.param("level"))
     if level == "none" or finding.status == "error":
         return finding
-    budget, differing = _spread(ts, level)
+    budget, differing, where = _spread(ts, level)
+    of = f" in the gradient of {where!r}" if where != "out" else ""
     signature = sig(
         "nondeterminism",
-        f"{differing} element(s) differ across {repeats} identical calls "
+        f"{differing} element(s){of} differ across {repeats} identical calls "
         f"({'bitwise' if level == 'bitwise' else 'beyond the bound'})",
         differing=float(differing),
         repeats=float(repeats),
         level=level,
+        **({"grad": where} if where != "out" else {}),
     )
     return fold(
         finding,
@@ -38,17 +40,18 @@ def check(ctx: CaseContext) -> Finding:
     )
 
 
-def _spread(ts: list[Trial], level: str) -> tuple[float, int]:
+def _spread(ts: list[Trial], level: str) -> tuple[float, int, str]:
     """The worst disagreement over every compared tensor: the output and, for a backward contract,
-    each input gradient (an atomic-add dW or dbias differs from call to call)."""
+    each input gradient (an atomic-add dW or dbias differs from call to call); and that tensor's name."""
     done = [t for t in ts if t.out is not None]
     if len(done) < 2:
-        return 0.0, 0
-    budget, differing = 0.0, 0
+        return 0.0, 0, "out"
+    worst = (0.0, 0, "out")
     for name in done[0].tensors or ["out"]:
         b, d = _spread_of(done, name, level)
-        budget, differing = max(budget, b), max(differing, d)
-    return budget, differing
+        if (b, d) > worst[:2]:
+            worst = (b, d, name)
+    return worst
 
 
 def _spread_of(ts: list[Trial], name: str, level: str) -> tuple[float, int]:
