@@ -8,6 +8,7 @@ from typing import Any
 
 from kcgate import dtypes, spec
 from kcgate.classes import CLASSES
+from kcgate.contract_fields import CONTRACT_FIELD, REQUIRED_KEYS
 from kcgate.policy import BLOCKABLE, WAIVER_KINDS
 from kcgate.results.model import CASE_FIELDS, METRIC_FIELDS, SCHEMA_VERSION, STATUSES
 
@@ -155,8 +156,12 @@ def contracts_schema() -> dict[str, Any]:
                 }
             ),
         },
-        ("id", "class", "kernel", "op"),
+        REQUIRED_KEYS,
     )
+    contract["properties"] = {  # every key described once, in its field row
+        key: {**prop, "description": CONTRACT_FIELD[key].description}
+        for key, prop in contract["properties"].items()
+    }
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "kcgate contracts.toml",

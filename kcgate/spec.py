@@ -18,6 +18,7 @@ from typing import Any
 from kcgate import bounded, dtypes, tomlsrc
 from kcgate.catalogue import CATALOGUE, MATMUL_LIKE
 from kcgate.classes import CLASSES, ParamSpec, suggest
+from kcgate.contract_fields import CONTRACT_FIELD
 from kcgate.errors import ContractsError, Problem
 from kcgate.policy import BLOCKABLE, WAIVER_KINDS, DriftRule, Policy, Waiver
 
@@ -61,38 +62,7 @@ OP_PARAMS: dict[str, dict[str, ParamSpec]] = {n: op.params for n, op in CATALOGU
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _IMPORT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 
-CONTRACT_KEYS = {
-    "id",
-    "class",
-    "kernel",
-    "op",
-    "description",
-    "devices",  # identifier, scope
-    "dtypes",
-    "accumulate",
-    "out_dtype",
-    "shapes",
-    "distribution",
-    "layout",  # precondition
-    "postcondition",
-    "tolerance",
-    "oracle",
-    "reference",
-    "inputs",  # postcondition, tolerance, oracle
-    "protocol",
-    "signature",
-    "params",
-    "call",
-    "good",
-    "bad",
-    "baseline",
-    "waiver",
-    "direction",
-    "shape_constraints",
-    "shape_class",
-    "init",
-    "env",
-}
+CONTRACT_KEYS = set(CONTRACT_FIELD)  # one row each in kcgate.contract_fields
 SHAPE_CLASS_KEYS = {"dims", "max_elements"}
 TOLERANCE_KEYS = {"method", "lambda", "ulp", "rtol", "atol", "factor", "baseline", "excess"}
 EXCESS_FACTOR = 1.5  # the sensitivity gate's default factor (kcgate.sensitivity, docs/sensitivity.md)
