@@ -87,3 +87,20 @@ def test_env_is_set_in_the_worker_before_the_kernel_is_imported(tmp_path: Path) 
     cases = {c.contract_id: c for c in load_run(out).cases} if out.exists() else {}
     assert cases["with-env"].status == "pass", proc.stdout + proc.stderr
     assert cases["without-env"].status == "fail"  # its worker never saw the variable
+
+
+def test_schema_covers_call_init_direction_env_and_the_output_dtype_rule() -> None:
+    import json
+
+    proc = kcgate("schema", "contracts")
+    assert proc.returncode == 0, proc.stderr
+    schema = json.loads(proc.stdout)
+    text = json.dumps(schema)
+    for key in ('"call"', '"init"', '"direction"', '"env"', "wrong-dtype", "TRITON_INTERPRET", "{n}"):
+        assert key in text, key
+
+
+def test_repo_contracts_include_a_shipped_kernel_backward_contract() -> None:
+    project = load_project(ROOT / "contracts.toml")
+    c = project.contract("layer-norm-backward")
+    assert c.direction == "both" and c.kernel == "torch.nn.functional:layer_norm" and c.call_args
