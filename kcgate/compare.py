@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -246,7 +246,3 @@ def runner_budgets(comparison: Comparison) -> list[tuple[str, float]]:
         if cell.budget_used is not None:
             per_runner[cell.runner].append(cell.budget_used)
     return [(r, statistics.median(per_runner[r]) if per_runner[r] else 0.0) for r in comparison.runners]
-
-
-def iter_curves(comparison: Comparison, contract_id: str) -> Iterable[KCurve]:
-    return (k for k in comparison.curves if k.contract_id == contract_id)

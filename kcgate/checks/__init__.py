@@ -1,6 +1,6 @@
 """Class checks: ``CHECKS[class_id](ctx) -> Finding``. A violation is a Finding, never an exception.
 
-Every class starts from ``check_within_bound`` (the output against the fp64 oracle under the
+Every class starts from ``verdict(ctx, trials(ctx))`` (the output against the fp64 oracle under the
 contract's tolerance, over fresh-input trials) and adds its own measurements.
 """
 
@@ -186,11 +186,6 @@ def diagnose(ctx: CaseContext, ts: list[Trial]) -> Signature | None:
     from kcgate import signatures
 
     return signatures.diagnose(ctx, ts)
-
-
-def check_within_bound(ctx: CaseContext) -> Finding:
-    """The default protocol: fresh-input trials, each within the per-element bound."""
-    return verdict(ctx, trials(ctx))
 
 
 def _class_check(module: str) -> Callable[[CaseContext], Finding]:

@@ -5,14 +5,13 @@ bitwise comparisons, and folding an extra measured budget into a Finding.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import torch
 
 from kcgate.catalogue import CATALOGUE
 from kcgate.checks import Finding
 from kcgate.metrics import ulp_distance
-from kcgate.results.model import Metrics, Signature
+from kcgate.results.model import Signature
 
 # Which input dimension is the reduction axis, per op family: {input index: dim}. Permuting it (in the
 # same way on every listed input) is a valid reordering of the same mathematical sum.
@@ -72,7 +71,3 @@ def fold(
     if finding.status == "fail" and (base is None or base >= budget):
         return replace(finding, metrics=metrics, signature=finding.signature or signature)
     return Finding("fail", metrics, signature, message)
-
-
-def metrics_with(m: Metrics, **kw: Any) -> Metrics:
-    return replace(m, **kw)

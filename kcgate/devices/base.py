@@ -12,21 +12,6 @@ from typing import Any, Protocol
 
 from kcgate.results.model import Fingerprint
 
-# Device-selection variables say *which* identical device ran, not *how* it computes. They are
-# recorded for the operator, but a fingerprint key that hashes them makes two GPUs of one runner
-# pool incomparable; Fingerprint.key() should skip these (see docs/runners.md).
-VOLATILE_FLAGS = frozenset(
-    {
-        "CUDA_VISIBLE_DEVICES",
-        "HIP_VISIBLE_DEVICES",
-        "ROCR_VISIBLE_DEVICES",
-        "ZE_AFFINITY_MASK",
-        "ONEAPI_DEVICE_SELECTOR",
-        "ASCEND_RT_VISIBLE_DEVICES",
-        "device_count",
-    }
-)
-
 TORCH_FIX = (
     "install torch into this environment: `pip install torch` for CPU, or your vendor's build "
     "(CUDA, ROCm or XPU wheel index, or torch_npu); see runners/README.md"

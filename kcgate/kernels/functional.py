@@ -7,8 +7,6 @@ gap between passing a unit test and honouring a contract.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
 
@@ -29,6 +27,3 @@ def allclose_loose(out: torch.Tensor, ref: torch.Tensor, tol: float = 1e-2) -> b
 def equal(out: torch.Tensor, ref: torch.Tensor) -> bool:
     """Exact equality, for index ops where any numeric slack would be meaningless."""
     return bool(torch.equal(out, ref.to(out.dtype)))
-
-
-FunctionalTest = Callable[[torch.Tensor, torch.Tensor], bool]

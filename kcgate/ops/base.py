@@ -38,7 +38,6 @@ class OpFamily:
     tolerance: str = "error-bound"  # the family's natural method when the class does not say
     float_inputs: tuple[int, ...] = (0,)  # which inputs take the case dtype (others: index tensors)
     batch_inputs: tuple[int, ...] = (0,)  # inputs whose dim 0 is the batch (rows) dimension
-    out_shape: Callable[[Sequence[int]], tuple[int, ...]] | None = None
     # The family's torch implementation as a correct kernel computes it in low precision (e.g. torch.softmax,
     # F.scaled_dot_product_attention), called on the case's inputs in their own dtype. None: the oracle
     # applied to the low-precision inputs. Used by the sensitivity gate (excess-error) and as the default

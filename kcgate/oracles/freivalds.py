@@ -443,15 +443,6 @@ def reference_freivalds(
     return _worst(err, tol, seed=seed, k=k, false_alarm_prob=math.nan)
 
 
-def _as_dtype(dtype: torch.dtype | str) -> torch.dtype:
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    found = getattr(torch, str(dtype), None)
-    if not isinstance(found, torch.dtype) or not found.is_floating_point:
-        raise ValueError(f"not a floating dtype: {dtype!r}")
-    return found
-
-
 def _check_shapes(
     a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, bias: torch.Tensor | None
 ) -> tuple[int, int, int]:

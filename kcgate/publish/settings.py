@@ -80,11 +80,6 @@ class Settings:
             actions_token=e.get("KCGATE_ACTIONS_TOKEN", "").lower() == "true",
         )
 
-    @property
-    def owner_repo(self) -> tuple[str, str]:
-        owner, _, name = self.repository.partition("/")
-        return owner, name
-
     def run_url(self) -> str:
         """Link to this workflow run, or "" outside Actions."""
         if not (self.repository and self.run_id.isdigit()):
