@@ -6,20 +6,15 @@ Keep this module and every command module free of top-level torch imports: ``kcg
 
 from __future__ import annotations
 
-import functools
 import importlib
 import pkgutil
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
 
 import typer
 
 from kcgate import __version__
-from kcgate.errors import ExitCode, KcgateError, os_error
-from kcgate.render.escape import console_text
-
-F = TypeVar("F", bound=Callable[..., Any])
+from kcgate.commands import handle_errors  # noqa: F401  (its old home; commands import it from kcgate.commands)
+from kcgate.errors import ExitCode
 
 app = typer.Typer(
     name="kcgate",
@@ -46,35 +41,6 @@ def _root(
     ),
 ) -> None:
     """Kernel contracts for ML kernels."""
-
-
-def handle_errors(fn: F) -> F:
-    """Map tool failures to their exit codes and one readable message; never a traceback."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except KcgateError as exc:
-            typer.echo(console_text(exc.render()), err=True)
-            raise typer.Exit(int(exc.exit_code)) from None
-        except (typer.Exit, typer.Abort, KeyboardInterrupt):
-            raise
-        except OSError as exc:  # a file kcgate had to read or write: the user's to fix, not a kcgate bug
-            where = f"{exc.filename}: " if exc.filename else ""
-            typer.echo(
-                console_text(
-                    f"error: {where}{os_error(exc)}; check the path, its permissions and free space"
-                ),
-                err=True,
-            )
-            raise typer.Exit(int(ExitCode.BAD_USAGE)) from None
-        except Exception as exc:  # a kcgate bug: say so plainly, exit 4
-            typer.echo(console_text(f"internal error: {type(exc).__name__}: {exc}"), err=True)
-            typer.echo("this is a bug in kcgate; please report it with the command you ran", err=True)
-            raise typer.Exit(int(ExitCode.INTERNAL)) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _register_commands() -> None:

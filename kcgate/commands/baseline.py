@@ -6,14 +6,14 @@ from pathlib import Path
 
 import typer
 
+from kcgate.commands import handle_errors
+
 baseline_app = typer.Typer(
     help="Manage baselines: one results file per runner, <runner>.json.", no_args_is_help=True
 )
 
 
 def register(app: typer.Typer) -> None:
-    from kcgate.cli import handle_errors  # here, not at import: kcgate.cli imports this module
-
     baseline_app.command("update")(handle_errors(update_command))
     app.add_typer(baseline_app, name="baseline")
 

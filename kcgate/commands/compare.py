@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from kcgate.commands import handle_errors
+
 if TYPE_CHECKING:
     from kcgate.compare import Comparison
 
 
 def register(app: typer.Typer) -> None:
-    from kcgate.cli import handle_errors  # here, not at import: kcgate.cli imports this module
-
     app.command("compare")(handle_errors(compare_command))
 
 

@@ -9,12 +9,12 @@ from typing import TypeVar
 
 import typer
 
+from kcgate.commands import handle_errors
+
 T = TypeVar("T")
 
 
 def register(app: typer.Typer) -> None:
-    from kcgate.cli import handle_errors  # here, not at import: kcgate.cli imports this module
-
     app.command("diff")(handle_errors(diff_command))
 
 

@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from kcgate.cli import handle_errors
+from kcgate.commands import handle_errors
 from kcgate.errors import ExitCode
 
 DEFAULT_RUNNERS = ("cpu-ubuntu=ubuntu-latest",)

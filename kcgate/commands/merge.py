@@ -6,10 +6,10 @@ from pathlib import Path
 
 import typer
 
+from kcgate.commands import handle_errors
+
 
 def register(app: typer.Typer) -> None:
-    from kcgate.cli import handle_errors
-
     @app.command("merge")
     @handle_errors
     def merge(

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from kcgate.commands import handle_errors
+
 if TYPE_CHECKING:
     from kcgate.diff_model import Verdict
     from kcgate.policy import Policy
@@ -28,8 +30,6 @@ COMMENT_MODES = ("sticky", "off")
 
 
 def register(app: typer.Typer) -> None:
-    from kcgate.cli import handle_errors  # here, not at import: kcgate.cli imports this module
-
     app.command("report")(handle_errors(report_command))
 
 

@@ -10,10 +10,10 @@ from typing import Optional
 
 import typer
 
+from kcgate.commands import handle_errors
+
 
 def register(app: typer.Typer) -> None:
-    from kcgate.cli import handle_errors
-
     @app.command("run")
     @handle_errors
     def run(

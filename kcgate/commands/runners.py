@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from kcgate.cli import handle_errors
+from kcgate.commands import handle_errors
 
 
 def register(app: typer.Typer) -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import typer
 
+from kcgate.commands import handle_errors
+
 
 def register(app: typer.Typer) -> None:
-    from kcgate.cli import handle_errors
-
     @app.command("validate")
     @handle_errors
     def validate(
