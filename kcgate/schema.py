@@ -39,6 +39,11 @@ _CONSTRAINTS = {
 }
 
 
+def _described(row: str, detail: str | None) -> str:
+    """The field row's description, then any detail only the schema knows (e.g. each family's params)."""
+    return f"{row}; {detail}" if detail and detail != row else row
+
+
 def contracts_schema() -> dict[str, Any]:
     tolerance = _obj(
         {
@@ -90,9 +95,9 @@ def contracts_schema() -> dict[str, Any]:
     )
     contract = _obj(
         {
-            "id": {"type": "string", "pattern": spec._ID.pattern, "description": "1. identifier (stable)"},
-            "class": _enum(CLASSES, "one of the twelve contract classes"),
-            "kernel": {**_IMPORT, "description": "2. scope: the kernel under contract"},
+            "id": {"type": "string", "pattern": spec._ID.pattern},
+            "class": _enum(CLASSES),
+            "kernel": _IMPORT,
             "op": _enum(spec.OPS),
             "description": _STR,
             "devices": _list(_enum(spec.DEVICES)),
@@ -115,7 +120,7 @@ def contracts_schema() -> dict[str, Any]:
             "signature": _list(_STR),
             "params": {
                 "type": "object",
-                "description": "the class's parameters and the op family's own: "
+                "description": "per op family: "
                 + "; ".join(f"{op}: {', '.join(ps)}" for op, ps in spec.OP_PARAMS.items()),
             },
             "call": {
@@ -159,7 +164,7 @@ def contracts_schema() -> dict[str, Any]:
         REQUIRED_KEYS,
     )
     contract["properties"] = {  # every key described once, in its field row
-        key: {**prop, "description": CONTRACT_FIELD[key].description}
+        key: {**prop, "description": _described(CONTRACT_FIELD[key].description, prop.get("description"))}
         for key, prop in contract["properties"].items()
     }
     return {
