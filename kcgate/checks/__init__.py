@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kcgate.classes import CLASSES
 from kcgate.execution.harness import CaseContext, Trial, run_trial, signal_ratio
 from kcgate.metrics import merge_metrics
 from kcgate.results.model import Metrics, Signature
@@ -200,17 +201,7 @@ def _class_check(module: str) -> Callable[[CaseContext], Finding]:
     return run
 
 
+# One check per class id in kcgate.classes.CLASSES: module c_prc_01 for C-PRC-01.
 CHECKS: dict[str, Callable[[CaseContext], Finding]] = {
-    "C-PRC-01": _class_check("c_prc_01"),
-    "C-PRC-02": _class_check("c_prc_02"),
-    "C-PRC-03": _class_check("c_prc_03"),
-    "C-PRC-04": _class_check("c_prc_04"),
-    "C-ORD-01": _class_check("c_ord_01"),
-    "C-ORD-02": _class_check("c_ord_02"),
-    "C-ORD-03": _class_check("c_ord_03"),
-    "C-CMP-01": _class_check("c_cmp_01"),
-    "C-CMP-02": _class_check("c_cmp_02"),
-    "C-CMP-03": _class_check("c_cmp_03"),
-    "C-EXC-01": _class_check("c_exc_01"),
-    "C-EXC-02": _class_check("c_exc_02"),
+    cid: _class_check(cid.lower().replace("-", "_")) for cid in CLASSES
 }
