@@ -65,3 +65,15 @@ def test_freivalds_unit_roundoff_knows_formats_without_a_tensor_dtype() -> None:
 
     assert unit_roundoff("tfloat32") == 2.0**-11
     assert unit_roundoff(torch.bfloat16) == 2.0**-8 and unit_roundoff("float32") == 2.0**-24
+
+
+def test_an_output_equal_by_chance_within_its_rounding_is_not_stale(tmp_path: Path) -> None:
+    """A bf16 mean of large-mean rows is one value per row at a spacing of 64 while the oracle moves by ~0.02:
+    every trial's output equals the first's, and a correct kernel could return nothing else. The repo's own
+    cross-entropy-bf16 contract (a scalar mean loss) failed stale-output this way on seeds 3 and 6."""
+    from tests.test_backward import contract, run_contract
+
+    body = contract("torch:mean", "mean", [4, 4096], "bfloat16").replace('"both"', '"forward"')
+    body += '\ndistribution = "large-mean"\ncall = { kwargs = { dim = -1 } }'
+    (r,) = run_contract(tmp_path, body)
+    assert r.status == "pass", (r.message, r.metrics)

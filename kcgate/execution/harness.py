@@ -39,7 +39,10 @@ class CaseContext:
     op: OpFamily
     device: str = "cpu"
     synchronize: Callable[[], None] = lambda: None
-    previous_outputs: list[torch.Tensor] = field(default_factory=list)
+    # earlier trials' compared tensors with their oracle values and allowances (None: not compared)
+    previous_outputs: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]] = field(
+        default_factory=list
+    )
     kernel_s: float = 0.0  # seconds inside the kernel, all calls of this case (synchronized)
     oracle_s: float = 0.0  # seconds in the fp64 oracle or the Freivalds check, all calls of this case
 
@@ -459,7 +462,9 @@ def _shape_ok(ctx: CaseContext, trial: Trial, out: torch.Tensor, ref: torch.Tens
 
 def _stale_check(ctx: CaseContext, trial: Trial) -> None:
     """An output (or gradient) bitwise equal to an earlier trial's, on different fresh inputs and upstream
-    gradients, was not computed from them."""
+    gradients, was not computed from them, provided a correct kernel could not have returned that: the two
+    oracle values differ somewhere by more than both allowances together. A small output (a bf16 mean loss,
+    one scalar) equals an earlier one by chance when its oracle moved less than its rounding: no evidence."""
     assert trial.out is not None
     stale = False
     for name, t in (trial.tensors or {"out": trial.out}).items():
@@ -470,10 +475,28 @@ def _stale_check(ctx: CaseContext, trial: Trial) -> None:
         if t.is_floating_point() and not bool(t.isfinite().any()):
             continue  # all NaN/Inf (an exp overflow, say) matches any other such output: not evidence of staleness
         t = t.nan_to_num(0.25)
-        stale |= any(p.shape == t.shape and torch.equal(p, t) for p in ctx.previous_outputs)
-        ctx.previous_outputs.append(t.clone())
+        c = trial.cmps.get(name)
+        ref, allowed = (c.ref, c.allowed) if c is not None else (None, None)
+        stale |= any(
+            p.shape == t.shape and torch.equal(p, t) and _distinguishable(ref, allowed, pr, pa)
+            for p, pr, pa in ctx.previous_outputs
+        )
+        ctx.previous_outputs.append((t.clone(), ref, allowed))
     if stale:
         _issue(trial, "stale-output")
+
+
+def _distinguishable(
+    ref: torch.Tensor | None,
+    allowed: torch.Tensor | None,
+    pref: torch.Tensor | None,
+    pallowed: torch.Tensor | None,
+) -> bool:
+    """Whether no output lies within both allowances of both oracle values (unknown: assume it does not)."""
+    if ref is None or allowed is None or pref is None or pallowed is None or ref.shape != pref.shape:
+        return True
+    gap = (ref - pref).abs().nan_to_num(0.0, posinf=float("inf"))
+    return bool((gap > allowed + pallowed).any())
 
 
 def _global_state(trial: Trial) -> None:
