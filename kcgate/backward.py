@@ -154,7 +154,10 @@ def _decide(
     budget, name, cmp, tensor = max(scored, key=lambda s: s[0])
     extra = {"reduction_len": float(ctx.op.reduction_len(trial.shape))}
     # non-finite budgets (NaN where the oracle is finite) are kept as 1e308: results files drop infinities
-    extra.update({(GRAD_BUDGET + n if n else "out_budget"): _finite_budget(b) for b, n, _, _ in scored})
+    alias = getattr(ctx.kernel, "param_names", {})  # a module kernel's parameter names
+    extra.update(
+        {(GRAD_BUDGET + alias.get(n, n) if n else "out_budget"): _finite_budget(b) for b, n, _, _ in scored}
+    )
     if name:
         assert cmp is not None
         trial.grad, trial.cmp, trial.ref, trial.out = name, cmp, cmp.ref, tensor

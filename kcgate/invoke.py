@@ -99,6 +99,8 @@ def _module_kernel(
         if key not in modules:
             module = cls(**kwargs).to(device=device, dtype=dtype)
             modules[key] = (module, _parameter_inputs(module, names, contract))
+            # results name a parameter's gradient as the module does (grad = "weight", not "w")
+            kernel.param_names.update({names[i]: p for p, i in modules[key][1].items()})  # type: ignore[attr-defined]
         module, bound = modules[key]
         params = {p: inputs[i] for p, i in bound.items()}
         taken = set(bound.values())
@@ -108,6 +110,7 @@ def _module_kernel(
         passed = _passed(extra) if contract.call_args is not None or contract.call_kwargs else extra
         return torch.func.functional_call(module, params, tuple(args), {**call_kw, **passed})
 
+    kernel.param_names = {}  # type: ignore[attr-defined]
     return kernel
 
 
