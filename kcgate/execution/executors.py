@@ -6,7 +6,6 @@ authenticated channel (``kcgate.channel``); the worker's process group is killed
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import select
@@ -79,7 +78,7 @@ class Worker:
         self.wait_ready()
         self.log_offset = self.log.seek(0, os.SEEK_END)
         nonce = channel.new_nonce()
-        self._send({"case": dataclasses.asdict(case), "kernel": kernel, "nonce": nonce})
+        self._send({"case": case.to_json(), "kernel": kernel, "nonce": nonce})
         answer = channel.verify(self.key, nonce, self._read_line(timeout))
         if answer.get("case_id") != case.case_id or not isinstance(answer.get("result"), dict):
             raise channel.ChannelError(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from kcgate.errors import UsageError
 from kcgate.spec import Contract, Project
@@ -24,6 +25,14 @@ class Case:
     seed: int
     line: int | None = None
     held_out: int | None = None  # C-CMP-03: `kcgate run --held-out N` (None: the contract's held_out)
+
+    def to_json(self) -> dict[str, Any]:
+        """The case as JSON (what the run process sends its worker)."""
+        return {k: list(v) if k == "shape" else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Case:
+        return cls(**{**d, "shape": tuple(d["shape"])})
 
 
 def case_id(contract_id: str, dtype: str, shape: tuple[int, ...], seed_index: int) -> str:

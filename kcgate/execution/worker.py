@@ -175,7 +175,7 @@ def serve(channel: Channel, stdio: Stdio, project: Any, backend: Any) -> None:
     for line in channel.commands:
         message = json.loads(line)
         d = message["case"]
-        case = Case(**{**d, "shape": tuple(d["shape"])})
+        case = Case.from_json(d)
         print(f"--- kcgate case {case.case_id}", file=sys.stderr, flush=True)
         result = execute_case(project, case, backend, kernel=message.get("kernel"))
         intact = stdio.restore() and channel.intact()
