@@ -124,17 +124,17 @@ class Snapshot:
     def restore(self, own: bool = False) -> list[str]:
         """Put everything back (with ``own``, kcgate's modules too); the names of what had changed."""
         changed = []
+        for name, size, pop, depth in self.stacks:  # first: a mode left on the stack sees every torch call
+            if size() > depth:
+                changed.append(name)
+                while size() > depth:
+                    pop()
         for setting, value in self.settings:
             if setting.get() != value:
                 setting.put(value)
                 changed.append(setting.name)
         for space in self.spaces + (self.own if own else []):
             changed += space.restore()
-        for name, size, pop, depth in self.stacks:
-            if size() > depth:
-                changed.append(name)
-                while size() > depth:
-                    pop()
         return changed
 
 

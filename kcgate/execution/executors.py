@@ -66,7 +66,10 @@ class Worker:
         self.hello: dict[str, Any] | None = (
             None  # the handshake, awaited lazily (start-up overlaps the parent)
         )
-        self._send({"fd": w, "key": self.key, "nonce": self.hello_nonce})  # on the pipe, never in argv
+        try:
+            self._send({"fd": w, "key": self.key, "nonce": self.hello_nonce})  # on the pipe, never in argv
+        except WorkerDied:
+            pass  # it died at once: wait_ready reports it with its stderr
 
     def wait_ready(self) -> dict[str, Any]:
         if self.hello is None:
