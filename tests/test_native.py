@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import platform
 import shutil
@@ -57,12 +58,23 @@ def test_builds_and_shares_torchs_openmp_where_a_compiler_exists() -> None:
 @needs_lib
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize(
-    ("rows", "width", "k"), [(1, 1, 1), (5, 3, 2), (33, 31, 4), (257, 1000, 3), (300, 64, 7)]
+    ("rows", "width", "k"),
+    [
+        (1, 1, 1),
+        (5, 3, 2),
+        (33, 31, 4),
+        (257, 1000, 3),
+        (300, 64, 7),
+        (41, 37, 10),
+        (70, 50, 16),
+        (19, 130, 21),
+    ],
 )
 def test_projection_and_norms_within_the_fp32_bound_in_every_layout(
     dtype: torch.dtype, rows: int, width: int, k: int
 ) -> None:
-    """Widths off the 16-element vector step, row counts off the 4-row and column blocks, k off the groups of 3."""
+    """Widths off the 16-element vector step, row counts off the 4-row and column blocks, k off the groups of four
+    streams (the norm and k vectors), and k past the 15 vectors that share one pass in the cols layout (16, 21)."""
     if dtype == torch.float16 and not native.status().fp16:
         pytest.skip("this compiler has no _Float16: fp16 takes the torch path")
     gen = torch.Generator().manual_seed(rows * 1000 + width + k)
@@ -235,8 +247,8 @@ def test_other_x86_vector_widths_are_correct(
     monkeypatch.setattr(native, "_LOADED", built)
     gen = torch.Generator().manual_seed(5)
     x = torch.randn(37, 291, generator=gen)
-    v = torch.randn(4, 291, generator=gen)
-    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+    for k, dtype in itertools.product((4, 10, 17), (torch.float32, torch.bfloat16, torch.float16)):
+        v = torch.randn(k, 291, generator=gen)
         for name, layout in _layouts(x.to(dtype)).items():
             done = native.project(layout, v)
             if dtype == torch.float16 and not fp16:
