@@ -46,7 +46,9 @@ def test_cross_entropy_writes_its_gradient_into_the_logits(liger: dict[str, Case
 def test_bf16_in_the_interpreter_gives_nan_gradients(liger: dict[str, CaseResult], kernel: str) -> None:
     r = liger[f"{kernel}/bfloat16"]
     assert r.status == "fail" and r.signature is not None, r.message
-    assert r.signature.cause in ("nan-pattern", "overflow") and r.metrics.worst_grad, r.signature
+    assert ("nan" in r.signature.cause or "overflow" in r.signature.cause) and r.metrics.worst_grad, (
+        r.signature
+    )
 
 
 @pytest.mark.parametrize("kernel", ["liger-rms-norm", "liger-layer-norm", "liger-swiglu", "liger-geglu"])
