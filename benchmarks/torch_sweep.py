@@ -115,8 +115,25 @@ def grad_budgets(
     return out
 
 
+def budget(op: OpFamily, kernel: Any, shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> float:
+    """tests/test_families.budget plus the subnormal floor kcgate.execution.harness.allowance adds."""
+    from kcgate import dtypes
+    from kcgate.execution.harness import subnormal_floor
+    from kcgate.metrics import compare
+    from kcgate.ops.base import BoundArgs
+
+    x = op.make_inputs(shape, dtype, torch.Generator().manual_seed(seed), "normal")
+    with torch.no_grad():
+        y = kernel(*x, **(op.kwargs(shape) if op.kwargs else {}))
+    y = op.output(y) if op.output else y
+    up = tuple(t.double() if t.is_floating_point() else t for t in x)
+    ref = op.oracle(*up)
+    u = dtypes.unit_roundoff(str(dtype).removeprefix("torch."))
+    ba = BoundArgs(2.0**-24, u, 8.0, u)
+    return float(compare(y, ref, op.bound(up, ref, ba) + subnormal_floor(ba), "error-bound").ratio.max())
+
+
 def main(argv: list[str] | None = None) -> int:
-    from tests.test_families import budget
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=20)

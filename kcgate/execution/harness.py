@@ -22,7 +22,7 @@ from kcgate import dtypes
 from kcgate.catalogue import CATALOGUE
 from kcgate.execution.plan import Case
 from kcgate.metrics import Comparison, compare, to_metrics
-from kcgate.ops.base import BoundArgs, OpFamily, Tensors
+from kcgate.ops.base import BoundArgs, OpFamily, Tensors, underflow
 from kcgate.results.model import Metrics
 from kcgate.spec import Contract
 
@@ -299,7 +299,15 @@ def allowance(ctx: CaseContext, inputs: Tensors, ref: torch.Tensor) -> torch.Ten
         return tol.atol + tol.rtol * ref.abs()
     # error-bound, and relative (which is also held to the family's bound)
     up = tuple(t.to(torch.float64) if t.is_floating_point() else t for t in inputs)
-    return ctx.op.bound(up, ref, ctx.bound_args())
+    return ctx.op.bound(up, ref, ctx.bound_args()) + subnormal_floor(ctx.bound_args())
+
+
+def subnormal_floor(ba: BoundArgs) -> float:
+    """Below the normal range a rounding errs by up to half the subnormal spacing, absolutely, which no
+    multiple of u·|y| covers (torch's fp16 gelu, silu, rms_norm and softmax round tiny results there): two
+    such roundings in the input dtype (a value a kernel stores, such as HF's normalised h) and two in the
+    output dtype's. docs/ops.md#subnormal-floor."""
+    return 2 * (underflow(ba.u_in) + underflow(ba.u_out))
 
 
 def signal_ratio(trial: Trial) -> float:

@@ -18,7 +18,9 @@ def _pointwise_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor
     # standard erf formulation 0.5·x·(1 + erf(x/√2)), whose 1 + erf cancels for x < −3: its absolute
     # error is about c·u·|x| (c ≈ 5 measured for torch's vectorized erf; 8 allowed), which no ULP budget on
     # the tiny result can honour.
-    return (8 * ba.u_acc + ba.u_out) * y.abs() + 8 * ba.u_acc * x[0].abs()
+    # u_in·|y|: eager torch stores an intermediate factor in the input dtype (x * sigmoid(x) rounds σ(x);
+    # docs/ops.md#eager-composites).
+    return (8 * ba.u_acc + ba.u_out + ba.u_in) * y.abs() + 8 * ba.u_acc * x[0].abs()
 
 
 def _gelu_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor, ...]:
@@ -39,7 +41,10 @@ def _silu_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple
     """dx = dy·σ(x)·(1 + x·(1 − σ(x))): relative roundings, plus the cancellation of 1 + x·(1 − σ) near
     its zero (x ≈ −1.28), an absolute error of about u·σ(x)·(1 + |x|)."""
     s = torch.sigmoid(x[0])
-    return ((8 * ba.u_acc + ba.u_out) * g[0].abs() + 8 * ba.u_acc * dy.abs() * s * (1 + x[0].abs()),)
+    # eager x * sigmoid(x) in the input dtype: autograd rounds σ, dy·σ, dy·x and dy·x·σ(1 − σ) to it
+    # before adding the two terms, u_in·|dy|·σ·(2 + 3|x|(1 − σ)) ≤ 3u_in·|dy|·σ·(1 + |x|) where they cancel
+    cancel = (8 * ba.u_acc + 3 * ba.u_in) * dy.abs() * s * (1 + x[0].abs())
+    return ((8 * ba.u_acc + ba.u_out) * g[0].abs() + cancel,)
 
 
 _GRADS = {"gelu": _gelu_grad, "silu": _silu_grad}

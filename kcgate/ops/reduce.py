@@ -41,7 +41,10 @@ def _softmax_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
 def _lse_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
     n = x[0].shape[-1]
     shift = x[0].abs().amax(-1)  # adding the max back costs u·|max|
-    return (ba.lam * sqrt(n) + 4) * ba.u_acc * (1 + shift) + ba.u_out * y.abs()
+    # torch (CPU, bf16/fp16) rounds log Σ exp(x − m) to the output dtype before adding m back: a second
+    # rounding, of |y − m| (docs/ops.md#logsumexp)
+    second = ba.u_out * (y - x[0].amax(-1)).abs()
+    return (ba.lam * sqrt(n) + 4) * ba.u_acc * (1 + shift) + ba.u_out * y.abs() + second
 
 
 def _sum_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor, ...]:
@@ -95,13 +98,20 @@ def _norm_parts(
 
 
 def _norm_dx(
-    xhat: torch.Tensor, r: torch.Tensor, e: torch.Tensor, gw: torch.Tensor, ba: BoundArgs, centred: bool
+    xhat: torch.Tensor,
+    r: torch.Tensor,
+    e: torch.Tensor,
+    gw: torch.Tensor,
+    ba: BoundArgs,
+    centred: bool,
+    u_g: float = 0.0,
 ) -> torch.Tensor:
     """dx = r·(g − mean(g) − x̂·mean(g·x̂)) (rmsnorm: no mean(g)), g = w·dy: each term's error."""
     n = xhat.shape[-1]
     gx = (gw.abs() * xhat.abs()).mean(-1, keepdim=True)
     terms = gw.abs() + xhat.abs() * gx + (gw.abs().mean(-1, keepdim=True) if centred else 0)
-    rel = ba.lam * sqrt(n) * ba.u_acc + 4 * ba.u_acc + 2 * e.amax(-1, keepdim=True)
+    # u_g: g = w·dy rounded to the input dtype before the fp32 steps (HF's weight * h), relative in each g
+    rel = ba.lam * sqrt(n) * ba.u_acc + 4 * ba.u_acc + u_g + 2 * e.amax(-1, keepdim=True)
     return r * (rel * terms + e * gx + (e * gw.abs()).mean(-1, keepdim=True))
 
 
@@ -120,8 +130,10 @@ def _rmsnorm_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tu
     a, w = x
     rows = a.shape[0]
     xhat, r, e = _norm_parts(a, ba, centred=False)
-    dx = _norm_dx(xhat, r, e, w * dy, ba, centred=False)
-    dw = ba.lam * sqrt(rows) * ba.u_acc * (dy.abs() * xhat.abs()).sum(0) + (dy.abs() * e).sum(0)
+    dx = _norm_dx(xhat, r, e, w * dy, ba, centred=False, u_g=ba.u_in)
+    # HF's weight * h in the input dtype: h and each product dy·h round to it before the row sum (2u_in)
+    t = (dy.abs() * xhat.abs()).sum(0)
+    dw = (ba.lam * sqrt(rows) * ba.u_acc + 2 * ba.u_in) * t + (dy.abs() * e).sum(0)
     return tuple(b + ba.u_out * gi.abs() for b, gi in zip((dx, dw), g))
 
 
@@ -157,8 +169,10 @@ def _rmsnorm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 def _rmsnorm_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
+    """u_in·|y|: HF's LlamaRMSNorm casts the normalised x̂ to the input dtype before ``weight * h``, a rounding
+    of x̂ before the output's own (docs/ops.md#eager-composites)."""
     n = x[0].shape[-1]
-    return ((ba.lam * sqrt(n) + 4) * ba.u_acc + ba.u_out) * y.abs()
+    return ((ba.lam * sqrt(n) + 4) * ba.u_acc + ba.u_out + ba.u_in) * y.abs()
 
 
 def _rms_norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
