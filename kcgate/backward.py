@@ -112,7 +112,9 @@ def compare_grads(ctx: CaseContext, trial: Trial) -> None:
             trial.error = f"gradient of {name!r} has shape {tuple(g.shape)}, expected {tuple(refs[i].shape)}"
             _issue(trial, "bad-output")
             continue
-        if not bool(g.any()) and bool(refs[i].any()):
+        # zeros are a finding only where they break the bound: layer_norm's dx over n = 1 is zero up to
+        # fp64 rounding, and a kernel that returns exact zeros there is right
+        if not bool(g.any()) and bool((refs[i].abs() > allowed[i]).any()):  # type: ignore[operator]
             trial.error = trial.error or f"the gradient of {name!r} is all zeros; the fp64 gradient is not"
             _issue(trial, "zero-gradient")
         cmp = compare(g, refs[i], allowed[i], "error-bound")  # type: ignore[arg-type]
