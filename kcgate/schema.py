@@ -124,36 +124,19 @@ def contracts_schema() -> dict[str, Any]:
                 + "; ".join(f"{op}: {', '.join(ps)}" for op, ps in spec.OP_PARAMS.items()),
             },
             "call": {
-                "description": 'how the kernel is called: "return" or "out" (an out= buffer), or a table '
-                "mapping the op's inputs and sizes to the kernel's signature: "
-                'args = ["x", ["{n}"], "w", "b"], kwargs = { eps = 1e-5 }',
                 "oneOf": [
                     _enum(spec.CALLS),
                     _obj({"args": {"type": "array"}, "kwargs": {"type": "object"}}),
                 ],
             },
-            "direction": _enum(
-                spec.DIRECTIONS,
-                "forward (default), backward (every input and parameter gradient against fp64 autograd) or both",
-            ),
-            "init": {
-                "type": "object",
-                "description": 'constructor kwargs when the kernel is an nn.Module class, e.g. { hidden_size = "{n}" }; '
-                "its weight and bias take the op's w and b inputs",
-            },
-            "env": {
-                "type": "object",
-                "additionalProperties": _STR,
-                "description": 'environment set in the worker before the kernel is imported, e.g. { TRITON_INTERPRET = "1" }',
-            },
+            "direction": _enum(spec.DIRECTIONS),
+            "init": {"type": "object"},
+            "env": {"type": "object", "additionalProperties": _STR},
             "good": _IMPORT,
             "bad": _IMPORT,
             "baseline": _IMPORT,
             "waiver": _list(waiver),
-            "shape_constraints": {
-                **_CONSTRAINTS,
-                "description": "dim (letter or index) -> constraint every drawn shape respects",
-            },
+            "shape_constraints": _CONSTRAINTS,
             "shape_class": _obj(
                 {
                     "dims": {**_CONSTRAINTS, "description": "C-CMP-03: the class held-out shapes span"},
