@@ -78,6 +78,10 @@ def _journaled(out: Path) -> list[str]:
     return [json.loads(line)[0] for line in lines]
 
 
+# these tests read the per-case progress lines, which `kcgate run` leaves out under CI with a non-tty stderr
+_PROGRESS_ENV = {**os.environ, "CI": ""}
+
+
 def _start_slow_run(out: Path, *extra: str) -> subprocess.Popen[str]:
     cmd = [
         sys.executable,
@@ -98,6 +102,7 @@ def _start_slow_run(out: Path, *extra: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        env=_PROGRESS_ENV,
     )
 
 
@@ -109,7 +114,9 @@ def _wait_for_cases(out: Path, n: int) -> None:
 
 def _resume_runs(out: Path) -> list[str]:
     """Resume the run; the ids of the cases it ran (from its progress lines)."""
-    done = kcgate("run", "--contracts", "slow.toml", "--out", str(out), "--resume", cwd=DATA)
+    done = kcgate(
+        "run", "--contracts", "slow.toml", "--out", str(out), "--resume", cwd=DATA, env=_PROGRESS_ENV
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return re.findall(r"^\[\d+/\d+\] \w+ +(\S+)", done.stderr, re.M)
 
