@@ -79,10 +79,13 @@ def family(name: str, params: dict[str, Any]) -> OpFamily:
 
 
 def grad_budgets(
-    op: OpFamily, kernel: Any, shape: tuple[int, ...], dtype: torch.dtype, seed: int
+    op: OpFamily, kernel: Any, shape: tuple[int, ...], dtype: torch.dtype, seed: int, floor: bool = True
 ) -> dict[str, float]:
-    """tests/test_families.grad_budgets plus the subnormal floor kcgate.backward.grad_allowance adds."""
+    """Each differentiated input's budget, as kcgate.backward measures it (seeded dY in the output dtype);
+    ``floor`` adds the subnormal floor kcgate.backward.grad_allowance adds (tests/test_families leaves it
+    out, a stricter check)."""
     from kcgate import dtypes
+    from kcgate.backward import subnormal_grad_floor
     from kcgate.metrics import compare
     from kcgate.ops.base import BoundArgs
 
@@ -104,25 +107,34 @@ def grad_budgets(
     allowed = op.grad_bound(
         tuple(t.detach() for t in up), dy.double(), tuple(refs), BoundArgs(2.0**-24, u, 8.0, u)
     )
-    fi = torch.finfo(dtype)
-    floor = 8.0 * max(t.numel() for t in up) ** 0.5 * float(fi.smallest_normal) * float(fi.eps)
+    extra = subnormal_grad_floor(dtype, 8.0, tuple(up)) if floor else 0.0
     out = {}
     for i, g in zip(floats, got):
         if allowed[i] is not None:
             g = g if g is not None else torch.zeros_like(refs[i])
-            r = compare(g, refs[i], allowed[i] + floor, "error-bound").ratio.max()
+            r = compare(g, refs[i], allowed[i] + extra, "error-bound").ratio.max()
             out[op.input_name(i)] = float(r)
     return out
 
 
-def budget(op: OpFamily, kernel: Any, shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> float:
-    """tests/test_families.budget plus the subnormal floor kcgate.execution.harness.allowance adds."""
+def budget(
+    op: OpFamily,
+    kernel: Any,
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    seed: int,
+    floor: bool = True,
+    dist: str = "normal",
+) -> float:
+    """One trial as the harness runs it: fresh inputs, the family's call, fp64 oracle, the family's bound;
+    ``floor`` adds the subnormal floor kcgate.execution.harness.allowance adds (tests/test_families leaves
+    it out, a stricter check)."""
     from kcgate import dtypes
     from kcgate.execution.harness import subnormal_floor
     from kcgate.metrics import compare
     from kcgate.ops.base import BoundArgs
 
-    x = op.make_inputs(shape, dtype, torch.Generator().manual_seed(seed), "normal")
+    x = op.make_inputs(shape, dtype, torch.Generator().manual_seed(seed), dist)
     with torch.no_grad():
         y = kernel(*x, **(op.kwargs(shape) if op.kwargs else {}))
     y = op.output(y) if op.output else y
@@ -130,7 +142,8 @@ def budget(op: OpFamily, kernel: Any, shape: tuple[int, ...], dtype: torch.dtype
     ref = op.oracle(*up)
     u = dtypes.unit_roundoff(str(dtype).removeprefix("torch."))
     ba = BoundArgs(2.0**-24, u, 8.0, u)
-    return float(compare(y, ref, op.bound(up, ref, ba) + subnormal_floor(ba), "error-bound").ratio.max())
+    allowed = op.bound(up, ref, ba) + (subnormal_floor(ba) if floor else 0.0)
+    return float(compare(y, ref, allowed, "error-bound").ratio.max())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -78,11 +78,15 @@ def grad_allowance(
         return tuple(tol.atol + tol.rtol * g.abs() for g in refs)
     assert ctx.op.grad_bound is not None
     bounds = ctx.op.grad_bound(up, dy.to(torch.float64), refs, ctx.grad_bound_args())
-    # below the normal range every rounding errs by up to half the subnormal spacing, absolutely
-    # (C-EXC-01's subnormal trial): λ·√L of them in a sum, L at most the largest input's size
-    eta = float(torch.finfo(ctx.dtype).smallest_normal) * float(torch.finfo(ctx.dtype).eps)
-    floor = ctx.contract.tolerance.lam * max((t.numel() for t in up), default=1) ** 0.5 * eta
+    floor = subnormal_grad_floor(ctx.dtype, ctx.contract.tolerance.lam, up)
     return tuple(None if b is None else b + floor for b in bounds)
+
+
+def subnormal_grad_floor(dtype: torch.dtype, lam: float, up: Tensors) -> float:
+    """Below the normal range every rounding errs by up to half the subnormal spacing, absolutely
+    (C-EXC-01's subnormal trial): λ·√L of them in a sum, L at most the largest input's size."""
+    eta = float(torch.finfo(dtype).smallest_normal) * float(torch.finfo(dtype).eps)
+    return lam * max((t.numel() for t in up), default=1) ** 0.5 * eta
 
 
 def compare_grads(ctx: CaseContext, trial: Trial) -> None:

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from kcgate import dtypes
-from kcgate.metrics import compare
+from benchmarks import torch_sweep as sweep
 from kcgate.ops import OPS
 from kcgate.ops.base import BoundArgs, OpFamily
 from tests.kernels import attention as att
@@ -33,17 +32,8 @@ def family(op: str, params: dict[str, Any] | None = None) -> OpFamily:
 def budget(
     op: OpFamily, kernel: Any, shape: tuple[int, ...], dtype: torch.dtype, seed: int, **draw: Any
 ) -> float:
-    """One trial as the harness runs it: fresh inputs, the family's call, fp64 oracle, the family's bound."""
-    x = op.make_inputs(shape, dtype, torch.Generator().manual_seed(seed), draw.get("dist", "normal"))
-    with torch.no_grad():
-        y = kernel(*x, **(op.kwargs(shape) if op.kwargs else {}))
-    y = op.output(y) if op.output else y
-    up = tuple(t.double() if t.is_floating_point() else t for t in x)
-    ref = op.oracle(*up)
-    name = str(dtype).removeprefix("torch.")
-    u = dtypes.unit_roundoff(name)
-    allowed = op.bound(up, ref, BoundArgs(dtypes.unit_roundoff("float32"), u, 8.0, u))
-    return float(compare(y, ref, allowed, "error-bound").ratio.max())
+    """One trial as the harness runs it, without the harness's subnormal floor (stricter)."""
+    return sweep.budget(op, kernel, shape, dtype, seed, floor=False, **draw)
 
 
 def worst(
@@ -160,31 +150,8 @@ def test_fp16_pv_accumulator_is_within_bf16_p_rounding() -> None:
 def grad_budgets(
     op: OpFamily, kernel: Any, shape: tuple[int, ...], dtype: torch.dtype, seed: int
 ) -> dict[str, float]:
-    """Each differentiated input's budget, as kcgate.backward measures it (seeded dY in the output dtype)."""
-    gen = torch.Generator().manual_seed(seed)
-    x = op.make_inputs(shape, dtype, gen, "normal")
-    leaves = [t.clone().requires_grad_() if t.is_floating_point() else t for t in x]
-    y = kernel(*leaves, **(op.kwargs(shape) if op.kwargs else {}))
-    y = op.output(y) if op.output else y
-    dy = torch.randn(y.shape, generator=gen, dtype=torch.float64).to(y.dtype)
-    floats = [i for i, t in enumerate(x) if t.is_floating_point()]
-    got = torch.autograd.grad(y, [leaves[i] for i in floats], dy, allow_unused=True)
-    up = [t.double().requires_grad_() if t.is_floating_point() else t for t in x]
-    ref = torch.autograd.grad(op.oracle(*up), [up[i] for i in floats], dy.double(), allow_unused=True)
-    refs = [torch.zeros(())] * len(x)
-    for i, r in zip(floats, ref):
-        refs[i] = r if r is not None else torch.zeros_like(up[i])
-    u = dtypes.unit_roundoff(str(dtype).removeprefix("torch."))
-    assert op.grad_bound is not None
-    allowed = op.grad_bound(
-        tuple(t.detach() for t in up), dy.double(), tuple(refs), BoundArgs(2.0**-24, u, 8.0, u)
-    )
-    out = {}
-    for i, g in zip(floats, got):
-        if allowed[i] is not None:
-            g = g if g is not None else torch.zeros_like(refs[i])
-            out[op.input_name(i)] = float(compare(g, refs[i], allowed[i], "error-bound").ratio.max())
-    return out
+    """Each differentiated input's budget, without the harness's subnormal floor (stricter)."""
+    return sweep.grad_budgets(op, kernel, shape, dtype, seed, floor=False)
 
 
 def grad_worst(
