@@ -13,7 +13,6 @@ import sys
 import typer
 
 from kcgate import __version__
-from kcgate.commands import handle_errors  # noqa: F401  (its old home; commands import it from kcgate.commands)
 from kcgate.errors import ExitCode
 
 app = typer.Typer(
