@@ -37,8 +37,8 @@ def diff_command(
     ),
 ) -> None:
     """Diff CURRENT against BASE per case. Exit 1 when a change blocks, 0 when none does, 3 on bad input."""
-    from kcgate.diff import make_verdict
-    from kcgate.errors import ExitCode, UsageError
+    from kcgate.errors import UsageError
+    from kcgate.gate import decide
     from kcgate.render.diff_formats import FORMATS
     from kcgate.results.baseline import load_sources, paused_gc, project_settings
 
@@ -48,10 +48,10 @@ def diff_command(
         runs, baselines = load_sources([current, base])
         if not runs:
             raise UsageError(f"{current}: no results files found; pass the results of `kcgate run`")
-        verdict = make_verdict(runs, baselines, policy, parse_today(today), expect_runner)
+        verdict, gate = decide(runs, baselines, policy, parse_today(today), expect_runner)
         typer.echo(render(verdict), nl=False)
-    if not verdict.passed:
-        raise typer.Exit(int(ExitCode.VIOLATION))
+    if gate.exit_code:
+        raise typer.Exit(gate.exit_code)
 
 
 def pick_format(name: str, formats: Mapping[str, Callable[..., str]]) -> Callable[..., str]:

@@ -20,6 +20,7 @@ from kcgate.commands import handle_errors
 
 if TYPE_CHECKING:
     from kcgate.diff_model import Verdict
+    from kcgate.gate import GateVerdict
     from kcgate.policy import Policy
     from kcgate.publish.outcome import Outcome
     from kcgate.publish.settings import Settings
@@ -90,7 +91,7 @@ def report_command(
     from dataclasses import replace
 
     from kcgate.commands.diff import parse_today
-    from kcgate.errors import ExitCode, UsageError
+    from kcgate.errors import UsageError
     from kcgate.publish.settings import Settings
 
     if comment_mode not in COMMENT_MODES:
@@ -100,7 +101,7 @@ def report_command(
             "--check-run creates a check run through the API; add --publish (and set GITHUB_TOKEN)"
         )
     settings = replace(Settings.from_env(), gate_name=check_gate_name(gate_name))
-    verdict, runs, policy, descriptions = _gate(
+    verdict, gate, runs, policy, descriptions = _gate(
         results, baseline, contracts, expect_runner, fail_on, parse_today(today)
     )
     event = _event(settings)
@@ -119,15 +120,16 @@ def report_command(
         settings, event, verdict, ctx, publish, comment_mode, check_run, _contracts_name(contracts)
     )
     paths = _write_files(verdict, runs, ctx, comment_out, summary_out, junit, _contracts_name(contracts))
-    _write_step_files(settings, verdict, ctx, outcomes, paths)
+    _write_step_files(settings, verdict, gate, ctx, outcomes, paths)
     _print(
         verdict,
+        gate,
         outcomes,
         settings.actions if annotations is None else annotations,
         _contracts_name(contracts),
     )
-    if not verdict.passed:
-        raise typer.Exit(int(ExitCode.VIOLATION))
+    if gate.exit_code:
+        raise typer.Exit(gate.exit_code)
 
 
 def check_gate_name(name: str) -> str:
@@ -153,9 +155,9 @@ def _gate(
     expected: list[str],
     fail_on: str,
     today: dt.date,
-) -> tuple[Verdict, dict[str, RunResult], Policy, dict[str, str]]:
-    from kcgate.diff import make_verdict
+) -> tuple[Verdict, GateVerdict, dict[str, RunResult], Policy, dict[str, str]]:
     from kcgate.errors import UsageError
+    from kcgate.gate import apply_fail_on, decide
     from kcgate.results.artifacts import collect_results
     from kcgate.results.baseline import load_many, paused_gc, project_facts
 
@@ -171,25 +173,8 @@ def _gate(
             [baselines_dir] if baselines_dir and baselines_dir.is_dir() else []
         )
         bases = load_many(sources) if sources else {}
-        return make_verdict(runs, bases, policy, today, expected), runs, policy, descriptions
-
-
-def apply_fail_on(policy: Policy, fail_on: str) -> Policy:
-    """--fail-on replaces the policy's block_on; an unknown category lists the choices."""
-    from dataclasses import replace
-
-    from kcgate.errors import UsageError
-    from kcgate.policy import BLOCKABLE
-
-    cats = tuple(c.strip() for c in fail_on.split(",") if c.strip())
-    if not cats:
-        return policy
-    bad = [c for c in cats if c not in BLOCKABLE]
-    if bad:
-        raise UsageError(
-            f"--fail-on: {', '.join(b[:40] for b in bad)} cannot block; choose from: {', '.join(BLOCKABLE)}"
-        )
-    return replace(policy, block_on=cats)
+        verdict, gate = decide(runs, bases, policy, today, expected)
+        return verdict, gate, runs, policy, descriptions
 
 
 # ---- rendering context ---------------------------------------------------------------------------
@@ -357,7 +342,12 @@ def _written(write: Callable[[], None]) -> bool:
 
 
 def _write_step_files(
-    settings: Settings, verdict: Verdict, ctx: RenderContext, outcomes: list[Outcome], paths: dict[str, str]
+    settings: Settings,
+    verdict: Verdict,
+    gate: GateVerdict,
+    ctx: RenderContext,
+    outcomes: list[Outcome],
+    paths: dict[str, str],
 ) -> None:
     from kcgate.publish.step_files import append_text, output_text
     from kcgate.render.markdown import SUMMARY_LIMIT, render_summary
@@ -372,16 +362,20 @@ def _write_step_files(
         text = notes + render_summary(verdict, ctx, budget)
         _written(lambda: append_text(settings.step_summary, text))
     if settings.output:
-        _written(lambda: append_text(settings.output, output_text(step_outputs(verdict, outcomes, paths))))
+        _written(
+            lambda: append_text(settings.output, output_text(step_outputs(verdict, gate, outcomes, paths)))
+        )
 
 
-def step_outputs(verdict: Verdict, outcomes: list[Outcome], paths: dict[str, str]) -> dict[str, str]:
+def step_outputs(
+    verdict: Verdict, gate: GateVerdict, outcomes: list[Outcome], paths: dict[str, str]
+) -> dict[str, str]:
     """verdict, counts (JSON), blocking, the written paths, and the comment's URL when one was posted."""
     counts = {k: v for k, v in verdict.counts().items() if v}
     out = {
-        "verdict": "pass" if verdict.passed else "fail",
+        "verdict": "pass" if gate.passed else "fail",
         "counts": json.dumps(counts, sort_keys=True, separators=(",", ":")),
-        "blocking": str(len(verdict.blocking)),
+        "blocking": str(len(gate.blocking)),
         **paths,
     }
     for kind in ("comment", "check-run"):
@@ -400,7 +394,9 @@ def _md(text: str) -> str:
 # ---- stdout ---------------------------------------------------------------------------------------
 
 
-def _print(verdict: Verdict, outcomes: list[Outcome], annotate: bool, contracts: str) -> None:
+def _print(
+    verdict: Verdict, gate: GateVerdict, outcomes: list[Outcome], annotate: bool, contracts: str
+) -> None:
     from kcgate.render.annotations import make_annotations, render_workflow_commands, select
     from kcgate.render.escape import annotation_text, console_text
 
@@ -416,16 +412,15 @@ def _print(verdict: Verdict, outcomes: list[Outcome], annotate: bool, contracts:
             typer.echo(f"::notice title=kcgate publish::{annotation_text(o.detail)}")
         else:
             typer.echo(console_text(f"publish: {o.action}: {o.detail} {o.url}".rstrip()))
-    typer.echo(verdict_line(verdict))
+    typer.echo(verdict_line(verdict, gate))
 
 
-def verdict_line(verdict: Verdict) -> str:
+def verdict_line(verdict: Verdict, gate: GateVerdict) -> str:
     """One plain line for the log: PASS/FAIL, blocking counts by category, runners and cases."""
     from kcgate.render.labels import label
 
-    blocking: dict[str, int] = {}
-    for c in verdict.blocking:
-        blocking[c.category] = blocking.get(c.category, 0) + 1
-    detail = ", ".join(f"{label(k)} {v}" for k, v in sorted(blocking.items()))
-    head = f"FAIL: {len(verdict.blocking)} blocking ({detail})" if blocking else "PASS: nothing blocks"
+    detail = ", ".join(
+        f"{label(r.category)} {r.changes}" for r in sorted(gate.reasons, key=lambda r: r.category)
+    )
+    head = f"FAIL: {len(gate.blocking)} blocking ({detail})" if gate.reasons else "PASS: nothing blocks"
     return f"kcgate report: {head}; {len(verdict.runners)} runners, {len(verdict.changes)} cases"
