@@ -248,7 +248,7 @@ def write_results_pair(root: Path, runner: str = "cpu-x86", regress: bool = True
     return base_dir, root / "artifacts"
 
 
-# ---- reviewer scenarios: real diffs of hand-built runs (tests/test_comment_goldens.py) ------------------
+# ---- reviewer scenarios: real diffs of hand-built runs (tests/render/test_comment_goldens.py) ------------------
 
 FP_NVIDIA = Fingerprint(backend="cuda", vendor="nvidia", device="H100 80GB", arch="sm_90", torch="2.5.1")
 FP_AMD = Fingerprint(backend="rocm", vendor="amd", device="MI300X", arch="gfx942", torch="2.5.1")

@@ -214,7 +214,7 @@ def _check_extra(extras: tuple[Any, ...]) -> None:
         raise _Rejected
 
 
-# ---- normalisation (must equal CaseResult.from_row's; tests/test_table.py checks both ways) --------
+# ---- normalisation (must equal CaseResult.from_row's; tests/results/test_table.py checks both ways) --------
 
 
 def _text(column: tuple[Any, ...]) -> tuple[Any, ...]:

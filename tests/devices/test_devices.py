@@ -33,7 +33,7 @@ from kcgate.devices.xpu import XpuBackend
 from kcgate.errors import UsageError
 from kcgate.results.model import Fingerprint
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ACCELERATORS = ("cuda", "rocm", "xpu", "mps", "npu")
 
 

@@ -47,7 +47,7 @@ def test_calibrate_selected_class_prints_matrix_and_json(tmp_path: Path):
 
 
 def test_loose_user_contract_is_under_specified(tmp_path: Path):
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     toml = tmp_path / "contracts.toml"
     toml.write_text(LOOSE.format(root=root))
     res = CliRunner().invoke(app, ["calibrate", "--no-builtin", "--contracts", str(toml)])
@@ -81,7 +81,7 @@ protocol = {{ seeds = 1, trials = 1 }}
 def test_a_crashing_kernel_costs_its_state_not_the_calibration(tmp_path: Path):
     """Calibration runs user kernels in a worker: a segfaulting bad kernel is an error of that state only."""
     toml = tmp_path / "contracts.toml"
-    toml.write_text(CRASHY.format(root=Path(__file__).resolve().parents[1]))
+    toml.write_text(CRASHY.format(root=Path(__file__).resolve().parents[2]))
     out = tmp_path / "cal.json"
     res = CliRunner().invoke(app, ["calibrate", "--no-builtin", "--contracts", str(toml), "--json", str(out)])
     assert res.exit_code == 0, res.output
@@ -160,7 +160,7 @@ def test_advice_names_the_probe_or_the_shape_class_that_catches_the_bad_kernel(t
 
 
 def test_loose_tolerance_advice_is_the_derived_bound(tmp_path: Path):
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     toml = tmp_path / "contracts.toml"
     toml.write_text(LOOSE.format(root=root))
     out = tmp_path / "cal.json"

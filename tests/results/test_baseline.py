@@ -16,7 +16,7 @@ from kcgate.errors import ResultsError, UsageError
 from kcgate.results import baseline
 from kcgate.results.model import load_run
 
-DATA = Path(__file__).parent / "data" / "diff"
+DATA = Path(__file__).parents[1] / "data" / "diff"
 
 
 def _copy(tmp: Path, name: str, as_name: str | None = None) -> Path:

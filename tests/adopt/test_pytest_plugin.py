@@ -193,7 +193,7 @@ def test_last_failed_and_markers_select_cases(tmp_path: Path) -> None:
 
 
 def test_decorated_kernels_are_items_too(tmp_path: Path) -> None:
-    from tests.test_api import scratch
+    from tests.adopt.test_api import scratch
 
     contracts = scratch(tmp_path)
     proc = pytest_run(*PLUGIN, "--kcgate", "--collect-only", "-q", cwd=contracts.parent)

@@ -29,7 +29,7 @@ def projection(request: pytest.FixtureRequest) -> Iterator[str]:
     """Every test runs twice: with kcgate's fused native kernel, and with the torch path (GEMM + norm)."""
     from kcgate.oracles import native
 
-    if request.param == "native" and native.status().lib is None:  # tests/test_native.py fails instead
+    if request.param == "native" and native.status().lib is None:  # test_native.py fails
         pytest.skip(f"native kernel unavailable: {native.status().detail}")  # where a compiler exists
     with contextlib.ExitStack() as stack:
         if request.param == "torch":

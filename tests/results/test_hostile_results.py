@@ -25,7 +25,7 @@ from kcgate.render import compare_formats, diff_formats
 from kcgate.results.baseline import load_results
 from kcgate.results.model import CASE_FIELDS, MAX_TEXT, METRIC_FIELDS, load_run
 
-DATA = Path(__file__).parent / "data" / "diff"
+DATA = Path(__file__).parents[1] / "data" / "diff"
 TODAY_ARGS = ["--today", "2026-06-01"]
 HOSTILE_ID = (
     "<script>alert(1)</script> | @octocat [x](javascript:alert(1)) ![i](http://e.invalid/p.png) `tick`"
