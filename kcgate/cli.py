@@ -1,7 +1,9 @@
 """The typer CLI. Commands live in ``kcgate.commands.<name>`` and register themselves here.
 
-Keep this module and every command module free of top-level torch imports: ``kcgate --help``,
-``validate``, ``schema``, ``diff``, ``compare`` and ``report`` must work without torch.
+Every command runs inside ``Dispatch.invoke``, the one place a failure becomes a message and an exit
+code (``failure``); no command catches errors for that itself. Keep this module and every command module
+free of top-level torch imports: ``kcgate --help``, ``validate``, ``schema``, ``diff``, ``compare`` and
+``report`` must work without torch.
 """
 
 from __future__ import annotations
@@ -9,13 +11,50 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
+import kcgate.commands
 from kcgate import __version__
-from kcgate.errors import ExitCode
+from kcgate.errors import ExitCode, KcgateError, os_error
+from kcgate.render.escape import console_text
+
+try:
+    import click
+except ImportError:  # typer >= 0.24 vendors click as typer._click
+    from typer import _click as click  # type: ignore[no-redef]
+
+
+def failure(exc: Exception) -> tuple[str, ExitCode]:
+    """The one mapping of a failure to (message, exit code); never a traceback."""
+    if isinstance(exc, KcgateError):
+        return exc.render(), exc.exit_code
+    if isinstance(exc, OSError):  # a file kcgate had to read or write: the user's to fix, not a kcgate bug
+        where = f"{exc.filename}: " if exc.filename else ""
+        fix = "check the path, its permissions and free space"
+        return f"error: {where}{os_error(exc)}; {fix}", ExitCode.BAD_USAGE
+    bug = "this is a bug in kcgate; please report it with the command you ran"
+    return f"internal error: {type(exc).__name__}: {exc}\n{bug}", ExitCode.INTERNAL
+
+
+class Dispatch(TyperGroup):
+    """The root command group: runs the chosen command inside ``failure``'s mapping."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, click.ClickException):
+            raise  # an exit code already chosen, or bad usage: main() maps those
+        except Exception as exc:
+            message, code = failure(exc)
+            typer.echo(console_text(message), err=True)
+            raise typer.Exit(int(code)) from None
+
 
 app = typer.Typer(
+    cls=Dispatch,
     name="kcgate",
     help="Kernel contracts: run them on every vendor's hardware, diff against the base commit, gate PRs.\n\n"
     "Exit codes: 0 all hold, 1 violation, 2 bad contracts file, 3 bad usage or input file, "
@@ -43,9 +82,7 @@ def _root(
 
 
 def _register_commands() -> None:
-    import kcgate.commands as pkg
-
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda i: i.name):
+    for info in sorted(pkgutil.iter_modules(kcgate.commands.__path__), key=lambda i: i.name):
         if not info.name.startswith("_"):
             importlib.import_module(f"kcgate.commands.{info.name}").register(app)
 
@@ -56,11 +93,6 @@ _register_commands()
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: click usage errors exit 3 (bad usage), not click's 2 (kcgate's bad contracts)."""
     try:
-        import click
-    except ImportError:  # typer >= 0.24 vendors click as typer._click
-        from typer import _click as click  # type: ignore[no-redef]
-
-    try:
         rv = app(args=argv, standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:
         typer.echo(exc.ctx.get_help() if exc.ctx else str(exc))
@@ -68,6 +100,6 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(int(ExitCode.BAD_USAGE))
-    except click.Abort:
+    except typer.Abort:  # click's own: stdin closed at a prompt
         sys.exit(130)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -6,15 +6,13 @@ from pathlib import Path
 
 import typer
 
-from kcgate.commands import handle_errors
-
 baseline_app = typer.Typer(
     help="Manage baselines: one results file per runner, <runner>.json.", no_args_is_help=True
 )
 
 
 def register(app: typer.Typer) -> None:
-    baseline_app.command("update")(handle_errors(update_command))
+    baseline_app.command("update")(update_command)
     app.add_typer(baseline_app, name="baseline")
 
 

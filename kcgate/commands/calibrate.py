@@ -12,7 +12,6 @@ from typing import Optional
 
 import typer
 
-from kcgate.commands import handle_errors
 from kcgate.errors import ExitCode
 
 
@@ -20,7 +19,6 @@ def register(app: typer.Typer) -> None:
     app.command("calibrate")(calibrate)
 
 
-@handle_errors
 def calibrate(
     contracts: Optional[Path] = typer.Option(
         None,

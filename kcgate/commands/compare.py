@@ -7,14 +7,12 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from kcgate.commands import handle_errors
-
 if TYPE_CHECKING:
     from kcgate.compare import Comparison
 
 
 def register(app: typer.Typer) -> None:
-    app.command("compare")(handle_errors(compare_command))
+    app.command("compare")(compare_command)
 
 
 def compare_command(

@@ -9,13 +9,11 @@ from typing import TypeVar
 
 import typer
 
-from kcgate.commands import handle_errors
-
 T = TypeVar("T")
 
 
 def register(app: typer.Typer) -> None:
-    app.command("diff")(handle_errors(diff_command))
+    app.command("diff")(diff_command)
 
 
 def diff_command(

@@ -9,7 +9,6 @@ from typing import Optional
 
 import typer
 
-from kcgate.commands import handle_errors
 from kcgate.errors import ExitCode
 
 DEFAULT_RUNNERS = ("cpu-ubuntu=ubuntu-latest",)
@@ -19,7 +18,6 @@ def register(app: typer.Typer) -> None:
     app.command("init")(init)
 
 
-@handle_errors
 def init(
     packages: list[str] = typer.Argument(..., help="Importable packages or modules holding the kernels."),
     out: Path = typer.Option(Path("contracts.toml"), "--out", "-o", help="The contracts file to write."),

@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from kcgate.commands import handle_errors
-
 if TYPE_CHECKING:
     from kcgate.diff_model import Verdict
     from kcgate.gate import GateVerdict
@@ -31,7 +29,7 @@ COMMENT_MODES = ("sticky", "off")
 
 
 def register(app: typer.Typer) -> None:
-    app.command("report")(handle_errors(report_command))
+    app.command("report")(report_command)
 
 
 def report_command(

@@ -10,61 +10,54 @@ from typing import Optional
 
 import typer
 
-from kcgate.commands import handle_errors
-
 
 def register(app: typer.Typer) -> None:
-    @app.command("run")
-    @handle_errors
-    def run(
-        contracts: Path = typer.Option(Path("contracts.toml"), "--contracts", "-c", help="Contracts file."),
-        out: Optional[Path] = typer.Option(
-            None, "--out", "-o", help="Results JSON (default results/<runner>.json)."
-        ),
-        runner: Optional[str] = typer.Option(None, "--runner", envvar="KCGATE_RUNNER", help="Runner name."),
-        device: Optional[str] = typer.Option(
-            None, "--device", "-d", help="cpu, cuda, rocm, xpu, mps or npu."
-        ),
-        junit: Optional[Path] = typer.Option(None, "--junit", help="Also write JUnit XML here."),
-        keyword: Optional[str] = typer.Option(
-            None, "-k", help="Select cases by id substring/glob or class id."
-        ),
-        dtype: Optional[list[str]] = typer.Option(None, "--dtype", help="Only these dtypes (repeatable)."),
-        list_only: bool = typer.Option(False, "--list", help="Show the plan and exit without running."),
-        shard: Optional[str] = typer.Option(None, "--shard", help="Run shard i of N, e.g. 2/3."),
-        resume: bool = typer.Option(False, "--resume", help="Finish an interrupted run in --out."),
-        seed: Optional[int] = typer.Option(
-            None, "--seed", help="Base seed (default: unpredictable, recorded)."
-        ),
-        isolation: str = typer.Option("process", "--isolation", help="process (default) or none."),
-        timeout: Optional[float] = typer.Option(None, "--timeout", help="Per-case timeout in seconds."),
-        memory_limit_gb: float = typer.Option(
-            0.0, "--memory-limit-gb", help="Worker address-space cap (0: half of RAM)."
-        ),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
-        held_out: Optional[int] = typer.Option(
-            None, "--held-out", help="C-CMP-03: held-out shapes per case besides the class's extremes."
-        ),
-    ) -> None:
-        """Run the contracts on this machine's device and write results (exit 1 on a violation)."""
-        from kcgate.commands._run_impl import Options, run_command
+    app.command("run")(run)
 
-        opts = Options(
-            contracts,
-            out,
-            runner,
-            device,
-            junit,
-            keyword,
-            dtype or [],
-            list_only,
-            shard,
-            resume,
-            seed if seed is not None else secrets.randbits(62),
-            isolation,
-            timeout,
-            memory_limit_gb,
-            quiet or not sys.stderr.isatty() and bool(os.environ.get("CI")),
-            held_out,
-        )
-        raise typer.Exit(run_command(opts))
+
+def run(
+    contracts: Path = typer.Option(Path("contracts.toml"), "--contracts", "-c", help="Contracts file."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", "-o", help="Results JSON (default results/<runner>.json)."
+    ),
+    runner: Optional[str] = typer.Option(None, "--runner", envvar="KCGATE_RUNNER", help="Runner name."),
+    device: Optional[str] = typer.Option(None, "--device", "-d", help="cpu, cuda, rocm, xpu, mps or npu."),
+    junit: Optional[Path] = typer.Option(None, "--junit", help="Also write JUnit XML here."),
+    keyword: Optional[str] = typer.Option(None, "-k", help="Select cases by id substring/glob or class id."),
+    dtype: Optional[list[str]] = typer.Option(None, "--dtype", help="Only these dtypes (repeatable)."),
+    list_only: bool = typer.Option(False, "--list", help="Show the plan and exit without running."),
+    shard: Optional[str] = typer.Option(None, "--shard", help="Run shard i of N, e.g. 2/3."),
+    resume: bool = typer.Option(False, "--resume", help="Finish an interrupted run in --out."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Base seed (default: unpredictable, recorded)."),
+    isolation: str = typer.Option("process", "--isolation", help="process (default) or none."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Per-case timeout in seconds."),
+    memory_limit_gb: float = typer.Option(
+        0.0, "--memory-limit-gb", help="Worker address-space cap (0: half of RAM)."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+    held_out: Optional[int] = typer.Option(
+        None, "--held-out", help="C-CMP-03: held-out shapes per case besides the class's extremes."
+    ),
+) -> None:
+    """Run the contracts on this machine's device and write results (exit 1 on a violation)."""
+    from kcgate.commands._run_impl import Options, run_command
+
+    opts = Options(
+        contracts,
+        out,
+        runner,
+        device,
+        junit,
+        keyword,
+        dtype or [],
+        list_only,
+        shard,
+        resume,
+        seed if seed is not None else secrets.randbits(62),
+        isolation,
+        timeout,
+        memory_limit_gb,
+        quiet or not sys.stderr.isatty() and bool(os.environ.get("CI")),
+        held_out,
+    )
+    raise typer.Exit(run_command(opts))

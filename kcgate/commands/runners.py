@@ -10,14 +10,11 @@ from typing import Any
 
 import typer
 
-from kcgate.commands import handle_errors
-
 
 def register(app: typer.Typer) -> None:
     app.command("runners")(runners)
 
 
-@handle_errors
 def runners(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
     require: str = typer.Option(

@@ -7,35 +7,34 @@ from pathlib import Path
 
 import typer
 
-from kcgate.commands import handle_errors
-
 
 def register(app: typer.Typer) -> None:
-    @app.command("validate")
-    @handle_errors
-    def validate(
-        contracts: Path = typer.Argument(Path("contracts.toml"), help="Contracts file to check."),
-    ) -> None:
-        """Check contracts.toml without running anything (exit 2 and every problem listed when invalid)."""
-        from kcgate.spec import load_project
+    app.command("validate")(validate)
+    app.command("schema")(schema)
 
-        project = load_project(contracts)
-        for warning in project.warnings:
-            typer.echo(f"warning: {warning.render()}", err=True)
-        n = len(project.contracts)
-        waivers = len(project.policy.waivers)
-        typer.echo(f"{contracts}: OK: {n} contract{'s' * (n != 1)}, {waivers} waiver{'s' * (waivers != 1)}")
 
-    @app.command("schema")
-    @handle_errors
-    def schema(
-        kind: str = typer.Argument("contracts", help="contracts (the TOML file) or results (the JSON file)."),
-    ) -> None:
-        """Print a JSON Schema: of contracts.toml (for editors) or of results files."""
-        from kcgate import schema as schemas
-        from kcgate.errors import UsageError
+def validate(
+    contracts: Path = typer.Argument(Path("contracts.toml"), help="Contracts file to check."),
+) -> None:
+    """Check contracts.toml without running anything (exit 2 and every problem listed when invalid)."""
+    from kcgate.spec import load_project
 
-        makers = {"contracts": schemas.contracts_schema, "results": schemas.results_schema}
-        if kind not in makers:
-            raise UsageError(f"unknown schema {kind!r}; choose one of: {', '.join(makers)}")
-        typer.echo(json.dumps(makers[kind](), indent=2, sort_keys=True))
+    project = load_project(contracts)
+    for warning in project.warnings:
+        typer.echo(f"warning: {warning.render()}", err=True)
+    n = len(project.contracts)
+    waivers = len(project.policy.waivers)
+    typer.echo(f"{contracts}: OK: {n} contract{'s' * (n != 1)}, {waivers} waiver{'s' * (waivers != 1)}")
+
+
+def schema(
+    kind: str = typer.Argument("contracts", help="contracts (the TOML file) or results (the JSON file)."),
+) -> None:
+    """Print a JSON Schema: of contracts.toml (for editors) or of results files."""
+    from kcgate import schema as schemas
+    from kcgate.errors import UsageError
+
+    makers = {"contracts": schemas.contracts_schema, "results": schemas.results_schema}
+    if kind not in makers:
+        raise UsageError(f"unknown schema {kind!r}; choose one of: {', '.join(makers)}")
+    typer.echo(json.dumps(makers[kind](), indent=2, sort_keys=True))
