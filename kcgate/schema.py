@@ -1,20 +1,21 @@
-"""JSON Schemas: of contracts.toml (for editors, `kcgate schema`) and of results files. Built from the
-same constants the loader validates against, so the schema cannot drift from the code. No torch.
+"""JSON Schemas: of contracts.toml (for editors, `kcgate schema`) and of results files. The first is generated
+from the field table the loader checks against (kcgate.contract_fields), so it cannot drift from the code. No
+torch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from kcgate import dtypes, spec
-from kcgate.classes import CLASSES
-from kcgate.contract_fields import CONTRACT_FIELD, REQUIRED_KEYS
-from kcgate.policy import BLOCKABLE, WAIVER_KINDS
+from kcgate import dtypes
+from kcgate.catalogue import CATALOGUE
+from kcgate.contract_fields import FILE_FIELDS, ID_PATTERN, IMPORT_PATTERN, Field
 from kcgate.results.model import CASE_FIELDS, METRIC_FIELDS, SCHEMA_VERSION, STATUSES
 
 _STR = {"type": "string"}
-_POS = {"type": "number", "exclusiveMinimum": 0}
-_IMPORT = {"type": "string", "pattern": r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$"}
+_IMPORT = {"type": "string", "pattern": IMPORT_PATTERN}
+_ARG = {"description": "an input name, a size placeholder such as {n}, a literal or a list of these"}
 
 
 def _enum(values: Any, desc: str = "") -> dict[str, Any]:
@@ -39,155 +40,87 @@ _CONSTRAINTS = {
 }
 
 
+def _choices(f: Field) -> dict[str, Any]:
+    """The row's allowed values; dtype rows also accept the aliases the loader canonicalises."""
+    aliases = tuple(dtypes.ALIASES) if f.type in ("dtype", "dtypes") else ()
+    return _enum(f.choices + aliases) if f.choices else dict(_STR)
+
+
+def _limits(f: Field, kind: str) -> dict[str, Any]:
+    d: dict[str, Any] = {"type": kind}
+    if f.minimum is not None:
+        d["exclusiveMinimum" if f.exclusive else "minimum"] = f.minimum
+    if f.maximum is not None:
+        d["maximum"] = f.maximum
+    return d
+
+
+def _table(fields: tuple[Field, ...]) -> dict[str, Any]:
+    return _obj({f.key: field_schema(f) for f in fields}, tuple(f.key for f in fields if f.required))
+
+
+# How each row type of kcgate.contract_fields.TYPES is written in JSON Schema.
+_TYPE_SCHEMAS: dict[str, Callable[[Field], dict[str, Any]]] = {
+    "string": _choices,
+    "choice": _choices,
+    "dtype": _choices,
+    "strings": lambda f: _list(_choices(f)),
+    "dtypes": lambda f: _list(_choices(f)),
+    "import": lambda f: dict(_IMPORT),
+    "id": lambda f: {"type": "string", "pattern": ID_PATTERN},
+    "date": lambda f: {"type": "string", "format": "date"},
+    "number": lambda f: _limits(f, "number"),
+    "integer": lambda f: _limits(f, "integer"),
+    "integers": lambda f: _list(_limits(f, "integer")),
+    "boolean": lambda f: {"type": "boolean"},
+    "shapes": lambda f: _list(_list({"type": "integer", "minimum": 1})),
+    "constraints": lambda f: dict(_CONSTRAINTS),
+    "table": lambda f: _table(f.fields),
+    "tables": lambda f: _list(_table(f.fields)),
+    "mapping": lambda f: {"type": "object", "additionalProperties": _ARG},
+    "array": lambda f: _list(_ARG),
+    "env": lambda f: {"type": "object", "additionalProperties": _STR},
+    "params": lambda f: {"type": "object"},
+}
+_ALTERNATIVES: dict[str, Callable[[Field], dict[str, Any]]] = {
+    "table": lambda f: _table(f.fields),
+    "false": lambda f: {"const": False},
+}
+
+
+def field_schema(f: Field) -> dict[str, Any]:
+    """One row as JSON Schema: its type, allowed values, limits, default, description and since-version."""
+    d = _TYPE_SCHEMAS[f.type](f)
+    if f.alternative:
+        d = {"oneOf": [d, _ALTERNATIVES[f.alternative](f)]}
+    d["description"] = _described(f.description, _DETAIL.get(f.key))
+    if f.default is not None and f.default != ():
+        d["default"] = list(f.default) if isinstance(f.default, tuple) else f.default
+    d["x-since"] = f.since
+    return d
+
+
+def _params_detail() -> str:
+    families = ((n, op.params) for n, op in CATALOGUE.items() if op.params)
+    return "per op family: " + "; ".join(f"{n}: {', '.join(ps)}" for n, ps in families)
+
+
+_DETAIL = {"params": _params_detail()}  # what only the schema spells out (each family's params)
+
+
 def _described(row: str, detail: str | None) -> str:
     """The field row's description, then any detail only the schema knows (e.g. each family's params)."""
     return f"{row}; {detail}" if detail and detail != row else row
 
 
 def contracts_schema() -> dict[str, Any]:
-    tolerance = _obj(
-        {
-            "method": _enum(spec.TOLERANCES),
-            "lambda": _POS,
-            "ulp": _POS,
-            "rtol": _POS,
-            "atol": _POS,
-            "factor": {
-                "type": "number",
-                "minimum": 1,
-                "description": "method 'relative': x the baseline's error",
-            },
-            "baseline": {
-                **_IMPORT,
-                "description": "method 'relative': the baseline (default: the composite)",
-            },
-            "excess": {
-                "oneOf": [{"type": "number", "minimum": 1}, {"const": False}],
-                "description": "the sensitivity gate's factor (default 1.5), or false to turn it off",
-            },
-        }
-    )
-    protocol = _obj(
-        {
-            "seeds": {"type": "integer", "minimum": 1},
-            "trials": {"type": "integer", "minimum": 1},
-            "poison": {"type": "boolean"},
-            "guard": {"type": "integer", "minimum": 0},
-            "timeout_s": _POS,
-            "k_sweep": _list({"type": "integer", "minimum": 1}),
-            "freivalds_vectors": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": spec.PROTOCOL_LIMITS["freivalds_vectors"],
-                "description": "random vectors per Freivalds check (default 10: a bad row missed w.p. <= 1e-3)",
-            },
-        }
-    )
-    waiver = _obj(
-        {
-            "runner": _STR,
-            "until": {"type": "string", "format": "date"},
-            "reason": _STR,
-            "owner": _STR,
-            "kind": _enum(WAIVER_KINDS, "violation (default): failing cases; error: cases that cannot run"),
-        },
-        ("runner", "until", "reason"),
-    )
-    contract = _obj(
-        {
-            "id": {"type": "string", "pattern": spec._ID.pattern},
-            "class": _enum(CLASSES),
-            "kernel": _IMPORT,
-            "op": _enum(spec.OPS),
-            "description": _STR,
-            "devices": _list(_enum(spec.DEVICES)),
-            "dtypes": _list(_enum(dtypes.TENSOR_DTYPES + tuple(dtypes.ALIASES))),
-            "accumulate": _enum(dtypes.ACCUMULATORS + tuple(dtypes.ALIASES)),
-            "out_dtype": _enum(
-                dtypes.TENSOR_DTYPES + tuple(dtypes.ALIASES),
-                "the output's dtype (default: the input dtype); part of every postcondition: "
-                "a kernel returning another dtype fails with signature wrong-dtype, whatever the class",
-            ),
-            "shapes": _list(_list({"type": "integer", "minimum": 1})),
-            "distribution": _enum(spec.DISTRIBUTIONS),
-            "layout": _enum(spec.LAYOUTS),
-            "postcondition": _enum(spec.POSTCONDITIONS),
-            "tolerance": tolerance,
-            "oracle": _enum(spec.ORACLES),
-            "reference": _IMPORT,
-            "inputs": _IMPORT,
-            "protocol": protocol,
-            "signature": _list(_STR),
-            "params": {
-                "type": "object",
-                "description": "per op family: "
-                + "; ".join(f"{op}: {', '.join(ps)}" for op, ps in spec.OP_PARAMS.items()),
-            },
-            "call": {
-                "oneOf": [
-                    _enum(spec.CALLS),
-                    _obj({"args": {"type": "array"}, "kwargs": {"type": "object"}}),
-                ],
-            },
-            "direction": _enum(spec.DIRECTIONS),
-            "init": {"type": "object"},
-            "env": {"type": "object", "additionalProperties": _STR},
-            "good": _IMPORT,
-            "bad": _IMPORT,
-            "baseline": _IMPORT,
-            "waiver": _list(waiver),
-            "shape_constraints": _CONSTRAINTS,
-            "shape_class": _obj(
-                {
-                    "dims": {**_CONSTRAINTS, "description": "C-CMP-03: the class held-out shapes span"},
-                    "max_elements": {"type": "integer", "minimum": 1},
-                }
-            ),
-        },
-        REQUIRED_KEYS,
-    )
-    contract["properties"] = {  # every key described once, in its field row
-        key: {**prop, "description": _described(CONTRACT_FIELD[key].description, prop.get("description"))}
-        for key, prop in contract["properties"].items()
-    }
+    """The JSON Schema of contracts.toml, generated from the field table (kcgate.contract_fields)."""
+    top = _table(FILE_FIELDS)
+    top["properties"]["contract"]["minItems"] = 1
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "kcgate contracts.toml",
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "project": _obj(
-                {
-                    "name": _STR,
-                    "paths": _list(_STR),
-                    "baselines": _STR,
-                    "results": _STR,
-                    "discover": _list(_STR),
-                }
-            ),
-            "policy": _obj(
-                {
-                    "block_on": _list(_enum(BLOCKABLE)),
-                    "budget_drift": {
-                        "oneOf": [
-                            {**_POS, "description": "the absolute rule: a rise of more than this"},
-                            _obj(
-                                {
-                                    "ratio": {"type": "number", "exclusiveMinimum": 1},
-                                    "floor": _POS,
-                                    "absolute": _POS,
-                                }
-                            ),
-                        ],
-                        "description": "a rise of more than ratio x (default 4, floor 1e-3) and/or absolute",
-                    },
-                    "required_runners": _list(_STR),
-                    "acknowledge_removed": _list(_STR),
-                }
-            ),
-            "contract": {**_list(contract), "minItems": 1},
-        },
-        "required": ["contract"],
+        **top,
     }
 
 

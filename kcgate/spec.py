@@ -18,20 +18,46 @@ from typing import Any
 from kcgate import bounded, dtypes, tomlsrc
 from kcgate.catalogue import CATALOGUE, MATMUL_LIKE
 from kcgate.classes import CLASSES, ParamSpec, suggest
-from kcgate.contract_fields import CONTRACT_FIELD
-from kcgate.device_kinds import DEVICES
+from kcgate.contract_fields import (
+    CONTRACT_FIELD,
+    EXCESS_FACTOR,
+    FILE_FIELDS,
+    FREIVALDS_VECTORS,
+    ID_PATTERN,
+    IMPORT_PATTERN,
+    POLICY_FIELDS,
+    PROJECT_FIELDS,
+    PROTOCOL_LIMITS,  # noqa: F401 (kcgate.spec.PROTOCOL_LIMITS, as before)
+    RELATIVE_FACTOR,
+)
 from kcgate.errors import ContractsError, Problem
-from kcgate.policy import BLOCKABLE, WAIVER_KINDS, DriftRule, Policy, Waiver
+from kcgate.field_checks import Collector, read, unknown_keys, value
+from kcgate.policy import DriftRule, Policy, Waiver
 
-OPS = tuple(CATALOGUE)
-POSTCONDITIONS = ("within-bound", "bitwise", "invariant", "policy")
-TOLERANCES = ("error-bound", "ulp", "abs-rel", "exact", "relative")
-ORACLES = ("fp64", "freivalds", "auto", "property", "user")
-DISTRIBUTIONS = ("normal", "uniform", "positive", "integers", "large-mean")
-LAYOUTS = ("contiguous", "transposed")
-CALLS = ("return", "out")
-DIRECTIONS = ("forward", "backward", "both")
-BACKWARD_CLASSES = tuple(k for k, c in CLASSES.items() if c.backward)  # classes.ContractClass.backward
+# The allowed values, as the field table defines them (kcgate.contract_fields), under their old names.
+OPS = CONTRACT_FIELD["op"].choices
+DEVICES = CONTRACT_FIELD["devices"].choices
+POSTCONDITIONS = CONTRACT_FIELD["postcondition"].choices
+TOLERANCES = CONTRACT_FIELD["tolerance"].field("method").choices
+ORACLES = CONTRACT_FIELD["oracle"].choices
+DISTRIBUTIONS = CONTRACT_FIELD["distribution"].choices
+LAYOUTS = CONTRACT_FIELD["layout"].choices
+CALLS = CONTRACT_FIELD["call"].choices
+DIRECTIONS = CONTRACT_FIELD["direction"].choices
+# Classes whose measurement carries over to gradients (docs/classes/*.md, "Backward"). The others diagnose a
+# forward path only: operand rounding (C-PRC-03), output rounding and saturation (C-PRC-04), and
+# out-of-range indices (C-EXC-02), whose gradient is undefined.
+BACKWARD_CLASSES = (
+    "C-PRC-01",
+    "C-PRC-02",
+    "C-ORD-01",
+    "C-ORD-02",
+    "C-ORD-03",
+    "C-CMP-01",
+    "C-CMP-02",
+    "C-CMP-03",
+    "C-EXC-01",
+)
 # Families with a backward contract (kcgate.ops.OPS[op].grad_bound is not None; a test checks it).
 BACKWARD_OPS = tuple(n for n, op in CATALOGUE.items() if op.backward)
 # Each family's natural tolerance when neither the contract nor its class says otherwise.
@@ -46,35 +72,40 @@ OP_DIMS: dict[str, dict[str, tuple[int, int]]] = {n: op.dim_sources for n, op in
 OP_INPUTS: dict[str, tuple[str, ...]] = {n: op.inputs for n, op in CATALOGUE.items()}
 # Each family's own parameters, accepted in a contract's ``params`` next to its class's (docs/ops.md).
 OP_PARAMS: dict[str, dict[str, ParamSpec]] = {n: op.params for n, op in CATALOGUE.items() if op.params}
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-_IMPORT = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+_ID = re.compile(ID_PATTERN)
+_IMPORT = re.compile(IMPORT_PATTERN)
 
-CONTRACT_KEYS = set(CONTRACT_FIELD)  # one row each in kcgate.contract_fields
-SHAPE_CLASS_KEYS = {"dims", "max_elements"}
-TOLERANCE_KEYS = {"method", "lambda", "ulp", "rtol", "atol", "factor", "baseline", "excess"}
-EXCESS_FACTOR = 1.5  # the sensitivity gate's default factor (kcgate.sensitivity, docs/sensitivity.md)
-RELATIVE_FACTOR = 2.0  # FlashAttention's: error at most 2x the same-precision PyTorch implementation's
-CALL_KEYS = {"args", "kwargs"}
+# The keys of each table, one row each in kcgate.contract_fields.
+_TOL = CONTRACT_FIELD["tolerance"]
+_PROTO = CONTRACT_FIELD["protocol"]
+_SHAPE_CLASS = CONTRACT_FIELD["shape_class"]
+_WAIVER = CONTRACT_FIELD["waiver"]
+_PROJECT = {f.key: f for f in PROJECT_FIELDS}
+_POLICY = {f.key: f for f in POLICY_FIELDS}
+CONTRACT_KEYS = set(CONTRACT_FIELD)
+SHAPE_CLASS_KEYS = _SHAPE_CLASS.keys
+TOLERANCE_KEYS = _TOL.keys
+CALL_KEYS = CONTRACT_FIELD["call"].keys
+PROTOCOL_KEYS = _PROTO.keys
+WAIVER_KEYS = _WAIVER.keys
+TOP_KEYS = frozenset(f.key for f in FILE_FIELDS)
+PROJECT_KEYS = frozenset(_PROJECT)
+POLICY_KEYS = frozenset(_POLICY)
+DRIFT_KEYS = _POLICY["budget_drift"].keys
 _PLACEHOLDER = re.compile(r"^\{(\w+)\}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-PROTOCOL_KEYS = {"seeds", "trials", "poison", "guard", "timeout_s", "k_sweep", "freivalds_vectors"}
 MAX_CONTRACTS_BYTES = 16 * 1024 * 1024
-PROTOCOL_LIMITS = {"seeds": 1000, "trials": 1000, "guard": 1 << 20, "freivalds_vectors": 256}
-FREIVALDS_VECTORS = 10  # a row with an element over the threshold is missed with probability <= 2^-10
-"""Upper bounds on protocol sizes (README): a plan of 10^8 seeds would exhaust memory before it ran."""
-WAIVER_KEYS = {"runner", "until", "reason", "owner", "kind"}
-TOP_KEYS = {"project", "policy", "contract"}
-PROJECT_KEYS = {"name", "paths", "baselines", "results", "discover"}
-POLICY_KEYS = {"block_on", "budget_drift", "required_runners", "acknowledge_removed"}
 
 
 @dataclass(frozen=True)
 class Tolerance:
-    method: str = "error-bound"
-    lam: float = 8.0  # λ of the probabilistic bound (FACTS.md: a practical gate uses 8)
-    ulp: float = 4.0
-    rtol: float = 0.0
-    atol: float = 0.0
+    method: str = _TOL.field("method").default
+    lam: float = _TOL.field(
+        "lambda"
+    ).default  # λ of the probabilistic bound (FACTS.md: a practical gate uses 8)
+    ulp: float = _TOL.field("ulp").default
+    rtol: float = _TOL.field("rtol").default
+    atol: float = _TOL.field("atol").default
     factor: float = RELATIVE_FACTOR  # method "relative": allowed error / the baseline's error
     baseline: str = ""  # method "relative" (and the sensitivity gate's reference): "" = the composite
     excess: float = EXCESS_FACTOR  # the sensitivity gate's factor; 0 = off (excess = false)
@@ -82,11 +113,11 @@ class Tolerance:
 
 @dataclass(frozen=True)
 class Protocol:
-    seeds: int = 2
+    seeds: int = 2  # the class's, when the contract does not say (kcgate.classes)
     trials: int = 2
-    poison: bool = True
-    guard: int = 16
-    timeout_s: float = 120.0
+    poison: bool = _PROTO.field("poison").default
+    guard: int = _PROTO.field("guard").default
+    timeout_s: float = _PROTO.field("timeout_s").default
     k_sweep: tuple[int, ...] = ()
     freivalds_vectors: int = FREIVALDS_VECTORS  # random vectors per Freivalds check (docs/freivalds.md)
 
@@ -171,19 +202,8 @@ class Project:
 # ---- loading ------------------------------------------------------------------------------------
 
 
-class _Collector:
-    """Collects problems for one file; ``where`` strings name the contract and key path."""
-
-    def __init__(self, file: str, lines: tomlsrc.LineMap) -> None:
-        self.file, self.lines, self.problems = file, lines, []  # type: ignore[var-annotated]
-        self.warnings: list[Problem] = []
-        self.locate = True
-
-    def add(self, path: tuple[Any, ...], where: str, message: str, fix: str = "") -> None:
-        self.problems.append(Problem(self.file, self.lines.find(*path) or 1, where, message, fix))
-
-    def warn(self, path: tuple[Any, ...], where: str, message: str, fix: str = "") -> None:
-        self.warnings.append(Problem(self.file, self.lines.find(*path) or 1, where, message, fix))
+_Collector = Collector
+_unknown = unknown_keys
 
 
 def load_project(path: Path | str, *, locate_kernels: bool = True) -> Project:
@@ -224,7 +244,7 @@ def _project(path: Path, data: dict[str, Any], col: _Collector) -> Project:
     proj = _table(data, "project", (), col)
     _unknown(proj, PROJECT_KEYS, ("project",), "project", col)
     root = path.parent
-    paths = tuple(root / p for p in _str_list(proj, "paths", ("project",), "project", col))
+    paths = tuple(root / p for p in _project_key(proj, "paths", col) or [])
     raw = data.get("contract", [])
     if not isinstance(raw, list) or not raw and not proj.get("discover"):
         col.add((), "", "no [[contract]] entries", "add at least one [[contract]] table (see README)")
@@ -236,7 +256,7 @@ def _project(path: Path, data: dict[str, Any], col: _Collector) -> Project:
     return Project(
         warnings=tuple(col.warnings),
         path=path,
-        name=_str(proj, "name", ("project",), "project", col) or root.resolve().name,
+        name=_project_key(proj, "name", col) or root.resolve().name,
         contracts=valid,
         policy=_policy(data, valid, col),
         paths=paths,
@@ -245,12 +265,16 @@ def _project(path: Path, data: dict[str, Any], col: _Collector) -> Project:
     )
 
 
+def _project_key(proj: dict[str, Any], key: str, col: Collector) -> Any:
+    return value(proj, _PROJECT[key], ("project",), "project", col)
+
+
 def _discovered(
     proj: dict[str, Any], contracts: list[Contract | None], col: _Collector, roots: tuple[Path, ...]
 ) -> list[Contract | None]:
     """Contracts declared with ``@kcgate.contract(...)`` in the modules of ``[project].discover``, read
     statically from their source (nothing is imported); their problems name the .py file and line."""
-    modules = _str_list(proj, "discover", ("project",), "project", col)
+    modules = _project_key(proj, "discover", col)
     if not modules:
         return []
     from kcgate.adopt.discover import discover
@@ -299,8 +323,8 @@ def _contract(i: int, d: dict[str, Any], col: _Collector, roots: tuple[Path, ...
             "missing or invalid id",
             "set id = \"a-stable-name\" (letters, digits, '.', '_', '-'; baselines are keyed on it)",
         )
-    klass = _choice(d, "class", p, where, col, tuple(CLASSES), required=True)
-    op = _choice(d, "op", p, where, col, OPS, required=True)
+    klass = _key(d, "class", p, where, col)
+    op = _key(d, "op", p, where, col)
     kernel = _import_string(d, "kernel", p, where, col, roots, required=True)
     cls = CLASSES.get(klass or "")
     if cls and op and op not in cls.ops:
@@ -316,28 +340,27 @@ def _contract(i: int, d: dict[str, Any], col: _Collector, roots: tuple[Path, ...
         klass=klass or "",
         kernel=kernel,
         op=op or "",
-        description=_str(d, "description", p, where, col),
-        devices=tuple(_choices(d, "devices", p, where, col, DEVICES)) or DEVICES,
-        dtypes=tuple(_dtypes(d, p, where, col)),
-        accumulate=_dtype_key(d, "accumulate", p, where, col, dtypes.ACCUMULATORS) or "float32",
-        out_dtype=_dtype_key(d, "out_dtype", p, where, col, dtypes.TENSOR_DTYPES),
-        shapes=_shapes(d, p, where, col),
-        distribution=_choice(d, "distribution", p, where, col, DISTRIBUTIONS) or "normal",
-        layout=_choice(d, "layout", p, where, col, LAYOUTS) or "contiguous",
-        postcondition=_choice(d, "postcondition", p, where, col, POSTCONDITIONS)
-        or (cls.postcondition if cls else ""),
+        description=_read(d, "description", p, where, col),
+        devices=tuple(_read(d, "devices", p, where, col)) or DEVICES,
+        dtypes=_read(d, "dtypes", p, where, col),
+        accumulate=_read(d, "accumulate", p, where, col),
+        out_dtype=_key(d, "out_dtype", p, where, col) or "",
+        shapes=_key(d, "shapes", p, where, col) or (),
+        distribution=_read(d, "distribution", p, where, col),
+        layout=_read(d, "layout", p, where, col),
+        postcondition=_key(d, "postcondition", p, where, col) or (cls.postcondition if cls else ""),
         tolerance=_tolerance(d, p, where, col, _default_tolerance(cls, op), roots),
-        oracle=_choice(d, "oracle", p, where, col, ORACLES) or (cls.oracle if cls else "fp64"),
+        oracle=_key(d, "oracle", p, where, col) or (cls.oracle if cls else "fp64"),
         reference=_import_string(d, "reference", p, where, col, roots),
         inputs=_import_string(d, "inputs", p, where, col, roots),
         protocol=_protocol(d, p, where, col, cls),
-        signature=tuple(_str_list(d, "signature", p, where, col)),
+        signature=tuple(_key(d, "signature", p, where, col) or ()),
         params=_params(d, p, where, col, cls, op or ""),
         call=_call_style(d, p, where, col),
         good=_import_string(d, "good", p, where, col, roots),
         bad=_import_string(d, "bad", p, where, col, roots),
         baseline=_import_string(d, "baseline", p, where, col, roots),
-        direction=_choice(d, "direction", p, where, col, DIRECTIONS) or "forward",
+        direction=_read(d, "direction", p, where, col),
         shape_constraints=_constraints(d, "shape_constraints", p, where, col, op),
         shape_class=_constraints(sc, "dims", p + ("shape_class",), where + ".shape_class", col, op),
         max_elements=_max_elements(d, sc, p, where, col),
@@ -350,11 +373,21 @@ def _contract(i: int, d: dict[str, Any], col: _Collector, roots: tuple[Path, ...
     return contract if len(col.problems) == before else None
 
 
+def _key(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: Collector) -> Any:
+    """A contract key checked as its row says (kcgate.contract_fields); None when absent or wrong."""
+    return value(d, CONTRACT_FIELD[key], p, where, col)
+
+
+def _read(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: Collector) -> Any:
+    """A contract key checked as its row says; the row's default when absent or wrong."""
+    return read(d, CONTRACT_FIELD[key], p, where, col)
+
+
 def _call_style(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) -> str:
     """``call = "return" | "out"``; a table is the argument mapping (its output is returned)."""
     if isinstance(d.get("call"), dict):
         return "return"
-    return _choice(d, "call", p, where, col, CALLS) or "return"
+    return _read(d, "call", p, where, col)  # type: ignore[no-any-return]
 
 
 def _call_table(
@@ -541,7 +574,7 @@ def _max_elements(
             "shape_class applies to class C-CMP-03 only",
             'use class = "C-CMP-03", or shape_constraints for the shapes every class draws',
         )
-    v = _int_min(t, "max_elements", p + ("shape_class",), where + ".shape_class", col, 1, 1 << 40)
+    v = value(t, _SHAPE_CLASS.field("max_elements"), p + ("shape_class",), where + ".shape_class", col)
     return v or 0
 
 
@@ -597,8 +630,8 @@ def _tolerance(
     t = _table(d, "tolerance", p, col, where)
     tp, tw = p + ("tolerance",), where + ".tolerance"
     _unknown(t, TOLERANCE_KEYS, tp, tw, col)
-    method = _choice(t, "method", tp, tw, col, TOLERANCES) or default
-    nums = {k: _positive(t, k, tp, tw, col) for k in ("lambda", "ulp", "rtol", "atol", "factor")}
+    method = value(t, _TOL.field("method"), tp, tw, col) or default
+    nums = {k: value(t, _TOL.field(k), tp, tw, col) for k in ("lambda", "ulp", "rtol", "atol", "factor")}
     if method == "abs-rel" and nums["rtol"] is None and nums["atol"] is None:
         col.add(tp, tw, "method 'abs-rel' needs rtol and/or atol", "add rtol = 1e-5 (and atol)")
     for key in ("factor", "baseline"):
@@ -609,70 +642,27 @@ def _tolerance(
                 f"`{key}` applies to method 'relative' only",
                 f'set method = "relative", or remove {key}',
             )
-    if nums["factor"] is not None and nums["factor"] < 1:
-        col.add(
-            tp + ("factor",),
-            f"{tw}.factor",
-            f"factor {nums['factor']:g} < 1 would fail the baseline itself",
-            "factor = 2.0 (FlashAttention's)",
-        )
+    given = {k: _TOL.field(k).default if v is None else v for k, v in nums.items()}
     return Tolerance(
         method=method,
-        lam=nums["lambda"] or 8.0,
-        ulp=nums["ulp"] or 4.0,
-        rtol=nums["rtol"] or 0.0,
-        atol=nums["atol"] or 0.0,
-        factor=nums["factor"] or RELATIVE_FACTOR,
+        lam=given["lambda"],
+        ulp=given["ulp"],
+        rtol=given["rtol"],
+        atol=given["atol"],
+        factor=given["factor"],
         baseline=_import_string(t, "baseline", tp, tw, col, roots),
-        excess=_excess(t, tp, tw, col),
+        excess=read(t, _TOL.field("excess"), tp, tw, col),  # false (0.0) turns the sensitivity gate off
     )
-
-
-def _excess(t: dict[str, Any], tp: tuple[Any, ...], tw: str, col: _Collector) -> float:
-    """tolerance.excess: the sensitivity gate's factor (a number >= 1), or false to turn the gate off."""
-    v = t.get("excess", EXCESS_FACTOR)
-    if v is False:
-        return 0.0
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (1 <= v < float("inf")):
-        col.add(
-            tp + ("excess",),
-            f"{tw}.excess",
-            f"must be a number >= 1 or false, not {v!r}",
-            f"excess = {EXCESS_FACTOR} (the default), a larger factor, or false to turn the gate off",
-        )
-        return EXCESS_FACTOR
-    return float(v)
 
 
 def _protocol(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector, cls: Any) -> Protocol:
     t = _table(d, "protocol", p, col, where)
     tp, tw = p + ("protocol",), where + ".protocol"
     _unknown(t, PROTOCOL_KEYS, tp, tw, col)
-    seeds = _int_min(t, "seeds", tp, tw, col, 1, PROTOCOL_LIMITS["seeds"])
-    trials = _int_min(t, "trials", tp, tw, col, 1, PROTOCOL_LIMITS["trials"])
-    guard = _int_min(t, "guard", tp, tw, col, 0, PROTOCOL_LIMITS["guard"])
-    vectors = _int_min(t, "freivalds_vectors", tp, tw, col, 1, PROTOCOL_LIMITS["freivalds_vectors"])
-    poison = t.get("poison", True)
-    if not isinstance(poison, bool):
-        col.add(tp + ("poison",), tw + ".poison", "must be true or false", "poison = true")
-        poison = True
-    sweep = t.get("k_sweep", [])
-    if not (isinstance(sweep, list) and all(isinstance(k, int) and k > 0 for k in sweep)):
-        col.add(
-            tp + ("k_sweep",),
-            tw + ".k_sweep",
-            "must be a list of positive integers",
-            "k_sweep = [256, 1024, 4096]",
-        )
-        sweep = []
+    got = {f.key: read(t, f, tp, tw, col) for f in _PROTO.fields}  # the row keys are Protocol's fields
+    seeds, trials = got.pop("seeds"), got.pop("trials")  # no row default: the class's
     return Protocol(
-        seeds=seeds or (cls.seeds if cls else 2),
-        trials=trials or (cls.trials if cls else 2),
-        poison=poison,
-        guard=16 if guard is None else guard,
-        timeout_s=_positive(t, "timeout_s", tp, tw, col) or 120.0,
-        k_sweep=tuple(sweep),
-        freivalds_vectors=vectors or FREIVALDS_VECTORS,
+        seeds=seeds or (cls.seeds if cls else 2), trials=trials or (cls.trials if cls else 2), **got
     )
 
 
@@ -685,34 +675,33 @@ def _params(
     tp, tw = p + ("params",), where + ".params"
     known = {**OP_PARAMS.get(op, {}), **cls.params}
     out = []
-    for key, value in t.items():
+    for key, given in t.items():
         spec = known.get(key)
         if spec is None:
             fix = suggest(key, list(known)) if known else f"class {cls.id} and op {op!r} take no params"
             col.add(tp + (key,), f"{tw}.{key}", f"unknown parameter for {cls.id} and op {op!r}", fix)
-        elif not _is_type(value, spec.type) or (spec.choices and value not in spec.choices):
+        elif not _is_type(given, spec.type) or (spec.choices and given not in spec.choices):
             allowed = ", ".join(map(repr, spec.choices)) if spec.choices else spec.type.__name__
-            col.add(tp + (key,), f"{tw}.{key}", f"invalid value {value!r}", f"use {allowed}")
+            col.add(tp + (key,), f"{tw}.{key}", f"invalid value {given!r}", f"use {allowed}")
         else:
-            out.append((key, value))
+            out.append((key, given))
     return tuple(sorted(out, key=lambda kv: kv[0]))
 
 
 def _policy(data: dict[str, Any], contracts: tuple[Contract, ...], col: _Collector) -> Policy:
     t = _table(data, "policy", (), col)
     _unknown(t, POLICY_KEYS, ("policy",), "policy", col)
-    block_on = _choices(t, "block_on", ("policy",), "policy", col, BLOCKABLE)
+    block_on = value(t, _POLICY["block_on"], ("policy",), "policy", col)
     return Policy(
-        block_on=tuple(block_on) if "block_on" in t else Policy().block_on,
+        block_on=tuple(block_on or ()) if "block_on" in t else Policy().block_on,
         budget_drift=_drift(t, col),
-        required_runners=tuple(_str_list(t, "required_runners", ("policy",), "policy", col)),
-        acknowledge_removed=tuple(_str_list(t, "acknowledge_removed", ("policy",), "policy", col)),
+        required_runners=tuple(value(t, _POLICY["required_runners"], ("policy",), "policy", col) or ()),
+        acknowledge_removed=tuple(value(t, _POLICY["acknowledge_removed"], ("policy",), "policy", col) or ()),
         waivers=_waivers(data, contracts, col),
     )
 
 
-DRIFT_KEYS = {"ratio", "floor", "absolute"}
-_DRIFT_FIX = "budget_drift = { ratio = 4.0, floor = 1e-3 } (a rise of more than 4x), or { absolute = 0.5 }"
+_DRIFT_FIX = _POLICY["budget_drift"].example
 
 
 def _drift(t: dict[str, Any], col: _Collector) -> DriftRule:
@@ -722,17 +711,15 @@ def _drift(t: dict[str, Any], col: _Collector) -> DriftRule:
     p, where = ("policy", "budget_drift"), "policy.budget_drift"
     if v is None:
         return DriftRule()
+    row = _POLICY["budget_drift"]
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        amount = _positive(t, "budget_drift", ("policy",), "policy", col)
+        amount = value(t, row, ("policy",), "policy", col)
         return DriftRule(ratio=None, absolute=amount) if amount is not None else DriftRule()
     if not isinstance(v, dict):
         col.add(p, where, f"must be a table or a number, not {v!r}", _DRIFT_FIX)
         return DriftRule()
     _unknown(v, DRIFT_KEYS, p, where, col)
-    ratio, floor, amount = (_positive(v, k, p, where, col) for k in ("ratio", "floor", "absolute"))
-    if ratio is not None and ratio <= 1:
-        col.add(p + ("ratio",), where + ".ratio", f"ratio {ratio:g} <= 1 would flag every rise", _DRIFT_FIX)
-        ratio = None
+    ratio, floor, amount = (value(v, row.field(k), p, where, col) for k in ("ratio", "floor", "absolute"))
     if ratio is None and amount is None and not ({"ratio", "absolute"} & set(v)):
         if "floor" in v or set(v) - DRIFT_KEYS:
             ratio = DriftRule().ratio  # a floor alone keeps the default ratio (unknown keys: reported above)
@@ -789,12 +776,13 @@ def _waiver(cid: str, i: int, j: int, w: Any, col: _Collector) -> Waiver | None:
             'runner = "apple-*", reason = "MPS bf16 accumulation, see issue 123"',
         )
         return None
-    kind = w.get("kind", "violation")
-    if kind not in WAIVER_KINDS:
+    kinds = _WAIVER.field("kind").choices
+    kind = w.get("kind", kinds[0])
+    if kind not in kinds:
         col.add(
             p + ("kind",),
             where + ".kind",
-            f"must be one of: {', '.join(WAIVER_KINDS)}",
+            f"must be one of: {', '.join(kinds)}",
             'kind = "error" covers cases that cannot run on this stack; omit it for a known violation',
         )
         return None
@@ -816,161 +804,6 @@ def _table(
             f"write [{'contract.' if where else ''}{key}] with keys under it",
         )
         return {}
-    return v
-
-
-def _unknown(d: dict[str, Any], allowed: set[str], p: tuple[Any, ...], where: str, col: _Collector) -> None:
-    for key in d:
-        if key not in allowed:
-            col.add(
-                p + (key,), f"{where}.{key}" if where else key, "unknown key", suggest(key, sorted(allowed))
-            )
-
-
-def _str(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector) -> str:
-    v = d.get(key, "")
-    if not isinstance(v, str):
-        col.add(p + (key,), f"{where}.{key}", f"must be a string, not {type(v).__name__}", f'{key} = "..."')
-        return ""
-    return v
-
-
-def _str_list(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector) -> list[str]:
-    v = d.get(key, [])
-    if isinstance(v, str):
-        v = [v]
-    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        col.add(p + (key,), f"{where}.{key}", "must be a list of strings", f'{key} = ["..."]')
-        return []
-    return v
-
-
-def _choice(
-    d: dict[str, Any],
-    key: str,
-    p: tuple[Any, ...],
-    where: str,
-    col: _Collector,
-    choices: tuple[str, ...],
-    required: bool = False,
-) -> str | None:
-    v = d.get(key)
-    if v is None:
-        if required:
-            col.add(
-                p,
-                f"{where}.{key}",
-                f"missing required key `{key}`",
-                f"add {key} = ... ({suggest('', choices)})",
-            )
-        return None
-    if not isinstance(v, str) or v not in choices:
-        col.add(p + (key,), f"{where}.{key}", f"unknown {key} {v!r}", suggest(str(v), choices))
-        return None
-    return v
-
-
-def _choices(
-    d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector, choices: tuple[str, ...]
-) -> list[str]:
-    return [v for v in _str_list(d, key, p, where, col) if _one_of(v, key, p, where, col, choices)]
-
-
-def _one_of(
-    v: str, key: str, p: tuple[Any, ...], where: str, col: _Collector, choices: tuple[str, ...]
-) -> bool:
-    if v in choices:
-        return True
-    col.add(p + (key,), f"{where}.{key}", f"unknown value {v!r}", suggest(v, choices))
-    return False
-
-
-def _dtypes(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) -> list[str]:
-    names = [dtypes.canonical(n) for n in _str_list(d, "dtypes", p, where, col)] or ["float32"]
-    _no_repeats(names, "dtypes", p, where, col)
-    return [n for n in names if _one_of(n, "dtypes", p, where, col, dtypes.TENSOR_DTYPES)]
-
-
-def _no_repeats(items: list[Any], key: str, p: tuple[Any, ...], where: str, col: _Collector) -> None:
-    """A dtype or shape listed twice would give two cases one id, which no results file can hold."""
-    seen: set[Any] = set()
-    for j, item in enumerate(items):
-        if item in seen:
-            shown = list(item) if isinstance(item, tuple) else item
-            col.add(
-                p + (key,),
-                f"{where}.{key}[{j}]",
-                f"{shown!r} is listed twice (case ids would collide)",
-                f"remove the second {shown!r} from {key}",
-            )
-        seen.add(item)
-
-
-def _dtype_key(
-    d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector, choices: tuple[str, ...]
-) -> str:
-    v = _str(d, key, p, where, col)
-    if v and dtypes.canonical(v) not in choices:
-        col.add(p + (key,), f"{where}.{key}", f"unknown dtype {v!r}", suggest(v, choices))
-        return ""
-    return dtypes.canonical(v) if v else ""
-
-
-def _shapes(
-    d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector
-) -> tuple[tuple[int, ...], ...]:
-    v = d.get("shapes", [])
-    ok = isinstance(v, list) and all(
-        isinstance(s, list) and s and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in s)
-        for s in v
-    )
-    if not ok:
-        col.add(
-            p + ("shapes",),
-            f"{where}.shapes",
-            "must be a list of shapes of positive integers",
-            "shapes = [[128, 4096, 128], [1, 8192, 256]]",
-        )
-        return ()
-    shapes = [tuple(s) for s in v]
-    _no_repeats(shapes, "shapes", p, where, col)
-    return tuple(shapes)
-
-
-def _positive(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector) -> float | None:
-    v = d.get(key)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0) or v == float("inf"):
-        col.add(
-            p + (key,),
-            f"{where}.{key}",
-            f"must be a positive number, not {v!r}",
-            f"set {key} to a positive finite number, or remove it to use the class default",
-        )
-        return None
-    return float(v)
-
-
-def _int_min(
-    d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector, lo: int, hi: int
-) -> int | None:
-    v = d.get(key)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        col.add(
-            p + (key,), f"{where}.{key}", f"must be an integer >= {lo}, not {v!r}", f"{key} = {max(lo, 2)}"
-        )
-        return None
-    if v > hi:
-        col.add(
-            p + (key,),
-            f"{where}.{key}",
-            f"{v} is over the limit of {hi}",
-            f"{key} = {hi} at most (the limits are in the README's contract-language section)",
-        )
-        return None
     return v
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kcgate.device_kinds import vendor
 from kcgate.devices.base import (
     TorchBackend,
     attr_text,
@@ -51,10 +50,10 @@ class XpuBackend(TorchBackend):
         props = call_value(torch, "xpu.get_device_properties", 0)
         flags = {**numerics_flags(torch), **xpu_flags(torch, props), **env_flags(XPU_ENV)}
         return make_fingerprint(
-            self.name,
+            "xpu",
             torch,
             flags,
-            vendor=vendor(self.name),
+            vendor="Intel",
             device=attr_text(props, "name"),
             arch=attr_text(props, "architecture"),  # an opaque id (experimental in torch)
             driver=attr_text(props, "driver_version"),
