@@ -19,6 +19,7 @@ PARAM_INPUTS = {"weight": "w", "bias": "b"}
 # With a `call` table the mapping is the whole signature: of the harness's own keyword arguments only
 # these pass through (the family's, e.g. cross_entropy's reduction=, are the contract's to map).
 PASS_THROUGH = ("out", "config")
+Sizes = Callable[[tuple[torch.Tensor, ...]], dict[str, int]]  # inputs -> the "{size}" placeholders
 NONE = "{none}"  # TOML has no null: this placeholder passes None (an optional weight, a default mask)
 
 
@@ -26,15 +27,20 @@ class KernelSetupError(Exception):
     """The kernel cannot be called as the contract says (an unmappable parameter, a placeholder)."""
 
 
-def adapt(obj: Any, contract: Contract, device: str, dtype: torch.dtype) -> Callable[..., Any]:
-    """The callable the harness runs, ``kernel(*inputs, **extra)``."""
-    names = OP_INPUTS.get(contract.op, ())
+def adapt(
+    obj: Any, contract: Contract, device: str, dtype: torch.dtype, op: Any = None
+) -> Callable[..., Any]:
+    """The callable the harness runs, ``kernel(*inputs, **extra)``. ``op`` is the configured family
+    (kcgate.ops.base.OpFamily): its input names and sizes are the placeholders of ``call`` (varlen attention
+    adds ``cu_seqlens_q`` and ``cu_seqlens_k``); without it, the catalogue's."""
+    names = (op.input_names if op is not None else ()) or OP_INPUTS.get(contract.op, ())
+    sizes = op.sizes if op is not None and op.sizes is not None else _catalogue_sizes(contract.op)
     if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
-        return _module_kernel(obj, contract, names, device, dtype)
+        return _module_kernel(obj, contract, names, sizes, device, dtype)
     fn = obj.apply if isinstance(obj, type) and issubclass(obj, torch.autograd.Function) else obj
     if contract.call_args is None and not contract.call_kwargs:
         return fn  # type: ignore[no-any-return]
-    return _mapped(fn, contract, names, range(_arity(contract, names)))
+    return _mapped(fn, contract, names, sizes, range(_arity(contract, names)))
 
 
 def _arity(contract: Contract, names: tuple[str, ...]) -> int:
@@ -42,26 +48,38 @@ def _arity(contract: Contract, names: tuple[str, ...]) -> int:
 
 
 def _mapped(
-    fn: Callable[..., Any], contract: Contract, names: tuple[str, ...], positional: Any
+    fn: Callable[..., Any], contract: Contract, names: tuple[str, ...], sizes: Sizes, positional: Any
 ) -> Callable[..., Any]:
     args, kwargs = contract.call_args, dict(contract.call_kwargs)
 
     def kernel(*inputs: torch.Tensor, **extra: Any) -> Any:
-        env = _bindings(contract.op, names, inputs)
+        env = _bindings(names, sizes, inputs)
         a = [inputs[i] for i in positional if i < len(inputs)] if args is None else _fill(args, env)
         return fn(*a, **_fill(kwargs, env), **_passed(extra))
 
     return kernel
 
 
-def _bindings(op: str, names: tuple[str, ...], inputs: tuple[torch.Tensor, ...]) -> dict[str, Any]:
-    """Placeholder values for this call: each input by name, each "{size}" from the inputs' shapes."""
+def _bindings(names: tuple[str, ...], sizes: Sizes, inputs: tuple[torch.Tensor, ...]) -> dict[str, Any]:
+    """Placeholder values for this call: each input by name, each "{size}" from the inputs."""
     env: dict[str, Any] = {n: t for n, t in zip(names, inputs)}
     env.update({f"input{i}": t for i, t in enumerate(inputs)})
-    for dim, (i, axis) in OP_DIMS.get(op, {}).items():
-        if i < len(inputs) and inputs[i].dim():
-            env["{" + dim + "}"] = int(inputs[i].shape[axis])
+    env.update({"{" + dim + "}": n for dim, n in sizes(inputs).items()})
     return env
+
+
+def _catalogue_sizes(op: str) -> Sizes:
+    """Each size read from the input and axis the catalogue's dim_sources name."""
+    sources = OP_DIMS.get(op, {})
+
+    def sizes(inputs: tuple[torch.Tensor, ...]) -> dict[str, int]:
+        return {
+            dim: int(inputs[i].shape[axis])
+            for dim, (i, axis) in sources.items()
+            if i < len(inputs) and axis < inputs[i].dim()
+        }
+
+    return sizes
 
 
 def _passed(extra: dict[str, Any]) -> dict[str, Any]:
@@ -84,7 +102,12 @@ def _fill(v: Any, env: dict[str, Any]) -> Any:
 
 
 def _module_kernel(
-    cls: type[torch.nn.Module], contract: Contract, names: tuple[str, ...], device: str, dtype: torch.dtype
+    cls: type[torch.nn.Module],
+    contract: Contract,
+    names: tuple[str, ...],
+    sizes: Sizes,
+    device: str,
+    dtype: torch.dtype,
 ) -> Callable[..., Any]:
     """Build the module once per distinct ``init`` (sizes differ across swept shapes), on the device and
     in the case dtype; call it with its parameters replaced by the op's inputs (so their gradients are
@@ -93,7 +116,7 @@ def _module_kernel(
     init = dict(contract.init)
 
     def kernel(*inputs: torch.Tensor, **extra: Any) -> Any:
-        env = _bindings(contract.op, names, inputs)
+        env = _bindings(names, sizes, inputs)
         kwargs = _fill(init, env)
         key = repr(sorted(kwargs.items()))
         if key not in modules:

@@ -34,11 +34,12 @@ def make_context(project: Project, case: Case, backend: Any, kernel: str | None 
     contract = project.contract(case.contract_id)
     device = backend.device()
     obj = resolve(kernel or contract.kernel, project.paths)
+    op = op_for(contract, project.paths)
     return CaseContext(
         contract=contract,
         case=case,
-        kernel=adapt(obj, contract, device, _dtype(case.dtype)),  # calibration states: same signature
-        op=op_for(contract, project.paths),
+        kernel=adapt(obj, contract, device, _dtype(case.dtype), op),  # calibration states: same signature
+        op=op,
         device=device,
         synchronize=backend.synchronize,
     )

@@ -354,7 +354,22 @@ def build(cfg: Attention) -> OpFamily:
         batch_inputs=() if cfg.varlen else (0, 1, 2),
         kwargs=lambda shape: call_kwargs(cfg, shape),
         input_names=("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k") if cfg.varlen else ("q", "k", "v"),
+        sizes=_varlen_sizes if cfg.varlen else None,
     )
+
+
+def _varlen_sizes(x: Tensors) -> dict[str, int]:
+    """The packed layout's sizes: q (total, heads, head_dim), k (total, kv_heads, head_dim), cu_seqlens_q;
+    ``length`` is the longest sequence (flash_attn_varlen_func's max_seqlen)."""
+    q, k, cu = x[0], x[1], x[3]
+    lengths = cu[1:] - cu[:-1]
+    return {
+        "batch": int(cu.numel()) - 1,
+        "heads": int(q.shape[1]),
+        "kv_heads": int(k.shape[1]),
+        "length": int(lengths.max()) if lengths.numel() else 0,
+        "head_dim": int(q.shape[2]),
+    }
 
 
 _DEFAULT = Attention()

@@ -56,6 +56,9 @@ class OpFamily:
     mistakes: Callable[[], tuple[tuple[str, OpFamily], ...]] | None = None
     grad_bound: GradBound | None = None  # None: the family has no backward contract
     input_names: tuple[str, ...] = ()  # placeholders of `call` and the names gradients are reported by
+    # inputs -> the "{size}" placeholders of `call` ({"m": 64, ...}); None: read from the inputs' shapes
+    # where the catalogue's dim_sources say (varlen attention's packed q has no batch or length axis)
+    sizes: Callable[[Tensors], dict[str, int]] | None = None
     # dim index -> constraint that held-out and class shapes always respect ("even", "multiple_of(16)",
     # "range(1, 8192)", "multiple_of(1)" naming another dim...; grammar: kcgate.shape_class)
     shape_constraints: dict[int, str] = field(default_factory=dict)
