@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import typer
 
-from kcgate.errors import ExitCode
+from kcgate.catalogue import default_shapes
+from kcgate.devices.base import TORCH_FIX, import_torch
+from kcgate.errors import ExitCode, IOFault, UsageError
+from kcgate.execution import plan as planning
+from kcgate.execution.executors import check_isolation, make_executor
+from kcgate.execution.runloop import execute_plan, new_run, resume_from
+from kcgate.render.console import render_plan, render_run
 from kcgate.render.escape import console_text
+from kcgate.render.junit import render_junit
+from kcgate.results.model import check_writable, write_atomic
+from kcgate.spec import load_project
 
 
 @dataclass(frozen=True)
@@ -32,10 +43,6 @@ class Options:
 
 
 def run_command(o: Options) -> int:
-    from kcgate.execution import plan as planning
-    from kcgate.execution.executors import check_isolation, make_executor
-    from kcgate.spec import load_project
-
     check_isolation(o.isolation)
     if not o.list_only:
         check_torch(o.isolation)
@@ -51,8 +58,6 @@ def run_command(o: Options) -> int:
         )
         cases = planning.with_held_out(cases, o.held_out)
         if o.list_only:
-            from kcgate.render.console import render_plan
-
             typer.echo(render_plan(cases))
             return ExitCode.OK if cases else ExitCode.NOTHING_SELECTED
         if not cases:
@@ -71,12 +76,6 @@ def check_torch(isolation: str) -> None:
 
     With --isolation none torch is imported now; with workers only found, so the parent stays light and a
     torch that fails at import shows its error in the worker's start-up message."""
-    import importlib.util
-    import sys
-
-    from kcgate.devices.base import TORCH_FIX, import_torch
-    from kcgate.errors import UsageError
-
     if isolation == "none":
         import_torch()
         return
@@ -88,15 +87,10 @@ def check_torch(isolation: str) -> None:
 
 
 def _default_shapes() -> dict[str, tuple[tuple[int, ...], ...]]:
-    from kcgate.catalogue import default_shapes  # torch-free: --list plans without importing torch
-
     return default_shapes()
 
 
 def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-untyped-def]
-    from kcgate.execution.runloop import execute_plan, new_run, resume_from
-    from kcgate.render.console import render_run
-
     device, fingerprint = executor.handshake()  # from the process that runs the kernels
     runner = o.runner or f"{device}-{fingerprint.arch or 'generic'}".lower()
     out = o.out or project.results_dir / f"{runner}.json"
@@ -121,8 +115,6 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
 
 def _check_outputs(out: Path, junit: Path | None) -> None:
     """Before any case runs: every file the run will write can be written (exit 3 naming it if not)."""
-    from kcgate.results.model import check_writable
-
     check_writable(out, "choose a writable --out (or [project].results)")
     if junit:
         check_writable(junit, "choose a writable --junit path")
@@ -130,10 +122,6 @@ def _check_outputs(out: Path, junit: Path | None) -> None:
 
 def _write_junit(path: Path, result) -> None:  # type: ignore[no-untyped-def]
     """JUnit is a report of a finished run: failing to write it is a warning, never a new exit code."""
-    from kcgate.errors import IOFault
-    from kcgate.render.junit import render_junit
-    from kcgate.results.model import write_atomic
-
     try:
         write_atomic(path, render_junit(result))
     except IOFault as exc:

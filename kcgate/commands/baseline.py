@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from kcgate.errors import UsageError
+
 baseline_app = typer.Typer(
     help="Manage baselines: one results file per runner, <runner>.json.", no_args_is_help=True
 )
@@ -26,7 +28,6 @@ def update_command(
     ),
 ) -> None:
     """Write each runner's results to DIR/<runner>.json with sorted keys and no timestamps."""
-    from kcgate.errors import UsageError
     from kcgate.results.baseline import DEFAULT_DIR, load_many, project_settings, write_baselines
 
     runs = load_many(results)

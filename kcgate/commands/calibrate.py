@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from kcgate.errors import ExitCode
+from kcgate.errors import ExitCode, UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -37,7 +37,6 @@ def calibrate(
 ) -> None:
     """Prove each contract accepts its good kernel and rejects its bad and baseline kernels."""
     from kcgate import calibrate as cal
-    from kcgate.errors import UsageError
     from kcgate.execution.executors import check_isolation, make_executor
     from kcgate.results.model import write_atomic
     from kcgate.spec import load_project

@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from kcgate.commands.diff import pick_format
+from kcgate.errors import UsageError
+
 if TYPE_CHECKING:
     from kcgate.compare import Comparison
 
@@ -25,9 +28,7 @@ def compare_command(
     ),
 ) -> None:
     """Compare runners side by side: verdict and budget used per contract, and who disagrees with the rest."""
-    from kcgate.commands.diff import pick_format
     from kcgate.compare import compare_runs
-    from kcgate.errors import UsageError
     from kcgate.render.compare_formats import FORMATS
     from kcgate.results.baseline import load_many, paused_gc
 

@@ -9,6 +9,8 @@ from typing import TypeVar
 
 import typer
 
+from kcgate.errors import UsageError
+
 T = TypeVar("T")
 
 
@@ -35,7 +37,6 @@ def diff_command(
     ),
 ) -> None:
     """Diff CURRENT against BASE per case. Exit 1 when a change blocks, 0 when none does, 3 on bad input."""
-    from kcgate.errors import UsageError
     from kcgate.gate import decide
     from kcgate.render.diff_formats import FORMATS
     from kcgate.results.baseline import load_sources, paused_gc, project_settings
@@ -54,16 +55,12 @@ def diff_command(
 
 def pick_format(name: str, formats: Mapping[str, Callable[..., str]]) -> Callable[..., str]:
     """Look a renderer up in a registry; an unknown name lists the choices."""
-    from kcgate.errors import UsageError
-
     if name not in formats:
         raise UsageError(f"--format {name[:40]!r} is not one of: {', '.join(formats)}")
     return formats[name]
 
 
 def parse_today(text: str) -> dt.date:
-    from kcgate.errors import UsageError
-
     if not text:
         return dt.datetime.now(dt.timezone.utc).date()
     try:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from kcgate.render.escape import console_text
+
 
 def register(app: typer.Typer) -> None:
     app.command("merge")(merge)
@@ -16,7 +18,6 @@ def merge(
     out: Path = typer.Option(..., "--out", "-o", help="Merged results file."),
 ) -> None:
     """Merge shard results into one runner's results; refuses to mix runners or fingerprints."""
-    from kcgate.render.escape import console_text
     from kcgate.results.merge import merge_shards
     from kcgate.results.model import load_run, write_run
 

@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
+
+from kcgate.commands.diff import parse_today
+from kcgate.errors import IOFault, UsageError, os_error
+from kcgate.render.escape import annotation_text, console_text, md_text
 
 if TYPE_CHECKING:
     from kcgate.diff_model import Verdict
@@ -86,10 +92,6 @@ def report_command(
     ),
 ) -> None:
     """Gate a PR on every runner's results: exit 1 when a change blocks, 0 when none does, 3 on bad input."""
-    from dataclasses import replace
-
-    from kcgate.commands.diff import parse_today
-    from kcgate.errors import UsageError
     from kcgate.publish.settings import Settings
 
     if comment_mode not in COMMENT_MODES:
@@ -132,10 +134,6 @@ def report_command(
 
 def check_gate_name(name: str) -> str:
     """A gate name goes into a check run's name and an HTML comment: letters, digits, '.', '_', '-'."""
-    import re
-
-    from kcgate.errors import UsageError
-
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}", name):
         raise UsageError(
             f"--gate-name {name[:40]!r}: use 1-40 letters, digits, '.', '_' or '-', starting with a letter or digit"
@@ -154,7 +152,6 @@ def _gate(
     fail_on: str,
     today: dt.date,
 ) -> tuple[Verdict, GateVerdict, dict[str, RunResult], Policy, dict[str, str]]:
-    from kcgate.errors import UsageError
     from kcgate.gate import apply_fail_on, decide
     from kcgate.results.artifacts import collect_results
     from kcgate.results.baseline import load_many, paused_gc, project_facts
@@ -180,9 +177,6 @@ def _gate(
 
 def _event(settings: Settings) -> dict[str, Any]:
     """The event payload, or {} with a warning: a broken payload must not change the verdict."""
-    from kcgate.errors import UsageError
-    from kcgate.render.escape import console_text
-
     try:
         return settings.load_event()
     except UsageError as exc:
@@ -275,7 +269,6 @@ def _publish(
         from kcgate.publish.outcome import missing_outcome
 
         return [missing_outcome(exc)]
-    from dataclasses import replace
 
     from kcgate.render.annotations import check_annotation, make_annotations
     from kcgate.render.markdown import CHECK_RUN_LIMIT, COMMENT_BUDGET, render_comment, render_report
@@ -325,9 +318,6 @@ def _write_files(
 
 def _written(write: Callable[[], None]) -> bool:
     """Write one report file; a failure (full disk, no permission) is a warning: the verdict stands."""
-    from kcgate.errors import IOFault, os_error
-    from kcgate.render.escape import console_text
-
     try:
         write()
     except IOFault as exc:
@@ -384,8 +374,6 @@ def step_outputs(
 
 
 def _md(text: str) -> str:
-    from kcgate.render.escape import md_text
-
     return md_text(text, 400)
 
 
@@ -396,7 +384,6 @@ def _print(
     verdict: Verdict, gate: GateVerdict, outcomes: list[Outcome], annotate: bool, contracts: str
 ) -> None:
     from kcgate.render.annotations import make_annotations, render_workflow_commands, select
-    from kcgate.render.escape import annotation_text, console_text
 
     if annotate:
         kept, _omitted = select(make_annotations(verdict, contracts))

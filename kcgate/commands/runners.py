@@ -6,9 +6,12 @@ torch is imported inside the command only; without it the command exits 3 and sa
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import typer
+
+from kcgate.errors import UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -37,10 +40,6 @@ def runners(
 
 def check_required(rows: list[dict[str, Any]], name: str, torch_version: str) -> None:
     """The device the run asks for must be detected by this torch; say which torch and what was found."""
-    import sys
-
-    from kcgate.errors import UsageError
-
     row = next(r for r in rows if r["backend"] == name)
     if row["detected"] and not row["error"]:
         return

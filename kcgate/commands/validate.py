@@ -7,6 +7,8 @@ from pathlib import Path
 
 import typer
 
+from kcgate.errors import UsageError
+
 
 def register(app: typer.Typer) -> None:
     app.command("validate")(validate)
@@ -32,7 +34,6 @@ def schema(
 ) -> None:
     """Print a JSON Schema: of contracts.toml (for editors) or of results files."""
     from kcgate import schema as schemas
-    from kcgate.errors import UsageError
 
     makers = {"contracts": schemas.contracts_schema, "results": schemas.results_schema}
     if kind not in makers:
