@@ -29,6 +29,9 @@ class ContractClass:
     seeds: int = 2
     signatures: tuple[str, ...] = ()
     params: dict[str, ParamSpec] = field(default_factory=dict)
+    # Whether the measurement carries over to gradients (docs/classes/*.md, "Backward"): not for operand
+    # rounding (C-PRC-03), output rounding and saturation (C-PRC-04), nor out-of-range indices (C-EXC-02).
+    backward: bool = True
 
 
 _ALL = tuple(CATALOGUE)  # every op family, in the catalogue's order
@@ -68,6 +71,7 @@ CLASSES: dict[str, ContractClass] = {
         ),
         _c(
             id="C-PRC-03",
+            backward=False,
             family="precision",
             name="operand rounding",
             provenance="paper",
@@ -80,6 +84,7 @@ CLASSES: dict[str, ContractClass] = {
         ),
         _c(
             id="C-PRC-04",
+            backward=False,
             family="precision",
             name="output rounding and saturation",
             provenance="paper",
@@ -186,6 +191,7 @@ CLASSES: dict[str, ContractClass] = {
         ),
         _c(
             id="C-EXC-02",
+            backward=False,
             family="exceptional",
             name="out-of-bounds policy",
             provenance="kcgate",

@@ -16,6 +16,7 @@ from typing import Any
 from kcgate import dtypes
 from kcgate.catalogue import CATALOGUE
 from kcgate.classes import CLASSES
+from kcgate.device_kinds import DEVICES
 from kcgate.policy import BLOCKABLE, WAIVER_KINDS
 
 # What a row's ``type`` says about its value; spec reads the simple ones generically, schema describes all.
@@ -213,7 +214,6 @@ WAIVER_FIELDS = (
         since="0.2",
     ),
 )
-_DEVICES = ("cpu", "cuda", "rocm", "xpu", "mps", "npu")
 CONTRACT_FIELDS: tuple[Field, ...] = (
     Field(
         "id",
@@ -253,8 +253,9 @@ CONTRACT_FIELDS: tuple[Field, ...] = (
         "2 scope",
         "device kinds the contract applies to (default: all)",
         type="strings",
-        choices=_DEVICES,
-        default=_DEVICES,
+        choices=DEVICES,
+        source="kcgate.device_kinds.DEVICE_KINDS",
+        default=DEVICES,
     ),
     Field(
         "dtypes",

@@ -229,15 +229,30 @@ def _rms(x: torch.Tensor) -> float:
     return float((x**2).mean().sqrt()) if x.numel() else math.nan
 
 
-def bias_signature(signed: torch.Tensor, ref: torch.Tensor) -> Signature | None:
-    """Errors that push magnitudes one way: mean of sign(ref)·error well away from 0 relative to its spread."""
+ROUNDING_SCALE = 2.0**-4  # fp8 e4m3's unit roundoff: a relative rms error above it is no rounding mode's
+
+
+def _bias_t(signed: torch.Tensor, ref: torch.Tensor) -> tuple[float, float] | None:
+    """The t statistic of sign(ref)·error (mean over its standard error) and the fraction of nonzero errors."""
     d = (signed * ref.sign()).flatten()
     d = d[d.isfinite()]
     if d.numel() < 16 or not bool((d != 0).any()):
         return None
     t = float(d.mean() / (d.std() / math.sqrt(d.numel()) + 1e-300))
-    frac = float((d != 0).float().mean())
-    if abs(t) < 8 or frac < 0.1:
+    return t, float((d != 0).float().mean())
+
+
+def _biased(signed: torch.Tensor, ref: torch.Tensor) -> float | None:
+    found = _bias_t(signed, ref)
+    return found[0] if found is not None and abs(found[0]) >= 8 and found[1] >= 0.1 else None
+
+
+def bias_signature(signed: torch.Tensor, ref: torch.Tensor) -> Signature | None:
+    """Errors that push magnitudes one way, at a rounding scale: mean of sign(ref)·error well away from 0
+    relative to its spread, and a relative rms error no rounding mode exceeds (a wrong mask or a shifted
+    position is biased too, but it is not rounding: those fall through to a plainer name)."""
+    t = _biased(signed, ref)
+    if t is None or _rms(signed) > ROUNDING_SCALE * _rms(ref):
         return None
     direction = "toward zero" if t < 0 else "away from zero"
     return sig(
@@ -432,9 +447,9 @@ def row_scale_signature(signed: torch.Tensor, ref: torch.Tensor) -> Signature | 
 
 
 def noise_signature(cmp: Any) -> Signature | None:
-    """Diffuse errors: many elements over the bound, unbiased (bias_signature did not fire first)."""
+    """Diffuse errors: many elements over the bound, unbiased."""
     over = float((cmp.ratio > 1).float().mean())
-    if over < 0.02:
+    if over < 0.02 or _biased(cmp.signed, cmp.ref) is not None:
         return None
     e = cmp.signed[cmp.signed.isfinite()]
     return sig(

@@ -44,20 +44,7 @@ DISTRIBUTIONS = CONTRACT_FIELD["distribution"].choices
 LAYOUTS = CONTRACT_FIELD["layout"].choices
 CALLS = CONTRACT_FIELD["call"].choices
 DIRECTIONS = CONTRACT_FIELD["direction"].choices
-# Classes whose measurement carries over to gradients (docs/classes/*.md, "Backward"). The others diagnose a
-# forward path only: operand rounding (C-PRC-03), output rounding and saturation (C-PRC-04), and
-# out-of-range indices (C-EXC-02), whose gradient is undefined.
-BACKWARD_CLASSES = (
-    "C-PRC-01",
-    "C-PRC-02",
-    "C-ORD-01",
-    "C-ORD-02",
-    "C-ORD-03",
-    "C-CMP-01",
-    "C-CMP-02",
-    "C-CMP-03",
-    "C-EXC-01",
-)
+BACKWARD_CLASSES = tuple(k for k, c in CLASSES.items() if c.backward)  # classes.ContractClass.backward
 # Families with a backward contract (kcgate.ops.OPS[op].grad_bound is not None; a test checks it).
 BACKWARD_OPS = tuple(n for n, op in CATALOGUE.items() if op.backward)
 # Each family's natural tolerance when neither the contract nor its class says otherwise.

@@ -8,10 +8,14 @@ how the tables drifted apart before; everything else reads the one table.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 
 import pytest
 
 from kcgate import spec
+from kcgate.classes import CLASSES
+from kcgate.device_kinds import DEVICE_KINDS, DEVICES
 from kcgate.diff_model import CATEGORIES, CATEGORY_TABLE
 from kcgate.results.model import STATUSES, Status
 from tests.conftest import ROOT
@@ -41,6 +45,30 @@ def test_diff_categories_are_listed_only_by_their_table() -> None:
 
 def test_case_statuses_are_the_status_enum() -> None:
     assert STATUSES == tuple(s.value for s in Status) and Status.PASS == "pass" and f"{Status.FAIL}" == "fail"
+
+
+def test_device_names_are_listed_only_by_their_table() -> None:
+    # kcgate.device_kinds.DEVICE_KINDS holds one row per device kind; the registry and the loader read it
+    from kcgate.devices import BACKENDS, VENDORS
+
+    assert _literal_lists(set(DEVICES), 2) == set()
+    assert set(BACKENDS) == set(DEVICES) and VENDORS == {k: DEVICE_KINDS[k].vendor for k in BACKENDS}
+    assert all(cls.name == name for name, cls in BACKENDS.items())
+
+
+def test_device_table_is_light() -> None:
+    # the loader reads device names without importing the backends (about 43 ms of `validate`)
+    code = "import sys, kcgate.spec, kcgate.schema; print(sorted(m for m in sys.modules if 'devices' in m))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_class_ids_are_listed_only_by_their_table() -> None:
+    # a class's properties are fields of its classes.CLASSES row (e.g. ``backward``), not lists of ids
+    from kcgate.spec import BACKWARD_CLASSES
+
+    assert _literal_lists(set(CLASSES), 4) == set()
+    assert set(BACKWARD_CLASSES) == set(CLASSES) - {"C-PRC-03", "C-PRC-04", "C-EXC-02"}
 
 
 @pytest.mark.parametrize(

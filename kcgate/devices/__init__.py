@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kcgate.device_kinds import BY_PREFERENCE, DEVICE_KINDS
 from kcgate.devices.base import Backend, TorchBackend
 from kcgate.devices.cpu import CpuBackend
 from kcgate.devices.cuda import CudaBackend
@@ -16,24 +17,13 @@ from kcgate.devices.npu import NpuBackend
 from kcgate.devices.rocm import RocmBackend
 from kcgate.devices.xpu import XpuBackend
 
-# Insertion order is preference order for default_backend(): accelerators first, cpu last.
-BACKENDS: dict[str, type[TorchBackend]] = {
-    "cuda": CudaBackend,
-    "rocm": RocmBackend,
-    "xpu": XpuBackend,
-    "mps": MpsBackend,
-    "npu": NpuBackend,
-    "cpu": CpuBackend,
+_BY_NAME: dict[str, type[TorchBackend]] = {
+    cls.name: cls for cls in (CpuBackend, CudaBackend, MpsBackend, NpuBackend, RocmBackend, XpuBackend)
 }
-
-VENDORS: dict[str, str] = {
-    "cuda": "NVIDIA",
-    "rocm": "AMD",
-    "xpu": "Intel",
-    "mps": "Apple",
-    "npu": "Huawei",
-    "cpu": "CPU",
-}
+# One backend per kind of kcgate.device_kinds (a KeyError here names a kind without one), in
+# preference order for default_backend(): accelerators first, cpu last.
+BACKENDS: dict[str, type[TorchBackend]] = {name: _BY_NAME[name] for name in BY_PREFERENCE}
+VENDORS: dict[str, str] = {name: DEVICE_KINDS[name].vendor for name in BACKENDS}
 
 
 def check_name(name: str) -> None:

@@ -38,7 +38,7 @@ class CpuBackend(TorchBackend):
     def fingerprint(self) -> Fingerprint:
         torch = self.torch
         return make_fingerprint(
-            "cpu",
+            self.name,
             torch,
             cpu_flags(torch),
             vendor=_cpuinfo("vendor_id") or platform.machine(),

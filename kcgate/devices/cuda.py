@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kcgate.device_kinds import vendor
 from kcgate.devices.base import (
     TorchBackend,
     attr_text,
@@ -80,10 +81,10 @@ class CudaBackend(TorchBackend):
         flags = {**numerics_flags(torch), **blas_flags(torch), **env_flags(CUDA_ENV)}
         flags["cudnn_version"] = call_text(torch, "backends.cudnn.version")
         return make_fingerprint(
-            "cuda",
+            self.name,
             torch,
             flags,
-            vendor="NVIDIA",
+            vendor=vendor(self.name),
             device=call_text(torch, "cuda.get_device_name", 0),
             arch=sm_arch(torch),
             # torch documents no API for the driver version; the CUDA runtime it was built with is known.

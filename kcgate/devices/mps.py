@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import platform
 
+from kcgate.device_kinds import vendor
 from kcgate.devices.base import (
     TorchBackend,
     call_text,
@@ -36,10 +37,10 @@ class MpsBackend(TorchBackend):
         flags = {**numerics_flags(torch), **env_flags(MPS_ENV)}
         flags["mps_core_count"] = call_text(torch, "backends.mps.get_core_count")
         return make_fingerprint(
-            "mps",
+            self.name,
             torch,
             flags,
-            vendor="Apple",
+            vendor=vendor(self.name),
             device=call_text(torch, "backends.mps.get_name"),
             arch="",
             driver="",

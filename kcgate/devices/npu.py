@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kcgate.device_kinds import vendor
 from kcgate.devices.base import (
     TorchBackend,
     attr_text,
@@ -57,10 +58,10 @@ class NpuBackend(TorchBackend):
         flags = {**numerics_flags(torch), **env_flags(NPU_ENV)}
         flags.update({key: attr_text(npu, path) for key, path in NPU_FLAGS.items()})
         return make_fingerprint(
-            "npu",
+            self.name,
             torch,
             flags,
-            vendor="Huawei",
+            vendor=vendor(self.name),
             device=call_text(npu, "npu.get_device_name", 0),
             arch=call_text(npu, "npu.get_soc_version"),
             driver=cann_version(npu, "DRIVER"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kcgate.device_kinds import vendor
 from kcgate.devices.base import (
     TorchBackend,
     attr_text,
@@ -48,10 +49,10 @@ class RocmBackend(TorchBackend):
         flags["gcn_arch_name"] = gcn
         flags["miopen_version"] = call_text(torch, "backends.cudnn.version")  # MIOpen on ROCm builds
         return make_fingerprint(
-            "rocm",
+            self.name,
             torch,
             flags,
-            vendor="AMD",
+            vendor=vendor(self.name),
             device=call_text(torch, "cuda.get_device_name", 0),
             arch=gcn.split(":", 1)[0],
             driver="",  # torch documents no API for the amdgpu driver version

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kcgate.device_kinds import vendor
 from kcgate.devices.base import (
     TorchBackend,
     attr_text,
@@ -50,10 +51,10 @@ class XpuBackend(TorchBackend):
         props = call_value(torch, "xpu.get_device_properties", 0)
         flags = {**numerics_flags(torch), **xpu_flags(torch, props), **env_flags(XPU_ENV)}
         return make_fingerprint(
-            "xpu",
+            self.name,
             torch,
             flags,
-            vendor="Intel",
+            vendor=vendor(self.name),
             device=attr_text(props, "name"),
             arch=attr_text(props, "architecture"),  # an opaque id (experimental in torch)
             driver=attr_text(props, "driver_version"),
