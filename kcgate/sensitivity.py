@@ -187,24 +187,32 @@ def measure(ctx: CaseContext, trial: Trial) -> Excess | None:
     ok = ref64.isfinite() & err.isfinite() & (s > 0)
     if ref_err is not None:
         ok &= ref_err.isfinite()
-    if not bool(ok.any()):
+    every = bool(ok.all())  # the usual case: every element counts, and flattening replaces the mask
+    if not every and not bool(ok.any()):
         return None
-    z = err[ok] / s[ok]
+    pick = _flat if every else (lambda t: t[ok])
+    e, scale = pick(err), pick(s)
+    z = e / scale
     n = z.numel()
-    z_ref = ref_err[ok] / s[ok] if ref_err is not None else torch.zeros(1, dtype=torch.float64)
+    z_ref = pick(ref_err) / scale if ref_err is not None else torch.zeros(1, dtype=torch.float64)
     rms_k, rms_r = float(z.pow(2).mean().sqrt()), float(z_ref.pow(2).mean().sqrt())
     worst = int(z.argmax())
-    flat = ok.flatten().nonzero().flatten()[worst]
+    flat = worst if every else int(ok.flatten().nonzero().flatten()[worst])
     from kcgate.metrics import _unravel
 
     return Excess(
         rms_ratio=rms_k / max(rms_r, 1.0),
         max_ratio=float(z[worst]) / max(float(z_ref.max()), TAIL * math.sqrt(2 * math.log(2 * n))),
         factor=ctx.contract.tolerance.excess,
-        kernel_rms=float(err[ok].pow(2).mean().sqrt()),
-        ref_rms=float(ref_err[ok].pow(2).mean().sqrt()) if ref_err is not None else math.nan,
-        worst_index=_unravel(int(flat), ok.shape),
+        kernel_rms=float(e.pow(2).mean().sqrt()),
+        ref_rms=float(pick(ref_err).pow(2).mean().sqrt()) if ref_err is not None else math.nan,
+        worst_index=_unravel(flat, ok.shape),
     )
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    """``t[mask]`` for an all-true mask: the elements in the same order, without the gather."""
+    return t.reshape(-1)
 
 
 # ---- the relative tolerance (issue 16 item 7) --------------------------------------------------------

@@ -9,7 +9,6 @@ run on the operators captured at start, and the case is recorded as ``global-sta
 
 from __future__ import annotations
 
-import operator
 import os
 import sys
 from collections.abc import Callable
@@ -35,11 +34,20 @@ def _attribute(owner: Any, attr: str, name: str) -> Setting:
     return Setting(name, lambda: getattr(owner, attr), lambda v: setattr(owner, attr, v))
 
 
+def _default_device() -> str:
+    """``torch.get_default_device()`` as text, without its cost (16 µs, three times a case) in the usual
+    state: no torch-function mode (a ``DeviceContext`` is one) and no global device context is cpu."""
+    context = getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "device_context", _ABSENT)
+    if context is None and torch._C._len_torch_function_stack() == 0:
+        return "cpu"
+    return str(torch.get_default_device())
+
+
 def _settings() -> list[Setting]:
     b = torch.backends
     found = [
         Setting("default dtype", torch.get_default_dtype, torch.set_default_dtype),
-        Setting("default device", lambda: str(torch.get_default_device()), torch.set_default_device),
+        Setting("default device", _default_device, torch.set_default_device),
         Setting(
             "float32 matmul precision", torch.get_float32_matmul_precision, torch.set_float32_matmul_precision
         ),
@@ -147,12 +155,21 @@ class Namespace:
         self.operators = _operators(space)  # the callables, for the exact one
 
     def restore(self) -> list[str]:
-        d = vars(self.space)
-        if len(d) == len(self.values) and all(map(operator.is_, d.values(), self.values)):
-            return []  # the usual case: nothing was rebound (no ``__eq__`` is called)
+        # the usual case, nothing rebound, in one C-level list comparison (3x faster than ``is`` per item): it
+        # tests identity first and calls ``__eq__`` only on a rebound name, so a replacement is missed only if
+        # it claims equality with the original, which is deliberate (README: hostile kernels are out of scope)
+        if _same(list(vars(self.space).values()), self.values):
+            return []
         changed = _restore_operators(self.label, self.space, self.operators)
         self.values = list(vars(self.space).values())  # a lazy import or a cache may rebind globals
         return changed
+
+
+def _same(now: list[Any], saved: list[Any]) -> bool:
+    try:
+        return bool(now == saved)
+    except Exception:  # noqa: BLE001 — an ``__eq__`` that raises (a tensor bound in a float's place): look closer
+        return False
 
 
 def _operators(space: Any) -> dict[str, Any]:

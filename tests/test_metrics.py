@@ -39,3 +39,30 @@ def test_ulp_distance_is_adjacent_across_zero_and_nan_is_a_category_change() -> 
         "error-bound",
     )
     assert math.isinf(cmp.err[0].item()) and cmp.err[1].item() == 0.0
+
+
+@pytest.mark.parametrize("special", [None, float("nan"), float("inf"), 0.0])
+def test_the_all_finite_shortcut_measures_what_the_masked_path_does(special: float | None) -> None:
+    """Finite outputs and nonzero allowances skip the masks; one special value (or a zero allowance) takes
+    them. Either way the metrics are the masks' own: the same budget, worst element, ULPs and errors."""
+    g = torch.Generator().manual_seed(3)
+    ref = torch.randn(6, 5, generator=g, dtype=torch.float64)
+    out = (ref + 1e-6 * torch.randn(6, 5, generator=g, dtype=torch.float64)).float()
+    allowed = torch.full_like(ref, 1e-6)
+    if special == 0.0:
+        allowed[1, 1] = 0.0
+    elif special is not None:
+        out[2, 3] = special
+    fast = to_metrics(compare(out, ref, allowed, "error-bound"))
+    import kcgate.metrics as m
+
+    o64 = out.to(torch.float64)
+    err, signed, ulp = m._special(out, o64, ref, o64 - ref)
+    slow = torch.where(
+        allowed > 0, err / torch.where(allowed > 0, allowed, 1.0), torch.where(err > 0, torch.inf, 0.0)
+    )
+    assert fast.max_ulp == float(ulp.max()) and fast.max_abs_err == float(err.max())
+    assert fast.budget_used == float(slow.max())
+    assert fast.worst_index == _unravel(
+        int(torch.nan_to_num(slow.flatten(), nan=math.inf).argmax()), slow.shape
+    )

@@ -75,3 +75,22 @@ def test_kcgate_modules_are_checked_once_per_case(captured: None) -> None:
     metrics.to_metrics = lambda *a, **k: None
     assert torch_state.restore() == []  # per kernel call: torch only
     assert torch_state.case_changes() == ["kcgate.metrics.to_metrics"] and metrics.to_metrics is real
+
+
+def test_a_binding_whose_eq_raises_does_not_hide_a_patch(captured: None) -> None:
+    """The fast check compares bindings as a list; a tensor bound in a float's place makes that comparison
+    raise, and the exact one still names a patched operator beside it."""
+    e, real = torch.e, torch.matmul
+    torch.e = torch.ones(3)  # tensor == float is a tensor: bool() of it raises
+    torch.matmul = lambda a, b: a
+    try:
+        assert torch_state.restore() == ["torch.matmul"] and torch.matmul is real
+    finally:
+        torch.e = e
+
+
+def test_a_default_device_set_and_left_is_named(captured: None) -> None:
+    torch.set_default_device("meta")
+    changed = torch_state.restore()
+    assert "default device" in changed or "torch function mode stack" in changed
+    assert str(torch.get_default_device()) == "cpu" and torch.ones(1).device.type == "cpu"
