@@ -84,6 +84,7 @@ def _positive(key: str, part: str, description: str, **kw: Any) -> Field:
 
 
 EXCESS_FACTOR = 1.5  # the sensitivity gate's default factor (kcgate.sensitivity, docs/sensitivity.md)
+EXCESS_REFERENCES = ("composite", "sequential")  # the sensitivity gate's floor (docs/sensitivity.md)
 RELATIVE_FACTOR = 2.0  # FlashAttention's: error at most 2x the same-precision PyTorch implementation's
 FREIVALDS_VECTORS = 10  # a row with an element over the threshold is missed with probability <= 2^-10
 
@@ -125,6 +126,14 @@ TOLERANCE_FIELDS = (
         default=EXCESS_FACTOR,
         alternative="false",
         example=f"excess = {EXCESS_FACTOR} (the default), a larger factor, or false to turn the gate off",
+        since="0.2",
+    ),
+    _enum_row(
+        "excess_reference",
+        "5 tolerance",
+        "what the sensitivity gate holds the error to: the composite's (torch's, and for row sums an emulated "
+        "blocked kernel's), or a sequential accumulator's model, for kernels that sum left to right",
+        EXCESS_REFERENCES,
         since="0.2",
     ),
 )

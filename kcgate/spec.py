@@ -96,6 +96,7 @@ class Tolerance:
     factor: float = RELATIVE_FACTOR  # method "relative": allowed error / the baseline's error
     baseline: str = ""  # method "relative" (and the sensitivity gate's reference): "" = the composite
     excess: float = EXCESS_FACTOR  # the sensitivity gate's factor; 0 = off (excess = false)
+    excess_reference: str = "composite"  # the gate's floor: the composite's error, or "sequential"'s model
 
 
 @dataclass(frozen=True)
@@ -639,6 +640,7 @@ def _tolerance(
         factor=given["factor"],
         baseline=_import_string(t, "baseline", tp, tw, col, roots),
         excess=read(t, _TOL.field("excess"), tp, tw, col),  # false (0.0) turns the sensitivity gate off
+        excess_reference=read(t, _TOL.field("excess_reference"), tp, tw, col) or "composite",
     )
 
 

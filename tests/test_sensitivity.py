@@ -37,7 +37,7 @@ from kcgate.devices.cpu import CpuBackend  # noqa: E402
 from kcgate.execution.case import execute_case  # noqa: E402
 from kcgate.execution.harness import CaseContext, run_trial  # noqa: E402
 from kcgate.execution.plan import Case, make_plan  # noqa: E402
-from kcgate.spec import Contract, load_project  # noqa: E402
+from kcgate.spec import Contract, Tolerance, load_project  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 from tests.kernels import excess as k  # noqa: E402
 
@@ -67,14 +67,38 @@ TORCH_KERNELS = {
 }
 
 
-def _ctx(op: str, kernel, dtype: str, shape: tuple[int, ...], seed: int, dist: str = "normal") -> CaseContext:  # type: ignore[no-untyped-def]
-    contract = Contract(id="t", klass="C-PRC-01", kernel="x:y", op=op, dtypes=(dtype,), distribution=dist)
+def _ctx(  # type: ignore[no-untyped-def]
+    op: str,
+    kernel,
+    dtype: str,
+    shape: tuple[int, ...],
+    seed: int,
+    dist: str = "normal",
+    reference: str = "composite",
+) -> CaseContext:
+    contract = Contract(
+        id="t",
+        klass="C-PRC-01",
+        kernel="x:y",
+        op=op,
+        dtypes=(dtype,),
+        distribution=dist,
+        tolerance=Tolerance(excess_reference=reference),
+    )
     case = Case("t", "t", "C-PRC-01", op, dtype, shape, seed, 1000 + seed)
     return CaseContext(contract=contract, case=case, kernel=kernel, op=OPS[op])
 
 
-def _excess(op: str, kernel, dtype: str, shape: tuple[int, ...], seed: int, dist: str = "normal"):  # type: ignore[no-untyped-def]
-    ctx = _ctx(op, kernel, dtype, shape, seed, dist)
+def _excess(
+    op: str,
+    kernel,
+    dtype: str,
+    shape: tuple[int, ...],
+    seed: int,
+    dist: str = "normal",
+    reference: str = "composite",
+):  # type: ignore[no-untyped-def]
+    ctx = _ctx(op, kernel, dtype, shape, seed, dist, reference)
     trial = run_trial(ctx, salt=seed)
     assert not trial.issues, trial.error
     return trial, sensitivity.measure(ctx, trial)
@@ -95,23 +119,25 @@ def test_torchs_own_kernels_pass_over_12_seeds(op: str, dtype: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("op", "kernel", "dtype", "shape", "dist"),
+    ("op", "kernel", "dtype", "shape", "dist", "reference"),
     [
-        ("sum", k.sequential_sum, "float32", (64, 4096), "normal"),
-        ("sum", k.sequential_sum, "float32", (64, 4096), "uniform"),
-        ("sum", k.sequential_sum, "float32", (64, 4096), "large-mean"),
-        ("sum", k.blocked_sum, "float32", (8, 100_000), "normal"),
-        ("matmul", k.sequential_matmul, "float32", (64, 1024, 64), "normal"),
-        ("matmul", k.sequential_matmul, "float32", (33, 257, 65), "uniform"),
-        ("matmul", k.split_k_matmul, "float32", (64, 1024, 64), "normal"),
-        ("matmul", k.sequential_matmul, "bfloat16", (64, 1024, 64), "normal"),
-        ("matmul", k.split_k_matmul, "float16", (64, 1024, 64), "normal"),
+        ("sum", k.sequential_sum, "float32", (64, 4096), "normal", "sequential"),
+        ("sum", k.sequential_sum, "float32", (64, 4096), "uniform", "sequential"),
+        ("sum", k.sequential_sum, "float32", (64, 4096), "large-mean", "sequential"),
+        ("sum", k.blocked_sum, "float32", (8, 100_000), "normal", "sequential"),
+        ("matmul", k.sequential_matmul, "float32", (64, 1024, 64), "normal", "sequential"),
+        ("matmul", k.sequential_matmul, "float32", (33, 257, 65), "uniform", "sequential"),
+        ("matmul", k.split_k_matmul, "float32", (64, 1024, 64), "normal", "composite"),
+        ("matmul", k.sequential_matmul, "bfloat16", (64, 1024, 64), "normal", "composite"),
+        ("matmul", k.split_k_matmul, "float16", (64, 1024, 64), "normal", "composite"),
     ],
 )
-def test_other_summation_orders_pass(op: str, kernel, dtype: str, shape, dist: str) -> None:  # type: ignore[no-untyped-def]
-    """Sequential, blocked, reversed and split-K orders are correct kernels: the gate must not fail them."""
+def test_other_summation_orders_pass(op: str, kernel, dtype: str, shape, dist: str, reference: str) -> None:  # type: ignore[no-untyped-def]
+    """Sequential, blocked, reversed and split-K orders are correct kernels: the gate must not fail them. In
+    fp32 a sequential order over long reductions is 2-80x torch's error: it passes when declared
+    (excess_reference = "sequential"); tests/checks/test_excess_power.py holds the default's side."""
     for seed in range(3):
-        _, e = _excess(op, kernel, dtype, shape, seed, dist)
+        _, e = _excess(op, kernel, dtype, shape, seed, dist, reference)
         assert e is not None and e.ratio <= 0.9, f"seed {seed}: {e}"
 
 
@@ -175,7 +201,7 @@ def test_the_offsets_kernel_fails_with_excess_error_and_its_own_metric(tmp_path:
 
 
 def test_a_correct_kernel_records_its_excess_ratio(tmp_path: Path) -> None:
-    r = _run(tmp_path, "blocked_sum")
+    r = _run(tmp_path, "blocked_sum", 'tolerance = { excess_reference = "sequential" }')
     assert r.status == "pass", r.message
     assert 0 < dict(r.metrics.extra)["excess_ratio"] < 0.5
 

@@ -126,7 +126,9 @@ def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding
         signature,
         f"within the bound (budget {metrics.budget_used:.3g}) but the error is "
         f"{max(worst.rms_ratio, worst.max_ratio):.3g}x a correct implementation's "
-        f"(allowed {worst.factor:g}x; excess ratio {worst.ratio:.3g})" + _freivalds_count(metrics),
+        f"(allowed {worst.factor:g}x; excess ratio {worst.ratio:.3g})"
+        + worst.order_hint()
+        + _freivalds_count(metrics),
     )
 
 

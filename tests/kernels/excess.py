@@ -88,6 +88,111 @@ def matmul_one_element_10x(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return out.to(a.dtype)
 
 
+# ---- correct kernels in other orders that the default gate (the composite's error) must pass ----------
+
+
+def _tree(x: torch.Tensor) -> torch.Tensor:
+    """Pairwise (tree) sum over the last dimension in fp32, as a Triton ``tl.sum`` over one block."""
+    n = x.shape[-1]
+    x = torch.nn.functional.pad(x.float(), (0, (1 << (n - 1).bit_length()) - n))
+    while x.shape[-1] > 1:
+        x = x[..., 0::2] + x[..., 1::2]
+    return x[..., 0]
+
+
+def _blocked(x: torch.Tensor, block: int) -> torch.Tensor:
+    """A tree within blocks, a running fp32 sum across them (a Triton row reduction looping over blocks)."""
+    acc = torch.zeros(x.shape[:-1], dtype=torch.float32)
+    for j in range(0, x.shape[-1], block):
+        acc = acc + _tree(x[..., j : j + block])
+    return acc
+
+
+def tree_sum(x: torch.Tensor) -> torch.Tensor:
+    return _tree(x).to(x.dtype)
+
+
+def blocked_sum_1024(x: torch.Tensor) -> torch.Tensor:
+    return _blocked(x, 1024).to(x.dtype)
+
+
+def blocked_sum_128(x: torch.Tensor) -> torch.Tensor:
+    return _blocked(x, 128).to(x.dtype)
+
+
+def tiled_matmul_32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """K tiles of 32 (each a block product), accumulated in fp32 tile after tile: Triton's ``acc += tl.dot``."""
+    acc = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float32)
+    for k in range(0, a.shape[1], 32):
+        acc = acc + a[:, k : k + 32].float() @ b[k : k + 32].float()
+    return acc.to(a.dtype)
+
+
+def liger_softmax(x: torch.Tensor) -> torch.Tensor:
+    """Liger's single-block softmax: max, exp in fp32, a tree sum, a division."""
+    x32 = x.float()
+    e = torch.exp(x32 - x32.max(-1, keepdim=True).values)
+    return (e / _tree(e)[..., None]).to(x.dtype)
+
+
+def online_softmax(x: torch.Tensor) -> torch.Tensor:
+    """Online softmax over blocks of 128 (running max, rescaled running sum), then a multiply by 1/sum."""
+    x32 = x.float()
+    m = torch.full(x.shape[:-1], -torch.inf)
+    d = torch.zeros(x.shape[:-1])
+    for j in range(0, x.shape[-1], 128):
+        blk = x32[..., j : j + 128]
+        new = torch.maximum(m, blk.max(-1).values)
+        d = d * torch.exp(m - new) + _tree(torch.exp(blk - new[..., None]))
+        m = new
+    return (torch.exp(x32 - m[..., None]) * (1 / d)[..., None]).to(x.dtype)
+
+
+def tree_layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Two passes with tree sums in fp32 (mean, then centred variance), rsqrt, weight and bias."""
+    x32, n = x.float(), x.shape[-1]
+    d = x32 - (_tree(x32) / n)[..., None]
+    var = _tree(d * d) / n
+    return (d * torch.rsqrt(var + 1e-5)[..., None] * w.float() + b.float()).to(x.dtype)
+
+
+def blocked_rmsnorm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The sum of squares in blocks of 256, a division by the root mean square."""
+    x32 = x.float()
+    ms = _blocked(x32 * x32, 256) / x.shape[-1]
+    return (x32 / torch.sqrt(ms + 1e-5)[..., None] * w.float()).to(x.dtype)
+
+
+# ---- torch's own result plus unbiased noise at 2x its error (the gate must fail it) -------------------
+
+
+def _plus_noise(family: str, times: float):  # type: ignore[no-untyped-def]
+    """torch's composite for ``family`` plus Gaussian noise whose scale, element by element, is ``times``
+    the composite's own error against the fp64 oracle: unbiased, rms ``times`` torch's error (√(1 + times²)
+    times it with torch's own error included)."""
+    from kcgate.ops import OPS
+
+    op = OPS[family]
+
+    def kernel(*x: torch.Tensor) -> torch.Tensor:
+        up = tuple(t.double() if t.is_floating_point() else t for t in x)
+        out = op.composite(*x).double()
+        err = (out - op.oracle(*up)).abs()
+        noise = torch.randn(out.shape, generator=_gen(x[0]), dtype=torch.float64)
+        return (out + times * err * noise).to(x[0].dtype)
+
+    return kernel
+
+
+noise_2x_matmul = _plus_noise("matmul", 2.0)
+noise_2x_sum = _plus_noise("sum", 2.0)
+noise_2x_softmax = _plus_noise("softmax", 2.0)
+noise_2x_layernorm = _plus_noise("layernorm", 2.0)
+noise_2x_rmsnorm = _plus_noise("rmsnorm", 2.0)
+noise_2x_linear = _plus_noise("linear", 2.0)
+noise_2x_logsumexp = _plus_noise("logsumexp", 2.0)
+
+
 # ---- the relative tolerance ---------------------------------------------------------------------------
 
 
