@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from kcgate.catalogue import CATALOGUE, has
 from kcgate.metrics import Comparison, compare, to_metrics
 from kcgate.ops.base import Tensors, draw
 from kcgate.results.model import GRAD_BUDGET
@@ -175,13 +176,9 @@ def _decide(
 
 
 # The reduction length of each gradient of a dot-product family, from the case shape (for the
-# accumulator fit of a failed backward: "dW behaves like a bf16 accumulator").
+# accumulator fit of a failed backward: "dW behaves like a bf16 accumulator"): the catalogue's.
 GRAD_REDUCTION: dict[str, dict[str, int]] = {
-    "matmul": {"a": 2, "b": 0},  # dA = dY·Bᵀ sums over N, dB = Aᵀ·dY over M
-    "bmm": {"a": 3, "b": 1},
-    "linear": {"x": 2, "w": 0, "b": 0},  # dX over N, dW and d(bias) over M
-    "layernorm": {"w": 0, "b": 0},  # dγ = Σ_rows dY·x̂, dβ = Σ_rows dY
-    "rmsnorm": {"w": 0},
+    n: op.grad_reduction for n, op in CATALOGUE.items() if op.grad_reduction
 }
 
 
@@ -204,7 +201,7 @@ def grad_dot_scale(ctx: CaseContext, trial: Trial) -> tuple[int, torch.Tensor] |
     dims = GRAD_REDUCTION.get(ctx.op.name, {})
     if trial.grad not in dims or trial.dy is None:
         return None
-    if ctx.op.name in ("layernorm", "rmsnorm"):
+    if has(ctx.op.name, "normalizes"):
         return trial.shape[0], _norm_row_scale(ctx.op.name, trial)
     sq = tuple(t.to(torch.float64) ** 2 if t.is_floating_point() else t for t in trial.inputs)
     _, g = reference_grads(ctx, sq, trial.dy.to(torch.float64) ** 2)

@@ -1,8 +1,10 @@
 """The op catalogue: every op family's torch-free facts, one entry each. No torch.
 
 ``kcgate.spec`` (op names, shape forms, placeholders, default tolerance, backward), ``kcgate.classes``
-(which ops reduce), ``kcgate.checks`` (reduction axes, the reduction length's position), the harness
-(matmul-like ops for Freivalds) and ``kcgate.signatures`` read it; ``kcgate.ops.OPS`` holds the torch
+(which classes apply to which ops, from the traits below), ``kcgate.checks`` (reduction axes, the reduction
+length's position, the exp and norm families of the C-PRC-02 probes), the harness (matmul-like ops for
+Freivalds), ``kcgate.signatures``, ``kcgate.sensitivity`` and ``kcgate.backward`` (each gradient's reduction)
+read it, through ``families(trait)`` and ``has(name, trait)``; ``kcgate.ops.OPS`` holds the torch
 side (call, generator, oracle, bound) and a test checks that both name the same families with the same
 default shapes and tolerance. Adding a family is one entry here plus its ``OpFamily``.
 """
@@ -44,6 +46,18 @@ class Op:
     reduction_axes: dict[int, int] = field(default_factory=dict)
     k_dim: int | None = None  # position of the reduction length in the case shape
     matmul_like: bool = False  # an (m, k) @ (k, n) product: Freivalds applies
+    plain_product: bool = False  # the output is exactly a @ b (matmul, bmm): no bias, no scale
+    exp: bool = False  # computes exp: a NaN/Inf where the oracle is finite is an overflow of exp
+    normalizes: bool = False  # divides by a row statistic (a norm): large-mean inputs probe it
+    # which classes apply beyond the ones for every family (kcgate.classes reads these):
+    offset_probes: bool = False  # C-PRC-02: a row reduction the cancellation and overflow probes apply to
+    operand_products: bool = False  # C-PRC-03: multiplies operands that a kernel may round (TF32, bf16)
+    fp8_output: bool = False  # C-PRC-04: kcgate can store its output in fp8 and check the saturation
+    indexed: bool = False  # C-EXC-02: reads at indices, so out-of-range indices have a policy
+    own_rows: bool = True  # C-ORD-03: the output has rows of its own (not rope's pair, a mean loss)
+    # gradient name -> the case-shape position of that gradient's reduction length (dW sums over M): the
+    # accumulator fit of a failed backward reads it
+    grad_reduction: dict[str, int] = field(default_factory=dict)
     # the family's own ``params`` (its OpFamily.configure reads them; docs/ops.md explains each)
     params: dict[str, ParamSpec] = field(default_factory=dict)
 
@@ -58,6 +72,10 @@ CATALOGUE: dict[str, Op] = {
     for op in (
         Op(
             "matmul",
+            operand_products=True,
+            fp8_output=True,
+            plain_product=True,
+            grad_reduction={"a": 2, "b": 0},
             dims=("m", "k", "n"),
             inputs=("a", "b"),
             dim_sources={"m": (0, 0), "k": (0, 1), "n": (1, 1)},
@@ -69,6 +87,9 @@ CATALOGUE: dict[str, Op] = {
         ),
         Op(
             "bmm",
+            operand_products=True,
+            plain_product=True,
+            grad_reduction={"a": 3, "b": 1},
             dims=("batch", "m", "k", "n"),
             inputs=("a", "b"),
             dim_sources={"batch": (0, 0), "m": (0, 1), "k": (0, 2), "n": (1, 2)},
@@ -80,6 +101,8 @@ CATALOGUE: dict[str, Op] = {
         ),
         Op(
             "linear",
+            operand_products=True,
+            grad_reduction={"x": 2, "w": 0, "b": 0},
             dims=("m", "k", "n"),
             inputs=("x", "w", "b"),
             dim_sources={"m": (0, 0), "k": (0, 1), "n": (1, 0)},
@@ -91,6 +114,7 @@ CATALOGUE: dict[str, Op] = {
         ),
         Op(
             "sum",
+            offset_probes=True,
             dims=("rows", "n"),
             inputs=("x",),
             dim_sources={"rows": (0, 0), "n": (0, -1)},
@@ -101,6 +125,7 @@ CATALOGUE: dict[str, Op] = {
         ),
         Op(
             "mean",
+            offset_probes=True,
             dims=("rows", "n"),
             inputs=("x",),
             dim_sources={"rows": (0, 0), "n": (0, -1)},
@@ -111,6 +136,8 @@ CATALOGUE: dict[str, Op] = {
         ),
         Op(
             "softmax",
+            exp=True,
+            offset_probes=True,
             dims=("rows", "n"),
             inputs=("x",),
             dim_sources={"rows": (0, 0), "n": (0, -1)},
@@ -120,6 +147,8 @@ CATALOGUE: dict[str, Op] = {
         ),
         Op(
             "logsumexp",
+            exp=True,
+            offset_probes=True,
             dims=("rows", "n"),
             inputs=("x",),
             dim_sources={"rows": (0, 0), "n": (0, -1)},
@@ -129,6 +158,9 @@ CATALOGUE: dict[str, Op] = {
         ),
         Op(
             "layernorm",
+            normalizes=True,
+            offset_probes=True,
+            grad_reduction={"w": 0, "b": 0},
             dims=("rows", "n"),
             inputs=("x", "w", "b"),
             dim_sources={"rows": (0, 0), "n": (0, -1)},
@@ -138,6 +170,9 @@ CATALOGUE: dict[str, Op] = {
         ),
         Op(
             "rmsnorm",
+            normalizes=True,
+            offset_probes=True,
+            grad_reduction={"w": 0},
             dims=("rows", "n"),
             inputs=("x", "w"),
             dim_sources={"rows": (0, 0), "n": (0, -1)},
@@ -147,6 +182,8 @@ CATALOGUE: dict[str, Op] = {
         ),
         Op(
             "sdpa",
+            exp=True,
+            operand_products=True,
             dims=("batch", "heads", "length", "head_dim"),
             inputs=("q", "k", "v"),
             dim_sources={"batch": (0, 0), "heads": (0, 1), "length": (0, 2), "head_dim": (0, 3)},
@@ -155,6 +192,8 @@ CATALOGUE: dict[str, Op] = {
         ),
         Op(
             "attention",
+            exp=True,
+            operand_products=True,
             dims=("batch", "heads", "kv_heads", "length", "head_dim"),
             inputs=("q", "k", "v"),
             dim_sources={
@@ -177,6 +216,9 @@ CATALOGUE: dict[str, Op] = {
         ),
         Op(
             "cross_entropy",
+            exp=True,
+            offset_probes=True,
+            own_rows=False,
             dims=("rows", "vocab"),
             inputs=("logits", "target"),
             dim_sources={"rows": (0, 0), "vocab": (0, 1)},
@@ -194,6 +236,7 @@ CATALOGUE: dict[str, Op] = {
         ),
         Op(
             "scaled_mm",
+            own_rows=False,
             dims=("m", "k", "n"),
             inputs=("a", "b", "scale_a", "scale_b"),
             dim_sources={"m": (0, 0), "k": (0, 1), "n": (1, 1)},
@@ -225,9 +268,17 @@ CATALOGUE: dict[str, Op] = {
                 ),
             },
         ),
-        Op("gelu", dims=None, inputs=("x",), dim_sources={"n": (0, -1)}, default_shapes=((256, 1024),)),
+        Op(
+            "gelu",
+            fp8_output=True,
+            dims=None,
+            inputs=("x",),
+            dim_sources={"n": (0, -1)},
+            default_shapes=((256, 1024),),
+        ),
         Op(
             "silu",
+            fp8_output=True,
             dims=None,
             inputs=("x",),
             dim_sources={"n": (0, -1)},
@@ -236,6 +287,7 @@ CATALOGUE: dict[str, Op] = {
         ),
         Op(
             "rope",
+            own_rows=False,
             dims=("batch", "heads", "kv_heads", "length", "head_dim"),
             inputs=("q", "k", "cos", "sin"),
             dim_sources={
@@ -273,6 +325,7 @@ CATALOGUE: dict[str, Op] = {
         ),
         Op(
             "gather",
+            indexed=True,
             dims=("rows", "n", "m"),
             inputs=("x", "index"),
             dim_sources={"rows": (0, 0), "n": (0, 1), "m": (1, 1)},
@@ -281,6 +334,7 @@ CATALOGUE: dict[str, Op] = {
         ),
         Op(
             "index_select",
+            indexed=True,
             dims=("rows", "n", "m"),
             inputs=("x", "index"),
             dim_sources={"rows": (0, 0), "n": (0, 1), "m": (1, 0)},
@@ -289,6 +343,7 @@ CATALOGUE: dict[str, Op] = {
         ),
         Op(
             "embedding",
+            indexed=True,
             dims=("vocab", "dim", "m"),
             inputs=("index", "w"),
             dim_sources={"vocab": (1, 0), "dim": (1, 1), "m": (0, 0)},
@@ -298,8 +353,21 @@ CATALOGUE: dict[str, Op] = {
         Op("custom", dims=None, inputs=(), dim_sources={"n": (0, -1)}, tolerance="abs-rel"),
     )
 }
-MATMUL_LIKE = tuple(n for n, op in CATALOGUE.items() if op.matmul_like)
-REDUCING = tuple(n for n, op in CATALOGUE.items() if op.reducing)
+
+
+def families(trait: str) -> tuple[str, ...]:
+    """The op families whose catalogue entry has ``trait`` set, in the catalogue's order."""
+    return tuple(n for n, op in CATALOGUE.items() if getattr(op, trait))
+
+
+def has(name: str, trait: str) -> bool:
+    """Whether op family ``name`` has ``trait`` (False for a name the catalogue does not know)."""
+    op = CATALOGUE.get(name)
+    return bool(op is not None and getattr(op, trait))
+
+
+MATMUL_LIKE = families("matmul_like")
+REDUCING = families("reducing")
 
 
 def default_shapes() -> dict[str, tuple[tuple[int, ...], ...]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kcgate.catalogue import CATALOGUE, REDUCING, ParamSpec
+from kcgate.catalogue import CATALOGUE, REDUCING, ParamSpec, families
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ CLASSES: dict[str, ContractClass] = {
             name="numerical stability",
             provenance="paper",
             asserts="stable under cancellation and overflow (softmax, logsumexp, norms with a large mean)",
-            ops=("softmax", "logsumexp", "layernorm", "rmsnorm", "sum", "mean", "cross_entropy", "custom"),
+            ops=families("offset_probes") + ("custom",),
             signatures=("cancellation", "overflow", "nan-pattern"),
             params={
                 "offset": ParamSpec(
@@ -76,7 +76,7 @@ CLASSES: dict[str, ContractClass] = {
             name="operand rounding",
             provenance="paper",
             asserts="operands are not silently rounded (TF32, HF32, bf16) unless declared",
-            ops=("matmul", "bmm", "linear", "sdpa", "attention", "custom"),
+            ops=families("operand_products") + ("custom",),
             signatures=("operand-truncation",),
             params={
                 "operand_bits": ParamSpec(int, 0, help="declared operand mantissa bits; 0 = the dtype's own"),
@@ -89,7 +89,7 @@ CLASSES: dict[str, ContractClass] = {
             name="output rounding and saturation",
             provenance="paper",
             asserts="low-precision outputs round and saturate as declared (RNE, fp8 saturate or NaN)",
-            ops=("matmul", "gelu", "silu", "custom"),
+            ops=families("fp8_output") + ("custom",),
             tolerance="exact",
             postcondition="policy",
             signatures=("biased-rounding", "overflow"),
@@ -132,7 +132,7 @@ CLASSES: dict[str, ContractClass] = {
             asserts="a row's result does not depend on batch size, position or batch-mates",
             # not where the output has no rows of its own: rope's (q, k) pair flattened, a mean loss, and
             # scaled_mm's per-tensor scales
-            ops=tuple(o for o in _ALL if o not in ("rope", "cross_entropy", "scaled_mm")),
+            ops=families("own_rows"),
             postcondition="invariant",
             signatures=("batch-dependence",),
             params={"level": ParamSpec(str, "bitwise", ("bitwise", "bounded"), "declared invariance")},
@@ -196,7 +196,7 @@ CLASSES: dict[str, ContractClass] = {
             name="out-of-bounds policy",
             provenance="kcgate",
             asserts="out-of-bounds indices and accesses follow the declared policy (raise, clamp, zero, undefined)",
-            ops=("gather", "index_select", "embedding", "custom"),
+            ops=families("indexed") + ("custom",),
             postcondition="policy",
             tolerance="exact",
             signatures=("out-of-bounds",),

@@ -23,6 +23,7 @@ class Category:
     blocks_by_default: bool  # in the default block_on (what PRODUCT.md calls blocking)
     junit_skipped: bool  # a JUnit <skipped> test case when not blocking (no verdict to give)
     meaning: str
+    rule: str = "policy.block_on"  # the [policy] rule that makes it block (the gate's reasons name it)
 
 
 # Every case lands in exactly one category (a property test checks exhaustiveness and exclusivity).
@@ -39,17 +40,20 @@ CATEGORY_TABLE: tuple[Category, ...] = (
     Category("waived",           10, "waived",              "quiet",   True,  False, False, True,
              "fails now, covered by a live waiver"),
     Category("expired-waiver",   3,  "expired waiver",      "warn",    False, True,  True,  False,
-             "fails now, its waiver has expired"),
+             "fails now, its waiver has expired",
+             "policy.block_on, the waiver's until date has passed"),
     Category("unexpected-pass",  9,  "passes while waived", "warn",    False, True,  False, False,
              "passes now while a waiver still covers it: remove the waiver"),
     Category("budget-drift",     8,  "budget drift",        "warn",    False, True,  False, False,
-             "passes in both, but budget_used rose by more than policy.budget_drift (4x by default)"),
+             "passes in both, but budget_used rose by more than policy.budget_drift (4x by default)",
+             "policy.block_on, beyond policy.budget_drift"),
     Category("unchanged",        13, "unchanged",           "good",    True,  False, False, False,
              "passes in both, no drift"),
     Category("new",              12, "new",                 "good",    False, False, False, False,
              "passes now, not in the baseline"),
     Category("removed",          4,  "removed",             "warn",    False, True,  True,  True,
-             "in the baseline, not now (the contract or case disappeared)"),
+             "in the baseline, not now (the contract or case disappeared)",
+             "policy.block_on, unless the contract is in policy.acknowledge_removed"),
     Category("error",            2,  "error",               "warn",    False, True,  True,  False,
              "the case could not be evaluated now (crash, timeout, refused)"),
     Category("incomparable",     5,  "incomparable",        "unknown", False, True,  False, True,
@@ -57,7 +61,8 @@ CATEGORY_TABLE: tuple[Category, ...] = (
     Category("unverified",       6,  "unverified",          "unknown", False, True,  False, True,
              "no comparable baseline exists for this runner"),
     Category("missing-runner",   0,  "missing runner",      "warn",    False, True,  True,  True,
-             "a required runner produced no results at all"),
+             "a required runner produced no results at all",
+             "policy.block_on, for a runner in policy.required_runners or --expect-runner"),
 )
 # fmt: on
 CATEGORY = {c.name: c for c in CATEGORY_TABLE}

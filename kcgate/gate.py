@@ -21,14 +21,6 @@ from kcgate.results.model import RunResult
 
 WAIVED = ("waived", "expired-waiver")  # the categories a waiver was applied to (live or expired)
 
-# Which rule of [policy] makes a category block (block_on decides for every category; these add to it).
-_RULES = {
-    "missing-runner": "policy.block_on, for a runner in policy.required_runners or --expect-runner",
-    "removed": "policy.block_on, unless the contract is in policy.acknowledge_removed",
-    "budget-drift": "policy.block_on, beyond policy.budget_drift",
-    "expired-waiver": "policy.block_on, the waiver's until date has passed",
-}
-
 
 @dataclass(frozen=True)
 class Reason:
@@ -153,9 +145,7 @@ def reasons(blocking: Iterable[CaseChange]) -> tuple[Reason, ...]:
         if c.runner not in runners[c.category]:
             runners[c.category].append(c.runner)
     order = sorted(counts, key=lambda k: CATEGORY[k].severity)
-    return tuple(
-        Reason(k, counts[k], tuple(sorted(runners[k])), _RULES.get(k, "policy.block_on")) for k in order
-    )
+    return tuple(Reason(k, counts[k], tuple(sorted(runners[k])), CATEGORY[k].rule) for k in order)
 
 
 def applied_waivers(changes: Iterable[CaseChange], policy: Policy) -> tuple[AppliedWaiver, ...]:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from kcgate import dtypes
+from kcgate.catalogue import has
 from kcgate.ops.base import BoundArgs, Tensors
 from kcgate.spec import EXCESS_FACTOR
 
@@ -190,7 +191,7 @@ def _sequential_sum(name: str, x: Tensors, y: torch.Tensor, n: int, u: float) ->
     add: ≈ SEQ_ROUND·u·√(Σₖ sₖ²) over the partial sums sₖ, whose expectation is n·(‖t‖²/2 + y²/3) (a random
     walk plus its drift; the drift is what large-mean inputs add). Exact families of sums only (one fp64
     product of squares); None for the others, which use the bound-derived model."""
-    if name in ("matmul", "bmm"):
+    if has(name, "plain_product"):
         t2, total, scale = x[0].square() @ x[1].square(), y, 1.0
     elif name == "linear":
         t2, total, scale = x[0].square() @ x[1].square().T + x[2].square(), y, 1.0

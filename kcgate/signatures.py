@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from kcgate.catalogue import MATMUL_LIKE
+from kcgate.catalogue import MATMUL_LIKE, families, has
 from kcgate.results.model import Signature
 
 CAUSES: dict[str, str] = {
@@ -62,7 +62,7 @@ INTEGRITY_ORDER = (
     "zero-gradient",
 )
 # Families whose intermediates include exp(x): a NaN/Inf there is an exp overflow.
-EXP_FAMILIES = ("softmax", "logsumexp", "cross_entropy", "sdpa", "attention")
+EXP_FAMILIES = families("exp")
 # Causes that say what happened more precisely than a later K sweep or probe could (checks keep them).
 STRUCTURAL = (
     "garbage",
@@ -174,7 +174,7 @@ def accumulator_signature(ks: Sequence[int], nerr: Sequence[float], declared_bit
 def dot_scale(op: str, inputs: Sequence[torch.Tensor]) -> torch.Tensor | None:
     """‖a∘b‖₂ per output element for dot-product ops (None where the op is not a plain dot/sum)."""
     f = [t.to(torch.float64) for t in inputs]
-    if op in ("matmul", "bmm"):
+    if has(op, "plain_product"):
         return ((f[0] ** 2) @ (f[1] ** 2)).sqrt()
     if op == "linear":
         return ((f[0] ** 2) @ (f[1] ** 2).T + f[2] ** 2).sqrt()

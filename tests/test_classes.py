@@ -7,6 +7,7 @@ contract's kernels live in the module its ``good`` kernel names."""
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +90,13 @@ def test_bad_failures_carry_the_class_signature(matrix):
     }
     for cid, cause in expected.items():
         assert matrix[cid].state("bad").cause == cause, (cid, matrix[cid].state("bad").summary)
+
+
+def test_each_class_page_lists_the_ops_its_table_entry_applies_to() -> None:
+    # the ops come from the catalogue's traits (kcgate.catalogue.families); the page must say the same
+    for cid, cls in CLASSES.items():
+        page = (Path(__file__).resolve().parents[1] / "docs" / "classes" / f"{cid}.md").read_text(
+            encoding="utf-8"
+        )
+        listed = ", ".join(f"`{op}`" for op in cls.ops)
+        assert f"Applies to ops: {listed}." in page, cid

@@ -11,14 +11,15 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from kcgate.catalogue import families
 from kcgate.checks import ISSUE_MESSAGES, Finding, trials, verdict
 from kcgate.execution.harness import CaseContext, run_trial
 from kcgate.ops.base import Tensors, draw
 from kcgate.signatures import sig
 
 OVERFLOW_SHIFT = 100.0  # > ln(float32 max) = 88.7: exp(x) without max-subtraction overflows in fp32 and below
-EXP_FAMILIES = ("softmax", "logsumexp", "cross_entropy")
-NORM_FAMILIES = ("layernorm", "rmsnorm")
+EXP_FAMILIES = families("exp")
+NORM_FAMILIES = families("normalizes")
 # causes that already say what happened: kept, with the probe added to the summary
 NAN_CAUSES = ("overflow", "overflow-nan", "nan-pattern")
 NAMED = (*NAN_CAUSES, *ISSUE_MESSAGES)

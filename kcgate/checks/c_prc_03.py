@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import torch
 
+from kcgate.catalogue import has
 from kcgate.checks import Finding, named, trials, verdict
 from kcgate.execution.harness import CaseContext, Trial, allowance
 from kcgate.metrics import compare, to_metrics
@@ -31,7 +32,7 @@ def check(ctx: CaseContext) -> Finding:
 
 def _widen(ctx: CaseContext, t: Trial, u_op: float) -> Trial:
     """Declared operand rounding adds 2·u_op·(|A||B|) (both operands rounded once) to the allowance."""
-    if t.cmp is None or t.out is None or ctx.op.name not in ("matmul", "bmm"):
+    if t.cmp is None or t.out is None or not has(ctx.op.name, "plain_product"):
         return t
     a, b = (x.to(torch.float64) for x in t.inputs[:2])
     allowed = allowance(ctx, t.inputs, t.cmp.ref) + 2 * u_op * (a.abs() @ b.abs())
