@@ -12,6 +12,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kcgate.advice import advise
+from kcgate.execution.executors import InProcessExecutor
+from kcgate.execution.plan import make_plan
 from kcgate.spec import Contract, Project
 
 STATES = ("good", "bad", "baseline")
@@ -99,8 +102,6 @@ def _selected(c: Contract, keyword: str | None) -> bool:
 def calibrate_contract(
     project: Project, c: Contract, executor: Any, base_seed: int = BASE_SEED
 ) -> Calibration:
-    from kcgate.execution.plan import make_plan
-
     single = Project(
         path=project.path, name=project.name, contracts=(c,), policy=project.policy, paths=project.paths
     )
@@ -115,9 +116,6 @@ def calibrate_contract(
 
 def _advice(project: Project, c: Contract, row: Calibration, base_seed: int) -> tuple[str, ...]:
     """Which probe or parameter would catch the bad kernels that passed (measured in process)."""
-    from kcgate.advice import advise
-    from kcgate.execution.executors import InProcessExecutor
-    from kcgate.execution.plan import make_plan
 
     def run(variant: Project, kernel: str) -> list[Any]:
         executor = InProcessExecutor(variant, "cpu")

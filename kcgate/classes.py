@@ -6,6 +6,7 @@ code lives in ``kcgate.checks`` (which needs torch).
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -212,8 +213,6 @@ CLASSES: dict[str, ContractClass] = {
 
 def suggest(name: str, choices: list[str] | tuple[str, ...]) -> str:
     """'; did you mean X?' for a near miss, else the list of choices."""
-    import difflib
-
     close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
     if close:
         return f"did you mean {close[0]!r}?"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import errno
 from dataclasses import dataclass
 
 
@@ -87,8 +88,6 @@ class RunInterrupted(KcgateError):
 
 def os_error(exc: OSError) -> str:
     """An OSError as one phrase: 'No space left on device (ENOSPC)'."""
-    import errno
-
     name = errno.errorcode.get(exc.errno or 0, "")
     text = exc.strerror or str(exc)
     return f"{text} ({name})" if name else text

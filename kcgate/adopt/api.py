@@ -26,9 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kcgate.adopt import local, tomlout
+from kcgate.devices import check_name
 from kcgate.errors import ContractsError, Problem
+from kcgate.execution.executors import EnvRouter, InProcessExecutor, IsolatedExecutor
+from kcgate.execution.plan import make_plan
+from kcgate.policy import Policy
+from kcgate.render.violation import render_violations
 from kcgate.results.model import CaseResult
-from kcgate.spec import Contract
+from kcgate.spec import Contract, Project, validate_contract
 
 T = TypeVar("T")
 ISOLATIONS = ("none", "process")
@@ -66,8 +72,6 @@ class CheckResult:
 
     def summary(self) -> str:
         """kcgate's violation summary of every case that does not hold (as ``pytest --kcgate`` shows it)."""
-        from kcgate.render.violation import render_violations
-
         if self.ok:
             return f"kcgate: contract {self.contract.id}: all {len(self.cases)} cases hold"
         return render_violations(self.cases)
@@ -81,8 +85,6 @@ class CheckResult:
 
 def contract_from_keys(kernel: str, keys: dict[str, Any], *, locate: bool = False) -> Contract:
     """A Contract from TOML keys (``cls`` or ``class``), or ContractError with every problem."""
-    from kcgate.spec import validate_contract
-
     table = {("class" if k == "cls" else k): v for k, v in keys.items() if v is not None}
     table["kernel"] = kernel
     contract, problems = validate_contract(table, locate=locate)
@@ -202,7 +204,6 @@ def _import_string(kernel: Callable[..., Any] | str, isolation: str) -> str:
                 ),
             ),
         )
-    from kcgate.adopt import local
 
     return local.park(kernel)
 
@@ -215,10 +216,6 @@ def _run(
     seed: int,
     timeout: float | None,
 ) -> tuple[CaseResult, ...]:
-    from kcgate.execution.plan import make_plan
-    from kcgate.policy import Policy
-    from kcgate.spec import Project
-
     with tempfile.TemporaryDirectory(prefix="kcgate-check-") as tmp:
         path = Path(tmp) / "contracts.toml"
         project = Project(path=path, name="kcgate-check", contracts=(contract,), policy=Policy())
@@ -233,14 +230,10 @@ def _run(
 def _executor(
     project: Any, table: dict[str, Any], isolation: str, device: str | None, timeout: float | None
 ) -> Any:
-    from kcgate.devices import check_name
-    from kcgate.execution.executors import EnvRouter, InProcessExecutor, IsolatedExecutor
-
     if device:
         check_name(device)
     if isolation == "none":
         return InProcessExecutor(project, device or "auto")
-    from kcgate.adopt import tomlout
 
     project.path.write_text(tomlout.table("[[contract]]", table), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # what this process imports

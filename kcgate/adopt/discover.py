@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kcgate.errors import Problem
+from kcgate.spec import _module_source, validate_contract
 from kcgate.tomlsrc import LineMap
 
 ALIASES = {"cls": "class"}  # keyword arguments that are Python keywords as TOML keys
@@ -25,8 +26,6 @@ def discover(
     modules: list[str], roots: tuple[Path, ...], taken: set[str], first_index: int, locate: bool = True
 ) -> tuple[list[Any], list[Problem], list[str]]:
     """(contracts, problems, modules not found) for the modules named in ``[project].discover``."""
-    from kcgate.spec import _module_source
-
     found: list[Any] = []
     problems: list[Problem] = []
     missing: list[str] = []
@@ -151,8 +150,6 @@ def _validated(
     locate: bool,
     problems: list[Problem],
 ) -> Any:
-    from kcgate.spec import validate_contract
-
     keys = {"id": decl.name, **decl.keys, "kernel": f"{decl.module}:{decl.name}"}
     lines = LineMap({("contract", index): decl.line})
     lines.lines |= {("contract", index, k): n for k, n in decl.lines.items()}

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from kcgate import spec
 from kcgate.ops import OPS
 from kcgate.spec import Contract
 
@@ -148,8 +149,6 @@ def module_init(obj: type, op: str) -> dict[str, str] | None:
 
 
 def _dim_names(op: str) -> tuple[str, ...]:
-    from kcgate import spec
-
     forms = getattr(spec, "OP_SHAPES", {})
     return forms.get(op) or ("n",)
 

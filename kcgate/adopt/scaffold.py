@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kcgate import spec
 from kcgate.adopt import tomlout
 from kcgate.classes import CLASSES
 from kcgate.errors import KcgateError, UsageError
@@ -189,8 +190,6 @@ def _contract(p: Placement, cid: str, features: frozenset[str]) -> str:
 
 def features() -> frozenset[str]:
     """Optional contract keys this kcgate understands."""
-    from kcgate import spec
-
     return frozenset(k for k in ("direction", "init") if k in spec.CONTRACT_KEYS)
 
 

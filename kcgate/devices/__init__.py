@@ -16,6 +16,7 @@ from kcgate.devices.mps import MpsBackend
 from kcgate.devices.npu import NpuBackend
 from kcgate.devices.rocm import RocmBackend
 from kcgate.devices.xpu import XpuBackend
+from kcgate.errors import UsageError
 
 _BY_NAME: dict[str, type[TorchBackend]] = {
     cls.name: cls for cls in (CpuBackend, CudaBackend, MpsBackend, NpuBackend, RocmBackend, XpuBackend)
@@ -28,15 +29,11 @@ VENDORS: dict[str, str] = {name: DEVICE_KINDS[name].vendor for name in BACKENDS}
 
 def check_name(name: str) -> None:
     """Refuse an unknown device name (cheap: no torch, no detection)."""
-    from kcgate.errors import UsageError
-
     if name not in BACKENDS:
         raise UsageError(f"unknown device {name!r}; choose one of: {', '.join(BACKENDS)}")
 
 
 def get_backend(name: str) -> Backend:
-    from kcgate.errors import UsageError
-
     check_name(name)
     backend = BACKENDS[name]()
     if not backend.available():

@@ -7,9 +7,11 @@ read degrades to "" instead of raising: a missing field is recorded, never a cra
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+from kcgate.errors import UsageError
 from kcgate.results.model import Fingerprint
 
 TORCH_FIX = (
@@ -36,13 +38,9 @@ class Backend(Protocol):
 
 def import_torch() -> Any:
     """Import torch, or fail with exit code 3 and the fix (torch is an optional extra)."""
-    from kcgate.errors import UsageError
-
     try:
         import torch
     except ImportError as exc:
-        import sys
-
         raise UsageError(
             f"torch is needed to run kernels and detect devices, but {sys.executable} cannot import it "
             f"({exc}); fix: {TORCH_FIX}"

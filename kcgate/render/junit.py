@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
+
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from kcgate.results.model import CaseResult, RunResult
@@ -68,8 +70,6 @@ def render_junit(run: RunResult) -> str:
 
 
 def add_case_properties(xml: str, per_case: list[dict[str, str]]) -> str:
-    import xml.etree.ElementTree as ET
-
     root = ET.fromstring(xml)
     for tc, props in zip(root.iter("testcase"), per_case):
         el = ET.Element("properties")

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from kcgate.diff_model import CaseChange, RunnerDiff, Verdict
+from kcgate.execution.plan import base_seed_for
 from kcgate.publish.settings import is_sha
 from kcgate.render.escape import md_cell, md_code, md_text
 from kcgate.render.labels import SEVERITY, factor_text, icon, label, rank
@@ -384,8 +385,6 @@ def _cause_text(c: CaseChange) -> str:
 
 def reproduce_line(g: Group, ctx: RenderContext) -> str:
     """A list item with the command that reruns the row's worst case, and its runner's job log."""
-    from kcgate.execution.plan import base_seed_for
-
     c = g.worst
     if not (c.case_id and c.status and c.seed is not None):
         return ""
