@@ -6,6 +6,7 @@ infinite error (a category change, not a large number).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -45,6 +46,7 @@ class Comparison:
     ratio: torch.Tensor  # err / allowed
     ulp: torch.Tensor
     ref: torch.Tensor
+    finite: bool = False  # known: every element of the output and the reference is finite
 
 
 def compare(out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor, method: str) -> Comparison:
@@ -55,14 +57,14 @@ def compare(out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor, method:
     diff = o64 - ref
     if bool(diff.isfinite().all()):  # the usual case: both finite everywhere (the masks below are no-ops)
         ulp = ulp_distance(o, ref) if o.is_floating_point() else diff.abs()
-        err, signed = diff.abs(), diff
+        err, signed, finite = diff.abs(), diff, True
     else:
-        err, signed, ulp = _special(o, o64, ref, diff)
+        (err, signed, ulp), finite = _special(o, o64, ref, diff), False
     if method in ("exact", "ulp"):
         ratio = _ulp_ratio(ulp, allowed, err)
     else:
         ratio = _ratio(err, allowed.to(torch.float64).expand_as(err))
-    return Comparison(err, signed, allowed, ratio, ulp, ref)
+    return Comparison(err, signed, allowed, ratio, ulp, ref, finite)
 
 
 def _special(
@@ -98,7 +100,9 @@ def to_metrics(cmp: Comparison, extra: dict[str, float] | None = None) -> Metric
     n = ratio.numel()
     if n == 0:
         return Metrics(budget_used=0.0, elements=0, extra=tuple(sorted((extra or {}).items())))
-    worst = int(torch.nan_to_num(ratio, nan=float("inf")).argmax())
+    budget = float(ratio.max().item())
+    finite = math.isfinite(budget)  # no NaN (max propagates it) and no inf: argmax needs no nan_to_num
+    worst = int(ratio.argmax() if finite else torch.nan_to_num(ratio, nan=float("inf")).argmax())
     idx = _unravel(worst, cmp.ratio.shape)
     mag = cmp.ref.flatten().abs()
     nz = mag > 0
@@ -108,7 +112,7 @@ def to_metrics(cmp: Comparison, extra: dict[str, float] | None = None) -> Metric
         rel = (cmp.err.flatten()[nz] / mag[nz]).max().item() if bool(nz.any()) else 0.0
     allowed = cmp.allowed.to(torch.float64).expand_as(cmp.ratio)[idx]
     return Metrics(
-        budget_used=float(ratio.max().item()),
+        budget_used=budget,
         max_abs_err=float(cmp.err.max().item()),
         max_rel_err=float(rel),
         max_ulp=float(cmp.ulp.max().item()),

@@ -171,11 +171,14 @@ def _ref_inputs(ctx: CaseContext, inputs: Tensors) -> Tensors:
     return inputs
 
 
-def error_scale(ctx: CaseContext, inputs: Tensors, ref: torch.Tensor, n: int, parts: bool = False) -> Any:
-    """Per element, the RMS error of a correct kernel: a sequential accumulator's plus the output rounding."""
+def error_scale(
+    ctx: CaseContext, inputs: Tensors, ref: torch.Tensor, n: int, parts: bool = False, up: Tensors = ()
+) -> Any:
+    """Per element, the RMS error of a correct kernel: a sequential accumulator's plus the output rounding.
+    ``up``: the inputs already upcast to float64."""
     from kcgate.checks.c_prc_04 import out_ulp
 
-    up = tuple(t.to(torch.float64) if t.is_floating_point() else t for t in inputs)
+    up = up or tuple(t.to(torch.float64) if t.is_floating_point() else t for t in inputs)
     u = dtypes.unit_roundoff(ctx.contract.accumulate)
     sigma = _sequential_sum(ctx.op.name, up, ref, n, u)
     if sigma is None:
@@ -231,8 +234,9 @@ def measure(ctx: CaseContext, trial: Trial) -> Excess | None:
         for out in (reference_output(ctx, trial.inputs), blocked_sum(ctx, trial.inputs))
         if out is not None and tuple(out.shape) == tuple(ref64.shape)
     ]
-    s, rounding = error_scale(ctx, trial.inputs, ref64, ctx.op.reduction_len(trial.shape), parts=True)
-    ok = ref64.isfinite() & err.isfinite() & (s > 0)
+    n = ctx.op.reduction_len(trial.shape)
+    s, rounding = error_scale(ctx, trial.inputs, ref64, n, parts=True, up=trial.up)
+    ok = (s > 0) if cmp.finite else ref64.isfinite() & err.isfinite() & (s > 0)
     for x in refs:
         ok &= x.isfinite()
     every = bool(ok.all())  # the usual case: every element counts, and flattening replaces the mask

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kcgate.errors import UsageError
@@ -28,7 +28,7 @@ class Case:
 
     def to_json(self) -> dict[str, Any]:
         """The case as JSON (what the run process sends its worker)."""
-        return {k: list(v) if k == "shape" else v for k, v in asdict(self).items()}
+        return {k: list(v) if k == "shape" else v for k, v in vars(self).items()}  # flat: no asdict deep copy
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Case:
