@@ -143,31 +143,126 @@ def fit_residual(ks: Sequence[int], nerr: Sequence[float]) -> float:
     return math.sqrt(sum((y - my - b * (x - mx)) ** 2 for x, y in pts) / len(pts))
 
 
-def accumulator_signature(ks: Sequence[int], nerr: Sequence[float], declared_bits: int) -> Signature | None:
-    """ "behaves like an fp16 accumulator (≈11 bits)" when a K sweep fits a rounding accumulator (at least three
-    reduction lengths, slope and residual within bounds) well below the declared width; never from one K."""
+# A running sum rounded to u every B terms: nerr(K) ≈ C0·u·√((⌈K/B⌉ + 1)/2) (the rounded partial sums are
+# ≈ √(jB)·rms(a∘b); C0 = 8·_ACC_C, so B = 32 at large K is the old C·√K·u). B is fitted with u: a
+# sequential sum (B = 1) and a blocked one (B = 128) have different curves below and above K = B.
+_ACC_C0 = 8 * _ACC_C
+ACC_BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+ACC_GROWTH = 1.5  # the error must grow this much over the sweep: a flat one is not an accumulator
+ACC_TIE = 0.05  # rounding intervals whose fit is within this residual of the best fit equally well
+FORMAT_MATCH = 0.75  # bits: an interval's fitted width this close to a format's names the format
+
+
+def _rounded(k: int, block: int) -> float:
+    return math.sqrt((math.ceil(k / block) + 1) / 2)
+
+
+def fit_blocked(ks: Sequence[int], nerr: Sequence[float]) -> list[tuple[int, float, float]]:
+    """(rounding interval B, effective bits, rms log residual) for each B in ACC_BLOCKS whose model grows over
+    the sweep, the width fitted by least squares in log space."""
+    pts = [(k, e) for k, e in zip(ks, nerr) if e > 0 and math.isfinite(e)]
+    if len(pts) < 2:
+        return []
+    lo, hi = min(k for k, _ in pts), max(k for k, _ in pts)
+    out = []
+    for b in ACC_BLOCKS:
+        if _rounded(hi, b) / _rounded(lo, b) < ACC_GROWTH:
+            continue
+        dev = [math.log(e / (_ACC_C0 * _rounded(k, b))) for k, e in pts]
+        log_u = sum(dev) / len(dev)
+        resid = math.sqrt(sum((d - log_u) ** 2 for d in dev) / len(dev))
+        out.append((b, -log_u / math.log(2), resid))
+    return out
+
+
+def _grows(ks: Sequence[int], nerr: Sequence[float]) -> bool:
+    pts = sorted((k, e) for k, e in zip(ks, nerr) if e > 0 and math.isfinite(e))
+    return len(pts) > 1 and pts[-1][1] >= ACC_GROWTH * pts[0][1]
+
+
+def accumulator_signature(
+    ks: Sequence[int], nerr: Sequence[float], declared_bits: int, grid: str | None = None
+) -> Signature | None:
+    """ "keeps its running sum in bf16, rounding about every 128 terms" when a K sweep fits a rounding
+    accumulator (at least three reduction lengths, growing with K, one rounding interval's curve within the
+    residual bound) well below the declared width; never from one K. ``grid``: the format whose values the
+    outputs are (they end in that format), which settles the width when several intervals fit."""
+    if len({k for k, e in zip(ks, nerr) if e > 0 and math.isfinite(e)}) < ACC_MIN_KS or not _grows(ks, nerr):
+        return None
     bits, slope = fit_accumulator(ks, nerr)
-    if not math.isfinite(bits) or bits > declared_bits - 3:
+    if not math.isfinite(bits) or not math.isfinite(slope) or slope < ACC_SLOPE[0] / 2:
         return None
-    if len({k for k, e in zip(ks, nerr) if e > 0 and math.isfinite(e)}) < ACC_MIN_KS:
-        return None
-    if not (ACC_SLOPE[0] <= slope <= 1.3) or fit_residual(ks, nerr) > ACC_RESIDUAL:
-        return None
-    # error vs K: √K-like growth is 0.5 in K·u/‖a∘b‖ units, i.e. slope ≈ 0.5 healthy, ≈ 1 biased
-    if slope > ACC_SLOPE[1]:
+    if slope > ACC_SLOPE[1]:  # error vs K: √K-like growth is rounding, ≈ K is bias
+        if bits > declared_bits - 3 or slope > 1.3 or fit_residual(ks, nerr) > ACC_RESIDUAL:
+            return None
         return sig(
             "biased-rounding",
             f"error grows like K^{slope:.2f} (biased rounding), ≈{bits:.1f} effective bits",
             effective_bits=round(bits, 2),
             slope=round(slope, 3),
         )
-    fmt = nearest_format(bits)
+    fits = fit_blocked(ks, nerr)
+    best = min((r for _, _, r in fits), default=math.inf)
+    if best > ACC_RESIDUAL:
+        return None
+    near = [(b, w, r) for b, w, r in fits if r <= best + ACC_TIE and w <= declared_bits - 3]
+    if not near:
+        return None
+    return _width(near, grid, slope)
+
+
+def _every(blocks: Sequence[int]) -> str:
+    """The rounding intervals that fit, in words: "after every add", "every 64-128 terms"."""
+    lo, hi = min(blocks), max(blocks)
+    if hi == 1:
+        return "after every add"
+    return f"every {lo} terms" if lo == hi else f"every {lo}-{hi} terms"
+
+
+def _width(near: list[tuple[int, float, float]], grid: str | None, slope: float) -> Signature:
+    """Name the accumulator only as far as the fits allow: the outputs' format, else the one format that the
+    fitted intervals match, else the bits with no format (none fits, or several do). The intervals named are
+    those that fit the format; the evidence's ``block`` is the best fit's."""
+    evidence: dict[str, float | str] = {"slope": round(slope, 3)}
+    if grid is not None:
+        fit = [x for x in near if abs(x[1] - FORMAT_BITS[grid]) <= 2 * FORMAT_MATCH]
+        if fit:
+            return _named(
+                fit, grid, f"keeps its running sum in {grid} (the outputs are {grid} values)", evidence
+            )
+    fmts = [f for f in FORMAT_BITS if any(abs(w - FORMAT_BITS[f]) <= FORMAT_MATCH for _, w, _ in near)]
+    if len(fmts) == 1:
+        fit = [x for x in near if abs(x[1] - FORMAT_BITS[fmts[0]]) <= FORMAT_MATCH]
+        return _named(fit, fmts[0], f"behaves like a {fmts[0]} accumulator", evidence)
+    b, w, _ = min(near, key=lambda x: x[2])
+    which = (
+        "; fits " + " or ".join(fmts) + ": the sweep cannot tell which"
+        if fmts
+        else "; no standard format fits"
+    )
+    lo, hi = min(x for _, x, _ in near), max(x for _, x, _ in near)
     return sig(
         "low-precision-accumulator",
-        f"behaves like a {fmt} accumulator (≈{bits:.1f} effective bits)",
-        effective_bits=round(bits, 2),
+        f"accumulates at fewer bits than declared (≈{lo:.1f}-{hi:.1f} effective bits, depending on how often "
+        f"it rounds){which}",
+        effective_bits=round(w, 2),
+        nearest=" or ".join(fmts),
+        block=float(b),
+        **evidence,
+    )
+
+
+def _named(
+    fit: list[tuple[int, float, float]], fmt: str, what: str, evidence: dict[str, float | str]
+) -> Signature:
+    b, w, _ = min(fit, key=lambda x: x[2])
+    return sig(
+        "low-precision-accumulator",
+        f"{what}, rounding {_every([x for x, _, _ in fit])} (≈{w:.1f} effective bits)",
+        effective_bits=round(w, 2),
         nearest=fmt,
-        slope=round(slope, 3) if math.isfinite(slope) else "",
+        block=float(b),
+        **evidence,
     )
 
 
@@ -305,9 +400,28 @@ def periodic_signature(bad_cols: torch.Tensor) -> Signature | None:
     return None
 
 
-def nan_signature(out: torch.Tensor, ref: torch.Tensor, exp_overflow: bool = False) -> Signature | None:
-    """NaN/Inf introduced where the oracle is finite (``exp_overflow``: by an exp, overflow-nan), or swallowed
-    where the oracle is not."""
+OVERFLOW_ADVICE = {
+    "forward": "exp overflowed (subtract the row max before exp)",
+    "gradient": "exp overflowed in the backward (build the gradient from the forward's max-subtracted "
+    "probabilities or its saved logsumexp, not from exp(x) again)",
+    "large-inputs": "an intermediate overflowed on inputs past exp's range (|x| > 80): keep intermediates "
+    "in range (shift or scale before exponentiating or squaring)",
+}
+
+
+def overflow_where(op: str, grad: str) -> str:
+    """Which OVERFLOW_ADVICE fits: a family with exp in its forward or its backward, or any family whose
+    inputs were past exp's range (the only other way ``diagnose`` calls a NaN an exp overflow)."""
+    if op not in EXP_FAMILIES:
+        return "large-inputs"
+    return "gradient" if grad else "forward"
+
+
+def nan_signature(
+    out: torch.Tensor, ref: torch.Tensor, exp_overflow: bool = False, where: str = "forward"
+) -> Signature | None:
+    """NaN/Inf introduced where the oracle is finite (``exp_overflow``: by an exp, overflow-nan, with the
+    advice for ``where``: OVERFLOW_ADVICE), or swallowed where the oracle is not."""
     o = out.to(torch.float64)
     introduced = int((~o.isfinite() & ref.isfinite()).sum())
     swallowed = int((o.isfinite() & ~ref.isfinite()).sum())
@@ -321,8 +435,7 @@ def nan_signature(out: torch.Tensor, ref: torch.Tensor, exp_overflow: bool = Fal
     if introduced and exp_overflow:
         return sig(
             "overflow-nan",
-            f"{introduced} NaN/Inf result(s) where the oracle is finite: exp overflowed "
-            "(subtract the row max before exp)",
+            f"{introduced} NaN/Inf result(s) where the oracle is finite: {OVERFLOW_ADVICE[where]}",
             introduced=float(introduced),
         )
     if introduced:
@@ -478,7 +591,7 @@ def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
     cmp = worst.cmp
     exp = ctx.op.name in EXP_FAMILIES or _large_inputs(worst.inputs)
     for found in (
-        lambda: nan_signature(worst.out, cmp.ref, exp),
+        lambda: nan_signature(worst.out, cmp.ref, exp, overflow_where(ctx.op.name, worst.grad)),
         lambda: semantics_signature(ctx, worst),
         lambda: tail_signature(cmp.ratio, dense=True),
         lambda: sparse_signature(cmp),
@@ -558,4 +671,27 @@ def _accumulator(ctx: Any, ts: Sequence[Any]) -> Signature | None:
         return None
     pts.sort()
     declared = dtypes.FORMATS[dtypes.canonical(ctx.contract.accumulate)].p
-    return accumulator_signature([k for k, _ in pts], [e for _, e in pts], declared)
+    outs = [t.out for t in ts if not t.grad and t.out is not None]
+    return accumulator_signature([k for k, _ in pts], [e for _, e in pts], declared, output_grid(outs))
+
+
+GRIDS = (("bf16", torch.bfloat16), ("fp16 or tf32", torch.float16))
+GRID_SHARE = (
+    0.9  # this share of an fp32/fp64 output's values exactly representable in a format: it ends there
+)
+
+
+def output_grid(outs: Sequence[torch.Tensor]) -> str | None:
+    """The narrower format whose values a wide (fp32/fp64) output consists of, if any: a running sum kept in
+    bf16 returns bf16 values, whatever dtype it is cast to last. None for narrow outputs (no evidence)."""
+    vals = [o.detach().flatten() for o in outs if o.dtype in (torch.float32, torch.float64)]
+    if not vals:
+        return None
+    v = torch.cat([x.to(vals[0].dtype) for x in vals])
+    v = v[v.isfinite() & (v != 0)]
+    if v.numel() < 16:
+        return None
+    for name, dt in GRIDS:
+        if float((v.to(dt).to(v.dtype) == v).float().mean()) >= GRID_SHARE:
+            return name
+    return None

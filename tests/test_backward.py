@@ -178,6 +178,9 @@ def test_torch_bf16_layer_norm_backward_is_named_a_low_precision_accumulator(tmp
     (r,) = run_contract(tmp_path, body)
     assert r.status == "fail" and r.signature is not None, r.message
     assert r.signature.cause == "low-precision-accumulator", r.signature
+    # dβ is a bf16 sum rounded after every add: ≈8 bits with the interval fitted (a fit that assumed a
+    # rounding every 32 terms read ≈5.5 bits and said "fp8 e4m3")
+    assert dict(r.signature.evidence)["nearest"] == "bf16" and "fp8" not in r.signature.summary, r.signature
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
