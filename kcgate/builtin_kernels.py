@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from kcgate.ops.quant import torch_quant_gemm, torch_scaled_mm
+
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a @ b
@@ -107,8 +109,6 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, **kw: object) -> t
 
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor) -> torch.Tensor:
     """Quantize both operands to fp8 e4m3 (saturating), then torch._scaled_mm."""
-    from kcgate.ops.quant import torch_scaled_mm
-
     return torch_scaled_mm(a, b, scale_a, scale_b)
 
 
@@ -116,6 +116,4 @@ def quant_gemm(
     x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor
 ) -> torch.Tensor:
     """Dequantize the int4/int8 weights in the activation dtype, then F.linear."""
-    from kcgate.ops.quant import torch_quant_gemm
-
     return torch_quant_gemm(x, qweight, scales, zeros)

@@ -32,6 +32,7 @@ import torch
 
 from kcgate import dtypes
 from kcgate.catalogue import has
+from kcgate.metrics import _unravel
 from kcgate.ops.base import BoundArgs, Tensors
 from kcgate.spec import EXCESS_FACTOR
 
@@ -251,7 +252,6 @@ def measure(ctx: CaseContext, trial: Trial) -> Excess | None:
     ref_max = max(float(zr.max()) for zr in z_refs)
     worst = int(z.argmax())
     flat = worst if every else int(ok.flatten().nonzero().flatten()[worst])
-    from kcgate.metrics import _unravel
 
     return Excess(
         rms_ratio=rms_k / ref,

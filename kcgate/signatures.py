@@ -12,7 +12,10 @@ from typing import Any
 
 import torch
 
+from kcgate import dtypes
+from kcgate.backward import grad_dot_scale
 from kcgate.catalogue import MATMUL_LIKE, families, has
+from kcgate.kernels.emulate import round_mantissa
 from kcgate.results.model import Signature
 
 CAUSES: dict[str, str] = {
@@ -283,8 +286,6 @@ def dot_scale(op: str, inputs: Sequence[torch.Tensor]) -> torch.Tensor | None:
 
 
 def round_operands(t: torch.Tensor, bits: int, mode: str) -> torch.Tensor:
-    from kcgate.kernels.emulate import round_mantissa
-
     return round_mantissa(t, bits - 1, mode).to(torch.float64)
 
 
@@ -653,13 +654,9 @@ def _operand(ctx: Any, trial: Any) -> Signature | None:
 
 
 def _accumulator(ctx: Any, ts: Sequence[Any]) -> Signature | None:
-    from kcgate import dtypes
-
     pts = []
     for t in ts:
         if t.grad:  # the trial is decided by a gradient: fit its own reduction
-            from kcgate.backward import grad_dot_scale
-
             found = grad_dot_scale(ctx, t) if t.cmp is not None else None
             if found is not None:
                 pts.append((found[0], normalized_error(t.cmp.err, found[1])))

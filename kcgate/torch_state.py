@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 import torch
+import torch.nn.functional
 
 _ABSENT = object()
 
@@ -90,8 +91,6 @@ def _settings() -> list[Setting]:
 
 def _torch_namespaces() -> list[tuple[str, Any]]:
     """Where torch operators are looked up: the function namespaces and Tensor's methods."""
-    import torch.nn.functional
-
     return [
         ("torch", torch),
         ("torch.nn.functional", torch.nn.functional),

@@ -6,13 +6,16 @@ contract's tolerance, over fresh-input trials) and adds its own measurements.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from kcgate import sensitivity, signatures
 from kcgate.classes import CLASSES
 from kcgate.execution.harness import CaseContext, Trial, run_trial, signal_ratio
 from kcgate.metrics import merge_metrics
 from kcgate.results.model import Metrics, Signature
+from kcgate.signatures import STRUCTURAL, first_issue
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,6 @@ ISSUE_MESSAGES = {
 def named(finding: Finding) -> bool:
     """The finding's signature already names its cause (an integrity issue, a non-finite result, a structural
     pattern, excess-error): a class's own follow-up measurement must not rename it."""
-    from kcgate.signatures import STRUCTURAL
-
     s = finding.signature
     return s is not None and (s.cause in ISSUE_MESSAGES or s.cause in STRUCTURAL or s.cause == "excess-error")
 
@@ -65,8 +66,6 @@ def verdict(
         return Finding("error", metrics, None, f"kernel raised: {raised.error}")
     issues = sorted({i for t in ts for i in t.issues})
     if issues:
-        from kcgate.signatures import first_issue
-
         first = first_issue(issues)
         issues = [first, *(i for i in issues if i != first)]
         sig = Signature(first, ISSUE_MESSAGES.get(first, first), (("issues", ", ".join(issues)),))
@@ -98,8 +97,6 @@ def verdict(
 def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding:
     """Within the bound: the sensitivity gate (kcgate.sensitivity) compares the error with a correct
     implementation's; its worst trial's ratio is recorded either way (``excess_ratio``, <= 1 passes)."""
-    from kcgate import sensitivity
-
     if not sensitivity.applies(ctx):
         return Finding("pass", metrics)
     measured = [e for t in ts if (e := sensitivity.measure(ctx, t)) is not None]
@@ -179,15 +176,11 @@ def _fail_message(m: Metrics) -> str:
 
 
 def _with_extra(m: Metrics, extra: dict[str, float]) -> Metrics:
-    from dataclasses import replace
-
     return replace(m, extra=tuple(sorted({**dict(m.extra), **extra}.items())))
 
 
 def diagnose(ctx: CaseContext, ts: list[Trial]) -> Signature | None:
     """Name the likely failure mode with its evidence (kcgate.signatures)."""
-    from kcgate import signatures
-
     return signatures.diagnose(ctx, ts)
 
 
@@ -195,8 +188,6 @@ def _class_check(module: str) -> Callable[[CaseContext], Finding]:
     """A class's own check from ``kcgate.checks.<module>``, imported on first use (no import cycle)."""
 
     def run(ctx: CaseContext) -> Finding:
-        import importlib
-
         return importlib.import_module(f"kcgate.checks.{module}").check(ctx)  # type: ignore[no-any-return]
 
     run.__name__ = f"{module}.check"

@@ -16,6 +16,7 @@ from kcgate.checks import ISSUE_MESSAGES, Finding, trials, verdict
 from kcgate.execution.harness import CaseContext, Trial, run_trial
 from kcgate.metrics import merge_metrics
 from kcgate.signatures import sig
+from kcgate.spec import OP_SHAPES
 
 
 def check(ctx: CaseContext) -> Finding:
@@ -68,8 +69,6 @@ def _why(t: Trial) -> str:
 
 def constraints(ctx: CaseContext) -> shape_class.Constraints:
     """The family's shape constraints, the contract's, and its shape class's dimensions, merged."""
-    from kcgate.spec import OP_SHAPES
-
     c = ctx.contract
     names = OP_SHAPES.get(c.op)  # family constraints name dimensions by letter (multiple_of(kv_heads))
     parts = [
@@ -95,8 +94,6 @@ QUADRATIC = {"sdpa": "length", "attention": "length"}
 
 def cost(op: str) -> Callable[[Sequence[int]], float]:
     """The cost a held-out shape is capped by: the product of its dims (x length / 16 for attention)."""
-    from kcgate.spec import OP_SHAPES
-
     names = OP_SHAPES.get(op) or ()
     if op not in QUADRATIC or QUADRATIC[op] not in names:
         return math.prod

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kcgate.backward import GRAD_REDUCTION
 from kcgate.checks import Finding, named, trials, verdict
 from kcgate.checks.c_support import SHAPE_K
 from kcgate.execution.harness import CaseContext, Trial, run_trial
+from kcgate.signatures import _accumulator
 
 DEFAULT_SWEEP = (64, 256, 1024)
 
@@ -23,7 +25,6 @@ def check(ctx: CaseContext) -> Finding:
         run_trial(ctx, _with_len(ctx.case.shape, dim, k), salt=("k", k))
         for k in ctx.contract.protocol.k_sweep or DEFAULT_SWEEP
     ]
-    from kcgate.signatures import _accumulator
 
     sig = _accumulator(ctx, [t for t in ts + sweep if t.cmp is not None])
     return replace(finding, signature=sig) if sig else finding
@@ -32,8 +33,6 @@ def check(ctx: CaseContext) -> Finding:
 def _sweep_dim(ctx: CaseContext, ts: list[Trial]) -> int:
     """The shape dimension to sweep: the forward reduction (K), or the reduction of the gradient that decides
     the worst trial (dA = dY·Bᵀ sums over N), so the fit sees that reduction's length change."""
-    from kcgate.backward import GRAD_REDUCTION
-
     worst = max(ts, key=lambda t: t.metrics.budget_used or float("inf"))
     dims = GRAD_REDUCTION.get(ctx.op.name, {})
     return dims[worst.grad] if worst.grad in dims else SHAPE_K[ctx.op.name]

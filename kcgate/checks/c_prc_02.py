@@ -13,7 +13,7 @@ import torch
 
 from kcgate.catalogue import families
 from kcgate.checks import ISSUE_MESSAGES, Finding, trials, verdict
-from kcgate.execution.harness import CaseContext, run_trial
+from kcgate.execution.harness import CaseContext, oracle, run_trial
 from kcgate.ops.base import Tensors, draw
 from kcgate.signatures import sig
 
@@ -88,8 +88,6 @@ def check(ctx: CaseContext) -> Finding:
 def _probe_inputs(ctx: CaseContext, probe: Probe) -> tuple[Tensors, float] | None:
     """The probe's inputs, with the offset divided by 16 until the exact result fits the output dtype
     (a sum of 1024 fp16 values offset by 128 overflows fp16 whatever the kernel does)."""
-    from kcgate.execution.harness import oracle
-
     xs = ctx.inputs(ctx.case.shape, ("probe", probe.name))
     top = torch.finfo(ctx.out_dtype).max if ctx.out_dtype.is_floating_point else math.inf
     offset = probe.offset

@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from kcgate import dtypes
+
 Tensors = tuple[torch.Tensor, ...]
 # grad_bound(inputs_fp64, dy_fp64, grads_fp64, ba) -> each input's allowed |error| of its gradient
 # (None for inputs that are not differentiated, e.g. index tensors).
@@ -95,8 +97,6 @@ def draw(
 def underflow(u: float) -> float:
     """Half the subnormal spacing of the float format whose unit roundoff is ``u`` (fp16: 2^-25): the absolute
     error of a rounding below the normal range, which no relative term covers."""
-    from kcgate import dtypes
-
     fmts = [f for f in dtypes.FORMATS.values() if f.kind == "float" and f.u == u and f.name != "tfloat32"]
     if not fmts:
         return 0.0

@@ -51,6 +51,9 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from kcgate import dtypes
+from kcgate.oracles import native
+
 __all__ = [
     "DEFAULT_FALSE_ALARM",
     "DEFAULT_LAMBDA",
@@ -133,8 +136,6 @@ class FreivaldsResult:
 
 def unit_roundoff(dtype: torch.dtype | str) -> float:
     """Unit roundoff u = 2^-p (``"float32"``, ``torch.float32``, or a format with no tensor dtype: ``"tfloat32"``)."""
-    from kcgate import dtypes
-
     return dtypes.unit_roundoff(str(dtype).removeprefix("torch."))
 
 
@@ -532,8 +533,6 @@ def _fused(v: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     apply (not the CPU, fp64, no compiler, or no OpenMP while torch uses several threads).
 
     Batched operands go one broadcast batch entry at a time (views, no copies); the norms keep x's shape."""
-    from kcgate.oracles import native
-
     if not native.handles(x, v):
         return None
     lib = native.status()
