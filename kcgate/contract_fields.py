@@ -10,6 +10,7 @@ needs one (a cross-check between keys).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,11 +67,21 @@ class Field:
     required: bool = False
 
     def field(self, key: str) -> Field:
-        return next(f for f in self.fields if f.key == key)
+        return self.by_key[key]
 
-    @property
+    @functools.cached_property
+    def by_key(self) -> dict[str, Field]:
+        """The table's rows by key (computed once: the loader looks rows up for every contract)."""
+        return {f.key: f for f in self.fields}
+
+    @functools.cached_property
     def keys(self) -> frozenset[str]:
-        return frozenset(f.key for f in self.fields)
+        return frozenset(self.by_key)
+
+    @functools.cached_property
+    def defaults(self) -> dict[str, Any]:
+        """The table's rows' defaults by key."""
+        return {f.key: f.default for f in self.fields}
 
 
 def _enum_row(key: str, part: str, description: str, values: tuple[str, ...], **kw: Any) -> Field:

@@ -5,7 +5,6 @@ path, what is wrong and how to write it. Bespoke cross-checks between keys stay 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -26,6 +25,7 @@ class Collector:
         self.problems: list[Problem] = []
         self.warnings: list[Problem] = []
         self.locate = True
+        self.located: dict[tuple[str, tuple[Any, ...]], Any] = {}  # spec.locate's answers for this load
 
     def add(self, path: Path_, where: str, message: str, fix: str = "") -> None:
         self.problems.append(Problem(self.file, self.lines.find(*path) or 1, where, message, fix))
@@ -54,6 +54,18 @@ def value(d: dict[str, Any], f: Field, p: Path_, where: str, col: Collector) -> 
     return READERS[f.type](d[f.key], f, p + (f.key,), f"{where}.{f.key}", col)
 
 
+def given(t: dict[str, Any], table: Field, p: Path_, where: str, col: Collector) -> dict[str, Any]:
+    """The keys of ``t`` that ``table``'s rows check generically, each value checked (None if wrong); the
+    cost follows the keys given, not the rows (10,000 contracts mostly leave their tables empty)."""
+    rows = table.by_key
+    return {k: value(t, rows[k], p, where, col) for k in t if k in rows and rows[k].type in READERS}
+
+
+def with_defaults(table: Field, values: dict[str, Any]) -> dict[str, Any]:
+    """``table``'s defaults, overridden by the values that are not None."""
+    return {**table.defaults, **{k: v for k, v in values.items() if v is not None}}
+
+
 def read(d: dict[str, Any], f: Field, p: Path_, where: str, col: Collector) -> Any:
     """Row ``f``'s value in ``d``, or the row's default when it is absent or wrong."""
     v = value(d, f, p, where, col)
@@ -74,12 +86,19 @@ def _string(v: Any, f: Field, path: Path_, where: str, col: Collector) -> str | 
     return None
 
 
-def _strings(v: Any, f: Field, path: Path_, where: str, col: Collector) -> list[str] | None:
+def _string_list(v: Any, f: Field, path: Path_, where: str, col: Collector) -> list[str] | None:
     items = [v] if isinstance(v, str) else v
     if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
         col.add(path, where, "must be a list of strings", f'{f.key} = ["..."]')
         return None
-    return [x for x in items if not f.choices or allowed(x, f, path, where, col)]
+    return items
+
+
+def _strings(v: Any, f: Field, path: Path_, where: str, col: Collector) -> list[str] | None:
+    items = _string_list(v, f, path, where, col)
+    if items is None or not f.choices:
+        return items
+    return [x for x in items if allowed(x, f, path, where, col)]
 
 
 def allowed(v: str, f: Field, path: Path_, where: str, col: Collector) -> bool:
@@ -172,7 +191,7 @@ def _dtype(v: Any, f: Field, path: Path_, where: str, col: Collector) -> str | N
 
 
 def _dtypes(v: Any, f: Field, path: Path_, where: str, col: Collector) -> tuple[str, ...] | None:
-    given = _strings(v, dataclasses.replace(f, choices=()), path, where, col)  # aliases allowed
+    given = _string_list(v, f, path, where, col)  # aliases allowed: checked once canonical
     names = [dtypes.canonical(n) for n in given or []] or list(f.default)
     no_repeats(names, f.key, path, where, col)
     return tuple(n for n in names if allowed(n, f, path, where, col))

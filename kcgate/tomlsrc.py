@@ -59,15 +59,16 @@ def parse(text: str) -> tuple[dict[str, Any], LineMap]:
 
 
 def _depth(value: Any) -> int:
-    """How deeply arrays and tables nest (iteratively: no recursion on untrusted depth)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, depth)
+    """How deeply arrays and tables nest, one level at a time (no recursion on untrusted depth)."""
+    depth, level = 0, [value] if isinstance(value, (dict, list)) else []
+    while level:
+        depth += 1
+        below: list[Any] = []
+        for item in level:
             children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return deepest
+            below += [c for c in children if isinstance(c, (dict, list))]
+        level = below
+    return depth
 
 
 def _scan(text: str) -> LineMap:
