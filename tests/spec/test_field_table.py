@@ -203,3 +203,12 @@ def test_defaults_come_from_the_rows(tmp_path: Path) -> None:
     proto = CONTRACT_FIELD["protocol"]
     assert c.protocol.guard == proto.field("guard").default and c.protocol.poison is True
     assert c.devices == CONTRACT_FIELD["devices"].choices and c.tolerance.excess == 1.5
+
+
+def test_readme_names_every_key_of_the_contract_tables() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## The contract language") :]
+    section = section[: section.index("\n## ", 5)]
+    nested = [(f.key, g.key) for f in CONTRACT_FIELD.values() for g in f.fields]
+    missing = [f"{t}.{k}" for t, k in nested if not re.search(rf"`{k}`|\b{k} =|\.{k}\b", section)]
+    assert not missing, f"README's contract-language section does not name: {missing}"
