@@ -11,7 +11,9 @@ from typing import Any
 from kcgate import dtypes
 from kcgate.catalogue import CATALOGUE
 from kcgate.contract_fields import FILE_FIELDS, ID_PATTERN, IMPORT_PATTERN, Field
-from kcgate.results.model import CASE_FIELDS, METRIC_FIELDS, SCHEMA_VERSION, STATUSES
+from kcgate.results.columns import row_schema
+from kcgate.results.model import SCHEMA_VERSION
+from kcgate.results.records import CASE_COLUMNS, CASE_FIELDS, METRIC_FIELDS
 
 _STR = {"type": "string"}
 _IMPORT = {"type": "string", "pattern": IMPORT_PATTERN}
@@ -124,48 +126,9 @@ def contracts_schema() -> dict[str, Any]:
     }
 
 
-_NUM = {"type": ["number", "null"]}
-
-
 def results_schema() -> dict[str, Any]:
-    """Schema 2: a header, ``case_fields``/``metric_fields`` naming the columns, then one row per case."""
-    metrics = _row(
-        [
-            _NUM,
-            _NUM,
-            _NUM,
-            _NUM,
-            _INT,
-            _INT,
-            _list({"type": "integer"}),
-            _NUM,
-            {"type": "object", "additionalProperties": _NUM},
-        ]
-    )
-    signature = {
-        "type": ["object", "null"],
-        "required": ["cause", "summary"],
-        "properties": {"cause": _STR, "summary": _STR, "evidence": {"type": "object"}},
-    }
-    case = _row(
-        [
-            _STR,
-            _STR,
-            _STR,
-            _STR,
-            _STR,
-            _list({"type": "integer"}),
-            _INT,
-            _enum(STATUSES),
-            metrics,
-            signature,
-            _STR,
-            _SECONDS,
-            _SECONDS,
-            _SECONDS,
-            {"type": ["integer", "null"]},
-        ]
-    )
+    """Schema 2: a header, ``case_fields``/``metric_fields`` naming the columns, then one row per case
+    (every column's schema and description come from its row of ``records.CASE_COLUMNS``)."""
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "kcgate results file",
@@ -183,15 +146,6 @@ def results_schema() -> dict[str, Any]:
             "meta": {"type": "object"},
             "case_fields": {"const": list(CASE_FIELDS)},
             "metric_fields": {"const": list(METRIC_FIELDS)},
-            "cases": _list(case),
+            "cases": _list(row_schema(CASE_COLUMNS)),
         },
     }
-
-
-_INT = {"type": "integer"}
-_SECONDS = {"type": "number", "minimum": 0}
-
-
-def _row(columns: list[dict[str, Any]]) -> dict[str, Any]:
-    """A fixed-length array whose items are the given columns, in order."""
-    return {"type": "array", "prefixItems": columns, "items": False, "minItems": len(columns)}

@@ -18,6 +18,7 @@ from kcgate.classes import CLASSES
 from kcgate.device_kinds import DEVICE_KINDS, DEVICES
 from kcgate.diff_model import CATEGORIES, CATEGORY_TABLE
 from kcgate.results.model import STATUSES, Status
+from kcgate.results.records import CASE_COLUMNS, METRIC_COLUMNS
 from tests.conftest import ROOT
 
 
@@ -87,3 +88,26 @@ def test_contract_allowed_values_are_listed_only_in_the_field_table(
 ) -> None:
     # kcgate.contract_fields holds the one list; spec's constants, its checks and the schema read the row
     assert _literal_lists(set(values), len(values)) == {"kcgate/contract_fields.py"}, name
+
+
+def _column_definitions() -> dict[str, list[str]]:
+    """Where each results column is defined: a call naming it first (``Column("seed", ...)``, ``_case(...)``)."""
+    names = {c.name for c in (*CASE_COLUMNS, *METRIC_COLUMNS)}
+    found: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "kcgate").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+                fn = node.func.id if isinstance(node.func, ast.Name) else ""
+                if node.args[0].value in names and fn in ("Column", "_case", "_metric"):
+                    found.setdefault(node.args[0].value, []).append(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_results_columns_are_defined_once_by_their_table() -> None:
+    # records.CASE_COLUMNS / METRIC_COLUMNS: the row codec, the bulk reader, case_fields, the JSON Schema and
+    # JUnit properties derive from them; no results module, schema or JUnit writer lists column names again
+    names = [c.name for c in (*CASE_COLUMNS, *METRIC_COLUMNS)]
+    assert _column_definitions() == {n: ["kcgate/results/records.py"] for n in names}
+    writers = {"kcgate/schema.py", "kcgate/render/junit.py", "kcgate/journal.py"}
+    listed = _literal_lists({*names, "klass"}, 4)
+    assert {m for m in listed if m.startswith("kcgate/results/") or m in writers} == set()

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
 from kcgate.results.model import CaseResult, RunResult
+from kcgate.results.records import junit_properties
 
 
 def _case(c: CaseResult) -> TestCase:
@@ -39,22 +40,11 @@ def _details(c: CaseResult) -> str:
 
 
 def _properties(c: CaseResult) -> dict[str, str]:
-    m = c.metrics
-    props = {
-        "budget_used": m.budget_used,
-        "max_abs_err": m.max_abs_err,
-        "max_rel_err": m.max_rel_err,
-        "max_ulp": m.max_ulp,
-        "mismatches": m.mismatches,
-        "seed": c.seed,
-        "dtype": c.dtype,
-        "shape": "x".join(map(str, c.shape)),
-    }
-    if m.worst_grad:
-        props["grad"] = m.worst_grad
-    if c.signature:
-        props["signature"] = c.signature.cause
-    return {k: str(v) for k, v in props.items()}
+    """The columns marked ``junit`` in the column table, and the gradient that decided a backward case."""
+    props = junit_properties(c)
+    if c.metrics.worst_grad:
+        props["grad"] = c.metrics.worst_grad
+    return props
 
 
 def render_junit(run: RunResult) -> str:

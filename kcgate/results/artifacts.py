@@ -11,10 +11,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from kcgate import bounded
 from kcgate.errors import ResultsError, UsageError
 from kcgate.results.merge import merge_shards
-from kcgate.results.model import MAX_RESULTS_BYTES, RunResult, load_run
+from kcgate.results.model import RunResult, load_member
 
 MAX_FILES = 1000
 MAX_TOTAL_BYTES = 512 * 1024 * 1024
@@ -28,7 +27,7 @@ def collect_results(
     check_caps(files, max_files, max_total)
     groups: dict[str, list[tuple[Path, RunResult]]] = {}
     for path in files:
-        run = _load_member(path)
+        run = load_member(path)
         if run is not None:
             groups.setdefault(run.runner, []).append((path, run))
     return {runner: merge_shards(parts) for runner, parts in sorted(groups.items())}
@@ -48,8 +47,13 @@ def result_files(path: Path) -> list[Path]:
         )
     if not path.is_dir():
         raise UsageError(f"{path}: no such file or directory; pass results files or the artifacts directory")
+    return json_files(path)
+
+
+def json_files(root: Path) -> list[Path]:
+    """Every regular ``*.json`` below root, sorted; symlinks are not followed (artifacts are untrusted)."""
     found = []
-    for top, dirs, names in os.walk(path, followlinks=False):
+    for top, dirs, names in os.walk(root, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         found += [Path(top, n) for n in names if n.endswith(".json") and not Path(top, n).is_symlink()]
     return sorted(found)
@@ -66,21 +70,3 @@ def check_caps(files: Sequence[Path], max_files: int, max_total: int) -> None:
         raise ResultsError(
             f"results add up to {total} bytes, over the cap of {max_total}; these are not kcgate results"
         )
-
-
-def _load_member(path: Path) -> RunResult | None:
-    """Load a results file; skip a JSON document that declares another kind (another tool's artifact)."""
-    try:
-        return load_run(path)
-    except ResultsError:
-        if _foreign_kind(path):
-            return None
-        raise
-
-
-def _foreign_kind(path: Path) -> bool:
-    try:
-        doc = bounded.loads_json(bounded.read_capped(path, MAX_RESULTS_BYTES))
-    except ValueError:  # Refused too
-        return False
-    return isinstance(doc, dict) and "kind" in doc and doc["kind"] != "kcgate-results"

@@ -8,17 +8,24 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 import re
 import subprocess
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from kcgate import bounded
 from kcgate.diff import index_cases
 from kcgate.errors import ResultsError, UsageError
 from kcgate.policy import Policy
-from kcgate.results.model import MAX_RESULTS_BYTES, RunResult, load_run, parse_run, write_run
+from kcgate.results.artifacts import json_files
+from kcgate.results.model import (
+    MAX_RESULTS_BYTES,
+    RunResult,
+    foreign_kind,
+    load_member,
+    load_run,
+    parse_run,
+    write_run,
+)
 
 GIT_PREFIX = "git:"
 RUNNER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
@@ -90,7 +97,7 @@ def _plan(spec: str) -> list[_File] | None:
     if spec.startswith(GIT_PREFIX) and not path.exists():
         return None
     if path.is_dir():
-        return [(p, False) for p in _json_files(path)]
+        return [(p, False) for p in json_files(path)]
     if not path.exists():
         raise UsageError(
             f"{path}: no such file or directory; pass a results file, a directory or git:REF:PATH"
@@ -156,42 +163,7 @@ def load_files(files: Sequence[_File]) -> list[RunResult | None]:
     tuples it gained 3% (median of 5, benchmarks/diff_compare_speed.py): allocating the records dominates.
     """
     with paused_gc():
-        return [load_run(path) if strict else _load_member(path) for path, strict in files]
-
-
-def _json_files(root: Path) -> list[Path]:
-    """Every regular ``*.json`` below root, sorted; symlinks are not followed (artifacts are untrusted)."""
-    found = []
-    for top, dirs, files in os.walk(root, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found += [Path(top, f) for f in files if f.endswith(".json") and not Path(top, f).is_symlink()]
-    return sorted(found)
-
-
-def _load_member(path: Path) -> RunResult | None:
-    """Load a results file found in a tree; a JSON document of another declared kind is skipped."""
-    try:
-        return load_run(path)
-    except ResultsError:
-        if _foreign_kind(_bytes_or_nothing(path)):
-            return None
-        raise
-
-
-def _bytes_or_nothing(path: Path) -> bytes:
-    try:
-        return bounded.read_capped(path, MAX_RESULTS_BYTES)
-    except bounded.Refused:
-        return b""
-
-
-def _foreign_kind(data: bytes) -> bool:
-    """True for a JSON object that says it is something else (another tool's artifact), not a broken file."""
-    try:
-        doc = bounded.loads_json(data)
-    except ValueError:  # Refused too: too deep, lone surrogates
-        return False
-    return isinstance(doc, dict) and "kind" in doc and doc["kind"] != "kcgate-results"
+        return [load_run(path) if strict else load_member(path) for path, strict in files]
 
 
 # ---- git -------------------------------------------------------------------------------------------
@@ -214,7 +186,7 @@ def _load_blobs(repo: Path, ref: str, names: list[str], single: bool) -> Iterato
     for name in names:
         label = f"git:{ref}:{name}"
         data = _git_blob(repo, f"{ref}:{name}", label)
-        if not single and _foreign_kind(data):
+        if not single and foreign_kind(data):
             continue
         yield label, _parse_blob(data, label)
 

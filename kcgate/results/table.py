@@ -11,53 +11,31 @@ which names the defect, so the bulk check is an accelerator with one slow path t
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from itertools import chain
 from typing import Any, overload
 
-from kcgate.results import model as _r
+from kcgate.results import columns as _c
+from kcgate.results import records as _r
 
-_Types = frozenset[type]
-_NONE: type = type(None)
-_NUM: _Types = frozenset({int, float, _NONE})
 _present = partial(operator.is_not, None)
+_NONE: type = type(None)
+_Normaliser = Callable[[tuple[Any, ...]], tuple[Any, ...]]
 
-# Allowed JSON types per position of a schema-2 case row and of its metrics row.
-_ROW_TYPES: tuple[_Types | set[type], ...] = (
-    {str},  # case_id
-    {str},  # contract_id
-    {str, _NONE},  # class
-    {str, _NONE},  # op
-    {str, _NONE},  # dtype
-    {list, _NONE},  # shape
-    {int, _NONE},  # seed
-    {str},  # status
-    {list, _NONE},  # metrics
-    {dict, _NONE},  # signature
-    {str, _NONE},  # message
-    _NUM,  # duration_s
-    _NUM,  # kernel_s
-    _NUM,  # oracle_s
-    {int, _NONE},  # line
-)
-_METRIC_TYPES: tuple[_Types | set[type], ...] = (
-    _NUM,
-    _NUM,
-    _NUM,
-    _NUM,
-    {int, _NONE},
-    {int, _NONE},
-    {list, _NONE},
-    _NUM,
-    {dict, _NONE},
-)
-
-# Record attribute for each case column (the file says "class", the record says "klass").
-_ATTRS = tuple("klass" if f == "class" else f for f in _r.CASE_FIELDS)
-_METRIC_KEYS = tuple(f"metrics.{m}" for m in _r.METRIC_FIELDS)
+# Derived from the column table: each case column by record attribute, each metric as "metrics.<name>".
+_METRICS = _r.CASE_COLUMNS[_r.METRICS_AT]
+_CASE_KEYS = tuple(c.field for c in _r.CASE_COLUMNS)
+_METRIC_KEYS = tuple(f"metrics.{m.field}" for m in _r.METRIC_COLUMNS)
+_ROW_TYPES = tuple(map(_c.bulk_types, _r.CASE_COLUMNS))
+_METRIC_TYPES = tuple(map(_c.bulk_types, _r.METRIC_COLUMNS))
+_COLUMNS: dict[str, _c.Column] = {
+    **{c.field: c for c in _r.CASE_COLUMNS if c is not _METRICS},
+    **dict(zip(_METRIC_KEYS, _r.METRIC_COLUMNS)),
+}
+_NORMALISERS: dict[str, _Normaliser] = {key: c.kind.normalise for key, c in _COLUMNS.items()}
+_EAGER = tuple(key for key, c in _COLUMNS.items() if c.kind.eager)
 
 
 class _Rejected(Exception):
@@ -84,35 +62,34 @@ class CaseTable(Sequence["_r.CaseResult"]):
     def from_rows(cls, rows: Any) -> CaseTable:
         """Schema-2 rows from an untrusted file; a defect raises the per-row path's error."""
         if type(rows) is not list:
-            raise _r._Invalid("cases must be a list")
+            raise _c.Invalid("cases must be a list")
         try:
             table = cls(len(rows), _checked_columns(rows), None)
         except _Rejected:
             return cls.from_records(map(_r.CaseResult.from_row, rows))
-        table.column("signature")  # rare objects with their own checks: judged now, not on first use
+        for key in _EAGER:  # rare objects with their own checks (signatures): judged now, not on first use
+            table.column(key)
         return table
 
     # ---- columns -------------------------------------------------------------------------------
 
     def column(self, name: str) -> tuple[Any, ...]:
         """One case attribute (``CaseResult`` name, e.g. ``"klass"``) for every case, as records hold it."""
-        return self._column(name, _CASE_NORMALISERS, lambda c: getattr(c, name))
+        return self._column(name, lambda c: getattr(c, name))
 
     def metric(self, name: str) -> tuple[Any, ...]:
         """One ``Metrics`` attribute for every case; a float metric is finite or None (records built in
         memory may hold NaN or inf: their column has None there, as a results file would)."""
         key = f"metrics.{name}"
-        if _METRIC_NORMALISERS.get(key) is _numbers:
-            return self._column(key, _METRIC_NORMALISERS, lambda c: _r.clean_number(getattr(c.metrics, name)))
-        return self._column(key, _METRIC_NORMALISERS, lambda c: getattr(c.metrics, name))
+        if _NORMALISERS.get(key) is _c.numbers:
+            return self._column(key, lambda c: _c.clean_number(getattr(c.metrics, name)))
+        return self._column(key, lambda c: getattr(c.metrics, name))
 
     def extra(self, key: str) -> tuple[float | None, ...]:
         """``metrics.extra[key]`` for every case, None where absent."""
-        return self._column(f"extra.{key}", {}, lambda c: _extra_value(c.metrics.extra, key))
+        return self._column(f"extra.{key}", lambda c: _extra_value(c.metrics.extra, key))
 
-    def _column(
-        self, name: str, normalisers: dict[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]], attr: Any
-    ) -> tuple[Any, ...]:
+    def _column(self, name: str, attr: Any) -> tuple[Any, ...]:
         found = self._cache.get(name)
         if found is None:
             if self._records is not None:
@@ -120,7 +97,7 @@ class CaseTable(Sequence["_r.CaseResult"]):
             elif name.startswith("extra."):
                 found = _extra_column(self._raw_column("metrics.extra"), name[len("extra.") :])
             else:
-                found = normalisers[name](self._raw_column(name))
+                found = _NORMALISERS[name](self._raw_column(name))
             self._cache[name] = found
         return found
 
@@ -174,22 +151,17 @@ class CaseTable(Sequence["_r.CaseResult"]):
 def _checked_columns(rows: list[Any]) -> dict[str, tuple[Any, ...]]:
     """Type-check rows column-wise; raise _Rejected when any value needs the per-row path's judgement."""
     if not rows:
-        return dict.fromkeys((*_ATTRS, *_METRIC_KEYS), ())
-    columns = dict(zip(_ATTRS, _checked_zip(rows, _ROW_TYPES)))
-    if not set(columns["status"]) <= _STATUSES:
-        raise _Rejected
-    metrics = columns.pop("metrics")
+        return dict.fromkeys((*_CASE_KEYS, *_METRIC_KEYS), ())
+    columns = dict(zip(_CASE_KEYS, _checked_zip(rows, _ROW_TYPES)))
+    metrics = columns.pop(_METRICS.field)
     columns |= dict(zip(_METRIC_KEYS, _checked_zip(metrics, _METRIC_TYPES)))
-    _check_int_lists(columns["shape"], columns["metrics.worst_index"])
-    _check_extra(columns["metrics.extra"])
+    if not all(_COLUMNS[key].kind.accepts(column) for key, column in columns.items()):
+        raise _Rejected
     return columns
 
 
-_STATUSES = frozenset(_r.STATUSES)
-
-
 def _checked_zip(
-    rows: list[Any] | tuple[Any, ...], allowed: tuple[_Types | set[type], ...]
+    rows: list[Any] | tuple[Any, ...], allowed: tuple[frozenset[type], ...]
 ) -> list[tuple[Any, ...]]:
     """Rows as columns, when every row is a list of the right length with an allowed type in each column.
 
@@ -202,72 +174,21 @@ def _checked_zip(
     return columns
 
 
-def _check_int_lists(*columns: tuple[Any, ...]) -> None:
-    for column in columns:
-        if not set(map(type, chain.from_iterable(filter(_present, column)))) <= {int}:
-            raise _Rejected
-
-
-def _check_extra(extras: tuple[Any, ...]) -> None:
-    values = chain.from_iterable(map(dict.values, filter(_present, extras)))
-    if not set(map(type, values)) <= _NUM:
-        raise _Rejected
-
-
-# ---- normalisation (must equal CaseResult.from_row's; tests/results/test_table.py checks both ways) --------
-
-
-def _text(column: tuple[Any, ...]) -> tuple[Any, ...]:
-    if _NONE in set(map(type, column)):
-        column = tuple("" if v is None else v for v in column)
-    if max(map(len, column), default=0) > _r.MAX_TEXT:
-        column = tuple(v[: _r.MAX_TEXT] for v in column)
-    return column
-
-
-def _numbers(column: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``results._number`` per value: floats stay, ints become floats, non-finite becomes None."""
-    if set(map(type, column)) <= {float, _NONE}:
-        try:
-            if math.isfinite(sum(filter(_present, column), 0.0)):
-                return column  # every value finite: nothing to change
-        except OverflowError:
-            pass
-    return tuple(_r._number(v, "") for v in column)
-
-
-def _counts(column: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple(0 if v is None else v for v in column) if _NONE in set(map(type, column)) else column
-
-
-def _int_tuples(column: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple(() if v is None else tuple(v[:8]) for v in column)
-
-
-def _timings(column: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple(v or 0.0 for v in _numbers(column))
-
-
-def _signatures(column: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple(_r.Signature.from_json(v) if v else None for v in column)
-
-
-def _extras(column: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple(_r.extra_items(v) if v else () for v in column)
+# ---- normalisation (the kinds' normalisers; extra keys read one at a time) -------------------------
 
 
 def _extra_column(extras: tuple[Any, ...], key: str) -> tuple[float | None, ...]:
     """One key of every extra dict, as ``extra_items`` keeps it (names are cut at 200 characters)."""
     present = tuple(filter(_present, extras))
-    if max(map(len, chain.from_iterable(present)), default=0) > 200:
-        return tuple(_extra_value(_r.extra_items(d), key) if d else None for d in extras)
+    if max(map(len, chain.from_iterable(present)), default=0) > _c.MAX_KEY:
+        return tuple(_extra_value(_c.extra_items(d), key) if d else None for d in extras)
     if len(present) == len(extras):
         values = tuple(map(operator.methodcaller("get", key), extras))
         if set(map(type, values)) <= {float, _NONE}:
             return values  # floats are kept as they are (extra_number is the identity on them)
     else:
         values = tuple(d.get(key) if d else None for d in extras)
-    return tuple(None if v is None else _r.extra_number(v) for v in values)
+    return tuple(None if v is None else _c.extra_number(v) for v in values)
 
 
 def _extra_value(items: tuple[tuple[str, float], ...], key: str) -> float | None:
@@ -275,42 +196,13 @@ def _extra_value(items: tuple[tuple[str, float], ...], key: str) -> float | None
     return next((v for k, v in items if k == key), None)
 
 
-_CASE_NORMALISERS: dict[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]] = {
-    "case_id": _text,
-    "contract_id": _text,
-    "klass": _text,
-    "op": _text,
-    "dtype": _text,
-    "shape": _int_tuples,
-    "seed": _counts,
-    "status": lambda c: c,
-    "signature": _signatures,
-    "message": _text,
-    "duration_s": _timings,
-    "kernel_s": _timings,
-    "oracle_s": _timings,
-    "line": lambda c: c,
-}
-_METRIC_NORMALISERS: dict[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]] = {
-    "metrics.budget_used": _numbers,
-    "metrics.max_abs_err": _numbers,
-    "metrics.max_rel_err": _numbers,
-    "metrics.max_ulp": _numbers,
-    "metrics.mismatches": _counts,
-    "metrics.elements": _counts,
-    "metrics.worst_index": _int_tuples,
-    "metrics.allowed_at_worst": _numbers,
-    "metrics.extra": _extras,
-}
-
-
 def _build_records(table: CaseTable) -> tuple[_r.CaseResult, ...]:
-    names = _r.METRIC_FIELDS
+    names = tuple(m.field for m in _r.METRIC_COLUMNS)
     metric_columns = [table.metric(m) for m in names]
-    metrics = [_r.build_frozen(_r.Metrics, dict(zip(names, values))) for values in zip(*metric_columns)]
-    case_attrs = [a for a in _ATTRS if a != "metrics"]
+    metrics = [_c.build_frozen(_r.Metrics, dict(zip(names, values))) for values in zip(*metric_columns)]
+    case_attrs = [a for a in _CASE_KEYS if a != _METRICS.field]
     columns = [table.column(a) for a in case_attrs]
     return tuple(
-        _r.build_frozen(_r.CaseResult, dict(zip(case_attrs, values), metrics=m))
+        _c.build_frozen(_r.CaseResult, {**dict(zip(case_attrs, values)), _METRICS.field: m})
         for values, m in zip(zip(*columns), metrics)
     )

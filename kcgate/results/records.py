@@ -1,0 +1,373 @@
+"""The records of a results file and its column table: one ``Column`` row per column of a case row.
+
+``CASE_COLUMNS`` and ``METRIC_COLUMNS`` are the one definition of the row layout. The row codec below
+(``to_row``, ``from_row``), the bulk reader (``kcgate.results.table``), the file header's ``case_fields``
+and ``metric_fields``, the JSON Schema of results files (``kcgate.schema``) and the per-case JUnit
+properties (``kcgate.render.junit``) are all derived from them. No torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from kcgate.results.columns import (
+    COUNT,
+    EXTRA,
+    INTS,
+    LINE,
+    MAX_KEY,
+    MAX_TEXT,
+    NUMBER,
+    SECONDS,
+    TEXT,
+    Column,
+    Invalid,
+    Kind,
+    build_frozen,
+    choice,
+    clean_number,
+    expect,
+    names,
+    row_encoder,
+    row_schema,
+    same,
+    scalar_text,
+    string,
+)
+
+
+class Status(str, Enum):
+    """A case's outcome; members are their strings (``Status.PASS == "pass"``) in JSON and text alike."""
+
+    PASS = "pass"  # the contract holds for this case
+    FAIL = "fail"  # the kernel violates it
+    ERROR = "error"  # the case could not be evaluated (crash, timeout, bad output)
+    REFUSED = "refused"  # the kernel declined the case (unsupported dtype or shape)
+
+    __str__ = str.__str__
+    __format__ = str.__format__  # type: ignore[assignment]
+
+
+STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
+VOLATILE_SUFFIXES = ("_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR", "device_count")
+GRAD_BUDGET = "grad_budget."  # metrics.extra key prefix: each input gradient's budget used (backward)
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What a result was measured on; results compare only with the same fingerprint key."""
+
+    backend: str  # a kind of kcgate.device_kinds
+    vendor: str = ""
+    device: str = ""
+    arch: str = ""
+    driver: str = ""
+    runtime: str = ""
+    torch: str = ""
+    flags: tuple[tuple[str, str], ...] = ()
+
+    def key(self) -> str:
+        """Stable short hash of everything that changes numerics (the torch patch version too).
+
+        Flags that only choose which of several identical devices to use (visible-device variables)
+        are recorded but not keyed, so a pool of identical machines stays comparable.
+        """
+        d = self.to_json()
+        d["flags"] = {k: v for k, v in d["flags"].items() if not k.endswith(VOLATILE_SUFFIXES)}
+        blob = json.dumps(d, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+    def to_json(self) -> dict[str, Any]:
+        d = {
+            k: getattr(self, k) for k in ("backend", "vendor", "device", "arch", "driver", "runtime", "torch")
+        }
+        d["flags"] = dict(self.flags)
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Fingerprint:
+        flags = d.get("flags") or {}
+        expect(isinstance(flags, dict), "fingerprint.flags must be an object")
+        return cls(
+            backend=text(d, "backend", required=True),
+            vendor=text(d, "vendor"),
+            device=text(d, "device"),
+            arch=text(d, "arch"),
+            driver=text(d, "driver"),
+            runtime=text(d, "runtime"),
+            torch=text(d, "torch"),
+            flags=tuple(
+                sorted(
+                    (str(k)[:MAX_KEY], scalar_text(v, "fingerprint.flags", MAX_KEY)) for k, v in flags.items()
+                )
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A diagnosed failure mode with its measured evidence."""
+
+    cause: str  # a key of kcgate.signatures.CAUSES, e.g. "low-precision-accumulator"
+    summary: str  # one line, e.g. "behaves like an fp16 accumulator (11 effective bits)"
+    evidence: tuple[tuple[str, float | str], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        ev = {k: (clean_number(v) if isinstance(v, float) else v) for k, v in self.evidence}
+        return {"cause": self.cause, "summary": self.summary, "evidence": ev}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Signature:
+        ev = d.get("evidence") or {}
+        expect(isinstance(ev, dict), "signature.evidence must be an object")
+        items = tuple(sorted((str(k)[:MAX_KEY], _evidence_value(v)) for k, v in ev.items()))
+        return cls(cause=text(d, "cause", required=True), summary=text(d, "summary"), evidence=items)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Numbers measured for one case. ``budget_used`` = measured error / allowed error (1.0 = at the edge)."""
+
+    budget_used: float | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    max_ulp: float | None = None
+    mismatches: int = 0
+    elements: int = 0
+    worst_index: tuple[int, ...] = ()
+    allowed_at_worst: float | None = None
+    extra: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def worst_grad(self) -> str:
+        """The input whose gradient decided a backward case ("" when the forward output did, or no
+        backward ran): the largest ``grad_budget.<name>`` extra, when no forward budget exceeds it."""
+        extra = dict(self.extra)
+        grads = [(v, k.removeprefix(GRAD_BUDGET)) for k, v in self.extra if k.startswith(GRAD_BUDGET)]
+        if not grads:
+            return ""
+        budget, name = max(grads)
+        return name if budget >= extra.get("out_budget", -1.0) else ""
+
+    def to_row(self) -> list[Any]:
+        """Values in ``METRIC_FIELDS`` order (non-finite numbers become null)."""
+        return _metric_row(self)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(zip(METRIC_FIELDS, self.to_row()))
+
+    @classmethod
+    def from_json(cls, d: Any) -> Metrics:
+        if type(d) is not dict:
+            raise Invalid("case.metrics must be an object")
+        return cls._validated([d.get(k) for k in METRIC_FIELDS])
+
+    @classmethod
+    def from_row(cls, row: Any) -> Metrics:
+        if type(row) is not list or len(row) != len(METRIC_FIELDS):
+            raise Invalid(f"case.metrics must be a list of the {len(METRIC_FIELDS)} metric_fields")
+        return cls._validated(row)
+
+    @classmethod
+    def _validated(cls, row: list[Any]) -> Metrics:
+        return build_frozen(cls, {f: decode(v, c) for (f, decode, c), v in zip(_METRIC_DECODE, row)})  # type: ignore[no-any-return]
+
+
+_NO_METRICS = Metrics()
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """The outcome of one case: a contract at one dtype, shape and seed on one runner."""
+
+    case_id: str
+    contract_id: str
+    klass: str
+    op: str
+    dtype: str
+    shape: tuple[int, ...]
+    seed: int
+    status: str  # a Status
+    metrics: Metrics = field(default_factory=Metrics)
+    signature: Signature | None = None
+    message: str = ""
+    duration_s: float = 0.0  # the whole case: inputs, kernel calls, oracle and check
+    kernel_s: float = 0.0  # inside the kernel (synchronized), all its calls
+    oracle_s: float = 0.0  # inside the fp64 oracle or the Freivalds check
+    line: int | None = None  # line of the contract in contracts.toml, for annotations
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.PASS
+
+    def to_row(self) -> list[Any]:
+        """Values in ``CASE_FIELDS`` order, metrics as a row too: one line per case in a results file."""
+        return _case_row(self)
+
+    def to_json(self) -> dict[str, Any]:
+        """One case as an object (the worker's protocol, and schema-1 files)."""
+        d = dict(zip(CASE_FIELDS, self.to_row()))
+        d[_METRICS.name] = self.metrics.to_json()
+        return d
+
+    @classmethod
+    def from_json(cls, d: Any) -> CaseResult:
+        if type(d) is not dict:
+            raise Invalid("each case must be an object")
+        metrics = d.get(_METRICS.name)
+        return cls._validated(
+            [d.get(k) for k in CASE_FIELDS], Metrics.from_json(metrics) if metrics else _NO_METRICS
+        )
+
+    @classmethod
+    def from_row(cls, row: Any) -> CaseResult:
+        if type(row) is not list or len(row) != len(CASE_FIELDS):
+            raise Invalid(f"each case must be a list of the {len(CASE_FIELDS)} case_fields")
+        return cls._validated(row, _METRICS.kind.decode(row[METRICS_AT], _METRICS))
+
+    @classmethod
+    def _validated(cls, row: list[Any], metrics: Metrics) -> CaseResult:
+        fields = {f: decode(row[i], c) for i, f, decode, c in _CASE_DECODE}
+        fields[_METRICS.field] = metrics
+        return build_frozen(cls, fields)  # type: ignore[no-any-return]
+
+
+# ---- validation helpers --------------------------------------------------------------------------
+
+
+def text(d: Mapping[str, Any], key: str, *, required: bool = False) -> str:
+    """The text value of ``key`` in an untrusted object ("" when absent, cut at MAX_TEXT)."""
+    return string(d.get(key), key, required=required)
+
+
+def _evidence_value(v: Any) -> float | str:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    return "" if v is None else scalar_text(v, "signature.evidence", MAX_TEXT)
+
+
+def _decode_signature(v: Any, col: Column) -> Signature | None:
+    if v is not None and type(v) is not dict:
+        raise Invalid(f"{col.label} must be an object or null")
+    return Signature.from_json(v) if v else None
+
+
+def _encode_signature(s: Signature | None) -> dict[str, Any] | None:
+    return s.to_json() if s else None
+
+
+def _decode_metrics(v: Any, col: Column) -> Metrics:
+    return Metrics.from_row(v) if v is not None else _NO_METRICS
+
+
+# ---- the column table ----------------------------------------------------------------------------
+
+SIGNATURE = Kind(
+    "signature",
+    frozenset({dict, type(None)}),
+    {
+        "type": ["object", "null"],
+        "required": ["cause", "summary"],
+        "properties": {
+            "cause": {"type": "string"},
+            "summary": {"type": "string"},
+            "evidence": {"type": "object"},
+        },
+    },
+    _decode_signature,
+    lambda column: tuple(Signature.from_json(v) if v else None for v in column),
+    _encode_signature,
+    junit=lambda s: s.cause if s else None,
+    eager=True,
+)
+
+
+def _metric(name: str, kind: Kind, description: str, *, junit: bool = False) -> Column:
+    return Column(name, kind, description, "metrics", junit=junit)
+
+
+METRIC_COLUMNS: tuple[Column, ...] = (
+    _metric("budget_used", NUMBER, "measured error / allowed error (1.0: at the edge)", junit=True),
+    _metric("max_abs_err", NUMBER, "the largest absolute error", junit=True),
+    _metric("max_rel_err", NUMBER, "the largest relative error", junit=True),
+    _metric("max_ulp", NUMBER, "the largest error in units in the last place", junit=True),
+    _metric("mismatches", COUNT, "elements outside their bound", junit=True),
+    _metric("elements", COUNT, "elements compared"),
+    _metric("worst_index", INTS, "the index of the worst element"),
+    _metric("allowed_at_worst", NUMBER, "the error allowed at the worst element"),
+    _metric("extra", EXTRA, "named measurements: grad_budget.<input> per gradient, out_budget, ..."),
+)
+_metric_row = row_encoder(METRIC_COLUMNS)
+METRICS = Kind(
+    "metrics",
+    frozenset({list, type(None)}),
+    row_schema(METRIC_COLUMNS),
+    _decode_metrics,
+    same,  # split into the metric columns by the bulk reader
+    _metric_row,
+    columns=METRIC_COLUMNS,
+)
+
+
+def _case(name: str, kind: Kind, description: str, **kw: Any) -> Column:
+    return Column(name, kind, description, "case", **kw)
+
+
+CASE_COLUMNS: tuple[Column, ...] = (
+    _case("case_id", TEXT, "the case: contract, dtype, shape and seed (`kcgate run --case`)", required=True),
+    _case("contract_id", TEXT, "the contract's id in the contracts file", required=True),
+    _case("class", TEXT, "the contract class, e.g. C-PRC-01", attr="klass"),
+    _case("op", TEXT, "the op family"),
+    _case("dtype", TEXT, "the input dtype", junit=True),
+    _case("shape", INTS, "the case's shape", junit=True),
+    _case("seed", COUNT, "the case's seed (`kcgate run --seed` reruns the case exactly)", junit=True),
+    _case(
+        "status", choice(STATUSES), "pass: the contract holds; fail: violated; error: not evaluated; refused"
+    ),
+    _case("metrics", METRICS, "the numbers measured, a row of metric_fields"),
+    _case(
+        "signature", SIGNATURE, "the diagnosed failure mode (cause, summary, evidence), or null", junit=True
+    ),
+    _case("message", TEXT, "what happened, in one line"),
+    _case("duration_s", SECONDS, "the whole case: inputs, kernel calls, oracle and check"),
+    _case("kernel_s", SECONDS, "inside the kernel (synchronized), all its calls"),
+    _case("oracle_s", SECONDS, "inside the fp64 oracle or the Freivalds check"),
+    _case("line", LINE, "the contract's line in the contracts file, for annotations"),
+)
+CASE_FIELDS: tuple[str, ...] = names(CASE_COLUMNS)
+"""The columns of a case row in a schema-2 results file (its ``case_fields``)."""
+METRIC_FIELDS: tuple[str, ...] = names(METRIC_COLUMNS)
+"""The columns of a case row's metrics (the file's ``metric_fields``)."""
+
+METRICS_AT = next(i for i, c in enumerate(CASE_COLUMNS) if c.kind is METRICS)
+_METRICS = CASE_COLUMNS[METRICS_AT]
+# The row codec's hot loops, from the table: values in column order, each kind's encoder (None: the value
+# is its JSON) and decoder. A row is decoded in table order, except that its status is judged first (a file
+# that is no results file is named by its statuses); metrics are decoded before the row's other columns.
+_case_row = row_encoder(CASE_COLUMNS)
+_METRIC_DECODE = tuple((c.field, c.kind.decode, c) for c in METRIC_COLUMNS)
+_CASE_DECODE = tuple(
+    sorted(
+        ((i, c.field, c.kind.decode, c) for i, c in enumerate(CASE_COLUMNS) if c.kind is not METRICS),
+        key=lambda entry: entry[3].name != "status",
+    )
+)
+TIMINGS_AT = tuple(i for i, c in enumerate(CASE_COLUMNS) if c.kind is SECONDS)  # zeroed in stable files
+
+
+def junit_properties(case: CaseResult) -> dict[str, str]:
+    """The case's JUnit properties: every column marked ``junit``, in table order (metrics in their
+    place), as text; a column whose kind gives no text for the value (no signature) is left out."""
+    pairs: list[tuple[Column, Any]] = []
+    for c in CASE_COLUMNS:
+        if c.kind is METRICS:
+            pairs += [(m, getattr(case.metrics, m.field)) for m in METRIC_COLUMNS if m.junit]
+        elif c.junit:
+            pairs.append((c, getattr(case, c.field)))
+    texts = ((c.name, c.kind.junit(v)) for c, v in pairs)
+    return {name: t for name, t in texts if t is not None}

@@ -1,0 +1,147 @@
+"""The results column table: the file header, the JSON Schema, the bulk reader's checks and the JUnit
+properties all follow ``records.CASE_COLUMNS`` / ``METRIC_COLUMNS``; the package has no import cycle and
+one loader."""
+
+from __future__ import annotations
+
+import ast
+import json
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import jsonschema
+import pytest
+
+from kcgate.errors import ResultsError
+from kcgate.render.junit import render_junit
+from kcgate.results.columns import bulk_types
+from kcgate.results.model import (
+    CaseResult,
+    Fingerprint,
+    Metrics,
+    RunResult,
+    Signature,
+    dumps_run,
+    parse_run,
+)
+from kcgate.results.records import CASE_COLUMNS, METRIC_COLUMNS, METRICS_AT
+from kcgate.schema import results_schema
+from tests.conftest import ROOT
+
+GRAD = (("grad_budget.weight", 0.9), ("out_budget", 0.1))
+
+
+def _run() -> RunResult:
+    sig = Signature("overflow", "inf in the output", (("n", 3.0),))
+    cases = (
+        CaseResult(
+            "a", "k", "C-PRC-01", "matmul", "float32", (2, 3), 7, "fail", Metrics(0.5, extra=GRAD), sig
+        ),
+        CaseResult("b", "k", "C-PRC-01", "matmul", "float32", (2, 3), 8, "pass", Metrics(0.25), line=4),
+    )
+    return RunResult("r", Fingerprint("cpu"), cases)
+
+
+def _doc() -> dict[str, Any]:
+    return json.loads(dumps_run(_run()))  # type: ignore[no-any-return]
+
+
+def test_file_header_and_schema_follow_the_table() -> None:
+    doc = _doc()
+    assert doc["case_fields"] == [c.name for c in CASE_COLUMNS]
+    assert doc["metric_fields"] == [c.name for c in METRIC_COLUMNS]
+    schema = results_schema()
+    jsonschema.validate(doc, schema)
+    row = schema["properties"]["cases"]["items"]
+    assert len(row["prefixItems"]) == row["minItems"] == len(CASE_COLUMNS)
+    metrics = row["prefixItems"][METRICS_AT]
+    assert len(metrics["prefixItems"]) == len(METRIC_COLUMNS)
+    described = [*row["prefixItems"], *metrics["prefixItems"]]
+    assert [d["description"] for d in described] == [c.description for c in (*CASE_COLUMNS, *METRIC_COLUMNS)]
+
+
+@pytest.mark.parametrize("column", [c.name for c in CASE_COLUMNS])
+def test_every_case_column_refuses_a_foreign_value_by_name(column: str) -> None:
+    # true is a type no column allows: the schema refuses it and the loader names the column
+    doc = _doc()
+    at = [c.name for c in CASE_COLUMNS].index(column)
+    doc["cases"][1][at] = True
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, results_schema())
+    with pytest.raises(ResultsError, match=column):
+        parse_run(json.dumps(doc))
+
+
+@pytest.mark.parametrize("column", [c.name for c in METRIC_COLUMNS])
+def test_every_metric_column_refuses_a_foreign_value_by_name(column: str) -> None:
+    doc = _doc()
+    doc["cases"][0][METRICS_AT][[c.name for c in METRIC_COLUMNS].index(column)] = True
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, results_schema())
+    with pytest.raises(ResultsError, match=column):
+        parse_run(json.dumps(doc))
+
+
+def test_null_is_read_as_each_columns_default_unless_required() -> None:
+    for col in (*CASE_COLUMNS, *METRIC_COLUMNS):
+        assert (type(None) in bulk_types(col)) == (not col.required and col.kind.name != "choice"), col.name
+    doc = _doc()
+    doc["cases"][1] = [c.name if c.required else None for c in CASE_COLUMNS]
+    doc["cases"][1][[c.name for c in CASE_COLUMNS].index("status")] = "pass"
+    case = parse_run(json.dumps(doc)).cases[1]
+    assert case == CaseResult("case_id", "contract_id", "", "", "", (), 0, "pass")
+
+
+def test_junit_properties_are_the_junit_columns() -> None:
+    root = ET.fromstring(render_junit(_run()))
+    props = [{p.get("name"): p.get("value") for p in tc.iter("property")} for tc in root.iter("testcase")]
+    metrics = [c.name for c in METRIC_COLUMNS if c.junit]  # in the metrics column's place
+    junit = [n for c in CASE_COLUMNS for n in (metrics if c.kind.columns else [c.name] if c.junit else [])]
+    assert list(props[0]) == [*junit, "grad"]
+    assert props[0]["shape"] == "2x3" and props[0]["signature"] == "overflow" and props[0]["grad"] == "weight"
+    assert list(props[1]) == [n for n in junit if n != "signature"]  # no signature, no gradient: left out
+    assert props[1]["max_ulp"] == "None" and props[1]["seed"] == "8"
+
+
+# ---- package structure -----------------------------------------------------------------------------
+
+
+def _results_imports() -> dict[str, set[str]]:
+    """Each kcgate.results module and the kcgate.results modules it imports (anywhere in it)."""
+    graph = {}
+    for path in sorted((ROOT / "kcgate" / "results").glob("*.py")):
+        mod = f"kcgate.results.{path.stem}"
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "kcgate.results":
+                found |= {f"kcgate.results.{a.name}" for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kcgate.results."):
+                found.add(node.module or "")
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.startswith("kcgate.results.")}
+        graph[mod] = found
+    return graph
+
+
+def test_results_package_has_no_import_cycle() -> None:
+    graph = _results_imports()
+    done: list[str] = []
+    while len(done) < len(graph):  # peel off modules whose results imports are all done
+        ready = [m for m, deps in graph.items() if m not in done and deps <= set(done)]
+        assert ready, f"import cycle among {sorted(set(graph) - set(done))}"
+        done += ready
+    assert graph["kcgate.results.columns"] == set()  # the bottom: kinds and limits
+
+
+def test_one_loader_reads_results_documents() -> None:
+    # RunResult.from_json is called by model.parse_run only: load_run, load_member (directory trees: report's
+    # artifacts, baselines) and git blobs all go through it; no other module skips "foreign" files itself
+    calls, skips = [], []
+    for path in sorted((ROOT / "kcgate").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "from_json":
+                if isinstance(node.value, ast.Name) and node.value.id in ("RunResult", "cls"):
+                    calls.append(path.name)
+            if isinstance(node, ast.FunctionDef) and "foreign" in node.name:
+                skips.append(path.name)
+    assert sorted(set(calls)) == ["model.py"] and skips == ["model.py"]
