@@ -292,17 +292,23 @@ def _with_excess(
 ) -> FreivaldsResult:
     """The sensitivity statistics of kcgate.sensitivity on the residuals, normalised by ``scale``."""
     z = resid / scale.unsqueeze(-2).clamp_min(1e-300)  # (..., k, M)
-    over = (resid > tau.unsqueeze(-2)).any(dim=-2).reshape(-1)
-    rows_over = int(over.sum())
+    worst = resid.amax(dim=-2)  # resid has no NaN (_residual maps it to inf): any vector over τ iff the max is
+    rows_over = int((worst > tau).sum())
     level = _TAIL * math.sqrt(2 * math.log(2 * max(z.numel(), 1)))
     per_row = z.nan_to_num(nan=math.inf).amax(dim=-2).reshape(-1)
-    score = torch.maximum(per_row / (factor * level), (resid.amax(dim=-2) / tau).reshape(-1))
-    flagged = tuple(int(i) for i in score.argsort(descending=True)[:8] if float(score[i]) > 1.0)
-    finite = z.isfinite()
-    count = int(finite.sum())
+    score = torch.maximum(per_row / (factor * level), (worst / tau).reshape(-1))
+    top = torch.topk(score, min(8, score.numel()))  # largest first, NaN first as in a descending sort
+    flagged = tuple(int(i) for v, i in zip(top.values.tolist(), top.indices.tolist()) if v > 1.0)
+    squares = float(z.square().sum())  # finite only if every z is: then no mask is needed (the same sum)
+    if math.isfinite(squares):
+        count = z.numel()
+    else:
+        finite = z.isfinite()
+        count = int(finite.sum())
+        squares = float(torch.where(finite, z, 0.0).square().sum())
     if count == 0:
         return replace(result, bound_passed=result.passed, rows_over=rows_over, flagged=flagged)
-    rms = math.sqrt(float(torch.where(finite, z, 0.0).square().sum()) / count)
+    rms = math.sqrt(squares / count)
     row = int(per_row.argmax())
     max_ratio = float(per_row[row]) / level
     ratio = max(rms, max_ratio) / factor
