@@ -292,11 +292,12 @@ def _with_excess(
 ) -> FreivaldsResult:
     """The sensitivity statistics of kcgate.sensitivity on the residuals, normalised by ``scale``."""
     z = resid / scale.unsqueeze(-2).clamp_min(1e-300)  # (..., k, M)
-    worst = resid.amax(dim=-2)  # resid has no NaN (_residual maps it to inf): any vector over τ iff the max is
-    rows_over = int((worst > tau).sum())
+    worst = resid.amax(dim=-2)  # resid has no NaN (_residual maps it to inf)
+    bound = torch.where(worst == 0, 0.0, worst / tau).nan_to_num(nan=math.inf, posinf=math.inf).reshape(-1)
+    rows_over = int((bound > 1.0).sum())  # rows whose residual exceeds τ for some vector (inf/inf: NaN, over)
     level = _TAIL * math.sqrt(2 * math.log(2 * max(z.numel(), 1)))
-    per_row = z.nan_to_num(nan=math.inf).amax(dim=-2).reshape(-1)
-    score = torch.maximum(per_row / (factor * level), (worst / tau).reshape(-1))
+    per_row = z.nan_to_num(nan=math.inf, posinf=math.inf).amax(dim=-2).reshape(-1)
+    score = torch.maximum(per_row / (factor * level), bound)
     top = torch.topk(score, min(8, score.numel()))  # largest first, NaN first as in a descending sort
     flagged = tuple(int(i) for v, i in zip(top.values.tolist(), top.indices.tolist()) if v > 1.0)
     squares = float(z.square().sum())  # finite only if every z is: then no mask is needed (the same sum)
@@ -400,7 +401,7 @@ def row_errors(
     bm = b.expand(*batch, kk, n)[at].double()
     bias64 = bias.double() if bias is not None else torch.zeros(n, dtype=torch.float64)
     exact = a_row @ bm + bias64
-    err = (c[at][i].double() - exact).abs().nan_to_num(nan=math.inf)
+    err = (c[at][i].double() - exact).abs().nan_to_num(nan=math.inf, posinf=math.inf)
     u_acc, u_out = unit_roundoff(accumulate), unit_roundoff(c.dtype)
     k_eff = kk + (bias is not None)
     beta = lam * math.sqrt(k_eff) * u_acc * (a_row.abs() @ bm.abs() + bias64.abs()) + u_out * exact.abs()
@@ -409,7 +410,7 @@ def row_errors(
         + (_OUT_ROUND * u_out * exact).square()
     ).sqrt()
     level = factor * _TAIL * math.sqrt(2 * math.log(2 * max(n, 1)))
-    ratio = torch.where(err == 0, 0.0, err / beta).nan_to_num(nan=math.inf)
+    ratio = torch.where(err == 0, 0.0, err / beta).nan_to_num(nan=math.inf, posinf=math.inf)
     j = int(ratio.argmax()) if n else 0
     return RowErrors(
         elements=n,
@@ -629,7 +630,7 @@ def _residual(z: torch.Tensor, w: torch.Tensor, rad: torch.Tensor, bias: torch.T
     d = z.double() - w.double()
     if bias is not None:
         d = d + (rad.double() @ bias.double()).unsqueeze(-1)
-    return d.abs_().nan_to_num_(nan=math.inf)
+    return d.abs_().nan_to_num_(nan=math.inf, posinf=math.inf)
 
 
 def _threshold(
@@ -676,7 +677,7 @@ def _worst(
 ) -> FreivaldsResult:
     """The entry with the largest err / tol (same shapes); a NaN ratio (NaN in c) is a failure."""
     ratio = torch.where(err == 0, 0.0, err.double() / tol.double())  # in fp64: bf16 residuals too
-    ratio = ratio.nan_to_num(nan=math.inf).reshape(-1)
+    ratio = ratio.nan_to_num(nan=math.inf, posinf=math.inf).reshape(-1)
     if ratio.numel() == 0:
         return FreivaldsResult(True, 0.0, 0, 0.0, 0.0, seed, k, false_alarm_prob)
     worst = int(torch.argmax(ratio))

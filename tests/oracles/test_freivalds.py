@@ -111,6 +111,20 @@ def test_nan_output_fails() -> None:
     assert result.budget_used == math.inf
 
 
+@pytest.mark.parametrize("value", [math.inf, -math.inf])
+def test_infinite_output_fails(value: float) -> None:
+    """An inf in C gives an infinite residual and an infinite threshold for its row (C's row norm): their ratio
+    must count as a failure. (Residuals went through nan_to_num, which also turns inf into the largest finite
+    fp64 value: an inf output passed with budget 0.)"""
+    a, b = _inputs(300, 200, 257, torch.float32, seed=5)
+    c = a @ b
+    c[3, 3] = value
+    result = freivalds_check(a, b, c)
+    assert not result.passed and not result.bound_passed
+    assert result.budget_used == math.inf and result.worst_row == 3
+    assert 3 in result.flagged
+
+
 def test_zero_output_for_nonzero_product_fails() -> None:
     a, b = _inputs(16, 32, 16, torch.float32)
     assert not freivalds_check(a, b, torch.zeros(16, 16)).passed
