@@ -191,6 +191,12 @@ def acc_matmul(acc: torch.dtype) -> Kernel:
     return lambda a, b: blocked_matmul(a, b, 32, acc).to(a.dtype)
 
 
+def _blocked_acc(block: int) -> Kernel:
+    """A bf16 running sum rounded every ``block`` terms (128: tests/kernels/accumulate.bf16_blocks; 1: after
+    every add, torch's CPU bf16 layer_norm dβ)."""
+    return lambda a, b: blocked_matmul(a, b, block, torch.bfloat16).to(a.dtype)
+
+
 def operand_matmul(bits: int) -> Kernel:
     return lambda a, b: (round_mantissa(a, bits - 1, "nearest") @ round_mantissa(b, bits - 1, "nearest")).to(
         a.dtype
@@ -293,6 +299,17 @@ def corpus() -> list[Fault]:
                 "C-PRC-01",
                 "row-scale",
                 low_precision_rmsnorm(acc),
+            )
+        )
+    for block, what in ((128, "blocks128"), (1, "sequential")):  # the rounding interval is fitted too
+        out.append(
+            Fault(
+                f"accumulator-bfloat16-{what}/matmul/float32",
+                "matmul",
+                "float32",
+                "C-PRC-01",
+                "low-precision-accumulator",
+                _blocked_acc(block),
             )
         )
     for bits in (11, 8):

@@ -51,7 +51,7 @@ def render(results: dict[str, tuple[Fault, list[str]]], seeds: tuple[int, ...] =
         "calibration kernels: garbage (huge or unrelated values), constant and per-block offsets, 1 or 5 corrupted "
         "elements, diffuse noise at two magnitudes and a zeroed tail tile on ten families (matmul, bmm, linear, sum, "
         "softmax, logsumexp, layernorm, rmsnorm, gelu, silu) in float32 and bfloat16; input mutation, a float64 "
-        "output and a stale buffer on every family; exp without max-subtraction; fp16/bf16 accumulators; "
+        "output and a stale buffer on every family; exp without max-subtraction; fp16/bf16 accumulators (bf16 also in blocks of 128 and after every add); "
         "tf32/bf16 operands; a one-pass variance; an fp16/bf16 sum of squares in rmsnorm. Each fault runs its "
         f"class check in process (CPU) on seeds {', '.join(map(str, seeds))}; a fault counts as right only when "
         "it gets the expected name on every seed.\n\n"
