@@ -312,7 +312,8 @@ def allowance(
     if tol.method == "abs-rel":
         return tol.atol + tol.rtol * ref.abs()
     # error-bound, and relative (which is also held to the family's bound)
-    return ctx.op.bound(up or upcast(inputs), ref, ctx.bound_args()) + subnormal_floor(ctx.bound_args())
+    ba = ctx.bound_args()
+    return ctx.op.bound(up or upcast(inputs), ref, ba) + subnormal_floor(ba)
 
 
 def subnormal_floor(ba: BoundArgs) -> float:
@@ -357,7 +358,9 @@ def _call(
     guard = ctx.contract.protocol.guard if ctx.contract.protocol.poison else 0
     bufs = [_guarded(t, guard, ctx.device) for t in trial.inputs]
     views = tuple(b[1] for b in bufs)
-    snapshots = [v.detach().clone() for v in views]
+    # what each input must still hold afterwards: the drawn tensor itself (the kernel only sees the copy
+    # in the guarded buffer), or a copy of the view where the buffer lives on another device
+    snapshots = [t if t.device == v.device else v.detach().clone() for t, v in zip(trial.inputs, views)]
     out_buf = _out_buffer(ctx, trial, guard) if ctx.contract.call == "out" else None
     backward = ctx.contract.backward
     leaves = _grad_leaves(ctx, views) if backward else []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -94,6 +95,7 @@ def draw(
     return x.to(dtype)
 
 
+@functools.cache
 def underflow(u: float) -> float:
     """Half the subnormal spacing of the float format whose unit roundoff is ``u`` (fp16: 2^-25): the absolute
     error of a rounding below the normal range, which no relative term covers."""
