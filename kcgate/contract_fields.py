@@ -459,14 +459,16 @@ DRIFT_FIELDS = (
         exclusive=True,
         below="would flag every rise",
         example=DRIFT_EXAMPLE,
+        since="0.2",
     ),
     _positive(
         "floor",
         "gate",
         "both budgets are floored at this first, so noise far below the bound is not drift",
         default=1e-3,
+        since="0.2",
     ),
-    _positive("absolute", "gate", "a rise of more than this amount is drift"),
+    _positive("absolute", "gate", "a rise of more than this amount is drift", since="0.2"),
 )
 POLICY_FIELDS = (
     Field(
@@ -484,7 +486,6 @@ POLICY_FIELDS = (
         alternative="table",
         fields=DRIFT_FIELDS,
         example=DRIFT_EXAMPLE,
-        since="0.2",
     ),
     Field(
         "required_runners", "gate", "runner patterns that must report; a missing one blocks", type="strings"

@@ -99,6 +99,8 @@ def field_schema(f: Field) -> dict[str, Any]:
     if f.default is not None and f.default != ():
         d["default"] = list(f.default) if isinstance(f.default, tuple) else f.default
     d["x-since"] = f.since
+    if f.source:
+        d["x-values-from"] = f.source  # the table that defines the allowed values
     return d
 
 

@@ -74,6 +74,7 @@ def test_the_schema_describes_every_key_of_every_table() -> None:
     assert described["contract.distribution"]["enum"] == list(spec.DISTRIBUTIONS)
     assert described["contract.tolerance.method"]["enum"] == list(spec.TOLERANCES)
     assert described["contract.op"]["enum"] == list(spec.OPS)
+    assert described["contract.op"]["x-values-from"] == "kcgate.catalogue.CATALOGUE"
 
 
 def _as_json(v: Any) -> Any:
