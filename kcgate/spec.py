@@ -30,7 +30,6 @@ from kcgate.contract_fields import (
     IMPORT_PATTERN,
     POLICY_FIELDS,
     PROJECT_FIELDS,
-    PROTOCOL_LIMITS,  # noqa: F401 (kcgate.spec.PROTOCOL_LIMITS, as before)
     RELATIVE_FACTOR,
 )
 from kcgate.errors import ContractsError, Problem
@@ -193,10 +192,6 @@ class Project:
 # ---- loading ------------------------------------------------------------------------------------
 
 
-_Collector = Collector
-_unknown = unknown_keys
-
-
 def load_project(path: Path | str, *, locate_kernels: bool = True) -> Project:
     """Load and validate; raise ContractsError listing every problem.
 
@@ -216,7 +211,7 @@ def load_project(path: Path | str, *, locate_kernels: bool = True) -> Project:
         ) from None
     with _no_cyclic_gc():
         data, lines = _parse(path, text)
-        col = _Collector(str(path), lines)
+        col = Collector(str(path), lines)
         col.locate = locate_kernels
         project = _project(path, data, col)
     if col.problems:
@@ -249,10 +244,10 @@ def _no_cyclic_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _project(path: Path, data: dict[str, Any], col: _Collector) -> Project:
-    _unknown(data, TOP_KEYS, (), "", col)
+def _project(path: Path, data: dict[str, Any], col: Collector) -> Project:
+    unknown_keys(data, TOP_KEYS, (), "", col)
     proj = _table(data, "project", (), col)
-    _unknown(proj, PROJECT_KEYS, ("project",), "project", col)
+    unknown_keys(proj, PROJECT_KEYS, ("project",), "project", col)
     root = path.parent
     paths = tuple(root / p for p in _project_key(proj, "paths", col) or [])
     raw = data.get("contract", [])
@@ -280,7 +275,7 @@ def _project_key(proj: dict[str, Any], key: str, col: Collector) -> Any:
 
 
 def _discovered(
-    proj: dict[str, Any], contracts: list[Contract | None], col: _Collector, roots: tuple[Path, ...]
+    proj: dict[str, Any], contracts: list[Contract | None], col: Collector, roots: tuple[Path, ...]
 ) -> list[Contract | None]:
     """Contracts declared with ``@kcgate.contract(...)`` in the modules of ``[project].discover``, read
     statically from their source (nothing is imported); their problems name the .py file and line."""
@@ -314,18 +309,18 @@ def validate_contract(
     """One contract table (``d``: its TOML keys) validated by the same code as contracts.toml; the
     Python API and ``@kcgate.contract`` discovery use it. ``lines`` maps ("contract", index, key...) to
     lines of ``file``."""
-    col = _Collector(file, lines or tomlsrc.LineMap())
+    col = Collector(file, lines or tomlsrc.LineMap())
     col.locate = locate
     contract = _contract(index, d, col, roots)
     return contract, tuple(col.problems)
 
 
-def _contract(i: int, d: dict[str, Any], col: _Collector, roots: tuple[Path, ...]) -> Contract | None:
+def _contract(i: int, d: dict[str, Any], col: Collector, roots: tuple[Path, ...]) -> Contract | None:
     p = ("contract", i)
     cid = d.get("id")
     where = f"contract {cid!r}" if isinstance(cid, str) else f"contract #{i + 1}"
     before = len(col.problems)
-    _unknown(d, CONTRACT_KEYS, p, where, col)
+    unknown_keys(d, CONTRACT_KEYS, p, where, col)
     if not isinstance(cid, str) or not _ID.match(cid):
         col.add(
             p + ("id",),
@@ -394,21 +389,19 @@ def _read(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: Coll
     return read(d, CONTRACT_FIELD[key], p, where, col) if key in d else CONTRACT_FIELD[key].default
 
 
-def _call_style(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) -> str:
+def _call_style(d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector) -> str:
     """``call = "return" | "out"``; a table is the argument mapping (its output is returned)."""
     if isinstance(d.get("call"), dict):
         return "return"
     return _read(d, "call", p, where, col)  # type: ignore[no-any-return]
 
 
-def _call_table(
-    d: dict[str, Any], op: str, p: tuple[Any, ...], where: str, col: _Collector
-) -> dict[str, Any]:
+def _call_table(d: dict[str, Any], op: str, p: tuple[Any, ...], where: str, col: Collector) -> dict[str, Any]:
     t = d.get("call")
     if not isinstance(t, dict):
         return {}
     tp, tw = p + ("call",), where + ".call"
-    _unknown(t, CALL_KEYS, tp, tw, col)
+    unknown_keys(t, CALL_KEYS, tp, tw, col)
     args = t.get("args")
     if args is not None and not isinstance(args, list):
         col.add(tp + ("args",), tw + ".args", "must be a list", 'args = ["x", ["{n}"], "w", "b"]')
@@ -423,7 +416,7 @@ def _call_table(
 
 
 def _mapping(
-    d: dict[str, Any], key: str, op: str, p: tuple[Any, ...], where: str, col: _Collector
+    d: dict[str, Any], key: str, op: str, p: tuple[Any, ...], where: str, col: Collector
 ) -> tuple[tuple[str, Any], ...]:
     """A table of keyword arguments (``call.kwargs``, ``init``), values checked for placeholders."""
     t = _table(d, key, p, col, where)
@@ -432,7 +425,7 @@ def _mapping(
     return tuple(sorted((k, _freeze(v)) for k, v in t.items()))
 
 
-def _check_value(v: Any, op: str, path: tuple[Any, ...], where: str, col: _Collector) -> None:
+def _check_value(v: Any, op: str, path: tuple[Any, ...], where: str, col: Collector) -> None:
     """A "{size}" placeholder must name one of the family's dimensions."""
     if isinstance(v, list):
         for x in v:
@@ -449,7 +442,7 @@ def _freeze(v: Any) -> Any:
     return tuple(_freeze(x) for x in v) if isinstance(v, list) else v
 
 
-def _env(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) -> tuple[tuple[str, str], ...]:
+def _env(d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector) -> tuple[tuple[str, str], ...]:
     t = _table(d, "env", p, col, where)
     out = []
     for k, v in t.items():
@@ -471,7 +464,7 @@ def _default_tolerance(cls: Any, op: str | None) -> str:
     return OP_TOLERANCE.get(op or "", method) if method == "error-bound" else method
 
 
-def _cross_checks(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) -> None:
+def _cross_checks(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector) -> None:
     if c.klass == "C-PRC-04" and c.param("overflow") == "inf":
         outs = (c.out_dtype,) if c.out_dtype else c.dtypes
         finite = [t for t in outs if t in dtypes.FORMATS and not dtypes.FORMATS[t].has_inf]
@@ -532,7 +525,7 @@ def _cross_checks(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str
     _shapes_in_class(c, d, p, where, col)
 
 
-def _nan_policy(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) -> None:
+def _nan_policy(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector) -> None:
     """C-EXC-01: nan = "mask" declares its masked value; mask_value means nothing without it."""
     if c.klass != "C-EXC-01":
         return
@@ -554,7 +547,7 @@ def _nan_policy(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str, 
 
 
 def _constraints(
-    d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: _Collector, op: str | None
+    d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: Collector, op: str | None
 ) -> tuple[tuple[int, str], ...]:
     """``{ dim = "constraint" }`` (dims by letter of the op's shape form or by index) -> (index, text)."""
     t = _table(d, key, p, col, where)
@@ -575,9 +568,9 @@ def _constraints(
 
 
 def _max_elements(
-    d: dict[str, Any], t: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector
+    d: dict[str, Any], t: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector
 ) -> int:
-    _unknown(t, SHAPE_CLASS_KEYS, p + ("shape_class",), where + ".shape_class", col)
+    unknown_keys(t, SHAPE_CLASS_KEYS, p + ("shape_class",), where + ".shape_class", col)
     if "shape_class" in d and d.get("class") != "C-CMP-03":
         col.add(
             p + ("shape_class",),
@@ -589,7 +582,7 @@ def _max_elements(
     return v or 0
 
 
-def _shapes_in_class(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector) -> None:
+def _shapes_in_class(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector) -> None:
     """Every declared shape satisfies the contract's shape constraints and its shape class."""
     names = OP_SHAPES.get(c.op)
     for key, pairs in (("shape_constraints", c.shape_constraints), ("shape_class", c.shape_class)):
@@ -615,7 +608,7 @@ def _shapes_in_class(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: 
                 )
 
 
-def _duplicates(contracts: list[Contract | None], col: _Collector) -> None:
+def _duplicates(contracts: list[Contract | None], col: Collector) -> None:
     seen: dict[str, int] = {}
     for i, c in enumerate(contracts):
         if c is None:
@@ -634,11 +627,11 @@ def _duplicates(contracts: list[Contract | None], col: _Collector) -> None:
 
 
 def _tolerance(
-    d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector, default: str, roots: tuple[Path, ...]
+    d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector, default: str, roots: tuple[Path, ...]
 ) -> Tolerance:
     t = _table(d, "tolerance", p, col, where)
     tp, tw = p + ("tolerance",), where + ".tolerance"
-    _unknown(t, TOLERANCE_KEYS, tp, tw, col)
+    unknown_keys(t, TOLERANCE_KEYS, tp, tw, col)
     nums = given(t, _TOL, tp, tw, col)
     method = nums.get("method") or default
     if method == "abs-rel" and nums.get("rtol") is None and nums.get("atol") is None:
@@ -665,10 +658,10 @@ def _tolerance(
     )
 
 
-def _protocol(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector, cls: Any) -> Protocol:
+def _protocol(d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector, cls: Any) -> Protocol:
     t = _table(d, "protocol", p, col, where)
     tp, tw = p + ("protocol",), where + ".protocol"
-    _unknown(t, PROTOCOL_KEYS, tp, tw, col)
+    unknown_keys(t, PROTOCOL_KEYS, tp, tw, col)
     got = with_defaults(_PROTO, given(t, _PROTO, tp, tw, col))  # the row keys are Protocol's fields
     seeds, trials = got.pop("seeds"), got.pop("trials")  # no row default: the class's
     return Protocol(
@@ -677,7 +670,7 @@ def _protocol(d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector
 
 
 def _params(
-    d: dict[str, Any], p: tuple[Any, ...], where: str, col: _Collector, cls: Any, op: str
+    d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector, cls: Any, op: str
 ) -> tuple[tuple[str, Any], ...]:
     t = _table(d, "params", p, col, where)
     if cls is None:
@@ -698,9 +691,9 @@ def _params(
     return tuple(sorted(out, key=lambda kv: kv[0]))
 
 
-def _policy(data: dict[str, Any], contracts: tuple[Contract, ...], col: _Collector) -> Policy:
+def _policy(data: dict[str, Any], contracts: tuple[Contract, ...], col: Collector) -> Policy:
     t = _table(data, "policy", (), col)
-    _unknown(t, POLICY_KEYS, ("policy",), "policy", col)
+    unknown_keys(t, POLICY_KEYS, ("policy",), "policy", col)
     block_on = value(t, _POLICY["block_on"], ("policy",), "policy", col)
     return Policy(
         block_on=tuple(block_on or ()) if "block_on" in t else Policy().block_on,
@@ -714,7 +707,7 @@ def _policy(data: dict[str, Any], contracts: tuple[Contract, ...], col: _Collect
 _DRIFT_FIX = _POLICY["budget_drift"].example
 
 
-def _drift(t: dict[str, Any], col: _Collector) -> DriftRule:
+def _drift(t: dict[str, Any], col: Collector) -> DriftRule:
     """policy.budget_drift: a table with ``ratio`` (and ``floor``) and/or ``absolute``; a bare number is the
     absolute rule (kcgate 0.1's meaning, kept)."""
     v = t.get("budget_drift")
@@ -728,7 +721,7 @@ def _drift(t: dict[str, Any], col: _Collector) -> DriftRule:
     if not isinstance(v, dict):
         col.add(p, where, f"must be a table or a number, not {v!r}", _DRIFT_FIX)
         return DriftRule()
-    _unknown(v, DRIFT_KEYS, p, where, col)
+    unknown_keys(v, DRIFT_KEYS, p, where, col)
     ratio, floor, amount = (value(v, row.field(k), p, where, col) for k in ("ratio", "floor", "absolute"))
     if ratio is None and amount is None and not ({"ratio", "absolute"} & set(v)):
         if "floor" in v or set(v) - DRIFT_KEYS:
@@ -738,7 +731,7 @@ def _drift(t: dict[str, Any], col: _Collector) -> DriftRule:
     return DriftRule(ratio=ratio, floor=DriftRule().floor if floor is None else floor, absolute=amount)
 
 
-def _waivers(data: dict[str, Any], contracts: tuple[Contract, ...], col: _Collector) -> tuple[Waiver, ...]:
+def _waivers(data: dict[str, Any], contracts: tuple[Contract, ...], col: Collector) -> tuple[Waiver, ...]:
     out = []
     raw = data.get("contract", [])
     for i, c in enumerate(raw if isinstance(raw, list) else []):
@@ -757,12 +750,12 @@ def _waivers(data: dict[str, Any], contracts: tuple[Contract, ...], col: _Collec
     return tuple(out)
 
 
-def _waiver(cid: str, i: int, j: int, w: Any, col: _Collector) -> Waiver | None:
+def _waiver(cid: str, i: int, j: int, w: Any, col: Collector) -> Waiver | None:
     p, where = ("contract", i, "waiver", j), f"contract {cid!r}.waiver[{j}]"
     if not isinstance(w, dict):
         col.add(p, where, "must be a table", "use [[contract.waiver]]")
         return None
-    _unknown(w, WAIVER_KEYS, p, where, col)
+    unknown_keys(w, WAIVER_KEYS, p, where, col)
     until = w.get("until")
     if isinstance(until, str):
         try:
@@ -803,7 +796,7 @@ def _waiver(cid: str, i: int, j: int, w: Any, col: _Collector) -> Waiver | None:
 
 
 def _table(
-    d: dict[str, Any], key: str, p: tuple[Any, ...], col: _Collector, where: str = ""
+    d: dict[str, Any], key: str, p: tuple[Any, ...], col: Collector, where: str = ""
 ) -> dict[str, Any]:
     v = d.get(key, {})
     if not isinstance(v, dict):
@@ -831,7 +824,7 @@ def _import_string(
     key: str,
     p: tuple[Any, ...],
     where: str,
-    col: _Collector,
+    col: Collector,
     roots: tuple[Path, ...],
     required: bool = False,
 ) -> str:

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from kcgate import spec, tomlsrc
-from kcgate.contract_fields import CONTRACT_FIELD, FILE_FIELDS, TYPES, Field
+from kcgate.contract_fields import CONTRACT_FIELD, FILE_FIELDS, PROTOCOL_LIMITS, TYPES, Field
 from kcgate.errors import ContractsError
 from kcgate.field_checks import READERS, Collector, value
 from kcgate.schema import _TYPE_SCHEMAS, contracts_schema, field_schema
@@ -70,7 +70,7 @@ def test_the_schema_describes_every_key_of_every_table() -> None:
     for path, f in rows.items():
         assert described[path]["description"].startswith(f.description), path
         assert described[path]["x-since"] == f.since, path
-    assert described["contract.protocol.seeds"]["maximum"] == spec.PROTOCOL_LIMITS["seeds"]
+    assert described["contract.protocol.seeds"]["maximum"] == PROTOCOL_LIMITS["seeds"]
     assert described["contract.distribution"]["enum"] == list(spec.DISTRIBUTIONS)
     assert described["contract.tolerance.method"]["enum"] == list(spec.TOLERANCES)
     assert described["contract.op"]["enum"] == list(spec.OPS)
@@ -90,7 +90,7 @@ def test_the_repository_contracts_are_valid_under_the_generated_schema() -> None
     schema = contracts_schema()
     jsonschema.validate(_as_json(data), schema)
     bad = json.loads(json.dumps(_as_json(data)))
-    bad["contract"][0]["protocol"] = {"seeds": spec.PROTOCOL_LIMITS["seeds"] + 1}
+    bad["contract"][0]["protocol"] = {"seeds": PROTOCOL_LIMITS["seeds"] + 1}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
 
