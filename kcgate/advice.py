@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kcgate.classes import CLASSES
+from kcgate.results.model import SEVERITY, Status
 from kcgate.spec import OP_TOLERANCE, Contract, Project, Tolerance
 
 MAX_REMEDIES = 2  # stop after this many measured remedies (each costs a run of the bad and the good kernel)
@@ -99,9 +100,9 @@ def advise(project: Project, c: Contract, bad: list[str], good: str, run: Runner
     for remedy in remedies(c):
         single = replace(project, contracts=(remedy.variant,))
         caught = [_worst(run(single, k)) for k in bad]
-        if any(r.status == "pass" for r in caught):
+        if any(r.status == Status.PASS for r in caught):
             continue
-        if good and any(r.status != "pass" for r in run(single, good)):
+        if good and any(r.status != Status.PASS for r in run(single, good)):
             continue
         lines.append(_line(remedy, caught[0]))
         if len(lines) >= MAX_REMEDIES:
@@ -110,8 +111,7 @@ def advise(project: Project, c: Contract, bad: list[str], good: str, run: Runner
 
 
 def _worst(results: list[Any]) -> Any:
-    order = {"pass": 0, "refused": 1, "fail": 2, "error": 3}
-    return max(results, key=lambda r: (order.get(r.status, 3), r.metrics.budget_used or 0.0))
+    return max(results, key=lambda r: (SEVERITY.get(r.status, 3), r.metrics.budget_used or 0.0))
 
 
 def _line(remedy: Remedy, caught: Any) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from kcgate.advice import advise
 from kcgate.execution.executors import InProcessExecutor
 from kcgate.execution.plan import make_plan
+from kcgate.results.model import SEVERITY, Status
 from kcgate.spec import Contract, Project
 
 STATES = ("good", "bad", "baseline")
@@ -36,7 +37,7 @@ class StateResult:
 
     @property
     def accepted(self) -> bool:
-        return self.status == "pass"
+        return self.status == Status.PASS
 
     @property
     def as_expected(self) -> bool:
@@ -127,15 +128,12 @@ def _advice(project: Project, c: Contract, row: Calibration, base_seed: int) -> 
     return tuple(advise(project, c, passed, good.kernel if good else "", run))
 
 
-_SEVERITY = {"pass": 0, "refused": 1, "fail": 2, "error": 3}
-
-
 def _summarize(state: str, target: str, results: list[Any]) -> StateResult:
-    worst = max(results, key=lambda r: (_SEVERITY.get(r.status, 3), r.metrics.budget_used or 0.0))
+    worst = max(results, key=lambda r: (SEVERITY.get(r.status, 3), r.metrics.budget_used or 0.0))
     budgets = [r.metrics.budget_used for r in results]
     known = [b for b in budgets if b is not None]
-    failed_unmeasured = any(b is None and r.status != "pass" for b, r in zip(budgets, results))
-    budget = math.inf if failed_unmeasured and worst.status == "fail" else max(known, default=None)
+    failed_unmeasured = any(b is None and r.status != Status.PASS for b, r in zip(budgets, results))
+    budget = math.inf if failed_unmeasured and worst.status == Status.FAIL else max(known, default=None)
     sig = worst.signature
     return StateResult(
         state,

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kcgate.results.model import RunResult
+from kcgate.results.model import RunResult, Status
 
 # Worst first is the highest rank: a failure outranks an error, which outranks a refusal.
-STATUS_RANK = {"pass": 0, "refused": 1, "error": 2, "fail": 3}
+STATUS_RANK: dict[str, int] = {Status.PASS: 0, Status.REFUSED: 1, Status.ERROR: 2, Status.FAIL: 3}
 OUTLIER_FACTOR = 10.0  # a runner's error this many times the consensus (median) is an outlier
 MIN_RUNNERS = 3  # consensus needs a majority that can outvote one runner
 ERROR_FLOOR = 1e-300  # exact (zero) errors still have a logarithm
@@ -145,7 +145,7 @@ def _cell(contract_id: str, runner: str, statuses: list[str], budgets: list[floa
         verdict=max(statuses, key=STATUS_RANK.__getitem__),
         budget_used=max(measured) if measured else None,
         cases=len(statuses),
-        failing=statuses.count("fail"),
+        failing=statuses.count(Status.FAIL),
     )
 
 

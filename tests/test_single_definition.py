@@ -48,6 +48,37 @@ def test_case_statuses_are_the_status_enum() -> None:
     assert STATUSES == tuple(s.value for s in Status) and Status.PASS == "pass" and f"{Status.FAIL}" == "fail"
 
 
+# The same words meaning something else: the gate's verdict, and the kernels `kcgate init`'s probe refused.
+_OTHER_MEANINGS = {"kcgate/commands/report.py", "kcgate/adopt/probe.py", "kcgate/adopt/scaffold.py"}
+
+
+def _status_words() -> dict[str, set[str]]:
+    """Modules spelling a status as a string: any "pass"/"fail"/"refused", or "error" compared with a status
+    (``x.status == "error"``) or listed with another status (a category or waiver kind "error" is not one)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "kcgate").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            words = set()
+            if isinstance(node, ast.Constant) and node.value in ("pass", "fail", "refused"):
+                words.add(node.value)
+            if isinstance(node, ast.Compare) and "status" in ast.unparse(node.left):
+                words |= {
+                    c.value for c in node.comparators if isinstance(c, ast.Constant) and c.value in STATUSES
+                }
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Finding" and node.args:
+                words |= {node.args[0].value} if isinstance(node.args[0], ast.Constant) else set()
+            if words:
+                found.setdefault(str(path.relative_to(ROOT)), set()).update(words)
+    return found
+
+
+def test_case_statuses_are_spelled_only_by_their_enum() -> None:
+    # records.Status is the one spelling; code compares with Status.FAIL, keys tables by members, and reads
+    # UNEVALUATED / SEVERITY from the enum's module
+    assert set(_status_words()) - _OTHER_MEANINGS == {"kcgate/results/records.py"}
+    assert _literal_lists(set(STATUSES), 2) - _OTHER_MEANINGS <= {"kcgate/results/records.py"}
+
+
 def test_device_names_are_listed_only_by_their_table() -> None:
     # kcgate.device_kinds.DEVICE_KINDS holds one row per device kind; the registry and the loader read it
     from kcgate.devices import BACKENDS, VENDORS

@@ -14,7 +14,7 @@ from kcgate import sensitivity, signatures
 from kcgate.classes import CLASSES
 from kcgate.execution.harness import CaseContext, Trial, run_trial, signal_ratio
 from kcgate.metrics import merge_metrics
-from kcgate.results.model import Metrics, Signature
+from kcgate.results.model import Metrics, Signature, Status
 from kcgate.signatures import STRUCTURAL, first_issue
 
 
@@ -22,7 +22,7 @@ from kcgate.signatures import STRUCTURAL, first_issue
 class Finding:
     """A class check's verdict on one case."""
 
-    status: str  # pass | fail | error | refused
+    status: str  # a Status
     metrics: Metrics
     signature: Signature | None = None
     message: str = ""
@@ -63,7 +63,7 @@ def verdict(
         metrics = _with_extra(metrics, extra)
     raised = next((t for t in ts if "raised" in t.issues), None)
     if raised:
-        return Finding("error", metrics, None, f"kernel raised: {raised.error}")
+        return Finding(Status.ERROR, metrics, None, f"kernel raised: {raised.error}")
     issues = sorted({i for t in ts for i in t.issues})
     if issues:
         first = first_issue(issues)
@@ -71,7 +71,7 @@ def verdict(
         sig = Signature(first, ISSUE_MESSAGES.get(first, first), (("issues", ", ".join(issues)),))
         detail = next((t.error for t in ts if t.error), "")
         return Finding(
-            "fail",
+            Status.FAIL,
             metrics,
             sig,
             "; ".join(ISSUE_MESSAGES.get(i, i) for i in issues) + (f": {detail}" if detail else ""),
@@ -79,7 +79,7 @@ def verdict(
     worst_signal = max((signal_ratio(t) for t in ts), default=0.0)
     if ctx.contract.tolerance.method in ("error-bound", "abs-rel", "relative") and worst_signal >= 1.0:
         return Finding(
-            "refused",
+            Status.REFUSED,
             metrics,
             None,
             f"tolerance exceeds the signal (allowed error / output = {worst_signal:.3g}); "
@@ -89,23 +89,23 @@ def verdict(
     budget = metrics.budget_used
     if budget is None or budget > 1.0:
         return Finding(
-            "fail", metrics, _relative_signature(metrics) or diagnose(ctx, ts), _fail_message(metrics)
+            Status.FAIL, metrics, _relative_signature(metrics) or diagnose(ctx, ts), _fail_message(metrics)
         )
-    return _excess_gate(ctx, ts, metrics) if excess else Finding("pass", metrics)
+    return _excess_gate(ctx, ts, metrics) if excess else Finding(Status.PASS, metrics)
 
 
 def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding:
     """Within the bound: the sensitivity gate (kcgate.sensitivity) compares the error with a correct
     implementation's; its worst trial's ratio is recorded either way (``excess_ratio``, <= 1 passes)."""
     if not sensitivity.applies(ctx):
-        return Finding("pass", metrics)
+        return Finding(Status.PASS, metrics)
     measured = [e for t in ts if (e := sensitivity.measure(ctx, t)) is not None]
     if not measured:
-        return Finding("pass", metrics)
+        return Finding(Status.PASS, metrics)
     worst = max(measured, key=lambda e: e.ratio)
     metrics = _with_extra(metrics, worst.extra())
     if worst.ratio <= 1.0:
-        return Finding("pass", metrics)
+        return Finding(Status.PASS, metrics)
     signature = Signature(
         "excess-error",
         worst.summary(),
@@ -118,7 +118,7 @@ def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding
         ),
     )
     return Finding(
-        "fail",
+        Status.FAIL,
         metrics,
         signature,
         f"within the bound (budget {metrics.budget_used:.3g}) but the error is "

@@ -10,14 +10,14 @@ import torch
 
 from kcgate.checks import Finding, named, trials, verdict
 from kcgate.execution.harness import CaseContext, Trial
-from kcgate.results.model import Signature
+from kcgate.results.model import Signature, Status
 from kcgate.signatures import sig
 
 
 def check(ctx: CaseContext) -> Finding:
     ts = trials(ctx)
     finding = verdict(ctx, ts)
-    if finding.status != "fail" or named(finding):
+    if finding.status != Status.FAIL or named(finding):
         return finding
     found = approximation_signature(ts)
     return replace(finding, signature=found) if found else finding

@@ -10,7 +10,7 @@ from typing import Any
 
 from kcgate.checks import Finding, verdict
 from kcgate.execution.harness import CaseContext, Trial, run_trial
-from kcgate.results.model import Signature
+from kcgate.results.model import SEVERITY, Signature, Status
 
 
 def check(ctx: CaseContext) -> Finding:
@@ -22,7 +22,7 @@ def check(ctx: CaseContext) -> Finding:
         per_config.append((cfg, ts))
     findings = [(cfg, verdict(ctx, ts)) for cfg, ts in per_config]
     cfg, worst = max(findings, key=_severity)
-    if worst.status == "pass":
+    if worst.status == Status.PASS:
         return worst
     name = "the default configuration" if cfg is None else f"config {json.dumps(cfg, sort_keys=True)}"
     sig = worst.signature
@@ -33,6 +33,6 @@ def check(ctx: CaseContext) -> Finding:
 
 def _severity(item: tuple[Any, Finding]) -> tuple[int, float]:
     f = item[1]
-    rank = {"pass": 0, "refused": 1, "fail": 2, "error": 3}.get(f.status, 3)
+    rank = SEVERITY.get(f.status, 3)
     b = f.metrics.budget_used
-    return rank, float("inf") if b is None and f.status != "pass" else (b or 0.0)
+    return rank, float("inf") if b is None and f.status != Status.PASS else (b or 0.0)

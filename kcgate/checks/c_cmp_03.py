@@ -15,6 +15,7 @@ from kcgate import shape_class
 from kcgate.checks import ISSUE_MESSAGES, Finding, trials, verdict
 from kcgate.execution.harness import CaseContext, Trial, run_trial
 from kcgate.metrics import merge_metrics
+from kcgate.results.model import Status
 from kcgate.signatures import sig
 from kcgate.spec import OP_SHAPES
 
@@ -22,7 +23,7 @@ from kcgate.spec import OP_SHAPES
 def check(ctx: CaseContext) -> Finding:
     declared = trials(ctx)
     first = verdict(ctx, declared)
-    if first.status != "pass":
+    if first.status != Status.PASS:
         return first
     shapes = held_out_shapes(ctx)
     held = [run_trial(ctx, shape=s, salt=("held-out", i)) for i, s in enumerate(shapes)]
@@ -46,7 +47,7 @@ def _overfitting(ctx: CaseContext, finding: Finding, bad: list[Trial]) -> Findin
     why = _why(first)
     return replace(
         finding,
-        status="fail",
+        status=Status.FAIL,
         signature=sig(
             "shape-overfitting",
             f"passes at {shape_class.describe(ctx.case.shape)}, fails at held-out shape(s) {names}{more}: {why}",

@@ -14,6 +14,7 @@ import torch
 from kcgate.checks import Finding, trials, verdict
 from kcgate.execution.harness import CaseContext, Trial, allowance, run_trial
 from kcgate.metrics import compare, to_metrics
+from kcgate.results.model import Status
 from kcgate.signatures import sig
 
 
@@ -25,7 +26,7 @@ def check(ctx: CaseContext) -> Finding:
         ts.append(_finite_bound(ctx, run_trial(ctx, inputs=poisoned(ctx, ctx.inputs(ctx.case.shape, "nan")))))
     if policy in ("raise", "mask"):
         first = verdict(ctx, clean)
-        if first.status != "pass":
+        if first.status != Status.PASS:
             return first
         found = _raise(ctx) if policy == "raise" else _mask(ctx, ts)
         if found is not None:
@@ -35,7 +36,12 @@ def check(ctx: CaseContext) -> Finding:
         sub = run_trial(ctx, inputs=subnormal(ctx, ctx.inputs(ctx.case.shape, "sub")), salt="sub")
         ts.append(sub)
     finding = verdict(ctx, ts)
-    if finding.status == "fail" and sub is not None and not sub.ok and all(t.ok for t in ts if t is not sub):
+    if (
+        finding.status == Status.FAIL
+        and sub is not None
+        and not sub.ok
+        and all(t.ok for t in ts if t is not sub)
+    ):
         return replace(
             finding,
             signature=sig(
@@ -127,7 +133,7 @@ def _raise(ctx: CaseContext) -> Finding | None:
     t = quiet[0][1]
     non_finite = int((~t.out.isfinite()).sum()) if t.out is not None else 0
     return Finding(
-        "fail",
+        Status.FAIL,
         t.metrics,
         sig(
             "nan-pattern",
@@ -156,7 +162,7 @@ def _mask(ctx: CaseContext, clean: list[Trial]) -> Finding | None:
     if bool(wrong.any()):
         i = tuple(int(v) for v in wrong.nonzero()[0])
         return Finding(
-            "fail",
+            Status.FAIL,
             t.metrics,
             sig(
                 "nan-pattern",
@@ -180,7 +186,7 @@ def _mask(ctx: CaseContext, clean: list[Trial]) -> Finding | None:
     )
     t.metrics = to_metrics(t.cmp, dict(t.metrics.extra))
     found = verdict(ctx, [*clean, t], excess=False)
-    return found if found.status != "pass" else None
+    return found if found.status != Status.PASS else None
 
 
 def poisoned_or_injected(ctx: CaseContext) -> tuple[torch.Tensor, ...]:

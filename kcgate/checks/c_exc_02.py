@@ -9,6 +9,7 @@ import torch
 from kcgate.checks import Finding, trials, verdict
 from kcgate.checks.c_support import count_budget, fold
 from kcgate.execution.harness import CaseContext, Trial, call_guarded, oracle
+from kcgate.results.model import Status
 from kcgate.signatures import sig
 
 # op → (position of the index tensor, input position and dim whose size bounds it)
@@ -22,7 +23,7 @@ PLANTED = 8  # out-of-range indices per trial: one violation is budget 2, so a w
 
 def check(ctx: CaseContext) -> Finding:
     finding = verdict(ctx, trials(ctx))
-    if ctx.op.name not in INDEXING or finding.status == "error":
+    if ctx.op.name not in INDEXING or finding.status == Status.ERROR:
         return finding
     xs, oob = planted(ctx, ctx.inputs(ctx.case.shape, "oob"))
     t = call_guarded(ctx, xs)
@@ -37,7 +38,10 @@ def check(ctx: CaseContext) -> Finding:
     )
     if "out-of-bounds" in t.issues:
         return Finding(
-            "fail", finding.metrics, signature, "the kernel wrote outside its buffers on out-of-range indices"
+            Status.FAIL,
+            finding.metrics,
+            signature,
+            "the kernel wrote outside its buffers on out-of-range indices",
         )
     return fold(
         finding,

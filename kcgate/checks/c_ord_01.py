@@ -9,6 +9,7 @@ import torch
 from kcgate.checks import Finding, verdict
 from kcgate.checks.c_support import REDUCTION_AXES, fold, permute_reduction
 from kcgate.execution.harness import CaseContext, Trial, run_trial
+from kcgate.results.model import Status
 from kcgate.signatures import sig
 
 
@@ -26,7 +27,7 @@ def check(ctx: CaseContext) -> Finding:
         spread_budget=spread,
         orders=float(len(ts)),
     )
-    if finding.status == "fail" and finding.signature and finding.signature.cause == "exceeds-bound":
+    if finding.status == Status.FAIL and finding.signature and finding.signature.cause == "exceeds-bound":
         finding = Finding(finding.status, finding.metrics, signature, finding.message)
     return fold(
         finding,

@@ -9,6 +9,7 @@ import torch
 from kcgate.checks import Finding, verdict
 from kcgate.checks.c_support import bitwise_budget, fold
 from kcgate.execution.harness import CaseContext, Trial, run_trial
+from kcgate.results.model import Status
 from kcgate.signatures import sig
 
 
@@ -18,7 +19,7 @@ def check(ctx: CaseContext) -> Finding:
     ts = [run_trial(ctx, inputs=xs) for _ in range(repeats)]  # same inputs on purpose: no stale check
     finding = verdict(ctx, ts)
     level = str(ctx.contract.param("level"))
-    if level == "none" or finding.status == "error":
+    if level == "none" or finding.status == Status.ERROR:
         return finding
     budget, differing, where = _spread(ts, level)
     of = f" in the gradient of {where!r}" if where != "out" else ""

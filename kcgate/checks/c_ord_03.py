@@ -9,6 +9,7 @@ import torch
 from kcgate.checks import Finding, verdict
 from kcgate.checks.c_support import bitwise_budget, fold
 from kcgate.execution.harness import CaseContext, Trial, run_trial
+from kcgate.results.model import Status
 from kcgate.signatures import sig
 
 
@@ -16,7 +17,7 @@ def check(ctx: CaseContext) -> Finding:
     xs = ctx.inputs(ctx.case.shape, "batch")
     full = run_trial(ctx, inputs=xs)
     finding = verdict(ctx, [full])
-    if full.out is None or finding.status == "error":
+    if full.out is None or finding.status == Status.ERROR:
         return finding
     out = full.tensors.get("out", full.out)
     n = out.shape[0]

@@ -10,6 +10,7 @@ from kcgate.backward import GRAD_REDUCTION
 from kcgate.checks import Finding, named, trials, verdict
 from kcgate.checks.c_support import SHAPE_K
 from kcgate.execution.harness import CaseContext, Trial, run_trial
+from kcgate.results.model import Status
 from kcgate.signatures import _accumulator
 
 DEFAULT_SWEEP = (64, 256, 1024)
@@ -18,7 +19,7 @@ DEFAULT_SWEEP = (64, 256, 1024)
 def check(ctx: CaseContext) -> Finding:
     ts = trials(ctx)
     finding = verdict(ctx, ts)
-    if finding.status != "fail" or ctx.op.name not in SHAPE_K or named(finding):
+    if finding.status != Status.FAIL or ctx.op.name not in SHAPE_K or named(finding):
         return finding  # an integrity finding or a structural pattern is named before any accumulator fit
     dim = _sweep_dim(ctx, ts)
     sweep = [

@@ -15,6 +15,7 @@ from kcgate.catalogue import families
 from kcgate.checks import ISSUE_MESSAGES, Finding, trials, verdict
 from kcgate.execution.harness import CaseContext, oracle, run_trial
 from kcgate.ops.base import Tensors, draw
+from kcgate.results.model import Status
 from kcgate.signatures import sig
 
 OVERFLOW_SHIFT = 100.0  # > ln(float32 max) = 88.7: exp(x) without max-subtraction overflows in fp32 and below
@@ -69,7 +70,7 @@ def probes(ctx: CaseContext) -> list[Probe]:
 def check(ctx: CaseContext) -> Finding:
     base = trials(ctx)
     finding = verdict(ctx, base)
-    if finding.status != "pass":
+    if finding.status != Status.PASS:
         return _name_base(ctx, finding)
     for probe in probes(ctx):
         found = _probe_inputs(ctx, probe)
@@ -78,7 +79,7 @@ def check(ctx: CaseContext) -> Finding:
         xs, offset = found
         ts = [run_trial(ctx, inputs=xs, salt=("probe", probe.name))]
         result = verdict(ctx, base + ts, excess=False)
-        if result.status == "fail":
+        if result.status == Status.FAIL:
             return _name_probe(ctx, probe, offset, result, finding)
         extra = finding.metrics.extra or result.metrics.extra
         finding = replace(result, metrics=replace(result.metrics, extra=extra))
@@ -137,7 +138,7 @@ def _name_probe(ctx: CaseContext, probe: Probe, offset: float, found: Finding, b
 def _name_base(ctx: CaseContext, finding: Finding) -> Finding:
     """The contract's own inputs fail (large-mean declared): compare with centred inputs, as before."""
     if (
-        finding.status != "fail"
+        finding.status != Status.FAIL
         or ctx.contract.distribution != "large-mean"
         or (finding.signature and finding.signature.cause in (*NAMED, "excess-error"))
     ):

@@ -12,6 +12,7 @@ from kcgate.catalogue import has
 from kcgate.checks import Finding, named, trials, verdict
 from kcgate.execution.harness import CaseContext, Trial, allowance
 from kcgate.metrics import compare, to_metrics
+from kcgate.results.model import Status
 from kcgate.signatures import operand_signature
 
 
@@ -22,7 +23,7 @@ def check(ctx: CaseContext) -> Finding:
         ts = [_widen(ctx, t, 2.0**-bits) for t in ts]
     # the sensitivity gate models the accumulator, not declared operand rounding: off when it is declared
     finding = verdict(ctx, ts, excess=not bits)
-    if finding.status != "fail" or named(finding):
+    if finding.status != Status.FAIL or named(finding):
         return finding
     worst = max((t for t in ts if t.cmp is not None), key=lambda t: t.metrics.budget_used or float("inf"))
     assert worst.out is not None and worst.cmp is not None

@@ -11,7 +11,7 @@ import torch
 from kcgate.catalogue import CATALOGUE
 from kcgate.checks import Finding
 from kcgate.metrics import ulp_distance
-from kcgate.results.model import Signature
+from kcgate.results.model import UNEVALUATED, Signature, Status
 
 # Which input dimension is the reduction axis, per op family: {input index: dim}. Permuting it (in the
 # same way on every listed input) is a valid reordering of the same mathematical sum.
@@ -61,13 +61,13 @@ def fold(
     metrics = finding.metrics
     if extra:
         metrics = replace(metrics, extra=tuple(sorted({**dict(metrics.extra), **extra}.items())))
-    if finding.status in ("error", "refused"):
+    if finding.status in UNEVALUATED:
         return replace(finding, metrics=metrics)
     base = metrics.budget_used
     if budget <= 1.0:
         return replace(finding, metrics=metrics)
     worst = budget if base is None or budget > base else base
     metrics = replace(metrics, budget_used=None if worst == float("inf") else worst)
-    if finding.status == "fail" and (base is None or base >= budget):
+    if finding.status == Status.FAIL and (base is None or base >= budget):
         return replace(finding, metrics=metrics, signature=finding.signature or signature)
-    return Finding("fail", metrics, signature, message)
+    return Finding(Status.FAIL, metrics, signature, message)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kcgate.execution.plan import Case
-from kcgate.results.model import CaseResult, Metrics, Signature
+from kcgate.results.model import CaseResult, Metrics, Signature, Status
 from kcgate.spec import Contract, Project
 
 
@@ -84,7 +84,7 @@ def _global_state(case: Case, result: CaseResult) -> CaseResult:
     summary = "the kernel changed process-wide torch state (restored; a fresh worker runs the next case)"
     return _result(
         case,
-        status="fail",
+        status=Status.FAIL,
         metrics=result.metrics,
         signature=Signature("global-state", summary, (("changed", ", ".join(changed)[:1000]),)),
         message=f"global state changed: {', '.join(changed)[:1000]}",
@@ -131,7 +131,7 @@ def _with_grad(signature: Any, metrics: Metrics) -> Any:
 
 
 def error_result(case: Case, message: str, duration: float = 0.0) -> CaseResult:
-    return _result(case, status="error", metrics=Metrics(), message=message[:4000], duration_s=duration)
+    return _result(case, status=Status.ERROR, metrics=Metrics(), message=message[:4000], duration_s=duration)
 
 
 def _result(case: Case, **outcome: Any) -> CaseResult:

@@ -12,10 +12,16 @@ from kcgate.compare import Cell, Comparison, Outlier
 from kcgate.render.diff_formats import align, budget, plain
 from kcgate.render.escape import console_text, json_console_text, md_cell, md_code
 from kcgate.render.mermaid import budget_chart, k_curve_chart
+from kcgate.results.model import Status
 
 MAX_CONTRACT_ROWS = 400
 MAX_OUTLIER_ROWS = 100
-ICONS = {"pass": "✅", "fail": "❌", "error": "⚠️ error", "refused": "⚠️ refused"}
+ICONS: dict[str, str] = {
+    Status.PASS: "✅",
+    Status.FAIL: "❌",
+    Status.ERROR: "⚠️ error",
+    Status.REFUSED: "⚠️ refused",
+}
 
 
 def cell_text(cell: Cell | None, icons: bool) -> str:

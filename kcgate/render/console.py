@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kcgate.render.escape import console_text
-from kcgate.results.model import CaseResult, RunResult
+from kcgate.results.model import CaseResult, RunResult, Status
 
-MARK = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "refused": "REFUSED"}
+MARK = {s.value: s.value.upper() for s in Status}
 
 
 def fmt_budget(b: float | None) -> str:
@@ -52,7 +52,7 @@ def render_run(run: RunResult) -> str:
 def summary_line(run: RunResult) -> str:
     counts = {s: sum(c.status == s for c in run.cases) for s in MARK}
     parts = [f"{n} {s}" for s, n in counts.items() if n]
-    verdict = "all contracts hold" if counts["pass"] == len(run.cases) else "VIOLATIONS"
+    verdict = "all contracts hold" if counts[Status.PASS] == len(run.cases) else "VIOLATIONS"
     return f"{verdict}: " + ", ".join(parts)
 
 

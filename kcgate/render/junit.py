@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from kcgate.results.model import CaseResult, RunResult
+from kcgate.results.model import UNEVALUATED, CaseResult, RunResult, Status
 from kcgate.results.records import junit_properties
 
 
@@ -18,10 +18,10 @@ def _case(c: CaseResult) -> TestCase:
         file="contracts.toml",
         line=c.line,
     )
-    if c.status == "fail":
+    if c.status == Status.FAIL:
         sig = f" [{c.signature.cause}] {c.signature.summary}" if c.signature else ""
         tc.add_failure_info(message=(c.message + sig)[:1000], output=_details(c), failure_type="violation")
-    elif c.status in ("error", "refused"):
+    elif c.status in UNEVALUATED:
         tc.add_error_info(message=c.message[:1000], output=c.message, error_type=c.status)
     return tc
 

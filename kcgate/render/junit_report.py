@@ -15,10 +15,10 @@ from junit_xml import TestCase, TestSuite
 
 from kcgate.diff_model import CATEGORY_TABLE, CaseChange, RunnerDiff, Verdict
 from kcgate.render.labels import label, rank
-from kcgate.results.model import CaseResult, RunResult
+from kcgate.results.model import CaseResult, RunResult, Status
 
 _SKIPPED = frozenset(c.name for c in CATEGORY_TABLE if c.junit_skipped)
-_FAILING = frozenset({"fail", "error", "refused"})
+_FAILING = frozenset(Status) - {Status.PASS}
 _ILLEGAL_XML = re.compile(
     "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufdd0-\ufddf\ufffe\uffff]"
 )

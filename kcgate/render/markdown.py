@@ -22,6 +22,7 @@ from kcgate.execution.plan import base_seed_for
 from kcgate.publish.settings import is_sha
 from kcgate.render.escape import md_cell, md_code, md_text
 from kcgate.render.labels import SEVERITY, factor_text, icon, label, rank
+from kcgate.results.model import UNEVALUATED, Status
 
 COMMENT_LIMIT = 65_536  # GitHub: characters in an issue comment body
 COMMENT_BUDGET = COMMENT_LIMIT - 300  # room for the publisher's hidden markers
@@ -248,7 +249,7 @@ class Group:
 
 def group_key(c: CaseChange) -> tuple[bool, str, str, str, str]:
     """Rows group by blocking, category, contract and cause; a change with no contract keeps its runner."""
-    cause = c.cause or (c.signature if c.status == "fail" else "")
+    cause = c.cause or (c.signature if c.status == Status.FAIL else "")
     return (c.blocking, c.category, c.contract_id, cause, "" if c.contract_id else c.runner)
 
 
@@ -272,7 +273,7 @@ def _seed_order(s: str) -> int:
 
 def nonfinite(c: CaseChange) -> bool:
     """A failure whose error is not a number: the kernel gave NaN or Inf where the oracle is finite."""
-    if c.status != "fail" or c.budget_used is not None:
+    if c.status != Status.FAIL or c.budget_used is not None:
         return False
     return c.cause in ("nan-pattern", "overflow") or c.cause not in INTEGRITY_CAUSES
 
@@ -362,10 +363,10 @@ def _contract_cell(c: CaseChange, ctx: RenderContext, descriptions: dict[str, st
 def _change_cell(g: Group) -> str:
     c = g.first
     words = label(c.category)
-    if c.category in ("waived", "expired-waiver") and c.status in ("error", "refused"):
+    if c.category in ("waived", "expired-waiver") and c.status in UNEVALUATED:
         words += f" ({c.status})"
     elif c.category in ("unverified", "incomparable") and c.status:
-        words += f" ({'fails' if c.status == 'fail' else c.status})"
+        words += f" ({'fails' if c.status == Status.FAIL else c.status})"
     return words
 
 
@@ -527,7 +528,7 @@ def matrix_cell(c: CaseChange) -> str:
     status = c.status or ("removed" if c.category == "removed" else c.category)
     if nonfinite(c):
         number = "NaN/Inf"
-    elif c.status in ("error", "refused") or c.budget_used is None:
+    elif c.status in UNEVALUATED or c.budget_used is None:
         number = ""
     else:
         number = _num(c.budget_used)

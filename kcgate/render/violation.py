@@ -9,21 +9,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kcgate.render.console import fmt_budget
-from kcgate.results.model import CaseResult
+from kcgate.results.model import CaseResult, Status
 
 
 def _num(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.4g}"
 
 
+_HEADS: dict[str, str] = {
+    Status.FAIL: "violated",
+    Status.ERROR: "could not be checked (error)",
+    Status.REFUSED: "refused (the bound is as large as the output: a kernel returning zeros would pass)",
+}
+
+
 def render_violation(c: CaseResult, reproduce: str = "") -> str:
     """Several lines: what broke, the measured numbers, the signature, how to reproduce the case."""
     m = c.metrics
-    head = {
-        "fail": "violated",
-        "error": "could not be checked (error)",
-        "refused": "refused (the bound is as large as the output: a kernel returning zeros would pass)",
-    }.get(c.status, c.status)
+    head = _HEADS.get(c.status, c.status)
     lines = [f"kcgate: contract {c.contract_id} {head}: {c.case_id} ({c.klass}, op {c.op}, {c.dtype})"]
     if m.budget_used is not None or m.max_ulp is not None:
         lines.append(

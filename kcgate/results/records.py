@@ -54,6 +54,10 @@ class Status(str, Enum):
 
 
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
+UNEVALUATED = frozenset({Status.ERROR, Status.REFUSED})  # no verdict on the contract either way
+# How bad an outcome is, to report the worst of several (trials, seeds, states): an error hides what a
+# failure would have shown, and a refusal says only that the case cannot tell.
+SEVERITY: dict[str, int] = {Status.PASS: 0, Status.REFUSED: 1, Status.FAIL: 2, Status.ERROR: 3}
 VOLATILE_SUFFIXES = ("_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR", "device_count")
 GRAD_BUDGET = "grad_budget."  # metrics.extra key prefix: each input gradient's budget used (backward)
 

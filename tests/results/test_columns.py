@@ -145,3 +145,14 @@ def test_one_loader_reads_results_documents() -> None:
             if isinstance(node, ast.FunctionDef) and "foreign" in node.name:
                 skips.append(path.name)
     assert sorted(set(calls)) == ["model.py"] and skips == ["model.py"]
+
+
+def test_a_status_member_writes_and_reads_as_its_string() -> None:
+    # checks and executors build records with Status members; files and the worker's JSON hold the strings
+    from kcgate.results.model import Status
+
+    member = CaseResult("a", "k", "C-PRC-01", "matmul", "float32", (2,), 1, Status.FAIL)
+    plain = CaseResult("a", "k", "C-PRC-01", "matmul", "float32", (2,), 1, "fail")
+    assert json.dumps(member.to_row()) == json.dumps(plain.to_row()) and member == plain
+    assert json.dumps(member.to_json()) == json.dumps(plain.to_json())
+    assert CaseResult.from_json(member.to_json()) == member and f"{member.status}" == "fail"
