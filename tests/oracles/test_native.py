@@ -92,6 +92,20 @@ def test_projection_and_norms_within_the_fp32_bound_in_every_layout(
 
 
 @needs_lib
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_vectors_projection_does_not_depend_on_the_vectors_after_it(dtype: torch.dtype) -> None:
+    """Each stream is its own sum: k = 10 (the last group runs three streams, no padding) gives the first ten
+    rows of k = 11 (four streams) and the norms bit for bit, in every layout."""
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(45, 300, generator=gen).to(dtype)
+    v = torch.randn(11, 300, generator=gen)
+    for name, layout in _layouts(x).items():
+        ten, eleven = native.project(layout, v[:10]), native.project(layout, v)
+        assert ten is not None and eleven is not None, name
+        assert torch.equal(ten[0], eleven[0][:10]) and torch.equal(ten[1], eleven[1]), name
+
+
+@needs_lib
 def test_broadcast_operands_with_zero_strides() -> None:
     """An expanded x (stride 0 down the rows, or across a row) is read in place, not copied."""
     v = torch.randn(2, 40)
