@@ -88,6 +88,7 @@ def _as_json(v: Any) -> Any:
 def test_the_repository_contracts_are_valid_under_the_generated_schema() -> None:
     data, _ = tomlsrc.parse((ROOT / "contracts.toml").read_text(encoding="utf-8"))
     schema = contracts_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
     jsonschema.validate(_as_json(data), schema)
     bad = json.loads(json.dumps(_as_json(data)))
     bad["contract"][0]["protocol"] = {"seeds": PROTOCOL_LIMITS["seeds"] + 1}
