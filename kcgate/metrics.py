@@ -26,9 +26,8 @@ def ulp_keys(x: torch.Tensor) -> torch.Tensor:
     if x.dtype not in _INT_VIEW:
         x = x.to(torch.float32)
     bits = x.contiguous().view(_INT_VIEW[x.dtype]).to(torch.int64)
-    width = x.element_size() * 8
-    mag = bits & ((1 << (width - 1)) - 1)
-    return torch.where(bits < 0, -mag - 1, mag)
+    low = (1 << (x.element_size() * 8 - 1)) - 1  # the magnitude bits
+    return bits ^ ((bits >> 63) & low)  # negative patterns (sign-extended): -magnitude - 1, in two ops
 
 
 def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

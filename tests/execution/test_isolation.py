@@ -285,3 +285,21 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return state not in ("Z", "X")  # a zombie waiting for init to reap it is dead
+
+
+def test_the_worker_exits_by_itself_once_its_commands_end() -> None:
+    """The worker leaves with os._exit(0) after its last answer: close() finds it exited (status 0, not the
+    group kill's SIGKILL) without waiting out torch's interpreter teardown."""
+    from kcgate.execution.executors import IsolatedExecutor
+    from kcgate.execution.plan import make_plan
+    from kcgate.spec import load_project
+
+    project = load_project(ROOT / "contracts.toml")
+    executor = IsolatedExecutor(project.path)
+    executor.start()
+    case = make_plan(project, 1, executor.default_shapes())[0]
+    assert executor.run(case, 120).status == "pass"
+    worker = executor.worker
+    assert worker is not None
+    executor.close()
+    assert worker.proc.returncode == 0
