@@ -82,6 +82,20 @@ def test_every_metric_column_refuses_a_foreign_value_by_name(column: str) -> Non
         parse_run(json.dumps(doc))
 
 
+def test_the_documented_columns_are_the_table() -> None:
+    # docs/diff.md shows a results file's header: its case_fields and metric_fields are the table's
+    text = (ROOT / "docs" / "diff.md").read_text(encoding="utf-8")
+    for key, columns in (("case_fields", CASE_COLUMNS), ("metric_fields", METRIC_COLUMNS)):
+        start = text.index(f'"{key}": [') + len(f'"{key}": ')
+        listed = json.loads(text[start : text.index("]", start) + 1])
+        assert listed == [c.name for c in columns], key
+    marked = text[text.index("marked for JUnit: ") :].split(")", 1)[0].split(": ", 1)[1]
+    junit = [c.name for c in (*CASE_COLUMNS, *METRIC_COLUMNS) if c.junit]
+    assert sorted(
+        marked.replace("\n", " ").replace(", and `grad` for a backward case", "").split(", ")
+    ) == sorted(junit)
+
+
 def test_null_is_read_as_each_columns_default_unless_required() -> None:
     for col in (*CASE_COLUMNS, *METRIC_COLUMNS):
         assert (type(None) in bulk_types(col)) == (not col.required and col.kind.name != "choice"), col.name
