@@ -173,6 +173,7 @@ def _present(
                 "signature",
                 "message",
                 "line",
+                "source",
                 "dtype",
                 "seed",
             )
@@ -190,6 +191,7 @@ def _present(
         signature,
         message,
         line,
+        source,
         dtype,
         seed,
         budget,
@@ -221,6 +223,7 @@ def _present(
                     "signature": signature.summary if signature else "",
                     "message": message,
                     "line": line,
+                    "source": source,
                     "blocking": category in ctx.policy.block_on,
                     "dtype": dtype,
                     "seed": seed,
@@ -250,6 +253,7 @@ def _absent(base: CaseTable, row: int, complete: bool, ctx: _Context) -> CaseCha
         if acknowledged
         else ("" if complete else INCOMPLETE_MESSAGE),
         line=base.column("line")[row],
+        source=base.column("source")[row],
         blocking=ctx.policy.blocks(category) and not acknowledged,
     )
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +67,16 @@ CATEGORY_TABLE: tuple[Category, ...] = (
 )
 # fmt: on
 CATEGORY = {c.name: c for c in CATEGORY_TABLE}
+
+
+def declared_in(contracts_file: str, source: str) -> str:
+    """The file a case's contract is declared in, as annotations name it: the contracts file, or a
+    discovered contract's ``source`` joined to the contracts file's directory."""
+    if not source:
+        return contracts_file
+    return posixpath.normpath(posixpath.join(posixpath.dirname(contracts_file), source))
+
+
 CATEGORIES = tuple(CATEGORY)
 
 
@@ -84,7 +95,10 @@ class CaseChange:
     base_budget_used: float | None = None
     signature: str = ""  # current signature summary
     message: str = ""
-    line: int | None = None  # contracts.toml line of the contract
+    line: int | None = None  # contracts.toml line of the contract (or source's)
+    source: str = (
+        ""  # the file the contract is declared in, relative to contracts.toml's directory; "": that file
+    )
     blocking: bool = False
     dtype: str = ""
     seed: int | None = None  # the case's own seed (plan.base_seed_for gives the --seed that reruns it)

@@ -11,10 +11,11 @@ import contextlib
 import datetime as dt
 import functools
 import gc
+import os
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +153,9 @@ class Contract:
     init: tuple[tuple[str, Any], ...] = ()  # constructor kwargs when the kernel is an nn.Module class
     env: tuple[tuple[str, str], ...] = ()  # set in the worker before the kernel is imported
     line: int | None = None
+    # the file the contract is declared in, relative to the contracts file's directory, when it is not the
+    # contracts file itself (a @kcgate.contract in a .py, found through [project].discover); line is that file's
+    source: str = ""
 
     @property
     def forward(self) -> bool:
@@ -256,7 +260,7 @@ def _project(path: Path, data: dict[str, Any], col: Collector) -> Project:
         raw = []
     contracts = [_contract(i, c, col, (root, *paths)) for i, c in enumerate(raw) if isinstance(c, dict)]
     _duplicates(contracts, col)
-    contracts += _discovered(proj, contracts, col, (root, *paths))
+    contracts += [_from(c, root) for c in _discovered(proj, contracts, col, (root, *paths))]
     valid = tuple(c for c in contracts if c is not None)
     return Project(
         warnings=tuple(col.warnings),
@@ -272,6 +276,13 @@ def _project(path: Path, data: dict[str, Any], col: Collector) -> Project:
 
 def _project_key(proj: dict[str, Any], key: str, col: Collector) -> Any:
     return value(proj, _PROJECT[key], ("project",), "project", col)
+
+
+def _from(c: Contract | None, root: Path) -> Contract | None:
+    """A discovered contract's source as a path relative to the contracts file's directory."""
+    if c is None or not c.source:
+        return c
+    return replace(c, source=Path(os.path.relpath(c.source, root)).as_posix())
 
 
 def _discovered(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,8 @@ def _validated(
         keys, file=str(decl.file), lines=lines, roots=roots, index=index, locate=locate
     )
     problems += found
+    if contract is not None:
+        contract = replace(contract, source=str(decl.file))
     if contract is not None and contract.id in taken:
         problems.append(
             Problem(

@@ -145,6 +145,7 @@ def _result(case: Case, **outcome: Any) -> CaseResult:
         shape=case.shape,
         seed=case.seed,
         line=case.line,
+        source=case.source,
         **outcome,
     )
 

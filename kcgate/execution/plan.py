@@ -24,6 +24,7 @@ class Case:
     seed_index: int
     seed: int
     line: int | None = None
+    source: str = ""  # Contract.source: the .py a discovered contract is declared in
     held_out: int | None = None  # C-CMP-03: `kcgate run --held-out N` (None: the contract's held_out)
 
     def to_json(self) -> dict[str, Any]:
@@ -72,7 +73,18 @@ def _cases(c: Contract, base_seed: int, default_shapes: dict[str, tuple[tuple[in
             for s in range(c.protocol.seeds):
                 cid = case_id(c.id, dtype, shape, s)
                 out.append(
-                    Case(cid, c.id, c.klass, c.op, dtype, shape, s, derive_seed(base_seed, cid), c.line)
+                    Case(
+                        cid,
+                        c.id,
+                        c.klass,
+                        c.op,
+                        dtype,
+                        shape,
+                        s,
+                        derive_seed(base_seed, cid),
+                        c.line,
+                        c.source,
+                    )
                 )
     return out
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from kcgate.diff_model import CaseChange, Verdict
+from kcgate.diff_model import CaseChange, Verdict, declared_in
 from kcgate.render.escape import annotation_property, annotation_text
 from kcgate.render.labels import SEVERITY, label, rank
 
@@ -78,7 +78,8 @@ def _annotation(level: str, changes: Sequence[CaseChange], contracts_file: str) 
     subject = first.contract_id or first.runner
     title = f"{what}: {subject}"
     line = next((c.line for c in changes if c.line and c.line > 0), None)
-    return Annotation(level, contracts_file, line, title, _message(first.category, changes), first.category)
+    file = declared_in(contracts_file, first.source)
+    return Annotation(level, file, line, title, _message(first.category, changes), first.category)
 
 
 def _message(category: str, changes: Sequence[CaseChange]) -> str:

@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
+from kcgate.diff_model import declared_in
 from kcgate.results.model import UNEVALUATED, CaseResult, RunResult, Status
 from kcgate.results.records import junit_properties
 
@@ -15,7 +16,7 @@ def _case(c: CaseResult) -> TestCase:
         name=c.case_id,
         classname=f"kcgate.{c.klass}.{c.contract_id}",
         elapsed_sec=c.duration_s,
-        file="contracts.toml",
+        file=declared_in("contracts.toml", c.source),
         line=c.line,
     )
     if c.status == Status.FAIL:

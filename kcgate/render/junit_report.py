@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from junit_xml import TestCase, TestSuite
 
-from kcgate.diff_model import CATEGORY_TABLE, CaseChange, RunnerDiff, Verdict
+from kcgate.diff_model import CATEGORY_TABLE, CaseChange, RunnerDiff, Verdict, declared_in
 from kcgate.render.labels import label, rank
 from kcgate.results.model import CaseResult, RunResult, Status
 
@@ -67,7 +67,7 @@ def make_test_case(change: CaseChange, result: CaseResult | None, contracts_file
         name=change.case_id or f"{change.runner} (no results)",
         classname=f"kcgate.{change.runner}.{change.contract_id or 'runner'}",
         elapsed_sec=result.duration_s if result else None,
-        file=contracts_file,
+        file=declared_in(contracts_file, change.source),
         line=change.line,
     )
     message = (

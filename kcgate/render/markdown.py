@@ -354,7 +354,7 @@ def _contract_cell(c: CaseChange, ctx: RenderContext, descriptions: dict[str, st
     name = md_cell(c.contract_id, 80)
     # a current case's line is the PR head's contracts.toml; a vanished case's line is the baseline's
     url = ctx.source_url if c.status else ctx.base_source_url
-    if c.line and c.line > 0 and safe_url(url):
+    if c.line and c.line > 0 and not c.source and safe_url(url):  # a discovered one's line is its .py's
         name = f"[{name}]({url}#L{int(c.line)})"
     about = descriptions.get(c.contract_id, "")
     return f"{name}: {md_text(about, 100)}" if about else name

@@ -145,13 +145,37 @@ class RunResult:
 def _case_table(d: dict[str, Any], version: int, cases: list[Any]) -> CaseTable:
     if version == 1:
         return CaseTable.from_records(map(CaseResult.from_json, cases))
-    for key, expected in (("case_fields", CASE_FIELDS), ("metric_fields", METRIC_FIELDS)):
+    older = _appended_since(d.get("case_fields"))
+    for key, expected in (
+        ("case_fields", CASE_FIELDS[: len(CASE_FIELDS) - older]),
+        ("metric_fields", METRIC_FIELDS),
+    ):
         expect(
             d.get(key) == list(expected),
             f"{key} is not {', '.join(expected)} (this kcgate's schema {SCHEMA_VERSION} columns); "
             "re-run `kcgate run` with this version of kcgate",
         )
-    return CaseTable.from_rows(cases)
+    return CaseTable.from_rows(_padded(cases, older) if older else cases)
+
+
+def _appended_since(fields: Any) -> int:
+    """How many case columns this kcgate appended after the file was written: a file written before a
+    column existed (its case_fields a prefix of ours, at least up to ``line``) reads it as null, its default."""
+    oldest = CASE_FIELDS.index("line") + 1
+    if not isinstance(fields, list) or not oldest <= len(fields) < len(CASE_FIELDS):
+        return 0
+    return len(CASE_FIELDS) - len(fields) if fields == list(CASE_FIELDS[: len(fields)]) else 0
+
+
+def _padded(cases: list[Any], missing: int) -> list[Any]:
+    """Rows of an older file with the appended columns as nulls; a row of another length is refused with
+    the file's own column count."""
+    width = len(CASE_FIELDS) - missing
+    for r in cases:
+        expect(
+            isinstance(r, list) and len(r) == width, f"each case must be a list of the {width} case_fields"
+        )
+    return [r + [None] * missing for r in cases]
 
 
 # ---- files -------------------------------------------------------------------------------------

@@ -203,7 +203,8 @@ class CaseResult:
     duration_s: float = 0.0  # the whole case: inputs, kernel calls, oracle and check
     kernel_s: float = 0.0  # inside the kernel (synchronized), all its calls
     oracle_s: float = 0.0  # inside the fp64 oracle or the Freivalds check
-    line: int | None = None  # line of the contract in contracts.toml, for annotations
+    line: int | None = None  # line of the contract in contracts.toml (or in source), for annotations
+    source: str = ""  # the .py a discovered contract is declared in (Contract.source); "": contracts.toml
 
     @property
     def ok(self) -> bool:
@@ -341,7 +342,12 @@ CASE_COLUMNS: tuple[Column, ...] = (
     _case("duration_s", SECONDS, "the whole case: inputs, kernel calls, oracle and check"),
     _case("kernel_s", SECONDS, "inside the kernel (synchronized), all its calls"),
     _case("oracle_s", SECONDS, "inside the fp64 oracle or the Freivalds check"),
-    _case("line", LINE, "the contract's line in the contracts file, for annotations"),
+    _case("line", LINE, "the contract's line in the contracts file (or in source), for annotations"),
+    _case(
+        "source",
+        TEXT,
+        "the file a discovered contract is declared in, relative to the contracts file's directory; empty: the contracts file",
+    ),
 )
 CASE_FIELDS: tuple[str, ...] = names(CASE_COLUMNS)
 """The columns of a case row in a schema-2 results file (its ``case_fields``)."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,12 @@ import torch
 
 import kcgate
 from kcgate import builtin_kernels
+from kcgate.diff import diff_runs
+from kcgate.diff_model import Verdict
 from kcgate.errors import ContractsError
+from kcgate.policy import Policy
+from kcgate.render.annotations import make_annotations
+from kcgate.results.model import load_run
 from kcgate.spec import load_project
 from tests.conftest import ROOT
 from tests.conftest import kcgate as kcgate_cli
@@ -177,6 +184,14 @@ def test_discovered_contracts_run_and_fail_like_toml_ones(tmp_path: Path) -> Non
     assert proc.returncode == 1, proc.stderr
     assert "PASS    softmax/float32/8x256/s0" in proc.stdout
     assert "FAIL    gemm-bf16acc/float32/16x2048x16/s0" in proc.stdout
+    # annotations point at the .py line that declares the contract, not at contracts.toml
+    run = load_run(tmp_path / "r.json")
+    gemm = next(c for c in run.cases if c.contract_id == "gemm-bf16acc")
+    assert (gemm.source, gemm.line) == ("src/scratchk/ops.py", 14)
+    base = run.with_cases([replace(c, status="pass") for c in run.cases])
+    verdict = Verdict((diff_runs(base, run, "cpu", Policy(), dt.date(2026, 1, 1)),))
+    (note,) = make_annotations(verdict, contracts_file="contracts.toml")
+    assert (note.file, note.line, note.level) == ("src/scratchk/ops.py", 14, "error")
 
 
 def test_a_bad_declaration_names_the_python_file_and_line(tmp_path: Path) -> None:

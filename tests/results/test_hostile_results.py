@@ -148,13 +148,37 @@ def test_unknown_fields_are_ignored(tmp_path: Path) -> None:
     assert load_run(_write(tmp_path, doc)).cases == load_run(DATA / "current.json").cases
 
 
+def _older(doc: dict[str, object]) -> dict[str, object]:
+    """The document as a kcgate before the last case column (``source``) was appended wrote it."""
+    doc["case_fields"] = doc["case_fields"][:-1]  # type: ignore[index]
+    doc["cases"] = [r[:-1] for r in doc["cases"]]  # type: ignore[attr-defined]
+    return doc
+
+
+def test_a_file_written_before_a_column_was_appended_reads_it_as_its_default(tmp_path: Path) -> None:
+    assert CASE_FIELDS[-1] == "source"
+    cases = load_run(_write(tmp_path, _older(_doc(2)))).cases
+    assert cases == load_run(DATA / "current.json").cases and all(c.source == "" for c in cases)
+    doc = _older(_doc(2))
+    doc["cases"][0].append(1)  # type: ignore[index]
+    code, out = _cli("compare", str(_write(tmp_path, doc)))
+    assert code == 3 and f"each case must be a list of the {len(CASE_FIELDS) - 1} case_fields" in out
+    doc = _doc(2)
+    doc["case_fields"] = doc["case_fields"][:3]  # type: ignore[index]
+    code, out = _cli("compare", str(_write(tmp_path, doc)))
+    assert code == 3 and "case_fields is not" in out
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d["cases"][0].append(1), "each case must be a list of the 15 case_fields"),
+        (
+            lambda d: d["cases"][0].append(1),
+            f"each case must be a list of the {len(CASE_FIELDS)} case_fields",
+        ),
         (
             lambda d: d["cases"].__setitem__(0, {"case_id": "a"}),
-            "each case must be a list of the 15 case_fields",
+            f"each case must be a list of the {len(CASE_FIELDS)} case_fields",
         ),
         (lambda d: d["cases"][0][8].pop(), "case.metrics must be a list of the 9 metric_fields"),
         (lambda d: d["case_fields"].reverse(), "case_fields is not case_id, contract_id"),

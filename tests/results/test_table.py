@@ -29,7 +29,7 @@ from kcgate.results.model import (
 from kcgate.results.table import CaseTable
 
 ATTRS = ("case_id", "contract_id", "klass", "op", "dtype", "shape", "seed", "status", "signature")
-ATTRS += ("message", "duration_s", "kernel_s", "oracle_s", "line")
+ATTRS += ("message", "duration_s", "kernel_s", "oracle_s", "line", "source")
 
 texts = st.one_of(st.none(), st.text(max_size=5), st.just("x" * (MAX_TEXT + 3)))
 numbers = st.one_of(
@@ -75,6 +75,7 @@ def rows(draw: Any) -> list[list[Any]]:
                 draw(numbers),
                 draw(numbers),
                 draw(st.none() | st.integers(1, 99)),
+                draw(texts),
             ]
         )
     return out
