@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import functools
 import gc
+import importlib.util
 import os
 import re
 import sys
@@ -942,8 +943,6 @@ def _find_source(module: str, roots: tuple[Path, ...], sys_path: tuple[str, ...]
 def _installed_source(module: str) -> Path | None:
     """Locate through the import system's finders (editable installs too) without executing the package:
     find_spec on a top-level name runs no code; submodules are then looked up as files below it."""
-    import importlib.util
-
     top, *rest = module.split(".")
     try:
         spec = importlib.util.find_spec(top)

@@ -50,11 +50,6 @@ KEPT: dict[tuple[str, str], str] = {
 # imports are reviewed with those changes, not here.
 NOT_YET_REVIEWED: dict[str, str] = {
     "kcgate.execution.": "the execution package (issue 13: one pipeline, one Executor protocol)",
-    "kcgate.results.": "the results package (issue 13: model, codec, table, files, sources)",
-    "kcgate.spec": "the contract format as one field table (issue 13)",
-    "kcgate.schema": "the contract format as one field table (issue 13)",
-    "kcgate.contract_fields": "the contract format as one field table (issue 13)",
-    "kcgate.field_checks": "the contract format as one field table (issue 13)",
 }
 
 

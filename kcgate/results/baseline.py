@@ -26,6 +26,7 @@ from kcgate.results.model import (
     parse_run,
     write_run,
 )
+from kcgate.spec import load_project
 
 GIT_PREFIX = "git:"
 RUNNER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
@@ -52,8 +53,6 @@ def project_facts(contracts: Path | None) -> tuple[Policy, Path | None, dict[str
                 f"{path}: no such contracts file; fix --contracts or omit it to use the default policy"
             )
         return Policy(), None, {}
-    from kcgate.spec import load_project  # the spec loader imports the class registry; only when needed
-
     project = load_project(path, locate_kernels=False)
     descriptions = {c.id: c.description for c in project.contracts if c.description}
     return project.policy, project.baselines_dir, descriptions
