@@ -131,22 +131,27 @@ def runner_env(tmp: Path, **extra: str) -> dict[str, str]:
     }
 
 
+def report_env(tmp: Path, event: Path, api_url: str, run_id: str = "77") -> dict[str, str]:
+    """The runner's environment for the action's report mode, in a workflow_run triggered by the PR's run."""
+    return runner_env(
+        tmp,
+        GITHUB_EVENT_PATH=str(event),
+        GITHUB_EVENT_NAME="workflow_run",
+        GITHUB_REPOSITORY="acme/kernels",
+        GITHUB_API_URL=api_url,
+        GITHUB_RUN_ID=run_id,
+        KCGATE_GITHUB_THROTTLE="0",
+        KCGATE_GITHUB_BACKOFF="0",
+    )
+
+
 def test_report_mode_gates_comments_and_sets_outputs(tmp_path: Path) -> None:
     base, artifacts = write_results_pair(tmp_path)
     event = tmp_path / "event.json"
     event.write_text(json.dumps({"workflow_run": {"head_sha": SHA_NEW, "pull_requests": []}}))
     with FakeGitHub() as gh:
         gh.add_pull(5, SHA_NEW)
-        env = runner_env(
-            tmp_path,
-            GITHUB_EVENT_PATH=str(event),
-            GITHUB_EVENT_NAME="workflow_run",
-            GITHUB_REPOSITORY="acme/kernels",
-            GITHUB_API_URL=gh.base_url,
-            GITHUB_RUN_ID="77",
-            KCGATE_GITHUB_THROTTLE="0",
-            KCGATE_GITHUB_BACKOFF="0",
-        )
+        env = report_env(tmp_path, event, gh.base_url)
         with_ = {
             "mode": "report",
             "results-dir": str(artifacts),
@@ -176,16 +181,7 @@ def test_two_gates_fail_job_false_and_no_user_probe_with_the_actions_token(
         monkeypatch.setitem(GITHUB_CONTEXT, "github.token", gh.token)  # github-token left at its default
         gh.add_pull(5, SHA_NEW)
         other = gh.add_comment(5, "<!-- kcgate:sticky -->\nthe default gate's comment", gh.login)
-        env = runner_env(
-            tmp_path,
-            GITHUB_EVENT_PATH=str(event),
-            GITHUB_EVENT_NAME="workflow_run",
-            GITHUB_REPOSITORY="acme/kernels",
-            GITHUB_API_URL=gh.base_url,
-            GITHUB_RUN_ID="78",
-            KCGATE_GITHUB_THROTTLE="0",
-            KCGATE_GITHUB_BACKOFF="0",
-        )
+        env = report_env(tmp_path, event, gh.base_url, "78")
         with_ = {
             "mode": "report",
             "results-dir": str(artifacts),

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fake_github import FakeGitHub
 from report_samples import SHA_NEW, write_results_pair
-from test_action import ROOT, run_action, runner_env
+from test_action import ROOT, report_env, run_action
 
 from kcgate.publish.github_pr import STICKY_MARKER, CommentMeta
 
@@ -108,16 +108,7 @@ def simulate(
                 shutil.copytree(artifacts, downloaded, dirs_exist_ok=True)
         elif uses.startswith("your-org/kcgate@"):
             with_ = {k: str(v) for k, v in step["with"].items()} | {"github-token": gh.token}
-            env = runner_env(
-                tmp,
-                GITHUB_EVENT_PATH=str(tmp / "event.json"),
-                GITHUB_EVENT_NAME="workflow_run",
-                GITHUB_REPOSITORY="acme/kernels",
-                GITHUB_API_URL=gh.base_url,
-                GITHUB_RUN_ID="77",
-                KCGATE_GITHUB_THROTTLE="0",
-                KCGATE_GITHUB_BACKOFF="0",
-            )
+            env = report_env(tmp, tmp / "event.json", gh.base_url)
             _outputs, procs = run_action(with_, env, tmp)
             assert procs[-1].returncode == 0, procs[-1].stdout + procs[-1].stderr  # fail-job: false
     return True
