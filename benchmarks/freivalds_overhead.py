@@ -104,6 +104,9 @@ def report_dtype(dtype: torch.dtype, sizes: list[int], repeats: int) -> dict[int
             f"   {100 * t['ours_min'] / t['matmul_min']:>6.2f}% {100 * t['reference_min'] / t['matmul_min']:.2f}%",
             flush=True,
         )
+    if len(set(sizes)) < 2:
+        print("exponent of time vs n: needs two sizes or more")
+        return rows
     ours_exp = slope(sizes, [rows[n]["ours"] for n in sizes])
     mm_exp = slope(sizes, [rows[n]["matmul"] for n in sizes])
     ref_exp = slope(sizes, [rows[n]["reference"] for n in sizes])
