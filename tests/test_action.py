@@ -145,6 +145,7 @@ def report_env(tmp: Path, event: Path, api_url: str, run_id: str = "77") -> dict
     )
 
 
+@pytest.mark.slow
 def test_report_mode_gates_comments_and_sets_outputs(tmp_path: Path) -> None:
     base, artifacts = write_results_pair(tmp_path)
     event = tmp_path / "event.json"
@@ -203,6 +204,7 @@ def test_two_gates_fail_job_false_and_no_user_probe_with_the_actions_token(
         assert Path(outputs["comment-path"]).is_file() and Path(outputs["summary-path"]).is_file()
 
 
+@pytest.mark.slow
 def test_report_mode_passes_without_a_token(tmp_path: Path) -> None:
     base, artifacts = write_results_pair(tmp_path, regress=False)
     outputs, procs = run_action(

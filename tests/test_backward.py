@@ -61,6 +61,7 @@ def test_torch_matmul_backward_passes(tmp_path: Path, dtype: str) -> None:
         ("linear_acc", "low-precision-accumulator"),
     ],
 )
+@pytest.mark.slow
 def test_planted_backward_faults_fail_with_a_named_signature(
     tmp_path: Path, dtype: str, kernel: str, cause: str
 ) -> None:
@@ -166,6 +167,7 @@ def _torch_contract(op: str, dtype: str, kernel: str = "", klass: str = "C-CMP-0
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", sorted(TORCH_KERNELS))
+@pytest.mark.slow
 def test_torch_backward_passes_for_every_family(tmp_path: Path, op: str, dtype: str) -> None:
     if (op, dtype) == ("layernorm", "bfloat16"):
         pytest.skip("torch's CPU bf16 layer_norm backward accumulates dγ/dβ in bf16: see the next test")
@@ -210,6 +212,7 @@ def test_gradients_through_an_11_bit_path_fail_every_fp32_bound(tmp_path: Path, 
 
 
 @pytest.mark.parametrize("op", ["layernorm", "rmsnorm"])
+@pytest.mark.slow
 def test_a_bf16_accumulated_weight_gradient_fails_the_norms(tmp_path: Path, op: str) -> None:
     body = _torch_contract(op, "float32", f"tests.kernels.backward:{op}_acc", klass="C-PRC-01")
     (r,) = run_contract(tmp_path, body)

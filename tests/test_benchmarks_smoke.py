@@ -26,6 +26,7 @@ def _cli_startup() -> ModuleType:
 
 
 @pytest.mark.parametrize("name", ["--help", "validate", "schema"])
+@pytest.mark.slow
 def test_cli_command_is_torch_free(name: str, tmp_path: Path) -> None:
     bench = _cli_startup()
     args = bench.FAST_COMMANDS[name]

@@ -48,6 +48,7 @@ def test_auto_oracle_sizes_bmm_as_batch_times_m_k_n() -> None:
     assert not _wants("matmul", (1024, 1024, 512)) and _wants("matmul", (1024, 1024, 1024))
 
 
+@pytest.mark.slow
 def test_run_list_plans_without_torch(no_torch_env: dict[str, str]) -> None:
     proc = kcgate("run", "-c", str(ROOT / "contracts.toml"), "--list", env=no_torch_env)
     assert proc.returncode == 0, proc.stderr

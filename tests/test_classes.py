@@ -35,6 +35,7 @@ def matrix():
     return {r.contract_id: r for r in rows}
 
 
+@pytest.mark.slow
 def test_every_class_has_kernels_a_check_and_a_contract(matrix):
     assert {r.klass for r in matrix.values()} == set(CLASSES)
     # twelve classes; C-PRC-04 has an fp8 overflow contract too; C-PRC-01 and C-ORD-02 a backward one each
@@ -49,6 +50,7 @@ def test_every_class_has_kernels_a_check_and_a_contract(matrix):
 
 
 @pytest.mark.parametrize("contract_id", sorted(CONTRACTS))
+@pytest.mark.slow
 def test_bad_passes_the_basic_test_but_not_the_contract(contract_id, matrix):
     mod = _module(contract_id)
     assert mod.basic_test(mod.good), f"{contract_id}: good fails its own basic test"

@@ -74,6 +74,7 @@ def test_validate_names_file_line_key_and_fix(
     assert message in p.message, p.render()
 
 
+@pytest.mark.slow
 def test_env_is_set_in_the_worker_before_the_kernel_is_imported(tmp_path: Path) -> None:
     body = 'class = "C-PRC-01"\nkernel = "tests.kernels.envprobe:matmul"\nop = "matmul"\nshapes = [[16, 64, 8]]\n'
     body += "protocol = { seeds = 1, trials = 1 }\n"

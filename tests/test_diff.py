@@ -241,6 +241,7 @@ def test_an_error_waiver_covers_errors_only_and_says_so() -> None:
 
 
 @given(runs())
+@pytest.mark.slow
 def test_self_diff_without_waivers_is_unchanged_still_failing_or_error(run: RunResult) -> None:
     expected = {"pass": "unchanged", "fail": "still-failing", "error": "error", "refused": "error"}
     changes = diff_runs(run, run, run.runner, Policy(), TODAY).changes
@@ -248,6 +249,7 @@ def test_self_diff_without_waivers_is_unchanged_still_failing_or_error(run: RunR
 
 
 @given(runs(), policies())
+@pytest.mark.slow
 def test_self_diff_with_waivers(run: RunResult, policy: Policy) -> None:
     changes = diff_runs(run, run, run.runner, policy, TODAY).changes
     assert [c.category for c in changes] == [_self_expected(c, run, policy) for c in run.cases]
@@ -255,6 +257,7 @@ def test_self_diff_with_waivers(run: RunResult, policy: Policy) -> None:
 
 @settings(max_examples=300)
 @given(st.one_of(st.none(), runs()), st.one_of(st.none(), runs()), policies())
+@pytest.mark.slow
 def test_categories_exhaustive_and_exclusive(
     base: RunResult | None, current: RunResult | None, policy: Policy
 ) -> None:
@@ -270,6 +273,7 @@ def test_categories_exhaustive_and_exclusive(
 
 
 @given(st.one_of(st.none(), runs()), runs(), policies())
+@pytest.mark.slow
 def test_blocking_follows_policy(base: RunResult | None, current: RunResult, policy: Policy) -> None:
     for c in diff_runs(base, current, "cpu-a", policy, TODAY).changes:
         acknowledged = c.category == "removed" and c.contract_id in policy.acknowledge_removed
@@ -277,6 +281,7 @@ def test_blocking_follows_policy(base: RunResult | None, current: RunResult, pol
 
 
 @given(runs(), runs(), policies())
+@pytest.mark.slow
 def test_renderers_accept_any_verdict(base: RunResult, current: RunResult, policy: Policy) -> None:
     verdict = make_verdict({"cpu-a": current}, {"cpu-a": base}, policy, TODAY)
     for render in FORMATS.values():

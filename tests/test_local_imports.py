@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import pytest
 from report_samples import write_results_pair
 
 from tests.conftest import ROOT, kcgate
@@ -204,6 +205,7 @@ def _not_yet_reviewed(module: str) -> str:
     return ""
 
 
+@pytest.mark.slow
 def test_every_function_local_import_has_a_reason() -> None:
     stray = sorted(
         {f"{i.module}:{i.line} {i.function}() imports {i.target}" for i in local_imports() if not reason(i)}
@@ -241,6 +243,7 @@ def _imported(proc: subprocess.CompletedProcess[str]) -> set[str]:
     return {r.split(".")[0] for r in rows[1:]}
 
 
+@pytest.mark.slow
 def test_torch_free_commands_import_no_torch_or_numpy(tmp_path: Path, no_torch_env: dict[str, str]) -> None:
     """Each reporting command, run for real with ``-X importtime`` where torch cannot be imported: a
     top-level import that pulls torch (or numpy) into one of them fails here, naming the command."""

@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, kcgate
 
 
@@ -16,12 +18,14 @@ def test_help_without_torch(no_torch_env: dict[str, str]) -> None:
         assert command in proc.stdout
 
 
+@pytest.mark.slow
 def test_validate_without_torch(no_torch_env: dict[str, str]) -> None:
     proc = kcgate("validate", str(ROOT / "contracts.toml"), env=no_torch_env)
     assert proc.returncode == 0, proc.stderr
     assert "OK" in proc.stdout
 
 
+@pytest.mark.slow
 def test_schema_without_torch(no_torch_env: dict[str, str]) -> None:
     proc = kcgate("schema", env=no_torch_env)
     assert proc.returncode == 0, proc.stderr
@@ -47,6 +51,7 @@ def test_help_does_not_import_torch_in_process() -> None:
     assert proc.stdout.strip() == "False", proc.stderr
 
 
+@pytest.mark.slow
 def test_run_without_torch_says_so_before_planning_in_both_isolation_modes(
     no_torch_env: dict[str, str],
 ) -> None:
@@ -72,6 +77,7 @@ def _no_github_env(tmp_path: Path) -> dict[str, str]:
     return {"PYTHONPATH": f"{fake.parent}{os.pathsep}{ROOT}"}
 
 
+@pytest.mark.slow
 def test_run_and_report_work_without_pygithub_and_publish_names_the_fix(tmp_path: Path) -> None:
     from report_samples import write_results_pair
 

@@ -110,6 +110,7 @@ def test_kernels_match_the_family_table() -> None:
 
 @pytest.mark.parametrize("op", sorted(OPS))
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.slow
 def test_torchs_own_kernels_pass_over_12_seeds(op: str, dtype: str) -> None:
     worst = 0.0
     for seed in range(12):

@@ -159,6 +159,7 @@ def _benchmark_only(a, b):  # type: ignore[no-untyped-def]
     return sakana.benchmark_only(a, b)
 
 
+@pytest.mark.slow
 def test_sakana_benchmark_only_fails_on_every_seed() -> None:
     for seed in range(24):
         f = _run(_benchmark_only, (64, 128, 64), seed)
@@ -210,6 +211,7 @@ def test_custom_op_constraints_are_respected_and_the_failing_shape_named() -> No
     assert f.status == "fail" and f.signature is not None and "x512" in f.signature.summary, f
 
 
+@pytest.mark.slow
 def test_held_out_flag_reaches_the_check(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     cmd = [

@@ -37,6 +37,7 @@ def _literal_lists(names: set[str], at_least: int) -> set[str]:
     return found
 
 
+@pytest.mark.slow
 def test_diff_categories_are_listed_only_by_their_table() -> None:
     # diff_model.CATEGORY_TABLE holds one Category row per name; no module keeps a literal list of them
     assert _literal_lists(set(CATEGORIES), 4) == set()
@@ -72,6 +73,7 @@ def _status_words() -> dict[str, set[str]]:
     return found
 
 
+@pytest.mark.slow
 def test_case_statuses_are_spelled_only_by_their_enum() -> None:
     # records.Status is the one spelling; code compares with Status.FAIL, keys tables by members, and reads
     # UNEVALUATED / SEVERITY from the enum's module
@@ -95,6 +97,7 @@ def test_device_table_is_light() -> None:
     assert out.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_class_ids_are_listed_only_by_their_table() -> None:
     # a class's properties are fields of its classes.CLASSES row (e.g. ``backward``), not lists of ids
     from kcgate.spec import BACKWARD_CLASSES
@@ -114,6 +117,7 @@ def test_class_ids_are_listed_only_by_their_table() -> None:
         ("call", spec.CALLS),
     ],
 )
+@pytest.mark.slow
 def test_contract_allowed_values_are_listed_only_in_the_field_table(
     name: str, values: tuple[str, ...]
 ) -> None:
@@ -134,6 +138,7 @@ def _column_definitions() -> dict[str, list[str]]:
     return found
 
 
+@pytest.mark.slow
 def test_results_columns_are_defined_once_by_their_table() -> None:
     # records.CASE_COLUMNS / METRIC_COLUMNS: the row codec, the bulk reader, case_fields, the JSON Schema and
     # JUnit properties derive from them; no results module, schema or JUnit writer lists column names again

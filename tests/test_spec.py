@@ -37,6 +37,7 @@ def test_malformed_file_is_rejected_with_location(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", BAD[:6], ids=[p.stem for p in BAD[:6]])
+@pytest.mark.slow
 def test_cli_validate_exit_code_and_no_traceback(path: Path) -> None:
     proc = kcgate("validate", str(path))
     assert proc.returncode == 2, proc.stderr
@@ -114,6 +115,7 @@ def test_waivers_and_policy_are_loaded(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("depth", [100_000, 40])
+@pytest.mark.slow
 def test_deep_nesting_in_contracts_is_exit_2(tmp_path: Path, depth: int) -> None:
     path = tmp_path / "contracts.toml"
     path.write_text("x = " + "[" * depth + "]" * depth + "\n")
@@ -122,6 +124,7 @@ def test_deep_nesting_in_contracts_is_exit_2(tmp_path: Path, depth: int) -> None
     assert "nested" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_fifo_as_contracts_is_refused_without_hanging(tmp_path: Path) -> None:
     import os
 

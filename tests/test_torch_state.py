@@ -37,6 +37,7 @@ def test_patched_operators_are_named_and_restored(captured: None) -> None:
     assert torch.equal(x @ (2 * x), 2 * x)
 
 
+@pytest.mark.slow
 def test_settings_are_named_and_restored(captured: None) -> None:
     dtype, threads = torch.get_default_dtype(), torch.get_num_threads()
     torch.set_default_dtype(torch.float64)

@@ -70,6 +70,7 @@ def test_check_returns_results_and_never_raises_for_a_violation() -> None:
     assert not result.ok and result.seed == 7 and [c.status for c in result.failed] == ["fail"]
 
 
+@pytest.mark.slow
 def test_process_isolation_runs_an_importable_kernel_in_a_worker() -> None:
     result = kcgate.check(
         "tests.kernels.crashy:segfault",
@@ -166,6 +167,7 @@ def scratch(tmp_path: Path, kernels: str = KERNELS) -> Path:
     return contracts
 
 
+@pytest.mark.slow
 def test_discover_finds_decorated_kernels_without_importing_them(
     tmp_path: Path, no_torch_env: dict[str, str]
 ) -> None:
@@ -178,6 +180,7 @@ def test_discover_finds_decorated_kernels_without_importing_them(
     assert kcgate_cli("validate", str(contracts), env=no_torch_env).returncode == 0
 
 
+@pytest.mark.slow
 def test_discovered_contracts_run_and_fail_like_toml_ones(tmp_path: Path) -> None:
     contracts = scratch(tmp_path)
     proc = kcgate_cli("run", "-c", str(contracts), "-o", str(tmp_path / "r.json"), "-q", cwd=tmp_path)

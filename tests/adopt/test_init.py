@@ -12,6 +12,8 @@ from kcgate.adopt import scaffold
 from kcgate.spec import load_project
 from tests.conftest import ROOT, kcgate
 
+pytestmark = pytest.mark.slow  # end to end: every test runs kcgate in subprocesses
+
 PKG = "tests.kernels.scratchpkg"
 KERNELS = f"{PKG}.kernels"
 

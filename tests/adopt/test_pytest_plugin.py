@@ -56,6 +56,7 @@ def results(path: Path) -> dict[str, tuple[str, str | None]]:
     }
 
 
+@pytest.mark.slow
 def test_without_the_flag_the_plugin_is_inert(tmp_path: Path) -> None:
     """No torch, no kcgate machinery, no extra items, even with a contracts.toml beside the tests."""
     (tmp_path / "contracts.toml").write_text((DATA / "small.toml").read_text())
@@ -72,6 +73,7 @@ def test_without_the_flag_the_plugin_is_inert(tmp_path: Path) -> None:
     assert "--kcgate=[CONTRACTS]" in help_text and "--kcgate-results=PATH" in help_text
 
 
+@pytest.mark.slow
 def test_collects_as_many_items_as_run_list_has_cases(tmp_path: Path) -> None:
     listed = kcgate("run", "--list", "-c", str(ROOT / "contracts.toml"))
     n_cases = int(re.search(r"^(\d+) cases$", listed.stdout, re.M).group(1))  # type: ignore[union-attr]
@@ -82,6 +84,7 @@ def test_collects_as_many_items_as_run_list_has_cases(tmp_path: Path) -> None:
     assert "contracts.toml::matmul-fp32[float32-64x4096x64-s0]" in items[0]
 
 
+@pytest.mark.slow
 def test_repo_contracts_pass_under_xdist(tmp_path: Path) -> None:
     pytest.importorskip("xdist")
     contracts = repo_contracts(tmp_path)
@@ -96,6 +99,7 @@ def test_repo_contracts_pass_under_xdist(tmp_path: Path) -> None:
     assert re.search(r"\d+ passed", proc.stdout) and "failed" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_broken_kernel_fails_exactly_its_contract_with_kcgates_message(tmp_path: Path) -> None:
     """The results file equals `kcgate run`'s case for case; JUnit carries the metrics."""
     contracts = repo_contracts(tmp_path, broken="tests.kernels.accumulate:bf16_blocks")
@@ -133,6 +137,7 @@ def test_a_broken_kernel_fails_exactly_its_contract_with_kcgates_message(tmp_pat
     assert list(results(out)) == list(results(run_out))  # the same order, too
 
 
+@pytest.mark.slow
 def test_a_segfaulting_kernel_fails_one_item(tmp_path: Path) -> None:
     contracts = tmp_path / "crashy.toml"
     contracts.write_text((DATA / "crashy.toml").read_text().replace('["../.."]', f"[{str(ROOT)!r}]"))
@@ -143,6 +148,7 @@ def test_a_segfaulting_kernel_fails_one_item(tmp_path: Path) -> None:
     assert "1 failed, 1 passed" in proc.stdout  # good-after-segfault ran in a fresh worker
 
 
+@pytest.mark.slow
 def test_an_invalid_contracts_file_is_a_collection_error_with_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "contracts.toml"
     bad.write_text('[[contract]]\nid = "x"\nclass = "C-PRC-01"\nop = "matmull"\nkernel = "m:f"\n')
@@ -180,6 +186,7 @@ def test_the_installed_entry_point_loads_the_plugin(tmp_path: Path) -> None:
     assert "test_plain.py" not in collected.stdout  # the contracts file replaces the default test paths
 
 
+@pytest.mark.slow
 def test_last_failed_and_markers_select_cases(tmp_path: Path) -> None:
     contracts = tmp_path / "crashy.toml"
     contracts.write_text((DATA / "crashy.toml").read_text().replace('["../.."]', f"[{str(ROOT)!r}]"))
@@ -192,6 +199,7 @@ def test_last_failed_and_markers_select_cases(tmp_path: Path) -> None:
     assert "1 failed" in again.stdout and "passed" not in again.stdout, again.stdout
 
 
+@pytest.mark.slow
 def test_decorated_kernels_are_items_too(tmp_path: Path) -> None:
     from tests.adopt.test_api import scratch
 

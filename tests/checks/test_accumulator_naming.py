@@ -6,10 +6,13 @@ the running sum is bf16."""
 
 from __future__ import annotations
 
+import pytest
+
 import kcgate
 from tests.kernels import accumulate
 
 
+@pytest.mark.slow
 def test_bf16_blocks_is_one_name_on_20_seeds() -> None:
     names = []
     for seed in range(20):

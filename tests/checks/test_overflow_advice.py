@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kcgate.devices.cpu import CpuBackend
 from kcgate.execution.case import execute_case
 from kcgate.execution.plan import make_plan
@@ -35,6 +37,7 @@ def _run(tmp_path: Path, kernel: str, direction: str):  # type: ignore[no-untype
     return execute_case(project, case, CpuBackend())
 
 
+@pytest.mark.slow
 def test_a_nan_in_the_gradient_gets_the_backwards_advice(tmp_path: Path) -> None:
     r = _run(tmp_path, "tests.kernels.overflow_grad:softmax", "backward")
     assert r.status == "fail" and r.signature is not None, r.message

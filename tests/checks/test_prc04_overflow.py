@@ -116,6 +116,7 @@ def test_bf16_outputs_are_not_probed(tmp_path: Path) -> None:
     assert "overflow_elements" not in dict(r.metrics.extra)
 
 
+@pytest.mark.slow
 def test_basic_test_accepts_the_bad_kernel_that_the_contract_rejects() -> None:
     assert cal.basic_test(cal.good) and cal.basic_test(cal.bad)
     assert not cal.basic_test(cal.baseline)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from kcgate.devices.cpu import CpuBackend
@@ -57,6 +58,7 @@ def test_a_kernel_returning_zeros_never_passes(tmp_path) -> None:  # type: ignor
     assert _run(tmp_path, "zeros").status == "fail"
 
 
+@pytest.mark.slow
 def test_freivalds_oracle_in_a_contract_accepts_fp32_and_rejects_bf16_accumulation(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from tests.conftest import ROOT
 

@@ -18,6 +18,7 @@ from kcgate.errors import ContractsError, ExitCode, ResultsError, UsageError
 from tests.conftest import ROOT
 
 
+@pytest.mark.slow
 def test_each_command_module_imports_first_and_registers() -> None:
     names = [i.name for i in pkgutil.iter_modules(kcgate.commands.__path__) if not i.name.startswith("_")]
     code = (

@@ -48,21 +48,25 @@ def _assert_exit_3_before_any_case(
     assert "[1/" not in proc.stderr  # no case ran
 
 
+@pytest.mark.slow
 def test_out_under_a_file_is_enotdir(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     out = tmp_path / "file" / "r.json"
     _assert_exit_3_before_any_case(kcgate(*RUN, "--out", str(out), cwd=DATA), out, "ENOTDIR")
 
 
+@pytest.mark.slow
 def test_out_naming_a_directory_is_eisdir(tmp_path: Path) -> None:
     _assert_exit_3_before_any_case(kcgate(*RUN, "--out", str(tmp_path), cwd=DATA), tmp_path, "EISDIR")
 
 
+@pytest.mark.slow
 def test_junit_naming_a_directory_is_found_before_any_case(tmp_path: Path) -> None:
     proc = kcgate(*RUN, "--out", str(tmp_path / "r.json"), "--junit", str(tmp_path), cwd=DATA)
     _assert_exit_3_before_any_case(proc, tmp_path, "EISDIR")
 
 
+@pytest.mark.slow
 def test_unwritable_results_directory_is_eacces_or_erofs(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -77,6 +81,7 @@ def test_unwritable_results_directory_is_eacces_or_erofs(
     _assert_exit_3_before_any_case(kcgate(*RUN, "--out", str(out), cwd=DATA), out, name)
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_enospc_before_any_case(small_fs: Path) -> None:
     _fill(small_fs)
     out = small_fs / "r.json"
@@ -87,6 +92,7 @@ def test_a_full_disk_is_enospc_before_any_case(small_fs: Path) -> None:
     _assert_exit_3_before_any_case(proc, small_fs / "j.xml", "ENOSPC")
 
 
+@pytest.mark.slow
 def test_a_disk_filling_mid_run_leaves_the_runs_verdict(small_fs: Path, tmp_path: Path) -> None:
     junit = small_fs / "junit.xml"
     args = (

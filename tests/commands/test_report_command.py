@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from conftest import kcgate
 from fake_github import FakeGitHub
 from report_samples import SHA_NEW, write_results_pair
@@ -22,6 +23,7 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+@pytest.mark.slow
 def test_a_regression_blocks_and_everything_is_written(tmp_path: Path) -> None:
     base, artifacts = write_results_pair(tmp_path)
     out, summary = tmp_path / "out.txt", tmp_path / "summary.md"
@@ -57,6 +59,7 @@ def test_no_regression_passes_without_annotations_outside_actions(tmp_path: Path
     assert "::" not in r.stdout and "PASS" in r.stdout
 
 
+@pytest.mark.slow
 def test_a_missing_expected_runner_blocks(tmp_path: Path) -> None:
     base, artifacts = write_results_pair(tmp_path, regress=False)
     r = kcgate(
@@ -82,6 +85,7 @@ def test_fail_on_overrides_the_policy(tmp_path: Path) -> None:
     assert bad.returncode == 3 and "cannot block" in bad.stderr
 
 
+@pytest.mark.slow
 def test_shards_of_one_runner_are_merged(tmp_path: Path) -> None:
     base, artifacts = write_results_pair(tmp_path, regress=False)
     from kcgate.results.model import load_run
@@ -94,6 +98,7 @@ def test_shards_of_one_runner_are_merged(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_hostile_or_huge_artifacts_are_refused_with_exit_3(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "x.json").write_text('{"schema_version": 1, "runner": 5}')
@@ -105,6 +110,7 @@ def test_hostile_or_huge_artifacts_are_refused_with_exit_3(tmp_path: Path) -> No
     assert r.returncode == 3 and "no results files" in r.stderr
 
 
+@pytest.mark.slow
 def test_publishing_posts_the_comment_and_a_failure_never_changes_the_exit_code(tmp_path: Path) -> None:
     base, artifacts = write_results_pair(tmp_path)
     event = tmp_path / "event.json"

@@ -51,6 +51,7 @@ def test_junit_is_parseable_with_properties(repo_run) -> None:  # type: ignore[n
     assert "fingerprint.key" in suite_props and "fingerprint.torch" in suite_props
 
 
+@pytest.mark.slow
 def test_list_filters_and_nothing_selected() -> None:
     proc = kcgate("run", "--list", "-k", "C-PRC-02", "--dtype", "float32")
     assert proc.returncode == 0 and "softmax-fp32/float32" in proc.stdout and "bfloat16" not in proc.stdout
@@ -58,12 +59,14 @@ def test_list_filters_and_nothing_selected() -> None:
     assert proc.returncode == 5 and "nothing selected" in proc.stderr
 
 
+@pytest.mark.slow
 def test_bad_flags_exit_3() -> None:
     assert kcgate("run", "--shard", "4/3").returncode == 3
     assert kcgate("run", "--bogus").returncode == 3
     assert kcgate("run", "--contracts", str(ROOT / "missing.toml")).returncode == 2
 
 
+@pytest.mark.slow
 def test_a_run_never_imports_sympy(tmp_path: Path) -> None:
     """torch.unravel_index and torch.broadcast_shapes import sympy on first use (0.3 + 0.4 s per worker);
     kcgate uses its own, so a run with a Freivalds case and ordinary cases stays clear of it."""

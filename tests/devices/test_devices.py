@@ -362,6 +362,7 @@ def _kcgate(
     )
 
 
+@pytest.mark.slow
 def test_runners_json_subprocess() -> None:
     pytest.importorskip("torch")
     proc = subprocess.run(
@@ -416,6 +417,7 @@ def test_profile_schema(file: str, runner: dict[str, Any]) -> None:
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in runner["env"].items())
 
 
+@pytest.mark.slow
 def test_cpu_variants_change_the_kernels_that_run() -> None:
     """ATEN_CPU_CAPABILITY and OMP_NUM_THREADS really reach torch in a fresh process."""
     torch = pytest.importorskip("torch")
@@ -437,6 +439,7 @@ def _profiles_in(file: str) -> list[tuple[str, dict[str, Any]]]:
     return [(r["name"], r) for f, r in _profiles() if f == file]
 
 
+@pytest.mark.slow
 def test_runners_require_names_the_missing_device_the_torch_and_the_interpreter() -> None:
     from tests.conftest import kcgate
 

@@ -17,6 +17,8 @@ from kcgate.journal import journal_path
 from kcgate.results.model import load_run
 from tests.conftest import DATA, ROOT, imported, kcgate
 
+pytestmark = pytest.mark.slow  # end to end: every test runs kcgate in subprocesses
+
 
 @pytest.fixture(scope="module")
 def crashy(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:

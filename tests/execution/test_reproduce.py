@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,6 +19,7 @@ def test_base_seed_for_inverts_derive_seed(base: int, cid: str) -> None:
     assert 0 <= derive_seed(base, cid) <= SEED_MASK
 
 
+@pytest.mark.slow
 def test_the_reproduce_command_reruns_one_case_with_its_seed(tmp_path: Path) -> None:
     first = tmp_path / "first.json"
     common = ("--contracts", str(DATA / "small.toml"), "--isolation", "none", "-q", "--runner", "cpu-r")

@@ -182,6 +182,7 @@ GOOD_BACKWARD: list[tuple[str, dict[str, Any], tuple[int, ...], tuple[torch.dtyp
     GOOD_BACKWARD,
     ids=lambda v: str(v) if isinstance(v, (str, dict)) else None,
 )
+@pytest.mark.slow
 def test_torch_backward_passes_with_half_the_budget(name, params, shape, dts) -> None:  # type: ignore[no-untyped-def]
     op = family(name, params)
     kernel = _torch_kernel(name, params, op) if name != "sdpa" else F.scaled_dot_product_attention

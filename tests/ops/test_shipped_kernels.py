@@ -12,6 +12,8 @@ import pytest
 from kcgate.results.model import load_run
 from tests.conftest import ROOT, kcgate
 
+pytestmark = pytest.mark.slow  # end to end: every test runs kcgate in subprocesses
+
 LAYER_NORM_CALL = 'call = { args = ["x", ["{n}"], "w", "b"], kwargs = { eps = 1e-5 } }'
 SHIPPED = {
     "f-layer-norm": ('kernel = "torch.nn.functional:layer_norm"', LAYER_NORM_CALL, 'op = "layernorm"'),

@@ -328,6 +328,7 @@ def test_fp16_extreme_magnitudes_pass_and_corruption_is_caught() -> None:
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.slow
 def test_no_false_alarms_in_50_correct_low_precision_products(dtype: torch.dtype) -> None:
     """50 correct products (fp32 accumulation; fp32 or low-precision output), multi-block: none fails."""
     failures = []

@@ -56,6 +56,7 @@ def test_c_plus_1e_3_noise_fails_though_within_the_bound() -> None:
         (256, torch.float16, "torch"),
     ],
 )
+@pytest.mark.slow
 def test_correct_products_pass_in_any_order(n: int, dtype: torch.dtype, order: str) -> None:
     for seed in range(25 if order == "torch" else 3):
         a, b, c, _ = _product(n, seed, dtype)

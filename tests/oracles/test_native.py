@@ -197,6 +197,7 @@ def _logging_compiler(tmp_path: Path, *reject: str) -> tuple[str, Path]:
 
 
 @needs_lib
+@pytest.mark.slow
 def test_the_library_is_built_once_per_machine_and_rejected_flags_are_remembered(tmp_path: Path) -> None:
     compiler, log = _logging_compiler(tmp_path, "-mprefer-vector-width")
     cache = tmp_path / "cache"
@@ -223,6 +224,7 @@ def test_an_upgraded_compiler_gets_a_fresh_build(tmp_path: Path) -> None:
 
 
 @needs_lib
+@pytest.mark.slow
 def test_the_portable_fallback_build_is_correct(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A compiler without -march=native or OpenMP (the last flag set, plain -O3): still right, one thread."""
     compiler, _ = _logging_compiler(tmp_path, "-march", "-fopenmp")
@@ -242,6 +244,7 @@ def test_the_portable_fallback_build_is_correct(tmp_path: Path, monkeypatch: pyt
 @needs_lib
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86 vector widths")
 @pytest.mark.parametrize(("march", "fp16"), [("haswell", True), ("x86-64-v2", False)])
+@pytest.mark.slow
 def test_other_x86_vector_widths_are_correct(
     march: str, fp16: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -276,6 +279,7 @@ def test_other_x86_vector_widths_are_correct(
 
 
 @needs_lib
+@pytest.mark.slow
 def test_a_cache_others_can_write_to_is_not_loaded(tmp_path: Path) -> None:
     compiler, log = _logging_compiler(tmp_path)
     cache = tmp_path / "cache"
@@ -290,6 +294,7 @@ def test_a_cache_others_can_write_to_is_not_loaded(tmp_path: Path) -> None:
     assert refused.lib is None and "writable by others" in refused.detail
 
 
+@pytest.mark.slow
 def test_freivalds_falls_back_to_torch_in_a_process_without_a_compiler() -> None:
     """A real process with CC pointing nowhere: checks still pass correct products and catch corruption."""
     script = textwrap.dedent(

@@ -162,6 +162,7 @@ def test_a_retry_after_beyond_the_cap_returns_at_once_with_a_warning(
     assert outcome.failed and "asked to wait" in outcome.detail and "KCGATE_GITHUB_MAX_WAIT" in outcome.detail
 
 
+@pytest.mark.slow
 def test_retries_stop_at_the_total_cap(gh: FakeGitHub) -> None:
     gh.fail("GET", r"/issues/7/comments$", 503, times=100, headers={"Retry-After": "1"})
     t0 = time.monotonic()
@@ -170,6 +171,7 @@ def test_retries_stop_at_the_total_cap(gh: FakeGitHub) -> None:
     assert outcome.failed and "KCGATE_GITHUB_MAX_TOTAL" in outcome.detail, outcome.detail
 
 
+@pytest.mark.slow
 def test_a_server_that_never_answers_is_abandoned_at_the_total_cap(gh: FakeGitHub) -> None:
     gh.delay = 30.0  # every answer takes 30 s; the request timeout is longer still
     t0 = time.monotonic()

@@ -128,6 +128,7 @@ def test_a_cancelled_run_with_no_artifacts_leaves_the_comment_alone(tmp_path: Pa
         assert gh.comments[cid] == before and not gh.check_runs and not gh.log
 
 
+@pytest.mark.slow
 def test_without_the_guard_the_same_run_would_turn_the_comment_red(tmp_path: Path) -> None:
     """What the guard prevents: judged anyway, the cancelled run's missing artifacts read as missing runners."""
     (tmp_path / "contracts.toml").unlink(missing_ok=True)
@@ -154,6 +155,7 @@ def test_the_guard_admits_finished_pull_request_runs_only(
     assert evaluate_if(job["if"], context) is runs
 
 
+@pytest.mark.slow
 def test_a_finished_run_updates_the_comment_and_the_job_stays_green(tmp_path: Path) -> None:
     _base, artifacts = write_results_pair(tmp_path, runner="cpu-ubuntu")
     shutil.copytree(tmp_path / "baselines", tmp_path / "baselines-default-branch")

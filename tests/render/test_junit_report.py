@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+import pytest
 from golden_files import check_golden
 from report_samples import big_verdict, hostile_verdict, sample_runs, sample_verdict
 
@@ -39,6 +40,7 @@ def test_hostile_text_stays_well_formed() -> None:
     assert root.find(".//failure") is not None
 
 
+@pytest.mark.slow
 def test_large_reports_render() -> None:
     root = ET.fromstring(render_junit(big_verdict(5000)))
     assert root.get("tests") == "5000"

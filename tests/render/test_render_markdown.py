@@ -47,6 +47,7 @@ def test_blocking_rows_come_first_and_unchanged_is_only_counted() -> None:
 
 
 @pytest.mark.parametrize("n", [5000, 20000])
+@pytest.mark.slow
 def test_comment_stays_under_githubs_limit_and_says_what_overflowed(n: int) -> None:
     verdict = big_verdict(n, contracts=n)
     text = render_comment(verdict, CTX, COMMENT_BUDGET)

@@ -147,6 +147,7 @@ def test_results_package_has_no_import_cycle() -> None:
     assert graph["kcgate.results.columns"] == set()  # the bottom: kinds and limits
 
 
+@pytest.mark.slow
 def test_one_loader_reads_results_documents() -> None:
     # RunResult.from_json is called by model.parse_run only: load_run, load_member (directory trees: report's
     # artifacts, baselines) and git blobs all go through it; no other module skips "foreign" files itself

@@ -281,6 +281,7 @@ def test_diff_directory_against_directory(tmp_path: Path) -> None:
 # ---- no torch ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_diff_and_compare_run_where_torch_cannot_be_imported(tmp_path: Path) -> None:
     fake = tmp_path / "shadow" / "torch"
     fake.mkdir(parents=True)
@@ -373,6 +374,7 @@ def _special_files(tmp: Path) -> list[Path]:
 
 
 @pytest.mark.parametrize("kind", [0, 1, 2], ids=["fifo", "dev-zero", "directory-named-as-file"])
+@pytest.mark.slow
 def test_only_regular_files_are_read_and_nothing_hangs(tmp_path: Path, kind: int) -> None:
     path = _special_files(tmp_path)[kind]
     if kind == 2:  # a directory is a directory source for diff/compare/report; name it as a member instead
@@ -394,6 +396,7 @@ def test_a_cap_is_enforced_while_reading_not_from_st_size(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("depth", [100_000, 950])
+@pytest.mark.slow
 def test_deep_nesting_is_exit_3(tmp_path: Path, depth: int) -> None:
     deep = "[" * depth + "]" * depth
     text = json.dumps(_doc()).replace('"meta": {', '"meta": {"x": ' + deep + ", ", 1)
@@ -404,6 +407,7 @@ def test_deep_nesting_is_exit_3(tmp_path: Path, depth: int) -> None:
         assert "nested" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_is_exit_3(tmp_path: Path) -> None:
     path = _write(tmp_path, json.dumps(_doc(case_id="a\ud800b", status="fail")))  # json writes \\ud800
     assert "\\ud800" in path.read_text()

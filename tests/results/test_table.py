@@ -88,6 +88,7 @@ def _parsed(rows: list[list[Any]]) -> list[list[Any]]:
 
 @settings(max_examples=150, deadline=None)
 @given(rows())
+@pytest.mark.slow
 def test_columns_and_records_equal_the_per_row_path(raw: list[list[Any]]) -> None:
     rows_ = _parsed(raw)
     expected = tuple(CaseResult.from_row(r) for r in _parsed(raw))
