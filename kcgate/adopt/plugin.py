@@ -266,8 +266,10 @@ class CaseItem(pytest.Item):
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
+        """The contract's file and line: contracts.toml, or the .py a discovered contract is declared in."""
         line = self.case.line - 1 if self.case.line else None
-        return self.path, line, self.case.case_id
+        path = self.path.parent / self.case.source if self.case.source else self.path
+        return path, line, self.case.case_id
 
 
 def properties(result: Any) -> list[tuple[str, str]]:

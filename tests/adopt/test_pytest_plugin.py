@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,9 @@ def test_decorated_kernels_are_items_too(tmp_path: Path) -> None:
     proc = pytest_run(*PLUGIN, "--kcgate", "--collect-only", "-q", cwd=contracts.parent)
     assert "contracts.toml::softmax[float32-8x256-s0]" in proc.stdout, proc.stdout + proc.stderr
     assert "contracts.toml::gemm-bf16acc[float32-16x2048x16-s0]" in proc.stdout
+    # an item's location is the decorator's file and line, not contracts.toml (xunit1 JUnit reports it)
+    junit = tmp_path / "junit.xml"
+    args = ("--kcgate", "-k", "gemm", "--junitxml", str(junit), "-o", "junit_family=xunit1")
+    pytest_run(*PLUGIN, *args, cwd=contracts.parent)
+    (case,) = ET.parse(junit).getroot().iter("testcase")
+    assert case.get("file", "").endswith("src/scratchk/ops.py") and case.get("line") == "13", case.attrib
