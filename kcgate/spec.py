@@ -12,11 +12,10 @@ import datetime as dt
 import functools
 import gc
 import importlib.util
-import os
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -261,7 +260,7 @@ def _project(path: Path, data: dict[str, Any], col: Collector) -> Project:
         raw = []
     contracts = [_contract(i, c, col, (root, *paths)) for i, c in enumerate(raw) if isinstance(c, dict)]
     _duplicates(contracts, col)
-    contracts += [_from(c, root) for c in _discovered(proj, contracts, col, (root, *paths))]
+    contracts += _discovered(proj, contracts, col, (root, *paths))
     valid = tuple(c for c in contracts if c is not None)
     return Project(
         warnings=tuple(col.warnings),
@@ -277,13 +276,6 @@ def _project(path: Path, data: dict[str, Any], col: Collector) -> Project:
 
 def _project_key(proj: dict[str, Any], key: str, col: Collector) -> Any:
     return value(proj, _PROJECT[key], ("project",), "project", col)
-
-
-def _from(c: Contract | None, root: Path) -> Contract | None:
-    """A discovered contract's source as a path relative to the contracts file's directory."""
-    if c is None or not c.source:
-        return c
-    return replace(c, source=Path(os.path.relpath(c.source, root)).as_posix())
 
 
 def _discovered(

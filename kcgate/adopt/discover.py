@@ -11,6 +11,7 @@ Torch-free.
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -158,8 +159,8 @@ def _validated(
         keys, file=str(decl.file), lines=lines, roots=roots, index=index, locate=locate
     )
     problems += found
-    if contract is not None:
-        contract = replace(contract, source=str(decl.file))
+    if contract is not None:  # roots[0] is the contracts file's directory: annotations join the two
+        contract = replace(contract, source=Path(os.path.relpath(decl.file, roots[0])).as_posix())
     if contract is not None and contract.id in taken:
         problems.append(
             Problem(
