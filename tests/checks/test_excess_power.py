@@ -19,6 +19,7 @@ from kcgate.ops import OPS
 from kcgate.spec import Contract, Tolerance, load_project
 from tests.conftest import ROOT
 from tests.kernels import excess as k
+from tests.test_sensitivity import CONTRACT as SUM_CONTRACT
 
 SEEDS = range(12)
 NOISY = ["matmul", "linear", "sum", "softmax", "logsumexp", "layernorm", "rmsnorm"]
@@ -119,21 +120,9 @@ def test_noise_far_beyond_a_sequential_order_gives_no_order_hint() -> None:
     assert e.ratio > 100 and e.order_hint() == ""
 
 
-CONTRACT = """
-[[contract]]
-id = "sum"
-class = "C-PRC-01"
-kernel = "tests.kernels.excess:blocked_sum"
-op = "sum"
-shapes = [[8, 100000]]
-protocol = {{ seeds = 1, trials = 2 }}
-{extra}
-"""
-
-
 def _project(tmp_path: Path, extra: str):  # type: ignore[no-untyped-def]
     f = tmp_path / "c.toml"
-    f.write_text(f'[project]\npaths = ["{ROOT}"]\n' + CONTRACT.format(extra=extra))
+    f.write_text(SUM_CONTRACT.format(root=ROOT, kernel="blocked_sum", extra=extra))
     return load_project(f)
 
 
@@ -154,4 +143,4 @@ def test_an_unknown_reference_is_reported_with_line_and_fix(tmp_path: Path) -> N
     with pytest.raises(ContractsError) as info:
         _project(tmp_path, 'tolerance = { excess_reference = "sequentail" }')
     (p,) = info.value.problems
-    assert p.line == 11 and p.where.endswith("tolerance.excess_reference") and "sequential" in p.fix
+    assert p.line == 12 and p.where.endswith("tolerance.excess_reference") and "sequential" in p.fix
