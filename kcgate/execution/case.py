@@ -10,6 +10,7 @@ import importlib
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +62,6 @@ def op_for(contract: Contract, paths: tuple[Path, ...]) -> Any:
     if op.configure is not None:
         op = op.configure(contract.op_params())
     if contract.reference:  # a user reference overrides the built-in oracle
-        from dataclasses import replace
-
         return replace(op, oracle=resolve(contract.reference, paths))
     return op
 
@@ -124,8 +123,6 @@ def _with_grad(signature: Any, metrics: Metrics) -> Any:
     grad = metrics.worst_grad
     if signature is None or not grad or any(k == "grad" for k, _ in signature.evidence):
         return signature
-    from kcgate.results.model import Signature
-
     evidence = tuple(sorted((*signature.evidence, ("grad", grad))))
     return Signature(signature.cause, f"gradient of {grad!r}: {signature.summary}", evidence)
 

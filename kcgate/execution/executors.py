@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from kcgate import channel
+from kcgate.devices import check_name, default_backend, get_backend
 from kcgate.errors import ExitCode, KcgateError, UsageError
-from kcgate.execution.case import error_result
+from kcgate.execution.case import error_result, execute_case
 from kcgate.execution.plan import Case
 from kcgate.results.model import CaseResult, Fingerprint
 
@@ -272,8 +273,6 @@ class InProcessExecutor:
     """No isolation (``--isolation none``): fastest, but a crashing kernel takes the run with it."""
 
     def __init__(self, project: Any, device: str = "auto") -> None:
-        from kcgate.devices import default_backend, get_backend
-
         self.project = project
         self.backend = get_backend(default_backend() if device == "auto" else device)
         from kcgate import torch_state
@@ -289,8 +288,6 @@ class InProcessExecutor:
         return default_shapes()
 
     def run(self, case: Case, timeout: float, kernel: str | None = None) -> CaseResult:
-        from kcgate.execution.case import execute_case
-
         env = dict(self.project.contract(case.contract_id).env)
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)  # best effort in-process: modules imported before keep what they read
@@ -352,8 +349,6 @@ def make_executor(
     timeout: float | None = None,
 ) -> IsolatedExecutor | InProcessExecutor | EnvRouter:
     """The executor for ``--isolation``; a worker is started at once, so its start-up overlaps the caller's work."""
-    from kcgate.devices import check_name
-
     check_isolation(isolation)
     device = device or "auto"
     if device != "auto":

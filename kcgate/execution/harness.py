@@ -13,16 +13,19 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
-from kcgate import dtypes
+from kcgate import dtypes, sensitivity, torch_state
+from kcgate.backward import compare_grads, run_backward
 from kcgate.catalogue import CATALOGUE
+from kcgate.classes import CLASSES
 from kcgate.execution.plan import Case
 from kcgate.metrics import Comparison, compare, to_metrics
-from kcgate.ops.base import BoundArgs, OpFamily, Tensors, underflow
+from kcgate.ops.base import BoundArgs, OpFamily, Tensors, draw, underflow
+from kcgate.oracles.freivalds import freivalds_check, freivalds_linear, row_errors, use_freivalds
 from kcgate.results.model import Metrics
 from kcgate.spec import Contract
 
@@ -82,8 +85,7 @@ class CaseContext:
         offset = float(self.contract.param("offset")) if "offset" in _class_params(self) else 1e4
         gen = self.generator("inputs", salt)
         if self.contract.distribution == "large-mean":
-            from kcgate.checks.c_prc_02 import probe_offset
-            from kcgate.ops.base import draw
+            from kcgate.checks.c_prc_02 import probe_offset  # cycle: the checks import this module
 
             offset = probe_offset(self.dtype, offset)  # representable: bf16 inputs must not collapse
 
@@ -93,8 +95,6 @@ class CaseContext:
 
 
 def _class_params(ctx: CaseContext) -> dict[str, Any]:
-    from kcgate.classes import CLASSES
-
     return CLASSES[ctx.contract.klass].params
 
 
@@ -168,8 +168,6 @@ def run_trial(
     if ctx.contract.tolerance.method == "relative":
         _relative(ctx, trial)
     if ctx.contract.backward:
-        from kcgate.backward import compare_grads
-
         compare_grads(ctx, trial)
     if fresh:
         _stale_check(ctx, trial)
@@ -178,11 +176,7 @@ def run_trial(
 
 def _relative(ctx: CaseContext, trial: Trial) -> None:
     """The relative tolerance: the budget is the worse of the bound's and (error / baseline's) / factor."""
-    from dataclasses import replace
-
-    from kcgate.sensitivity import relative
-
-    rel = relative(ctx, trial)
+    rel = sensitivity.relative(ctx, trial)
     m = trial.metrics
     bound = m.budget_used if m.budget_used is not None else float("inf")
     extra = {**dict(m.extra), **rel, "bound_budget": bound}
@@ -198,17 +192,12 @@ def _wants_freivalds(ctx: CaseContext, shape: tuple[int, ...]) -> bool:
     op = CATALOGUE.get(ctx.op.name)
     if ctx.contract.oracle not in ("freivalds", "auto") or op is None or not op.matmul_like:
         return False
-    from kcgate.oracles.freivalds import use_freivalds
-
     return use_freivalds(*op.matmul_mkn(shape), ctx.contract.oracle)
 
 
 def _freivalds_trial(ctx: CaseContext, trial: Trial) -> Trial:
     """O(n²) verification of a large product: random vectors drawn after the output exists. Rows the check
     flags (up to 8) are recomputed in fp64, so the metrics count elements, not trials."""
-    from kcgate import sensitivity
-    from kcgate.oracles.freivalds import freivalds_check, freivalds_linear
-
     assert trial.out is not None
     t0 = time.perf_counter()
     x = trial.inputs
@@ -257,8 +246,6 @@ def _recheck_rows(
 ) -> dict[str, Any]:
     """Recompute flagged rows (flat over (*batch, M)) in fp64: elements over the contract's bound, elements
     over the sensitivity level, and the worst element's index (batch..., row, column)."""
-    from kcgate.oracles.freivalds import row_errors
-
     out: dict[str, Any] = {"elements": 0, "over": 0, "excess": 0, "worst": ()}
     worst = -1.0
     for r in rows:
@@ -385,8 +372,6 @@ def _call(
         )
     out = _first_tensor(trial, result)
     if out is not None and backward:
-        from kcgate.backward import run_backward
-
         run_backward(ctx, trial, out, leaves)
         _global_state(trial)
     _integrity(trial, bufs, snapshots, guard)  # after the backward too: it must not write its inputs
@@ -531,8 +516,6 @@ def _distinguishable(
 
 def _global_state(trial: Trial) -> None:
     """Restore torch's global state if the kernel changed it, and record that as an integrity issue."""
-    from kcgate import torch_state
-
     changed = torch_state.after_kernel()
     if changed:
         _issue(trial, "global-state")

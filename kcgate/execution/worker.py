@@ -17,17 +17,30 @@ channel was tampered with).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
+import pkgutil
+import resource
 import sys
 from typing import IO, Any
+
+from kcgate.channel import sign
+from kcgate.devices import default_backend, get_backend
+from kcgate.devices.base import import_torch
+from kcgate.errors import KcgateError
+from kcgate.execution.case import execute_case
+from kcgate.execution.plan import Case
+from kcgate.spec import load_project
+
+# Torch-free at the top (tests/test_local_imports.py checks it): the worker reads its init line and sends an
+# error handshake for a torch that cannot be imported before anything imports torch; what imports torch
+# stays inside the functions main() calls in order (import, thread count, warm-up, state capture).
 
 
 def _limit_memory(limit_bytes: int) -> None:
     if limit_bytes <= 0:
         return
-    import resource
-
     resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
 
 
@@ -35,7 +48,7 @@ def _set_threads() -> int:
     """One intra-op thread unless KCGATE_THREADS (or OMP_NUM_THREADS) says otherwise: kcgate's cases are
     small, and under load torch's default (one per core) made a 2-core run's wall time swing from 4 to 21 s
     while one thread stayed stable; a contract that needs more sets KCGATE_THREADS."""
-    import torch
+    import torch  # heavy: after the init line is read (import_torch reports a torch that fails)
 
     wanted = os.environ.get("KCGATE_THREADS") or os.environ.get("OMP_NUM_THREADS") or "1"
     threads = int(wanted) if wanted.isdigit() and int(wanted) > 0 else 1
@@ -47,9 +60,7 @@ def _start(contracts: str, device: str) -> tuple[dict[str, Any], Any, Any]:
     """The handshake payload, the project and the backend; a KcgateError becomes an error handshake."""
     import kcgate.checks  # noqa: F401  (warm: what the first case would otherwise import)
     import kcgate.execution.harness  # noqa: F401
-    from kcgate.devices import default_backend, get_backend
     from kcgate.ops import default_shapes
-    from kcgate.spec import load_project
 
     backend = get_backend(default_backend() if device == "auto" else device)
     project = load_project(contracts)
@@ -64,9 +75,6 @@ def _start(contracts: str, device: str) -> tuple[dict[str, Any], Any, Any]:
 
 def _warm_checks() -> None:
     """Import every class check now, so the state captured at start includes their modules."""
-    import importlib
-    import pkgutil
-
     import kcgate.checks
 
     for info in pkgutil.iter_modules(kcgate.checks.__path__):
@@ -121,8 +129,6 @@ class Channel:
         self.ids = (os.fstat(self.out).st_ino, os.fstat(commands.fileno()).st_ino)
 
     def send(self, nonce: str, message: dict[str, Any]) -> None:
-        from kcgate.channel import sign
-
         data = sign(self.key, nonce, message)
         while data:
             data = data[os.write(self.out, data) :]
@@ -149,9 +155,6 @@ def main() -> None:
     init = json.loads(commands.readline())
     channel = Channel(init, commands)
     stdio = Stdio()
-    from kcgate.devices.base import import_torch
-    from kcgate.errors import KcgateError
-
     try:
         import_torch()  # a torch that cannot be imported is a handshake error naming the interpreter and fix
         _set_threads()  # before the state is captured: the thread count every case starts from
@@ -181,9 +184,6 @@ def _exit_now() -> None:
 
 
 def serve(channel: Channel, stdio: Stdio, project: Any, backend: Any) -> None:
-    from kcgate.execution.case import execute_case  # imports torch and the harness before the first case
-    from kcgate.execution.plan import Case
-
     for line in channel.commands:
         message = json.loads(line)
         d = message["case"]
