@@ -144,6 +144,33 @@ def test_results_columns_are_defined_once_by_their_table() -> None:
     # JUnit properties derive from them; no results module, schema or JUnit writer lists column names again
     names = [c.name for c in (*CASE_COLUMNS, *METRIC_COLUMNS)]
     assert _column_definitions() == {n: ["kcgate/results/records.py"] for n in names}
-    writers = {"kcgate/schema.py", "kcgate/render/junit.py", "kcgate/journal.py"}
+    writers = {
+        "kcgate/schema.py",
+        "kcgate/render/junit.py",
+        "kcgate/render/junit_report.py",
+        "kcgate/adopt/plugin.py",
+        "kcgate/journal.py",
+    }
     listed = _literal_lists({*names, "klass"}, 4)
     assert {m for m in listed if m.startswith("kcgate/results/") or m in writers} == set()
+
+
+def _prefixed_column_names() -> dict[str, set[str]]:
+    """Modules outside kcgate/results spelling a column under a prefix, as a JUnit property is named
+    (``"kcgate.max_ulp"``, ``"metric.elements"``): a property list written by hand."""
+    names = {c.name for c in (*CASE_COLUMNS, *METRIC_COLUMNS)}
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "kcgate").rglob("*.py")):
+        module = str(path.relative_to(ROOT))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                prefix, _, name = node.value.rpartition(".")
+                if prefix.isidentifier() and name in names and not module.startswith("kcgate/results/"):
+                    found.setdefault(module, set()).add(node.value)
+    return found
+
+
+def test_junit_property_names_are_not_spelled_by_hand() -> None:
+    # records.junit_properties lists a case's properties for run --junit, report --junit and the pytest
+    # plugin; each writer names them from the column (``f"kcgate.{c.name}"``), never by a literal
+    assert _prefixed_column_names() == {}

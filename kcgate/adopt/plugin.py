@@ -273,18 +273,9 @@ class CaseItem(pytest.Item):
 
 
 def properties(result: Any) -> list[tuple[str, str]]:
-    """The case's metrics as (name, value) pairs for ``record_property`` (pytest's JUnit shows them)."""
-    m = result.metrics
-    pairs = [
-        ("kcgate.status", result.status),
-        ("kcgate.case_id", result.case_id),
-        ("kcgate.class", result.klass),
-        ("kcgate.budget_used", m.budget_used),
-        ("kcgate.max_ulp", m.max_ulp),
-        ("kcgate.max_abs_err", m.max_abs_err),
-        ("kcgate.max_rel_err", m.max_rel_err),
-        ("kcgate.mismatches", m.mismatches),
-        ("kcgate.seed", result.seed),
-        ("kcgate.signature", result.signature.cause if result.signature else None),
-    ]
-    return [(k, str(v)) for k, v in pairs if v is not None]
+    """The case's JUnit properties as ``kcgate.<column>`` pairs for ``record_property`` (pytest's JUnit
+    shows them): the column table's (``records.junit_properties``), with the columns that name the case,
+    since pytest's item has its own name, class and outcome."""
+    from kcgate.results.records import junit_properties
+
+    return [(f"kcgate.{c.name}", text) for c, text in junit_properties(result, identity=True)]

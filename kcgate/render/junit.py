@@ -41,8 +41,8 @@ def _details(c: CaseResult) -> str:
 
 
 def _properties(c: CaseResult) -> dict[str, str]:
-    """The columns marked ``junit`` in the column table, and the gradient that decided a backward case."""
-    props = junit_properties(c)
+    """The case's properties from the column table, and the gradient that decided a backward case."""
+    props = {col.name: text for col, text in junit_properties(c)}
     if c.metrics.worst_grad:
         props["grad"] = c.metrics.worst_grad
     return props

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from operator import attrgetter
 
 from junit_xml import TestCase, TestSuite
 
 from kcgate.diff_model import CATEGORY_TABLE, CaseChange, RunnerDiff, Verdict, declared_in
 from kcgate.render.labels import label, rank
 from kcgate.results.model import CaseResult, RunResult, Status
+from kcgate.results.records import METRIC_COLUMNS, junit_properties
 
 _SKIPPED = frozenset(c.name for c in CATEGORY_TABLE if c.junit_skipped)
 _FAILING = frozenset(Status) - {Status.PASS}
@@ -113,35 +115,37 @@ def suite_properties(rd: RunnerDiff, run: RunResult | None) -> dict[str, str]:
     return props
 
 
+# The diff's side of a case's properties, in this order: the change's category and verdict inputs.
+_CHANGE_PROPERTIES: tuple[tuple[str, Callable[[CaseChange], str | None]], ...] = (
+    ("category", attrgetter("category")),
+    ("blocking", lambda c: str(c.blocking).lower()),
+    ("contract", attrgetter("contract_id")),
+    ("class", attrgetter("klass")),
+    ("status", attrgetter("status")),
+    ("base_status", attrgetter("base_status")),
+    ("budget_used", lambda c: _fmt(c.budget_used)),
+    ("base_budget_used", lambda c: _fmt(c.base_budget_used)),
+    ("signature", lambda c: c.signature or None),  # the summary; left out when there is none
+)
+_GIVEN = frozenset(name for name, _ in _CHANGE_PROPERTIES)
+
+
 def case_properties(c: CaseChange, result: CaseResult | None) -> dict[str, str]:
-    """Category, verdict inputs and metrics of one case, as strings."""
-    props = {
-        "category": c.category,
-        "blocking": str(c.blocking).lower(),
-        "contract": c.contract_id,
-        "class": c.klass,
-        "status": c.status,
-        "base_status": c.base_status,
-        "budget_used": _fmt(c.budget_used),
-        "base_budget_used": _fmt(c.base_budget_used),
-    }
-    if c.signature:
-        props["signature"] = c.signature
+    """The change's category and verdict inputs, then its result's properties (when the run is given)."""
+    props = {name: text for name, read in _CHANGE_PROPERTIES if (text := read(c)) is not None}
     if result is not None:
-        props.update(_metrics(result))
+        props.update(result_properties(result))
     return props
 
 
-def _metrics(r: CaseResult) -> dict[str, str]:
-    m = r.metrics
-    out = {"dtype": r.dtype, "shape": "x".join(str(d) for d in r.shape), "seed": str(r.seed)}
-    for key in ("max_abs_err", "max_rel_err", "max_ulp", "allowed_at_worst"):
-        value = getattr(m, key)
-        if value is not None:
-            out[f"metric.{key}"] = _fmt(value)
-    out["metric.mismatches"] = str(m.mismatches)
-    out["metric.elements"] = str(m.elements)
-    return out
+def result_properties(r: CaseResult) -> dict[str, str]:
+    """The result's JUnit properties from the column table (``records.junit_properties``), a metric named
+    ``metric.<name>``; a column the diff's side names too (budget_used, signature) keeps the diff's value,
+    the one the verdict read."""
+    pairs = junit_properties(r)
+    return {
+        (f"metric.{c.name}" if c in METRIC_COLUMNS else c.name): t for c, t in pairs if c.name not in _GIVEN
+    }
 
 
 def _add_properties(elem: ET.Element, props: dict[str, str]) -> None:

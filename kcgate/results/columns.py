@@ -12,6 +12,7 @@ import math
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from functools import partial
 from itertools import chain
 from typing import Any
@@ -32,6 +33,21 @@ class Invalid(ValueError):
     """An untrusted value that does not fit its column (the loader adds the file's name)."""
 
 
+class JUnit(Enum):
+    """How a column is a per-case JUnit property (``kcgate.results.records.junit_properties``)."""
+
+    NO = "no"
+    PROPERTY = "property"  # in every JUnit kcgate writes: run --junit, report --junit, pytest --kcgate's
+    # names the case (its id, class, status): only where the test case's own name, class and outcome are
+    # not kcgate's (pytest --kcgate's items); kcgate's own JUnit carries them in the test case itself
+    IDENTITY = "identity"
+
+
+def optional_text(value: Any) -> str | None:
+    """A value as a JUnit property's text; None (not measured) leaves the property out."""
+    return None if value is None else str(value)
+
+
 @dataclass(frozen=True)
 class Kind:
     """One kind of column value: its JSON types and schema, its readers and its writer."""
@@ -44,7 +60,7 @@ class Kind:
     encode: Callable[[Any], Any]  # the record's value -> JSON
     accepts: Callable[[Column_], bool] = lambda column: True  # the bulk check beyond json_types
     limit: int | None = None  # untrusted input: longest text, or most items, kept
-    junit: Callable[[Any], str | None] = str  # a JUnit property's text (None: the property is left out)
+    junit: Callable[[Any], str | None] = optional_text  # a JUnit property's text (None: left out)
     eager: bool = False  # decoded when the file is read (its values have checks of their own)
     columns: tuple[Column, ...] = ()  # a nested row's columns (the case row's metrics)
 
@@ -58,7 +74,7 @@ class Column:
     description: str
     scope: str  # "case" or "metrics": the row it belongs to (error messages say "case.shape")
     required: bool = False  # a file without it is refused (otherwise null reads as the default)
-    junit: bool = False  # a property of its test case in `kcgate run --junit`
+    junit: JUnit = JUnit.NO  # whether and where it is a property of its case's JUnit test case
     attr: str = ""  # the record's attribute, where it differs from the name ("class": klass)
 
     @property

@@ -3,16 +3,18 @@
 ``CASE_COLUMNS`` and ``METRIC_COLUMNS`` are the one definition of the row layout. The row codec below
 (``to_row``, ``from_row``), the bulk reader (``kcgate.results.table``), the file header's ``case_fields``
 and ``metric_fields``, the JSON Schema of results files (``kcgate.schema``) and the per-case JUnit
-properties (``kcgate.render.junit``) are all derived from them. No torch.
+properties (``junit_properties``: ``run --junit``, ``report --junit`` and the pytest plugin's
+``record_property``) are all derived from them. No torch.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from operator import attrgetter
 from typing import Any
 
 from kcgate.results.columns import (
@@ -27,6 +29,7 @@ from kcgate.results.columns import (
     TEXT,
     Column,
     Invalid,
+    JUnit,
     Kind,
     build_frozen,
     choice,
@@ -292,19 +295,20 @@ SIGNATURE = Kind(
 )
 
 
-def _metric(name: str, kind: Kind, description: str, *, junit: bool = False) -> Column:
+def _metric(name: str, kind: Kind, description: str, *, junit: JUnit = JUnit.NO) -> Column:
     return Column(name, kind, description, "metrics", junit=junit)
 
 
+_P, _ID = JUnit.PROPERTY, JUnit.IDENTITY
 METRIC_COLUMNS: tuple[Column, ...] = (
-    _metric("budget_used", NUMBER, "measured error / allowed error (1.0: at the edge)", junit=True),
-    _metric("max_abs_err", NUMBER, "the largest absolute error", junit=True),
-    _metric("max_rel_err", NUMBER, "the largest relative error", junit=True),
-    _metric("max_ulp", NUMBER, "the largest error in units in the last place", junit=True),
-    _metric("mismatches", COUNT, "elements outside their bound", junit=True),
-    _metric("elements", COUNT, "elements compared"),
+    _metric("budget_used", NUMBER, "measured error / allowed error (1.0: at the edge)", junit=_P),
+    _metric("max_abs_err", NUMBER, "the largest absolute error", junit=_P),
+    _metric("max_rel_err", NUMBER, "the largest relative error", junit=_P),
+    _metric("max_ulp", NUMBER, "the largest error in units in the last place", junit=_P),
+    _metric("mismatches", COUNT, "elements outside their bound", junit=_P),
+    _metric("elements", COUNT, "elements compared", junit=_P),
     _metric("worst_index", INTS, "the index of the worst element"),
-    _metric("allowed_at_worst", NUMBER, "the error allowed at the worst element"),
+    _metric("allowed_at_worst", NUMBER, "the error allowed at the worst element", junit=_P),
     _metric("extra", EXTRA, "named measurements: grad_budget.<input> per gradient, out_budget, ..."),
 )
 _metric_row = row_encoder(METRIC_COLUMNS)
@@ -324,20 +328,27 @@ def _case(name: str, kind: Kind, description: str, **kw: Any) -> Column:
 
 
 CASE_COLUMNS: tuple[Column, ...] = (
-    _case("case_id", TEXT, "the case: contract, dtype, shape and seed (`kcgate run --case`)", required=True),
-    _case("contract_id", TEXT, "the contract's id in the contracts file", required=True),
-    _case("class", TEXT, "the contract class, e.g. C-PRC-01", attr="klass"),
-    _case("op", TEXT, "the op family"),
-    _case("dtype", TEXT, "the input dtype", junit=True),
-    _case("shape", INTS, "the case's shape", junit=True),
-    _case("seed", COUNT, "the case's seed (`kcgate run --seed` reruns the case exactly)", junit=True),
     _case(
-        "status", choice(STATUSES), "pass: the contract holds; fail: violated; error: not evaluated; refused"
+        "case_id",
+        TEXT,
+        "the case: contract, dtype, shape and seed (`kcgate run --case`)",
+        required=True,
+        junit=_ID,
+    ),
+    _case("contract_id", TEXT, "the contract's id in the contracts file", required=True),
+    _case("class", TEXT, "the contract class, e.g. C-PRC-01", attr="klass", junit=_ID),
+    _case("op", TEXT, "the op family"),
+    _case("dtype", TEXT, "the input dtype", junit=_P),
+    _case("shape", INTS, "the case's shape", junit=_P),
+    _case("seed", COUNT, "the case's seed (`kcgate run --seed` reruns the case exactly)", junit=_P),
+    _case(
+        "status",
+        choice(STATUSES),
+        "pass: the contract holds; fail: violated; error: not evaluated; refused",
+        junit=_ID,
     ),
     _case("metrics", METRICS, "the numbers measured, a row of metric_fields"),
-    _case(
-        "signature", SIGNATURE, "the diagnosed failure mode (cause, summary, evidence), or null", junit=True
-    ),
+    _case("signature", SIGNATURE, "the diagnosed failure mode (cause, summary, evidence), or null", junit=_P),
     _case("message", TEXT, "what happened, in one line"),
     _case("duration_s", SECONDS, "the whole case: inputs, kernel calls, oracle and check"),
     _case("kernel_s", SECONDS, "inside the kernel (synchronized), all its calls"),
@@ -370,14 +381,28 @@ _CASE_DECODE = tuple(
 TIMINGS_AT = tuple(i for i, c in enumerate(CASE_COLUMNS) if c.kind is SECONDS)  # zeroed in stable files
 
 
-def junit_properties(case: CaseResult) -> dict[str, str]:
-    """The case's JUnit properties: every column marked ``junit``, in table order (metrics in their
-    place), as text; a column whose kind gives no text for the value (no signature) is left out."""
-    pairs: list[tuple[Column, Any]] = []
+def _junit_columns(wanted: frozenset[JUnit]) -> tuple[tuple[Column, Callable[[CaseResult], Any]], ...]:
+    """The columns marked ``wanted``, in table order (metrics in their place), each with its reader."""
+    found: list[tuple[Column, Callable[[CaseResult], Any]]] = []
     for c in CASE_COLUMNS:
         if c.kind is METRICS:
-            pairs += [(m, getattr(case.metrics, m.field)) for m in METRIC_COLUMNS if m.junit]
-        elif c.junit:
-            pairs.append((c, getattr(case, c.field)))
-    texts = ((c.name, c.kind.junit(v)) for c, v in pairs)
-    return {name: t for name, t in texts if t is not None}
+            found += [(m, attrgetter(f"{c.field}.{m.field}")) for m in METRIC_COLUMNS if m.junit in wanted]
+        elif c.junit in wanted:
+            found.append((c, attrgetter(c.field)))
+    return tuple(found)
+
+
+_JUNIT = {
+    False: _junit_columns(frozenset({JUnit.PROPERTY})),
+    True: _junit_columns(frozenset({JUnit.PROPERTY, JUnit.IDENTITY})),
+}
+
+
+def junit_properties(case: CaseResult, *, identity: bool = False) -> list[tuple[Column, str]]:
+    """The case's JUnit properties, the one list every JUnit writer reads: each column marked
+    ``JUnit.PROPERTY`` (with ``identity``, ``JUnit.IDENTITY`` too: for a test case whose name, class and
+    outcome are not kcgate's), in table order with the metrics in their place, as its kind's text. A value
+    with no text (no signature, a number not measured) is left out. The writer names them: ``run --junit``
+    by the column's name, ``report --junit`` a metric as ``metric.<name>``, pytest ``kcgate.<name>``."""
+    texts = ((c, c.kind.junit(read(case))) for c, read in _JUNIT[identity])
+    return [(c, text) for c, text in texts if text is not None]

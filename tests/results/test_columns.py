@@ -7,14 +7,18 @@ from __future__ import annotations
 import ast
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from typing import Any
 
 import jsonschema
 import pytest
 
+from kcgate.adopt.plugin import properties
+from kcgate.diff_model import CaseChange
 from kcgate.errors import ResultsError
 from kcgate.render.junit import render_junit
-from kcgate.results.columns import bulk_types
+from kcgate.render.junit_report import case_properties
+from kcgate.results.columns import Column, JUnit, bulk_types
 from kcgate.results.model import (
     CaseResult,
     Fingerprint,
@@ -24,7 +28,7 @@ from kcgate.results.model import (
     dumps_run,
     parse_run,
 )
-from kcgate.results.records import CASE_COLUMNS, METRIC_COLUMNS, METRICS_AT
+from kcgate.results.records import CASE_COLUMNS, METRIC_COLUMNS, METRIC_FIELDS, METRICS_AT
 from kcgate.schema import results_schema
 from tests.conftest import ROOT
 
@@ -89,11 +93,14 @@ def test_the_documented_columns_are_the_table() -> None:
         start = text.index(f'"{key}": [') + len(f'"{key}": ')
         listed = json.loads(text[start : text.index("]", start) + 1])
         assert listed == [c.name for c in columns], key
-    marked = text[text.index("marked for JUnit: ") :].split(")", 1)[0].split(": ", 1)[1]
-    junit = [c.name for c in (*CASE_COLUMNS, *METRIC_COLUMNS) if c.junit]
-    assert sorted(
-        marked.replace("\n", " ").replace(", and `grad` for a backward case", "").split(", ")
-    ) == sorted(junit)
+    # and which columns are JUnit properties: marked for every JUnit, and the case's identity for pytest's
+    for intro, end, mark in (
+        ("marked for JUnit: ", ";", JUnit.PROPERTY),
+        ("identity: ", ")", JUnit.IDENTITY),
+    ):
+        listed = text[text.index(intro) :].split(end, 1)[0].split(": ", 1)[1]
+        junit = [c.name for c in (*CASE_COLUMNS, *METRIC_COLUMNS) if c.junit is mark]
+        assert sorted(listed.replace("\n", " ").split(", ")) == sorted(junit), mark
 
 
 def test_null_is_read_as_each_columns_default_unless_required() -> None:
@@ -109,12 +116,70 @@ def test_null_is_read_as_each_columns_default_unless_required() -> None:
 def test_junit_properties_are_the_junit_columns() -> None:
     root = ET.fromstring(render_junit(_run()))
     props = [{p.get("name"): p.get("value") for p in tc.iter("property")} for tc in root.iter("testcase")]
-    metrics = [c.name for c in METRIC_COLUMNS if c.junit]  # in the metrics column's place
-    junit = [n for c in CASE_COLUMNS for n in (metrics if c.kind.columns else [c.name] if c.junit else [])]
-    assert list(props[0]) == [*junit, "grad"]
+    junit = [c.name for c in _row_order() if c.junit is JUnit.PROPERTY]
+    assert list(props[0]) == [n for n in junit if n not in _UNMEASURED] + ["grad"]
     assert props[0]["shape"] == "2x3" and props[0]["signature"] == "overflow" and props[0]["grad"] == "weight"
-    assert list(props[1]) == [n for n in junit if n != "signature"]  # no signature, no gradient: left out
-    assert props[1]["max_ulp"] == "None" and props[1]["seed"] == "8"
+    # no signature, no gradient, numbers not measured: left out
+    assert list(props[1]) == [n for n in junit if n not in {"signature", *_UNMEASURED}]
+    assert props[1]["budget_used"] == "0.25" and props[1]["seed"] == "8"
+
+
+_UNMEASURED = ("max_abs_err", "max_rel_err", "max_ulp", "allowed_at_worst")  # None in _run()'s metrics
+
+
+def _row_order() -> list[Column]:
+    """Every column in row order, a metric in the metrics column's place."""
+    return [m for c in CASE_COLUMNS for m in (c.kind.columns or (c,))]
+
+
+# A value every column's kind gives JUnit text for, distinct per column (the i-th column of the row)
+_SAMPLES: dict[str, Callable[[int], Any]] = {
+    "text": lambda i: f"text{i}",
+    "ints": lambda i: [2, i],
+    "count": lambda i: i,
+    "number": lambda i: i / 8,
+    "seconds": lambda i: i / 4,
+    "line": lambda i: i,
+    "extra": lambda i: {"out_budget": i / 2},
+    "choice": lambda i: "fail",
+    "signature": lambda i: {"cause": f"cause{i}", "summary": f"summary{i}"},
+}
+
+
+def _every_column_measured() -> CaseResult:
+    """A case with a value in every column, built from the table (a new kind needs a sample above)."""
+    metrics = [_SAMPLES[m.kind.name](i) for i, m in enumerate(METRIC_COLUMNS, 100)]
+    return CaseResult.from_row(
+        [metrics if c.kind.columns else _SAMPLES[c.kind.name](i) for i, c in enumerate(CASE_COLUMNS, 1)]
+    )
+
+
+def test_every_junit_writer_lists_the_marked_columns_with_one_text() -> None:
+    # run --junit, report --junit and the pytest plugin read records.junit_properties: a column marked for
+    # JUnit is in all three, with the same text, and none lists columns of its own (a hand-made list misses
+    # a new column, or keeps one the table no longer marks)
+    case = _every_column_measured()
+    marked = [c for c in _row_order() if c.junit is JUnit.PROPERTY]
+    texts = {
+        c.name: c.kind.junit(getattr(case.metrics if c in METRIC_COLUMNS else case, c.field)) for c in marked
+    }
+    assert None not in texts.values() and len(set(texts.values())) == len(texts)  # every one set, distinct
+
+    (tc,) = ET.fromstring(render_junit(RunResult("r", Fingerprint("cpu"), (case,)))).iter("testcase")
+    assert {p.get("name"): p.get("value") for p in tc.iter("property")} == texts  # in table order too
+    assert [p.get("name") for p in tc.iter("property")] == list(texts)
+
+    change = CaseChange("unchanged", "r", case.case_id, case.contract_id, signature="the summary")
+    given = case_properties(change, None)  # the diff's side: its budget_used and signature win
+    report = {(f"metric.{n}" if n in METRIC_FIELDS else n): t for n, t in texts.items() if n not in given}
+    assert case_properties(change, case) == {**given, **report}
+    assert list(case_properties(change, case)) == [*given, *report]
+
+    identity = [c for c in _row_order() if c.junit in (JUnit.PROPERTY, JUnit.IDENTITY)]
+    pytest_props = dict(properties(case))
+    assert [n.removeprefix("kcgate.") for n in pytest_props] == [c.name for c in identity]
+    assert {n: pytest_props[f"kcgate.{n}"] for n in texts} == texts
+    assert pytest_props["kcgate.status"] == "fail" and pytest_props["kcgate.class"] == case.klass
 
 
 # ---- package structure -----------------------------------------------------------------------------
