@@ -35,6 +35,7 @@ from kcgate.contract_fields import (
 )
 from kcgate.errors import ContractsError, Problem
 from kcgate.field_checks import Collector, given, read, unknown_keys, value, with_defaults
+from kcgate.frozen_json import decode, encode, freeze
 from kcgate.policy import DriftRule, Policy, Waiver
 
 # The allowed values, as the field table defines them (kcgate.contract_fields), under their old names.
@@ -177,6 +178,13 @@ class Contract:
         own = OP_PARAMS.get(self.op, {})
         return {k: v for k, v in self.params if k in own}
 
+    def to_json(self) -> dict[str, Any]:
+        return encode(self)  # type: ignore[no-any-return]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Contract:
+        return decode(cls, d)
+
 
 @dataclass(frozen=True)
 class Project:
@@ -191,6 +199,15 @@ class Project:
 
     def contract(self, contract_id: str) -> Contract:
         return next(c for c in self.contracts if c.id == contract_id)
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field, nested records included (``kcgate.frozen_json``): the worker process rebuilds the
+        project from this instead of parsing contracts.toml again."""
+        return encode(self)  # type: ignore[no-any-return]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Project:
+        return decode(cls, d)
 
 
 # ---- loading ------------------------------------------------------------------------------------
@@ -414,7 +431,7 @@ def _call_table(d: dict[str, Any], op: str, p: tuple[Any, ...], where: str, col:
         for j, a in enumerate(args):
             _check_value(a, op, tp + ("args",), f"{tw}.args[{j}]", col)
     return {
-        "call_args": None if args is None else _freeze(args),
+        "call_args": None if args is None else freeze(args),
         "call_kwargs": _mapping(t, "kwargs", op, tp, tw, col),
     }
 
@@ -426,7 +443,7 @@ def _mapping(
     t = _table(d, key, p, col, where)
     for k, v in t.items():
         _check_value(v, op, p + (key, k), f"{where}.{key}.{k}", col)
-    return tuple(sorted((k, _freeze(v)) for k, v in t.items()))
+    return tuple(sorted((k, freeze(v)) for k, v in t.items()))
 
 
 def _check_value(v: Any, op: str, path: tuple[Any, ...], where: str, col: Collector) -> None:
@@ -440,10 +457,6 @@ def _check_value(v: Any, op: str, path: tuple[Any, ...], where: str, col: Collec
         if m.group(1) not in OP_DIMS[op] and m.group(1) != "none":
             dims = ", ".join("{" + n + "}" for n in (*OP_DIMS[op], "none"))
             col.add(path, where, f"{v!r} is not a size of op {op!r}", f"use one of: {dims}")
-
-
-def _freeze(v: Any) -> Any:
-    return tuple(_freeze(x) for x in v) if isinstance(v, list) else v
 
 
 def _env(d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector) -> tuple[tuple[str, str], ...]:
@@ -691,7 +704,7 @@ def _params(
             allowed = ", ".join(map(repr, spec.choices)) if spec.choices else spec.type.__name__
             col.add(tp + (key,), f"{tw}.{key}", f"invalid value {v!r}", f"use {allowed}")
         else:
-            out.append((key, v))
+            out.append((key, freeze(v)))  # a list value is a tuple, as in call and init
     return tuple(sorted(out, key=lambda kv: kv[0]))
 
 

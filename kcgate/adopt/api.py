@@ -20,13 +20,12 @@ from __future__ import annotations
 import os
 import secrets
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kcgate.adopt import local, tomlout
+from kcgate.adopt import local
 from kcgate.devices import check_name
 from kcgate.errors import ContractsError, Problem
 from kcgate.execution.executors import EnvRouter, InProcessExecutor, IsolatedExecutor
@@ -130,8 +129,7 @@ def check(
     table = {k: v for k, v in table.items() if v is not None}
     contract = contract_from_keys(target, table, locate=False)
     base = seed if seed is not None else secrets.randbits(62)
-    table = {"class" if k == "cls" else k: v for k, v in table.items()} | {"kernel": target}
-    return CheckResult(contract, _run(contract, table, isolation, device, base, timeout), base)
+    return CheckResult(contract, _run(contract, isolation, device, base, timeout), base)
 
 
 def assert_contract(kernel: Callable[..., Any] | str, **keys: Any) -> CheckResult:
@@ -209,35 +207,27 @@ def _import_string(kernel: Callable[..., Any] | str, isolation: str) -> str:
 
 
 def _run(
-    contract: Contract,
-    table: dict[str, Any],
-    isolation: str,
-    device: str | None,
-    seed: int,
-    timeout: float | None,
+    contract: Contract, isolation: str, device: str | None, seed: int, timeout: float | None
 ) -> tuple[CaseResult, ...]:
-    with tempfile.TemporaryDirectory(prefix="kcgate-check-") as tmp:
-        path = Path(tmp) / "contracts.toml"
-        project = Project(path=path, name="kcgate-check", contracts=(contract,), policy=Policy())
-        executor = _executor(project, table, isolation, device, timeout)
-        try:
-            cases = make_plan(project, seed, executor.default_shapes())
-            return tuple(executor.run(c, contract.protocol.timeout_s) for c in cases)
-        finally:
-            executor.close()
+    # no file: a worker gets the project itself (Project.to_json), so the contract is the one built here
+    project = Project(
+        path=Path("kcgate-check.toml"), name="kcgate-check", contracts=(contract,), policy=Policy()
+    )
+    executor = _executor(project, isolation, device, timeout)
+    try:
+        cases = make_plan(project, seed, executor.default_shapes())
+        return tuple(executor.run(c, contract.protocol.timeout_s) for c in cases)
+    finally:
+        executor.close()
 
 
-def _executor(
-    project: Any, table: dict[str, Any], isolation: str, device: str | None, timeout: float | None
-) -> Any:
+def _executor(project: Any, isolation: str, device: str | None, timeout: float | None) -> Any:
     if device:
         check_name(device)
     if isolation == "none":
         return InProcessExecutor(project, device or "auto")
-
-    project.path.write_text(tomlout.table("[[contract]]", table), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # what this process imports
-    executor = IsolatedExecutor(project.path, device or "auto", 0, timeout, env)
+    executor = IsolatedExecutor(project, device or "auto", 0, timeout, env)
     executor.start()
     envs = {c.id: c.env for c in project.contracts if getattr(c, "env", ())}
     return EnvRouter(executor, envs) if envs else executor  # a contract's env: its own worker

@@ -2,6 +2,9 @@
 memory, floods stdout, closes its stdio, forges results or changes torch's global state costs one case:
 it is recorded (an error, or ``global-state``) and a fresh worker continues. Results come back on an
 authenticated channel (``kcgate.channel``); the worker's process group is killed when it is done.
+
+The worker gets the parent's parsed contracts (``Project.to_json``) in its init line on the command pipe:
+contracts.toml is parsed once per run, not again by every worker.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import IO, Any
 
 from kcgate import channel
@@ -23,6 +25,7 @@ from kcgate.errors import ExitCode, KcgateError, UsageError
 from kcgate.execution.case import error_result, execute_case
 from kcgate.execution.plan import Case
 from kcgate.results.model import CaseResult, Fingerprint
+from kcgate.spec import Project
 
 STARTUP_TIMEOUT_S = 120.0
 TAIL_CHARS = 2000
@@ -35,7 +38,8 @@ class WorkerDied(Exception):
 class Worker:
     """One live worker process, its command pipe and its authenticated result channel."""
 
-    def __init__(self, contracts: Path, device: str, memory_limit: int, env: dict[str, str] | None) -> None:
+    def __init__(self, project: str, device: str, memory_limit: int, env: dict[str, str] | None) -> None:
+        """``project``: the parsed contracts as JSON text (``Project.to_json``), sent in the init line."""
         self.log: IO[bytes] = tempfile.TemporaryFile()
         self.key = channel.new_key()
         r, w = os.pipe()
@@ -43,8 +47,6 @@ class Worker:
             sys.executable,
             "-m",
             "kcgate.execution.worker",
-            "--contracts",
-            str(contracts),
             "--device",
             device,
             "--memory-limit",
@@ -67,8 +69,8 @@ class Worker:
         self.hello: dict[str, Any] | None = (
             None  # the handshake, awaited lazily (start-up overlaps the parent)
         )
-        try:
-            self._send({"fd": w, "key": self.key, "nonce": self.hello_nonce})  # on the pipe, never in argv
+        try:  # on the pipe, never in argv; the project's text is spliced in, not encoded again per worker
+            self._write(_init_line({"fd": w, "key": self.key, "nonce": self.hello_nonce}, project))
         except WorkerDied:
             pass  # it died at once: wait_ready reports it with its stderr
 
@@ -92,9 +94,12 @@ class Worker:
         return answer["result"]  # type: ignore[no-any-return]
 
     def _send(self, message: dict[str, Any]) -> None:
+        self._write(json.dumps(message) + "\n")
+
+    def _write(self, line: str) -> None:
         assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write((json.dumps(message) + "\n").encode())
+            self.proc.stdin.write(line.encode())
             self.proc.stdin.flush()
         except OSError:  # BrokenPipeError: it is gone
             raise WorkerDied("the worker's input pipe closed") from None
@@ -157,6 +162,11 @@ class Worker:
         self.log.close()
 
 
+def _init_line(fields: dict[str, Any], project: str) -> str:
+    """The worker's first line: ``fields`` and ``"project"`` (JSON text already) in one JSON object."""
+    return json.dumps(fields)[:-1] + ', "project": ' + project + "}\n"
+
+
 def _exited_within(pid: int, seconds: float) -> bool:
     """Wait for ``pid`` to exit without reaping it (its id stays taken until Popen.wait reaps it)."""
     deadline = time.monotonic() + seconds
@@ -183,20 +193,22 @@ class IsolatedExecutor:
 
     def __init__(
         self,
-        contracts: Path,
+        project: Project,
         device: str = "auto",
         memory_limit: int = 0,
         timeout: float | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
-        self.contracts, self.device, self.memory_limit = contracts, device, memory_limit
+        self.project, self.device, self.memory_limit = project, device, memory_limit
         self.timeout, self.env = timeout, env
         self.worker: Worker | None = None
+        self._project_text = ""
 
     def start(self) -> None:
         """Spawn the worker now (its torch import then overlaps the parent's); failures surface later."""
         if self.worker is None:
-            self.worker = Worker(self.contracts, self.device, self.memory_limit, self.env)
+            self._project_text = self._project_text or json.dumps(self.project.to_json())  # once per executor
+            self.worker = Worker(self._project_text, self.device, self.memory_limit, self.env)
 
     def handshake(self) -> tuple[str, Fingerprint]:
         """The device the worker resolved and its fingerprint: the process that runs kernels describes itself."""
@@ -333,7 +345,8 @@ class EnvRouter:
         if key not in self.by_env:
             f = self.first
             env = {**(f.env or os.environ), **dict(key)}
-            self.by_env[key] = IsolatedExecutor(f.contracts, f.device, f.memory_limit, f.timeout, env)
+            self.by_env[key] = IsolatedExecutor(f.project, f.device, f.memory_limit, f.timeout, env)
+            self.by_env[key]._project_text = f._project_text  # encoded once for every worker
         return self.by_env[key].run(case, timeout, kernel)
 
     def close(self) -> None:
@@ -356,7 +369,7 @@ def make_executor(
     if isolation == "none":
         return InProcessExecutor(project, device)
     limit = int(memory_limit_gb * 2**30) if memory_limit_gb > 0 else _half_ram()
-    executor = IsolatedExecutor(project.path, device, limit, timeout)
+    executor = IsolatedExecutor(project, device, limit, timeout)
     executor.start()
     envs = {c.id: c.env for c in project.contracts if c.env}
     return EnvRouter(executor, envs) if envs else executor

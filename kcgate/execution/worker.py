@@ -1,8 +1,9 @@
 """The worker process: runs cases for ``kcgate.execution.executors`` and answers on an authenticated channel.
 
-Run as ``python -m kcgate.execution.worker --contracts F --device D``. Its first stdin line (from the parent,
-never in argv or the environment) names the result pipe's fd and the channel key
-(``kcgate.channel``). The worker then moves the command stream and the result pipe off fds 0 and the
+Run as ``python -m kcgate.execution.worker --device D``. Its first stdin line (from the parent, never in
+argv or the environment) names the result pipe's fd and the channel key (``kcgate.channel``) and carries
+the parent's parsed contracts (``Project.to_json``), which the worker rebuilds: it never reads
+contracts.toml. The worker then moves the command stream and the result pipe off fds 0 and the
 inherited number to private, non-inheritable fds, points fd 0 at /dev/null, and keeps copies of fds 1
 and 2 (the parent's log file) so a kernel that closes or redirects them is undone after its case.
 
@@ -31,7 +32,7 @@ from kcgate.devices.base import import_torch
 from kcgate.errors import KcgateError
 from kcgate.execution.case import execute_case
 from kcgate.execution.plan import Case
-from kcgate.spec import load_project
+from kcgate.spec import Project
 
 # Torch-free at the top (tests/test_local_imports.py checks it): the worker reads its init line and sends an
 # error handshake for a torch that cannot be imported before anything imports torch; what imports torch
@@ -56,14 +57,14 @@ def _set_threads() -> int:
     return threads
 
 
-def _start(contracts: str, device: str) -> tuple[dict[str, Any], Any, Any]:
+def _start(project_json: dict[str, Any], device: str) -> tuple[dict[str, Any], Any, Any]:
     """The handshake payload, the project and the backend; a KcgateError becomes an error handshake."""
     import kcgate.checks  # noqa: F401  (warm: what the first case would otherwise import)
     import kcgate.execution.harness  # noqa: F401
     from kcgate.ops import default_shapes
 
     backend = get_backend(default_backend() if device == "auto" else device)
-    project = load_project(contracts)
+    project = Project.from_json(project_json)  # as the parent parsed it
     hello = {
         "ready": True,
         "device": backend.name,
@@ -147,7 +148,6 @@ def _commands() -> IO[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--contracts", required=True)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--memory-limit", type=int, default=0)
     args = ap.parse_args()
@@ -158,7 +158,7 @@ def main() -> None:
     try:
         import_torch()  # a torch that cannot be imported is a handshake error naming the interpreter and fix
         _set_threads()  # before the state is captured: the thread count every case starts from
-        hello, project, backend = _start(args.contracts, args.device)
+        hello, project, backend = _start(init["project"], args.device)
         _warm_checks()
     except KcgateError as exc:
         channel.send(init["nonce"], {"ready": False, "error": exc.message, "exit_code": int(exc.exit_code)})

@@ -297,7 +297,7 @@ def test_the_worker_exits_by_itself_once_its_commands_end() -> None:
     from kcgate.spec import load_project
 
     project = load_project(ROOT / "contracts.toml")
-    executor = IsolatedExecutor(project.path)
+    executor = IsolatedExecutor(project)
     executor.start()
     case = make_plan(project, 1, executor.default_shapes())[0]
     assert executor.run(case, 120).status == "pass"
