@@ -2,15 +2,22 @@
 
 ``budget_used`` = max over elements of |error| / allowed. NaN where the oracle is finite is an
 infinite error (a category change, not a large number).
+
+The arithmetic runs in numpy on CPU views of the tensors (``host``): on the small tensors most cases
+compare, a numpy operation costs a third to a half of torch's dispatch (``benchmarks/scale.py``), and the
+elementwise IEEE arithmetic is the same. Comparisons still hold torch tensors (views of the same memory).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
+from kcgate import dtypes
 from kcgate.results.model import Metrics
 
 _INT_VIEW = {
@@ -21,18 +28,72 @@ _INT_VIEW = {
 }
 
 
-def ulp_keys(x: torch.Tensor) -> torch.Tensor:
-    """Monotone integer keys of the bit patterns; −0 and +0 are adjacent."""
+# numpy warns where torch is silent (inf - inf, 0/0): the NaN and inf results are what the comparison reads
+quiet = np.errstate(all="ignore")
+
+
+def host(t: torch.Tensor) -> np.ndarray:
+    """A CPU tensor as a numpy array sharing its memory (no copy; broadcast strides are kept)."""
+    try:
+        return t.numpy()
+    except (RuntimeError, TypeError):  # it requires grad, is a lazy negation, or lives on a device
+        return t.detach().cpu().resolve_neg().resolve_conj().numpy()
+
+
+def tensor(a: np.ndarray | np.generic) -> torch.Tensor:
+    """A numpy result as a CPU tensor sharing its memory (numpy returns scalars from 0-d arithmetic)."""
+    return torch.from_numpy(np.asarray(a))
+
+
+_NUMPY = {torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64}
+
+
+def f64(t: torch.Tensor) -> np.ndarray:
+    """A CPU tensor's values in float64, as numpy (exact for every floating and integer dtype)."""
+    if t.dtype == torch.float64:
+        return host(t)
+    if t.dtype in _NUMPY or not t.is_floating_point():
+        return host(t).astype(np.float64)
+    return host(t.to(torch.float64))  # bfloat16, fp8: numpy has no such type
+
+
+def ulp_keys(x: torch.Tensor) -> np.ndarray:
+    """Monotone integer keys of the bit patterns, as int64; −0 and +0 are adjacent."""
     if x.dtype not in _INT_VIEW:
         x = x.to(torch.float32)
-    bits = x.contiguous().view(_INT_VIEW[x.dtype]).to(torch.int64)
-    low = (1 << (x.element_size() * 8 - 1)) - 1  # the magnitude bits
-    return bits ^ ((bits >> 63) & low)  # negative patterns (sign-extended): -magnitude - 1, in two ops
+    return _keys(host(x.contiguous().view(_INT_VIEW[x.dtype])))
 
 
+def _keys(bits: np.ndarray) -> np.ndarray:
+    """Negative patterns (sign bit set) map to -magnitude - 1, so keys are ordered like the values."""
+    low = np.iinfo(bits.dtype).max  # the magnitude bits
+    return (bits ^ ((bits >> (bits.itemsize * 8 - 1)) & low)).astype(np.int64)
+
+
+@quiet
 def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """|key(a) − key(b)| as float64, measured in a's dtype (b is rounded to it first)."""
-    return (ulp_keys(a) - ulp_keys(b.to(a.dtype))).abs().to(torch.float64)
+    kind = _NUMPY.get(a.dtype)
+    if kind is not None and b.dtype in _NUMPY:  # rounded by numpy (to nearest even, as torch does)
+        ints = np.dtype(f"i{np.dtype(kind).itemsize}")
+        kb = _keys(np.ascontiguousarray(host(b).astype(kind)).view(ints))
+        d = _keys(np.ascontiguousarray(host(a)).view(ints)) - kb
+    else:
+        d = ulp_keys(a) - ulp_keys(b.to(a.dtype))
+    return tensor(np.abs(d).astype(np.float64))
+
+
+_EXPONENT = np.int64(0x7FF0 << 48)  # a float64's exponent bits
+
+
+@quiet
+def format_ulp(values: np.ndarray, out_dtype: torch.dtype) -> np.ndarray:
+    """The output format's ulp at |values| (float64), 2^(⌊log2|v|⌋ − (p − 1)), read exactly from the
+    exponent bits; below the normal range the smallest normal's ulp; inf and NaN stay themselves."""
+    fmt = dtypes.FORMATS[str(out_dtype).removeprefix("torch.")]
+    a = np.maximum(np.abs(values), torch.finfo(out_dtype).tiny)
+    ulp = (a.view(np.int64) & _EXPONENT).view(np.float64) * 2.0 ** (1 - fmt.p)  # 2^⌊log2 a⌋, scaled exactly
+    return ulp if bool(np.isfinite(a).all()) else np.where(np.isfinite(a), ulp, a)
 
 
 @dataclass
@@ -48,22 +109,25 @@ class Comparison:
     finite: bool = False  # known: every element of the output and the reference is finite
 
 
+@quiet
 def compare(out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor, method: str) -> Comparison:
     """Compare a kernel output with the fp64 oracle under a per-element allowance."""
     o = out.detach().to("cpu")
-    o64 = o.to(torch.float64)
-    ref = ref.to(torch.float64).expand_as(o64) if ref.shape != o64.shape else ref.to(torch.float64)
-    diff = o64 - ref
-    if bool(diff.isfinite().all()):  # the usual case: both finite everywhere (the masks below are no-ops)
-        ulp = ulp_distance(o, ref) if o.is_floating_point() else diff.abs()
-        err, signed, finite = diff.abs(), diff, True
+    ref = ref.to(torch.float64)
+    ref = ref.expand_as(o) if ref.shape != o.shape else ref
+    diff = f64(o) - host(ref)
+    if bool(np.isfinite(diff).all()):  # the usual case: both finite everywhere (the masks below are no-ops)
+        err = np.abs(diff)
+        ulp = ulp_distance(o, ref) if o.is_floating_point() else tensor(err)
+        err_t, signed, finite = tensor(err), tensor(diff), True
     else:
-        (err, signed, ulp), finite = _special(o, o64, ref, diff), False
+        o64 = o.to(torch.float64)
+        (err_t, signed, ulp), finite = _special(o, o64, ref, tensor(diff)), False
     if method in ("exact", "ulp"):
-        ratio = _ulp_ratio(ulp, allowed, err)
+        ratio = _ulp_ratio(ulp, allowed, err_t)
     else:
-        ratio = _ratio(err, allowed.to(torch.float64).expand_as(err))
-    return Comparison(err, signed, allowed, ratio, ulp, ref, finite)
+        ratio = tensor(_ratio(host(err_t), f64(allowed)))
+    return Comparison(err_t, signed, allowed, ratio, ulp, ref, finite)
 
 
 def _special(
@@ -81,49 +145,54 @@ def _special(
     return err, torch.where(same_class, diff, torch.nan), ulp
 
 
-def _ratio(err: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+def _ratio(err: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """err / allowed elementwise (allowed broadcasts); a zero allowance gives inf where err > 0, else 0."""
     if bool((allowed > 0).all()):  # the usual case: no zero allowance
-        return err / allowed
-    safe = torch.where(allowed > 0, allowed, torch.ones_like(allowed))
-    return torch.where(allowed > 0, err / safe, torch.where(err > 0, torch.inf, 0.0))
+        return np.asarray(err / allowed, dtype=np.float64)
+    allowed = np.broadcast_to(allowed, err.shape)
+    safe = np.where(allowed > 0, allowed, 1.0)
+    return np.where(allowed > 0, err / safe, np.where(err > 0, np.inf, 0.0))
 
 
+@quiet
 def _ulp_ratio(ulp: torch.Tensor, allowed_ulps: torch.Tensor, err: torch.Tensor) -> torch.Tensor:
-    ulp = torch.where(err.isinf(), torch.full_like(ulp, float("inf")), ulp)
-    return _ratio(ulp, allowed_ulps.to(torch.float64).expand_as(ulp))
+    u = np.where(np.isinf(host(err)), np.inf, host(ulp))
+    return tensor(_ratio(u, f64(allowed_ulps)))
 
 
+@quiet
 def to_metrics(cmp: Comparison, extra: dict[str, float] | None = None) -> Metrics:
     """Summarize a comparison; the worst element is the one with the largest err/allowed."""
-    ratio = cmp.ratio.flatten()
-    n = ratio.numel()
+    ratio = host(cmp.ratio).reshape(-1)
+    n = ratio.size
     if n == 0:
         return Metrics(budget_used=0.0, elements=0, extra=tuple(sorted((extra or {}).items())))
-    budget = float(ratio.max().item())
+    budget = float(ratio.max())
     finite = math.isfinite(budget)  # no NaN (max propagates it) and no inf: argmax needs no nan_to_num
-    worst = int(ratio.argmax() if finite else torch.nan_to_num(ratio, nan=float("inf")).argmax())
+    worst = int(ratio.argmax() if finite else np.nan_to_num(ratio, nan=np.inf).argmax())
     idx = _unravel(worst, cmp.ratio.shape)
-    mag = cmp.ref.flatten().abs()
+    err = host(cmp.err).reshape(-1)
+    mag = np.abs(host(cmp.ref).reshape(-1))
     nz = mag > 0
     if bool(nz.all()):  # the usual case: no zero in the reference (no mask to apply)
-        rel = (cmp.err.flatten() / mag).max().item()
+        rel = float((err / mag).max())
     else:
-        rel = (cmp.err.flatten()[nz] / mag[nz]).max().item() if bool(nz.any()) else 0.0
-    allowed = cmp.allowed.to(torch.float64).expand_as(cmp.ratio)[idx]
+        rel = float((err[nz] / mag[nz]).max()) if bool(nz.any()) else 0.0
+    allowed = np.broadcast_to(f64(cmp.allowed), cmp.ratio.shape)[idx]
     return Metrics(
         budget_used=budget,
-        max_abs_err=float(cmp.err.max().item()),
-        max_rel_err=float(rel),
-        max_ulp=float(cmp.ulp.max().item()),
-        mismatches=int((ratio > 1).sum().item()),
+        max_abs_err=float(err.max()),
+        max_rel_err=rel,
+        max_ulp=float(host(cmp.ulp).max()),
+        mismatches=int(np.count_nonzero(ratio > 1)),
         elements=n,
         worst_index=idx,
-        allowed_at_worst=float(allowed.item()),
+        allowed_at_worst=float(allowed),
         extra=tuple(sorted((extra or {}).items())),
     )
 
 
-def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:
+def _unravel(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
     """The multi-index of a flat index (``torch.unravel_index`` costs 0.3 s on first use: it imports sympy)."""
     idx = []
     for dim in reversed(shape):

@@ -30,11 +30,12 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from kcgate import dtypes
 from kcgate.catalogue import has
-from kcgate.metrics import _unravel
+from kcgate.metrics import _unravel, f64, format_ulp, host, quiet
 from kcgate.ops.base import BoundArgs, Tensors
 from kcgate.spec import EXCESS_FACTOR
 
@@ -175,24 +176,24 @@ def _ref_inputs(ctx: CaseContext, inputs: Tensors) -> Tensors:
 
 
 def error_scale(
-    ctx: CaseContext, inputs: Tensors, ref: torch.Tensor, n: int, parts: bool = False, up: Tensors = ()
-) -> Any:
-    """Per element, the RMS error of a correct kernel: a sequential accumulator's plus the output rounding.
-    ``up``: the inputs already upcast to float64."""
-    from kcgate.checks.c_prc_04 import out_ulp
-
+    ctx: CaseContext, inputs: Tensors, ref: torch.Tensor, n: int, up: Tensors = ()
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per element, the RMS error of a correct kernel, s = √(σ_seq² + ulp_out²/12) (a sequential
+    accumulator's plus the output rounding), and the rounding's part ulp_out/√12; float64 numpy arrays of
+    ref's shape. ``up``: the inputs already upcast to float64."""
     up = up or tuple(t.to(torch.float64) if t.is_floating_point() else t for t in inputs)
+    r = f64(ref)
     u = dtypes.unit_roundoff(ctx.contract.accumulate)
-    sigma = _sequential_sum(ctx.op.name, up, ref, n, u)
+    sigma = _sequential_sum(ctx.op.name, up, r, n, u)
     if sigma is None:
         acc = ctx.op.bound(up, ref, BoundArgs(u, 0.0, 1.0))
-        sigma = SEQ_C * acc.to(torch.float64).abs() / math.sqrt(max(n, 1))
-    ulp = out_ulp(ref, ctx.out_dtype) if ctx.out_dtype.is_floating_point else torch.zeros_like(ref)
-    scale = torch.sqrt(sigma.expand_as(ref) ** 2 + ulp**2 / 12)
-    return (scale, ulp / math.sqrt(12)) if parts else scale
+        sigma = SEQ_C * np.abs(f64(acc)) / math.sqrt(max(n, 1))
+    ulp = format_ulp(r, ctx.out_dtype) if ctx.out_dtype.is_floating_point else np.zeros_like(r)
+    scale = np.broadcast_to(np.sqrt(np.square(sigma) + np.square(ulp) / 12), r.shape)
+    return scale, ulp / math.sqrt(12)
 
 
-def _sequential_sum(name: str, x: Tensors, y: torch.Tensor, n: int, u: float) -> torch.Tensor | None:
+def _sequential_sum(name: str, x: Tensors, y: np.ndarray, n: int, u: float) -> np.ndarray | None:
     """The RMS error of a left-to-right sum of the n terms t behind each output, rounded to u after each
     add: ≈ SEQ_ROUND·u·√(Σₖ sₖ²) over the partial sums sₖ, whose expectation is n·(‖t‖²/2 + y²/3) (a random
     walk plus its drift; the drift is what large-mean inputs add). Exact families of sums only (one fp64
@@ -207,7 +208,7 @@ def _sequential_sum(name: str, x: Tensors, y: torch.Tensor, n: int, u: float) ->
         t2, total, scale = x[0].square().sum(-1), y * n, 1.0 / n
     else:
         return None
-    return SEQ_ROUND * u * scale * torch.sqrt(n * (t2 / 2 + total.square() / 3))
+    return SEQ_ROUND * u * scale * np.sqrt(n * (f64(t2) / 2 + np.square(total) / 3))
 
 
 def _freivalds(ctx: CaseContext, res: Any) -> Excess | None:
@@ -224,6 +225,7 @@ def _freivalds(ctx: CaseContext, res: Any) -> Excess | None:
     )
 
 
+@quiet
 def measure(ctx: CaseContext, trial: Trial) -> Excess | None:
     """The gate on one compared trial; None when there is nothing to measure (no finite elements)."""
     if trial.freivalds is not None:
@@ -231,33 +233,33 @@ def measure(ctx: CaseContext, trial: Trial) -> Excess | None:
     cmp = trial.cmps.get("out", trial.cmp)  # the forward output's (trial.cmp may be a gradient's)
     if cmp is None or trial.out is None:
         return None
-    ref64, err = cmp.ref, cmp.err
+    r, err = f64(cmp.ref), host(cmp.err)
     refs = [
-        (out.to(ctx.out_dtype).to(torch.float64) - ref64).abs()
+        np.abs(f64(out.to(ctx.out_dtype)) - r)
         for out in (reference_output(ctx, trial.inputs), blocked_sum(ctx, trial.inputs))
-        if out is not None and tuple(out.shape) == tuple(ref64.shape)
+        if out is not None and tuple(out.shape) == r.shape
     ]
     n = ctx.op.reduction_len(trial.shape)
-    s, rounding = error_scale(ctx, trial.inputs, ref64, n, parts=True, up=trial.up)
-    ok = (s > 0) if cmp.finite else ref64.isfinite() & err.isfinite() & (s > 0)
+    s, rounding = error_scale(ctx, trial.inputs, cmp.ref, n, up=trial.up)
+    ok = (s > 0) if cmp.finite else np.isfinite(r) & np.isfinite(err) & (s > 0)
     for x in refs:
-        ok &= x.isfinite()
+        ok &= np.isfinite(x)
     every = bool(ok.all())  # the usual case: every element counts, and flattening replaces the mask
     if not every and not bool(ok.any()):
         return None
     pick = _flat if every else (lambda t: t[ok])
     e, scale = pick(err), pick(s)
     z = e / scale
-    z_refs = [pick(x) / scale for x in refs] or [torch.zeros(1, dtype=torch.float64)]
+    z_refs = [pick(x) / scale for x in refs] or [np.zeros(1)]
     rms_k = _rms(z)
     ref = max(max(_rms(zr) for zr in z_refs), _floor(ctx, bool(refs), pick(rounding) / scale))
     ref_max = max(float(zr.max()) for zr in z_refs)
     worst = int(z.argmax())
-    flat = worst if every else int(ok.flatten().nonzero().flatten()[worst])
+    flat = worst if every else int(np.flatnonzero(ok)[worst])
 
     return Excess(
         rms_ratio=rms_k / ref,
-        max_ratio=float(z[worst]) / max(ref_max, TAIL * math.sqrt(2 * math.log(2 * z.numel())) * ref),
+        max_ratio=float(z[worst]) / max(ref_max, TAIL * math.sqrt(2 * math.log(2 * z.size)) * ref),
         factor=ctx.contract.tolerance.excess,
         kernel_rms=_rms(e),
         ref_rms=max(_rms(pick(x)) for x in refs) if refs else math.nan,
@@ -267,13 +269,14 @@ def measure(ctx: CaseContext, trial: Trial) -> Excess | None:
     )
 
 
-def _flat(t: torch.Tensor) -> torch.Tensor:
+def _flat(t: np.ndarray) -> np.ndarray:
     """``t[mask]`` for an all-true mask: the elements in the same order, without the gather."""
     return t.reshape(-1)
 
 
-def _rms(z: torch.Tensor) -> float:
-    return float(z.pow(2).mean().sqrt())
+def _rms(z: np.ndarray) -> float:
+    """√(mean z²) of a flat array, as one dot product (inf and NaN propagate)."""
+    return math.sqrt(float(np.dot(z, z)) / z.size)
 
 
 def _reference_name(ctx: CaseContext, composite_ran: bool) -> str:
@@ -284,7 +287,7 @@ def _reference_name(ctx: CaseContext, composite_ran: bool) -> str:
     )
 
 
-def _floor(ctx: CaseContext, composite_ran: bool, z_round: torch.Tensor) -> float:
+def _floor(ctx: CaseContext, composite_ran: bool, z_round: np.ndarray) -> float:
     """The reference's rms z is at least a correctly rounded output's (the composite judges); with
     ``excess_reference = "sequential"``, or when no composite ran, at least the sequential model's, 1."""
     return _rms(z_round) if _reference_name(ctx, composite_ran) == "composite" else 1.0

@@ -17,7 +17,7 @@ from kcgate import dtypes
 from kcgate.checks import Finding, trials, verdict
 from kcgate.checks.c_support import fold
 from kcgate.execution.harness import CaseContext, Trial
-from kcgate.metrics import compare, to_metrics
+from kcgate.metrics import compare, f64, format_ulp, tensor, to_metrics
 from kcgate.signatures import sig
 
 
@@ -46,10 +46,7 @@ def check(ctx: CaseContext) -> Finding:
 
 def out_ulp(ref: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
     """The output format's ulp at |ref| (normal range; subnormals use the smallest normal's ulp)."""
-    fmt = dtypes.FORMATS[str(out_dtype).removeprefix("torch.")]
-    tiny = torch.finfo(out_dtype).tiny
-    e = torch.floor(torch.log2(ref.abs().clamp_min(tiny)))
-    return torch.pow(2.0, e - (fmt.p - 1))
+    return tensor(format_ulp(f64(ref), out_dtype))
 
 
 def rne(ref: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
