@@ -109,7 +109,7 @@ def calibrate_contract(
     cases = make_plan(single, base_seed, executor.default_shapes())
     states = []
     for state, target in state_kernels(c).items():
-        results = [executor.run(case, c.protocol.timeout_s, kernel=target) for case in cases]
+        results = list(executor.run_many(cases, lambda _: c.protocol.timeout_s, kernel=target))
         states.append(_summarize(state, target, results))
     row = Calibration(c.id, c.klass, tuple(states))
     return replace(row, advice=_advice(single, c, row, base_seed)) if row.under_specified else row

@@ -16,6 +16,9 @@ import secrets
 from typing import Any
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
+CASE_MARKER = (
+    "--- kcgate case "  # the worker's stderr line as each case starts (the tail of a failure is cut there)
+)
 
 
 class ChannelError(Exception):

@@ -9,6 +9,7 @@ contracts.toml is parsed once per run, not again by every worker.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import select
@@ -17,7 +18,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import IO, Any
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any, Protocol
 
 from kcgate import channel
 from kcgate.devices import check_name, default_backend, get_backend
@@ -29,6 +33,44 @@ from kcgate.spec import Project
 
 STARTUP_TIMEOUT_S = 120.0
 TAIL_CHARS = 2000
+
+
+PIPELINE_DEPTH = 2  # cases on the worker's command pipe: the next is queued while one runs
+
+
+@dataclass
+class Sent:
+    """A case on a worker's command pipe: its nonce ("" if the pipe had closed), where the worker's log
+    stood and when it was sent."""
+
+    case: Case
+    nonce: str
+    log_offset: int
+    at: float
+
+
+class Executor(Protocol):
+    """What runs cases: in worker processes (IsolatedExecutor, EnvRouter) or here (InProcessExecutor)."""
+
+    def start(self) -> None:
+        """Begin start-up now (a worker's torch import overlaps the caller's work)."""
+
+    def handshake(self) -> tuple[str, Fingerprint]:
+        """The device the cases run on and its fingerprint, from the process that runs them."""
+
+    def default_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
+        """The op families' default shapes, from the process that runs the cases."""
+
+    def run(self, case: Case, timeout: float, kernel: str | None = None) -> CaseResult:
+        """One case (``kernel``: another kernel in place of the contract's, e.g. a calibration state)."""
+
+    def run_many(
+        self, cases: list[Case], timeouts: Callable[[Case], float], kernel: str | None = None
+    ) -> Iterator[CaseResult]:
+        """The results of ``cases``, in order, as each finishes."""
+
+    def close(self) -> None:
+        """Stop the workers; safe to call twice."""
 
 
 class WorkerDied(Exception):
@@ -65,6 +107,8 @@ class Worker:
         self.results = os.fdopen(r, "rb")
         self.buffer = b""
         self.retired = False
+        self.answered_at = 0.0  # when the last answer came (the next queued case started then)
+        self.tail_from = 0, ""  # where the log of the case awaited begins, and its id
         self.hello_nonce = channel.new_nonce()
         self.hello: dict[str, Any] | None = (
             None  # the handshake, awaited lazily (start-up overlaps the parent)
@@ -79,14 +123,28 @@ class Worker:
             self.hello = channel.verify(self.key, self.hello_nonce, self._read_line(STARTUP_TIMEOUT_S))
         return self.hello
 
-    def run(self, case: Case, timeout: float, kernel: str | None = None) -> dict[str, Any]:
-        """The result of ``case`` as the worker signed it; any other line is a ChannelError."""
+    def send(self, case: Case, kernel: str | None = None) -> Sent:
+        """Queue ``case`` on the command pipe (the worker starts it when it has answered those before)."""
         self.wait_ready()
-        self.log_offset = self.log.seek(0, os.SEEK_END)
-        nonce = channel.new_nonce()
-        self._send({"case": case.to_json(), "kernel": kernel, "nonce": nonce})
-        answer = channel.verify(self.key, nonce, self._read_line(timeout))
-        if answer.get("case_id") != case.case_id or not isinstance(answer.get("result"), dict):
+        sent = Sent(case, channel.new_nonce(), self.log.seek(0, os.SEEK_END), time.monotonic())
+        try:
+            self._send({"case": case.to_json(), "kernel": kernel, "nonce": sent.nonce})
+        except WorkerDied:
+            sent.nonce = ""  # it is gone: its answer reports how it died
+        return sent
+
+    def answer(self, sent: Sent, timeout: float) -> dict[str, Any]:
+        """The result of ``sent.case`` as the worker signed it; any other line is a ChannelError.
+        ``timeout`` counts from when the worker could start the case (sent, and the one before answered)."""
+        self.tail_from = sent.log_offset, sent.case.case_id
+        if not sent.nonce:
+            raise WorkerDied(self._death())
+        start = max(sent.at, self.answered_at)
+        answer = channel.verify(
+            self.key, sent.nonce, self._read_line(max(start + timeout - time.monotonic(), 0.01))
+        )
+        self.answered_at = time.monotonic()
+        if answer.get("case_id") != sent.case.case_id or not isinstance(answer.get("result"), dict):
             raise channel.ChannelError(
                 f"a signed answer for another case ({str(answer.get('case_id'))[:80]!r})"
             )
@@ -135,9 +193,13 @@ class Worker:
         return f"worker exited with code {code} mid-case"
 
     def stderr_tail(self) -> str:
-        self.log.seek(getattr(self, "log_offset", 0))
-        data = self.log.read()
-        text = data[-TAIL_CHARS * 4 :].decode("utf-8", "replace")
+        """The worker's output since the awaited case began (from its start marker, when it got that far)."""
+        offset, case_id = self.tail_from
+        self.log.seek(offset)
+        text = self.log.read().decode("utf-8", "replace")
+        marker = f"{channel.CASE_MARKER}{case_id}\n"
+        if case_id and marker in text:  # output of the case before it may precede (it was queued meanwhile)
+            text = text[text.rindex(marker) :]
         return text[-TAIL_CHARS:]
 
     def kill(self) -> None:
@@ -222,11 +284,29 @@ class IsolatedExecutor:
 
     def run(self, case: Case, timeout: float, kernel: str | None = None) -> CaseResult:
         """Run ``case`` (with another kernel in place of the contract's, e.g. a calibration state)."""
+        return next(self.run_many([case], lambda _: timeout, kernel))
+
+    def run_many(
+        self, cases: list[Case], timeouts: Callable[[Case], float], kernel: str | None = None
+    ) -> Iterator[CaseResult]:
+        """The results of ``cases`` in order. The next case waits on the worker's pipe while one runs, so
+        the worker never idles while this process records a result; a case whose worker is replaced (a
+        crash, a timeout, a bad channel, changed state) before it began is sent again to the fresh one."""
+        queue, sent = deque(cases), deque[Sent]()
+        while queue or sent:
+            worker = self._worker()
+            while queue and len(sent) < PIPELINE_DEPTH:
+                sent.append(worker.send(queue.popleft(), kernel))
+            first = sent.popleft()
+            yield self._answer(worker, first, self.timeout or timeouts(first.case))
+            if self.worker is not worker:  # replaced: what it had queued never started
+                queue.extendleft(reversed([s.case for s in sent]))
+                sent.clear()
+
+    def _answer(self, worker: Worker, sent: Sent, limit: float) -> CaseResult:
         t0 = time.perf_counter()
-        worker = self._worker()
-        limit = self.timeout or timeout
         try:
-            result = CaseResult.from_json(worker.run(case, limit, kernel))
+            result = CaseResult.from_json(worker.answer(sent, limit))
         except TimeoutError:
             message = f"timed out after {limit:g} s (per-case timeout); the worker was killed"
         except WorkerDied as exc:
@@ -246,7 +326,7 @@ class IsolatedExecutor:
         tail = worker.stderr_tail().strip()
         self._discard()
         full = message + (f"\n--- stderr tail ---\n{tail}" if tail else "")
-        return error_result(case, full, time.perf_counter() - t0)
+        return error_result(sent.case, full, time.perf_counter() - t0)
 
     def _worker(self) -> Worker:
         if self.worker is not None and self.worker.hello is not None and not self.worker.alive():
@@ -291,6 +371,9 @@ class InProcessExecutor:
 
         torch_state.capture()  # a kernel's changes are restored and recorded, though the process is shared
 
+    def start(self) -> None:
+        pass
+
     def handshake(self) -> tuple[str, Fingerprint]:
         return self.backend.name, self.backend.fingerprint()
 
@@ -312,6 +395,12 @@ class InProcessExecutor:
                 else:
                     os.environ[k] = v
 
+    def run_many(
+        self, cases: list[Case], timeouts: Callable[[Case], float], kernel: str | None = None
+    ) -> Iterator[CaseResult]:
+        for case in cases:
+            yield self.run(case, timeouts(case), kernel)
+
     def close(self) -> None:
         pass
 
@@ -332,6 +421,9 @@ class EnvRouter:
         self.first, self.envs = first, envs
         self.by_env: dict[tuple[tuple[str, str], ...], IsolatedExecutor] = {}
 
+    def start(self) -> None:
+        self.first.start()
+
     def handshake(self) -> tuple[str, Fingerprint]:
         return self.first.handshake()
 
@@ -339,15 +431,26 @@ class EnvRouter:
         return self.first.default_shapes()
 
     def run(self, case: Case, timeout: float, kernel: str | None = None) -> CaseResult:
+        return self._executor(case).run(case, timeout, kernel)
+
+    def run_many(
+        self, cases: list[Case], timeouts: Callable[[Case], float], kernel: str | None = None
+    ) -> Iterator[CaseResult]:
+        """Consecutive cases of one environment go to its worker as one pipelined stream."""
+        for _, group in itertools.groupby(cases, key=lambda c: self.envs.get(c.contract_id, ())):
+            batch = list(group)
+            yield from self._executor(batch[0]).run_many(batch, timeouts, kernel)
+
+    def _executor(self, case: Case) -> IsolatedExecutor:
         key = self.envs.get(case.contract_id, ())
         if not key:
-            return self.first.run(case, timeout, kernel)
+            return self.first
         if key not in self.by_env:
             f = self.first
             env = {**(f.env or os.environ), **dict(key)}
             self.by_env[key] = IsolatedExecutor(f.project, f.device, f.memory_limit, f.timeout, env)
             self.by_env[key]._project_text = f._project_text  # encoded once for every worker
-        return self.by_env[key].run(case, timeout, kernel)
+        return self.by_env[key]
 
     def close(self) -> None:
         for executor in (self.first, *self.by_env.values()):
@@ -360,7 +463,7 @@ def make_executor(
     device: str | None,
     memory_limit_gb: float = 0.0,
     timeout: float | None = None,
-) -> IsolatedExecutor | InProcessExecutor | EnvRouter:
+) -> Executor:
     """The executor for ``--isolation``; a worker is started at once, so its start-up overlaps the caller's work."""
     check_isolation(isolation)
     device = device or "auto"

@@ -9,21 +9,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Protocol
 
 from kcgate import __version__
 from kcgate.errors import ExitCode, RunInterrupted, UsageError
+from kcgate.execution.executors import Executor
 from kcgate.execution.plan import Case
 from kcgate.journal import Journal, read_journal
 from kcgate.results.model import CaseResult, Fingerprint, RunResult, load_run, write_run
 
 COMPACT_MIN = 16  # the results file is rewritten at 16, 32, 64, ... finished cases (and at the end)
-
-
-class Executor(Protocol):
-    def run(self, case: Case, timeout: float, kernel: str | None = None) -> CaseResult: ...
-
-    def close(self) -> None: ...
 
 
 def resume_from(path: Path, run: RunResult) -> dict[str, CaseResult]:
@@ -63,12 +57,12 @@ def execute_plan(
         store.compact(results)  # before any case: --out is writable, and a stale file is replaced
     try:
         with signals_raise():
-            for i, case in enumerate(todo, start=1):
-                results[case.case_id] = executor.run(case, timeouts(case))
+            for i, result in enumerate(executor.run_many(todo, timeouts), start=1):
+                results[result.case_id] = result
                 if store:
-                    store.add(results[case.case_id], results)
+                    store.add(result, results)
                 if progress:
-                    progress(i, len(todo), results[case.case_id])
+                    progress(i, len(todo), result)
     except Interrupted as exc:
         executor.close()
         _save(store, results)

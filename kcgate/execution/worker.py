@@ -26,7 +26,7 @@ import resource
 import sys
 from typing import IO, Any
 
-from kcgate.channel import sign
+from kcgate.channel import CASE_MARKER, sign
 from kcgate.devices import default_backend, get_backend
 from kcgate.devices.base import import_torch
 from kcgate.errors import KcgateError
@@ -188,7 +188,7 @@ def serve(channel: Channel, stdio: Stdio, project: Any, backend: Any) -> None:
         message = json.loads(line)
         d = message["case"]
         case = Case.from_json(d)
-        print(f"--- kcgate case {case.case_id}", file=sys.stderr, flush=True)
+        print(f"{CASE_MARKER}{case.case_id}", file=sys.stderr, flush=True)
         result = execute_case(project, case, backend, kernel=message.get("kernel"))
         intact = stdio.restore() and channel.intact()
         changed = result.signature is not None and result.signature.cause == "global-state"
