@@ -1,0 +1,73 @@
+"""The worker's next case waits on its command pipe while one runs (executors.IsolatedExecutor.run_many):
+the worker starts it the moment it has answered, while this process records the answer."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from kcgate.channel import CASE_MARKER
+from kcgate.execution.executors import IsolatedExecutor
+from kcgate.execution.plan import make_plan
+from kcgate.spec import load_project
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+pytestmark = pytest.mark.slow  # real worker processes
+
+SLEEP_S = 0.4  # tests.kernels.crashy:slow sleeps this long per call (one trial per case in slow.toml)
+
+
+def _log(executor: IsolatedExecutor) -> str:
+    worker = executor.worker
+    assert worker is not None
+    worker.log.seek(0)
+    return worker.log.read().decode()
+
+
+def test_the_next_case_starts_before_the_parent_asks_for_it() -> None:
+    project = load_project(DATA / "slow.toml")
+    executor = IsolatedExecutor(project, "cpu")
+    try:
+        cases = make_plan(project, 1, executor.default_shapes())[:3]
+        results = executor.run_many(cases, lambda _: 60.0)
+        first = next(results)
+        time.sleep(SLEEP_S / 2)  # the parent is busy; the worker is not
+        assert f"{CASE_MARKER}{cases[1].case_id}" in _log(executor)
+        assert f"{CASE_MARKER}{cases[2].case_id}" not in _log(executor)  # one queued, not all
+        ids = [first.case_id, *(r.case_id for r in results)]
+    finally:
+        executor.close()
+    assert ids == [c.case_id for c in cases]
+
+
+def test_a_queued_case_is_timed_from_when_it_could_start() -> None:
+    """Each case takes SLEEP_S; the limit is 1.5x that plus 0.15 s. Every case is sent a case ahead, so timing from the
+    send would count its predecessor's run too (2x) and time it out; a slow parent does not either."""
+    project = load_project(DATA / "slow.toml")
+    executor = IsolatedExecutor(project, "cpu")
+    try:
+        cases = make_plan(project, 1, executor.default_shapes())[:3]
+        statuses = []
+        for result in executor.run_many(cases, lambda _: 1.5 * SLEEP_S + 0.15):
+            statuses.append((result.status, result.message[:200]))
+            time.sleep(0.3)  # recording the result takes a while: the next case's clock is its own
+    finally:
+        executor.close()
+    assert statuses == [("pass", "")] * 3
+
+
+def test_a_queued_case_goes_to_the_fresh_worker_after_a_crash() -> None:
+    project = load_project(DATA / "crashy.toml")
+    wanted = ["segfault", "good-after-segfault"]
+    executor = IsolatedExecutor(project, "cpu")
+    try:
+        plan = make_plan(project, 1, executor.default_shapes())
+        cases = [next(c for c in plan if c.contract_id == w) for w in wanted]
+        results = list(executor.run_many(cases, lambda _: 60.0))
+    finally:
+        executor.close()
+    assert [r.case_id for r in results] == [c.case_id for c in cases]
+    assert results[0].status == "error" and "SIGSEGV" in results[0].message
+    assert results[1].status == "pass", results[1].message
