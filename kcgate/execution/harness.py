@@ -10,12 +10,15 @@ A trial never raises for a kernel's sake: what the kernel did wrong is recorded 
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import torch
 
 from kcgate import dtypes, sensitivity, torch_state
@@ -23,7 +26,7 @@ from kcgate.backward import compare_grads, run_backward
 from kcgate.catalogue import CATALOGUE
 from kcgate.classes import CLASSES
 from kcgate.execution.plan import Case
-from kcgate.metrics import Comparison, compare, to_metrics
+from kcgate.metrics import Comparison, compare, f64, host, quiet, to_metrics
 from kcgate.ops.base import BoundArgs, OpFamily, Tensors, draw, underflow
 from kcgate.oracles.freivalds import freivalds_check, freivalds_linear, row_errors, use_freivalds
 from kcgate.results.model import Metrics
@@ -319,13 +322,19 @@ def signal_ratio(trial: Trial) -> float:
     return _signal(trial.cmp) if trial.cmp is not None else 0.0
 
 
+@quiet
 def _signal(cmp: Comparison, cap: float | None = None) -> float:
-    allowed = cmp.allowed.to(torch.float64).expand_as(cmp.ref)
+    allowed = np.broadcast_to(f64(cmp.allowed), cmp.ref.shape)
     if cap is not None:  # method "relative": the tighter of the bound and factor x the baseline's error
-        allowed = allowed.clamp_max(cap)
-    ref = cmp.ref if cmp.finite else torch.nan_to_num(cmp.ref, posinf=0, neginf=0)
-    ref_norm = float(torch.linalg.vector_norm(ref))
-    return float(torch.linalg.vector_norm(allowed)) / ref_norm if ref_norm > 0 else float("inf")
+        allowed = np.minimum(allowed, cap)
+    ref = host(cmp.ref) if cmp.finite else np.nan_to_num(host(cmp.ref), posinf=0, neginf=0)
+    ref_norm = _norm(ref)
+    return _norm(allowed) / ref_norm if ref_norm > 0 else float("inf")
+
+
+def _norm(a: np.ndarray) -> float:
+    """The 2-norm of all elements (one dot product)."""
+    return math.sqrt(float(np.vdot(a, a)))
 
 
 # ---- calling the kernel under guard -------------------------------------------------------------
@@ -384,11 +393,16 @@ def _grad_leaves(ctx: CaseContext, views: Tensors) -> list[tuple[int, torch.Tens
 
 
 def _guarded(t: torch.Tensor, guard: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Place a tensor inside a larger buffer whose margins are poisoned (NaN, or -1 for indices)."""
-    fill = float("nan") if t.is_floating_point() else -1
-    buf = torch.full((t.numel() + 2 * guard,), fill, dtype=t.dtype, device=device)
-    buf[guard : guard + t.numel()] = t.flatten().to(device)
+    """Place a copy of a tensor inside a larger buffer whose margins are poisoned (NaN, or -1 for indices)."""
+    p = _poison(t.dtype, device, guard)
+    buf = torch.cat((p, t.reshape(-1).to(device), p))
     return buf, buf[guard : guard + t.numel()].view(t.shape)
+
+
+@functools.cache
+def _poison(dtype: torch.dtype, device: Any, guard: int) -> torch.Tensor:
+    """One guard band's contents (shared, never written: buffers copy it)."""
+    return torch.full((guard,), float("nan") if dtype.is_floating_point else -1, dtype=dtype, device=device)
 
 
 def _integrity(
@@ -489,7 +503,7 @@ def _stale_check(ctx: CaseContext, trial: Trial) -> None:
             t = t.nan_to_num(0.25)
         ref, allowed = (c.ref, c.allowed) if c is not None else (None, None)
         # a repeat outside this trial's own bound is no value a correct kernel returns: stale, as before
-        within = c is not None and bool((c.err <= c.allowed.expand_as(c.err)).all())
+        within = c is not None and bool((host(c.err) <= f64(c.allowed)).all())
         stale |= any(
             p.shape == t.shape
             and torch.equal(p, t)
