@@ -109,7 +109,7 @@ def calibrate_contract(
     cases = make_plan(single, base_seed, executor.default_shapes())
     states = []
     for state, target in state_kernels(c).items():
-        results = list(executor.run_many(cases, lambda _: c.protocol.timeout_s, kernel=target))
+        results = list(executor.run_many(cases, kernel=target))
         states.append(_summarize(state, target, results))
     row = Calibration(c.id, c.klass, tuple(states))
     return replace(row, advice=_advice(single, c, row, base_seed)) if row.under_specified else row
@@ -121,7 +121,7 @@ def _advice(project: Project, c: Contract, row: Calibration, base_seed: int) -> 
     def run(variant: Project, kernel: str) -> list[Any]:
         executor = InProcessExecutor(variant, "cpu")
         cases = make_plan(variant, base_seed, executor.default_shapes())
-        return [executor.run(case, c.protocol.timeout_s, kernel=kernel) for case in cases]
+        return list(executor.run_many(cases, kernel=kernel))
 
     passed = [s.kernel for s in row.states if s.state != "good" and s.accepted]
     good = row.state("good")

@@ -129,7 +129,7 @@ class KcgateState:
 
         try:
             executor = self._executor()
-            result = executor.run(case, self.project.contract(case.contract_id).protocol.timeout_s)
+            result = executor.run(case)
             if self.fingerprint is None:
                 device, fingerprint = executor.handshake()
                 self.fingerprint = fingerprint.to_json()

@@ -102,7 +102,6 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
         executor,
         run,
         out,
-        lambda c: project.contract(c.contract_id).protocol.timeout_s,
         done,
         None if o.quiet else _progress,
     )

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
@@ -49,6 +49,12 @@ class Sent:
     at: float
 
 
+def case_timeout(project: Project, case: Case, override: float | None) -> float:
+    """The one timeout rule: ``--timeout`` (the executor's override) if given, else the contract's
+    ``protocol.timeout_s``; counted from when the worker could start the case."""
+    return override or project.contract(case.contract_id).protocol.timeout_s
+
+
 class Executor(Protocol):
     """What runs cases: in worker processes (IsolatedExecutor, EnvRouter) or here (InProcessExecutor)."""
 
@@ -61,12 +67,10 @@ class Executor(Protocol):
     def default_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
         """The op families' default shapes, from the process that runs the cases."""
 
-    def run(self, case: Case, timeout: float, kernel: str | None = None) -> CaseResult:
+    def run(self, case: Case, kernel: str | None = None) -> CaseResult:
         """One case (``kernel``: another kernel in place of the contract's, e.g. a calibration state)."""
 
-    def run_many(
-        self, cases: list[Case], timeouts: Callable[[Case], float], kernel: str | None = None
-    ) -> Iterator[CaseResult]:
+    def run_many(self, cases: list[Case], kernel: str | None = None) -> Iterator[CaseResult]:
         """The results of ``cases``, in order, as each finishes."""
 
     def close(self) -> None:
@@ -282,13 +286,11 @@ class IsolatedExecutor:
         shapes = self._worker().wait_ready()["default_shapes"]
         return {op: tuple(tuple(s) for s in listed) for op, listed in shapes.items()}
 
-    def run(self, case: Case, timeout: float, kernel: str | None = None) -> CaseResult:
+    def run(self, case: Case, kernel: str | None = None) -> CaseResult:
         """Run ``case`` (with another kernel in place of the contract's, e.g. a calibration state)."""
-        return next(self.run_many([case], lambda _: timeout, kernel))
+        return next(self.run_many([case], kernel))
 
-    def run_many(
-        self, cases: list[Case], timeouts: Callable[[Case], float], kernel: str | None = None
-    ) -> Iterator[CaseResult]:
+    def run_many(self, cases: list[Case], kernel: str | None = None) -> Iterator[CaseResult]:
         """The results of ``cases`` in order. The next case waits on the worker's pipe while one runs, so
         the worker never idles while this process records a result; a case whose worker is replaced (a
         crash, a timeout, a bad channel, changed state) before it began is sent again to the fresh one."""
@@ -298,7 +300,7 @@ class IsolatedExecutor:
             while queue and len(sent) < PIPELINE_DEPTH:
                 sent.append(worker.send(queue.popleft(), kernel))
             first = sent.popleft()
-            yield self._answer(worker, first, self.timeout or timeouts(first.case))
+            yield self._answer(worker, first, case_timeout(self.project, first.case, self.timeout))
             if self.worker is not worker:  # replaced: what it had queued never started
                 queue.extendleft(reversed([s.case for s in sent]))
                 sent.clear()
@@ -382,7 +384,8 @@ class InProcessExecutor:
 
         return default_shapes()
 
-    def run(self, case: Case, timeout: float, kernel: str | None = None) -> CaseResult:
+    def run(self, case: Case, kernel: str | None = None) -> CaseResult:
+        """In this process no timeout can be enforced: a hanging kernel hangs the run."""
         env = dict(self.project.contract(case.contract_id).env)
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)  # best effort in-process: modules imported before keep what they read
@@ -395,11 +398,9 @@ class InProcessExecutor:
                 else:
                     os.environ[k] = v
 
-    def run_many(
-        self, cases: list[Case], timeouts: Callable[[Case], float], kernel: str | None = None
-    ) -> Iterator[CaseResult]:
+    def run_many(self, cases: list[Case], kernel: str | None = None) -> Iterator[CaseResult]:
         for case in cases:
-            yield self.run(case, timeouts(case), kernel)
+            yield self.run(case, kernel)
 
     def close(self) -> None:
         pass
@@ -430,16 +431,14 @@ class EnvRouter:
     def default_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
         return self.first.default_shapes()
 
-    def run(self, case: Case, timeout: float, kernel: str | None = None) -> CaseResult:
-        return self._executor(case).run(case, timeout, kernel)
+    def run(self, case: Case, kernel: str | None = None) -> CaseResult:
+        return self._executor(case).run(case, kernel)
 
-    def run_many(
-        self, cases: list[Case], timeouts: Callable[[Case], float], kernel: str | None = None
-    ) -> Iterator[CaseResult]:
+    def run_many(self, cases: list[Case], kernel: str | None = None) -> Iterator[CaseResult]:
         """Consecutive cases of one environment go to its worker as one pipelined stream."""
         for _, group in itertools.groupby(cases, key=lambda c: self.envs.get(c.contract_id, ())):
             batch = list(group)
-            yield from self._executor(batch[0]).run_many(batch, timeouts, kernel)
+            yield from self._executor(batch[0]).run_many(batch, kernel)
 
     def _executor(self, case: Case) -> IsolatedExecutor:
         key = self.envs.get(case.contract_id, ())

@@ -43,13 +43,13 @@ def execute_plan(
     executor: Executor,
     run: RunResult,
     out: Path | None,
-    timeouts: Callable[[Case], float],
     done: dict[str, CaseResult] | None = None,
     progress: Callable[[int, int, CaseResult], None] | None = None,
 ) -> RunResult:
     """Run every case not already done. Each finished case is journaled at once and the results file is
     rewritten atomically when the case count has doubled, on SIGINT/SIGTERM and at the end, so neither
-    kill -9 nor a signal loses a finished case and ``--resume`` never repeats one."""
+    kill -9 nor a signal loses a finished case and ``--resume`` never repeats one. The caller owns the
+    executor and closes it."""
     results = dict(done or {})
     todo = [c for c in cases if c.case_id not in results]
     store = Store(out, run, cases) if out else None
@@ -57,21 +57,18 @@ def execute_plan(
         store.compact(results)  # before any case: --out is writable, and a stale file is replaced
     try:
         with signals_raise():
-            for i, result in enumerate(executor.run_many(todo, timeouts), start=1):
+            for i, result in enumerate(executor.run_many(todo), start=1):
                 results[result.case_id] = result
                 if store:
                     store.add(result, results)
                 if progress:
                     progress(i, len(todo), result)
     except Interrupted as exc:
-        executor.close()
         _save(store, results)
         raise _interrupted(exc.signum, len(results), len(cases), out) from None
     except BaseException:
-        executor.close()
         _save(store, results)
         raise
-    executor.close()
     final = _ordered(run, cases, results, complete=True)
     if store:
         store.finish(results)

@@ -300,7 +300,7 @@ def test_the_worker_exits_by_itself_once_its_commands_end() -> None:
     executor = IsolatedExecutor(project)
     executor.start()
     case = make_plan(project, 1, executor.default_shapes())[0]
-    assert executor.run(case, 120).status == "pass"
+    assert executor.run(case).status == "pass"
     worker = executor.worker
     assert worker is not None
     executor.close()

@@ -31,7 +31,7 @@ def test_the_next_case_starts_before_the_parent_asks_for_it() -> None:
     executor = IsolatedExecutor(project, "cpu")
     try:
         cases = make_plan(project, 1, executor.default_shapes())[:3]
-        results = executor.run_many(cases, lambda _: 60.0)
+        results = executor.run_many(cases)
         first = next(results)
         time.sleep(SLEEP_S / 2)  # the parent is busy; the worker is not
         assert f"{CASE_MARKER}{cases[1].case_id}" in _log(executor)
@@ -46,11 +46,11 @@ def test_a_queued_case_is_timed_from_when_it_could_start() -> None:
     """Each case takes SLEEP_S; the limit is 1.5x that plus 0.15 s. Every case is sent a case ahead, so timing from the
     send would count its predecessor's run too (2x) and time it out; a slow parent does not either."""
     project = load_project(DATA / "slow.toml")
-    executor = IsolatedExecutor(project, "cpu")
+    executor = IsolatedExecutor(project, "cpu", timeout=1.5 * SLEEP_S + 0.15)
     try:
         cases = make_plan(project, 1, executor.default_shapes())[:3]
         statuses = []
-        for result in executor.run_many(cases, lambda _: 1.5 * SLEEP_S + 0.15):
+        for result in executor.run_many(cases):
             statuses.append((result.status, result.message[:200]))
             time.sleep(0.3)  # recording the result takes a while: the next case's clock is its own
     finally:
@@ -65,9 +65,19 @@ def test_a_queued_case_goes_to_the_fresh_worker_after_a_crash() -> None:
     try:
         plan = make_plan(project, 1, executor.default_shapes())
         cases = [next(c for c in plan if c.contract_id == w) for w in wanted]
-        results = list(executor.run_many(cases, lambda _: 60.0))
+        results = list(executor.run_many(cases))
     finally:
         executor.close()
     assert [r.case_id for r in results] == [c.case_id for c in cases]
     assert results[0].status == "error" and "SIGSEGV" in results[0].message
     assert results[1].status == "pass", results[1].message
+
+
+def test_one_timeout_rule_the_override_else_the_contracts() -> None:
+    from kcgate.execution.executors import case_timeout
+
+    project = load_project(DATA / "crashy.toml")
+    case = make_plan(project, 1, {})[0]
+    own = project.contract(case.contract_id).protocol.timeout_s
+    assert case_timeout(project, case, None) == own
+    assert case_timeout(project, case, 7.0) == 7.0 != own

@@ -44,7 +44,7 @@ def test_workers_run_the_parents_parse_after_the_file_changed(tmp_path: Path) ->
     assert isinstance(executor, EnvRouter)  # the env contract gets a worker of its own
     try:
         cases = make_plan(project, 1, executor.default_shapes())
-        results = {r.contract_id: r for r in (executor.run(c, 120) for c in cases)}
+        results = {r.contract_id: r for r in executor.run_many(cases)}
     finally:
         executor.close()
     assert {cid: r.status for cid, r in results.items()} == {"sum": "pass", "sum-in-its-own-env": "pass"}, [
