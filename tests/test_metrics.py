@@ -66,3 +66,68 @@ def test_the_all_finite_shortcut_measures_what_the_masked_path_does(special: flo
     assert fast.worst_index == _unravel(
         int(torch.nan_to_num(slow.flatten(), nan=math.inf).argmax()), slow.shape
     )
+
+
+def _torch_keys(x: torch.Tensor) -> torch.Tensor:
+    """The ULP keys computed in torch alone (what ulp_distance computed before it used numpy)."""
+    bits = x.contiguous().view({8: torch.int64, 4: torch.int32, 2: torch.int16}[x.element_size()])
+    bits = bits.to(torch.int64)
+    low = (1 << (x.element_size() * 8 - 1)) - 1
+    return bits ^ ((bits >> 63) & low)
+
+
+SPECIALS = [0.0, -0.0, float("inf"), -float("inf"), 1e-45, -1e-45, 65504.0, 1e300, -1e300, 1.0, -1.0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_ulp_distance_equals_the_torch_definition_on_random_and_special_values(dtype: torch.dtype) -> None:
+    """numpy rounds the reference to the output's format (fp32, fp16) and torch does it for bf16: both
+    round to nearest even, so the distances equal torch's own, including overflow to inf and signed zeros."""
+    g = torch.Generator().manual_seed(0)
+    wide = torch.randn(4000, generator=g, dtype=torch.float64) * torch.exp(
+        torch.randn(4000, generator=g, dtype=torch.float64) * 8
+    )
+    a = torch.cat([wide, torch.tensor(SPECIALS, dtype=torch.float64)]).to(dtype)
+    b = torch.cat(
+        [
+            wide * (1 + 1e-3 * torch.randn(4000, generator=g, dtype=torch.float64)),
+            torch.tensor(SPECIALS[::-1]),
+        ]
+    )
+    expected = (_torch_keys(a) - _torch_keys(b.to(dtype))).abs().to(torch.float64)
+    assert torch.equal(ulp_distance(a, b), expected)
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.float8_e4m3fn]
+)
+def test_format_ulp_is_the_exact_power_of_two_below_each_value(dtype: torch.dtype) -> None:
+    """2^(⌊log2|v|⌋ − (p − 1)) from the exact exponent (math.frexp, element by element), the smallest normal's
+    ulp below the normal range, and inf and NaN kept: a wrong exponent mask or scale fails here."""
+    import numpy as np
+
+    from kcgate import dtypes
+    from kcgate.metrics import format_ulp
+
+    p = dtypes.FORMATS[str(dtype).removeprefix("torch.")].p
+    tiny = torch.finfo(dtype).tiny
+    g = torch.Generator().manual_seed(1)
+    v = (
+        torch.randn(500, generator=g, dtype=torch.float64)
+        * torch.exp(torch.randn(500, generator=g, dtype=torch.float64) * 30)
+    ).numpy()
+    v = np.concatenate([v, [0.0, -0.0, 1.0, 2.0, 0.5, -4.0, np.nextafter(2.0, 0.0), 1e-300, 1.7e308]])
+    expected = [math.ldexp(1.0, math.frexp(max(abs(x), tiny))[1] - p) for x in v]
+    assert format_ulp(v, dtype).tolist() == expected
+    special = format_ulp(np.array([np.inf, -np.inf, np.nan]), dtype)
+    assert special[0] == special[1] == np.inf and np.isnan(special[2])
+
+
+def test_host_reads_tensors_that_numpy_cannot_take_directly() -> None:
+    from kcgate.metrics import f64, host
+
+    leaf = torch.ones(3, requires_grad=True)
+    assert host(leaf * 2).tolist() == [2.0, 2.0, 2.0]  # requires grad: detached
+    assert f64(torch.tensor([1.5], dtype=torch.bfloat16)).tolist() == [1.5]  # numpy has no bfloat16
+    expanded = torch.tensor([1.0, 2.0], dtype=torch.float64).expand(3, 2)
+    assert host(expanded).shape == (3, 2) and host(expanded).strides[0] == 0  # a view, no copy
