@@ -178,7 +178,7 @@ def to_metrics(cmp: Comparison, extra: dict[str, float] | None = None) -> Metric
         rel = float((err / mag).max())
     else:
         rel = float((err[nz] / mag[nz]).max()) if bool(nz.any()) else 0.0
-    allowed = np.broadcast_to(f64(cmp.allowed), cmp.ratio.shape)[idx]
+    allowed = at(f64(cmp.allowed), cmp.ratio.shape, idx)
     return Metrics(
         budget_used=budget,
         max_abs_err=float(err.max()),
@@ -190,6 +190,18 @@ def to_metrics(cmp: Comparison, extra: dict[str, float] | None = None) -> Metric
         allowed_at_worst=float(allowed),
         extra=tuple(sorted((extra or {}).items())),
     )
+
+
+def at(a: np.ndarray, shape: Sequence[int], idx: tuple[int, ...]) -> np.ndarray:
+    """``a`` broadcast to ``shape``, at ``idx`` (without building the broadcast view in the usual cases)."""
+    if a.ndim == 0:
+        return a
+    return a[idx] if a.shape == tuple(shape) else np.broadcast_to(a, shape)[idx]
+
+
+def spread(a: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """``a`` broadcast to ``shape`` (itself when it has that shape)."""
+    return a if a.shape == tuple(shape) else np.broadcast_to(a, shape)
 
 
 def _unravel(flat: int, shape: Sequence[int]) -> tuple[int, ...]:

@@ -35,7 +35,7 @@ import torch
 
 from kcgate import dtypes
 from kcgate.catalogue import has
-from kcgate.metrics import _unravel, f64, format_ulp, host, quiet
+from kcgate.metrics import _unravel, f64, format_ulp, host, quiet, spread
 from kcgate.ops.base import BoundArgs, Tensors
 from kcgate.spec import EXCESS_FACTOR
 
@@ -189,7 +189,7 @@ def error_scale(
         acc = ctx.op.bound(up, ref, BoundArgs(u, 0.0, 1.0))
         sigma = SEQ_C * np.abs(f64(acc)) / math.sqrt(max(n, 1))
     ulp = format_ulp(r, ctx.out_dtype) if ctx.out_dtype.is_floating_point else np.zeros_like(r)
-    scale = np.broadcast_to(np.sqrt(np.square(sigma) + np.square(ulp) / 12), r.shape)
+    scale = spread(np.sqrt(np.square(sigma) + np.square(ulp) / 12), r.shape)
     return scale, ulp / math.sqrt(12)
 
 

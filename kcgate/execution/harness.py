@@ -26,7 +26,7 @@ from kcgate.backward import compare_grads, run_backward
 from kcgate.catalogue import CATALOGUE
 from kcgate.classes import CLASSES
 from kcgate.execution.plan import Case
-from kcgate.metrics import Comparison, compare, f64, host, quiet, to_metrics
+from kcgate.metrics import Comparison, compare, f64, host, quiet, spread, to_metrics
 from kcgate.ops.base import BoundArgs, OpFamily, Tensors, draw, underflow
 from kcgate.oracles.freivalds import freivalds_check, freivalds_linear, row_errors, use_freivalds
 from kcgate.results.model import Metrics
@@ -324,7 +324,7 @@ def signal_ratio(trial: Trial) -> float:
 
 @quiet
 def _signal(cmp: Comparison, cap: float | None = None) -> float:
-    allowed = np.broadcast_to(f64(cmp.allowed), cmp.ref.shape)
+    allowed = spread(f64(cmp.allowed), cmp.ref.shape)
     if cap is not None:  # method "relative": the tighter of the bound and factor x the baseline's error
         allowed = np.minimum(allowed, cap)
     ref = host(cmp.ref) if cmp.finite else np.nan_to_num(host(cmp.ref), posinf=0, neginf=0)
@@ -419,7 +419,8 @@ def _integrity(
 
 
 def _margins_intact(buf: torch.Tensor, guard: int) -> bool:
-    margins = torch.cat([buf[:guard], buf[-guard:]])
+    """Both guard bands still hold the poison: NaN (any NaN), or -1 for indices."""
+    margins = buf.as_strided((2, guard), (buf.numel() - guard, 1))  # the two bands as one view, no copy
     return bool(margins.isnan().all()) if buf.is_floating_point() else bool((margins == -1).all())
 
 
