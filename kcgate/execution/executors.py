@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
@@ -28,6 +28,7 @@ from kcgate.devices import check_name, default_backend, get_backend
 from kcgate.errors import ExitCode, KcgateError, UsageError
 from kcgate.execution.case import error_result, execute_case
 from kcgate.execution.plan import Case
+from kcgate.execution.worker import thread_count
 from kcgate.results.model import CaseResult, Fingerprint
 from kcgate.spec import Project
 
@@ -53,6 +54,13 @@ def case_timeout(project: Project, case: Case, override: float | None) -> float:
     """The one timeout rule: ``--timeout`` (the executor's override) if given, else the contract's
     ``protocol.timeout_s``; counted from when the worker could start the case."""
     return override or project.contract(case.contract_id).protocol.timeout_s
+
+
+def worker_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The worker's environment: ``env``, with numpy's BLAS held to the worker's torch thread count
+    (``worker.thread_count``) unless OPENBLAS_NUM_THREADS is set. torch imports numpy, whose OpenBLAS reads
+    its count once, at load, and would otherwise run a large dot product on every core."""
+    return {"OPENBLAS_NUM_THREADS": str(thread_count(env)), **env}
 
 
 class Executor(Protocol):
@@ -104,7 +112,7 @@ class Worker:
             stdout=self.log,
             stderr=self.log,
             pass_fds=(w,),
-            env=env,
+            env=worker_env(os.environ if env is None else env),
             start_new_session=True,  # its own process group: close() kills whatever a kernel forked
         )
         os.close(w)

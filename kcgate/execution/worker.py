@@ -24,6 +24,7 @@ import os
 import pkgutil
 import resource
 import sys
+from collections.abc import Mapping
 from typing import IO, Any
 
 from kcgate.channel import CASE_MARKER, sign
@@ -51,10 +52,15 @@ def _set_threads() -> int:
     while one thread stayed stable; a contract that needs more sets KCGATE_THREADS."""
     import torch  # heavy: after the init line is read (import_torch reports a torch that fails)
 
-    wanted = os.environ.get("KCGATE_THREADS") or os.environ.get("OMP_NUM_THREADS") or "1"
-    threads = int(wanted) if wanted.isdigit() and int(wanted) > 0 else 1
+    threads = thread_count(os.environ)
     torch.set_num_threads(threads)
     return threads
+
+
+def thread_count(env: Mapping[str, str]) -> int:
+    """The worker's thread rule: KCGATE_THREADS, else OMP_NUM_THREADS, else 1 (a positive integer)."""
+    wanted = env.get("KCGATE_THREADS") or env.get("OMP_NUM_THREADS") or "1"
+    return int(wanted) if wanted.isdigit() and int(wanted) > 0 else 1
 
 
 def _start(project_json: dict[str, Any], device: str) -> tuple[dict[str, Any], Any, Any]:
