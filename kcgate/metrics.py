@@ -4,8 +4,10 @@
 infinite error (a category change, not a large number).
 
 The arithmetic runs in numpy on CPU views of the tensors (``host``): on the small tensors most cases
-compare, a numpy operation costs a third to a half of torch's dispatch (``benchmarks/scale.py``), and the
-elementwise IEEE arithmetic is the same. Comparisons still hold torch tensors (views of the same memory).
+compare, numpy's per-operation cost is well under torch's dispatch (a 40x40 fp32 comparison: ``compare``
+130 -> 66 µs, ``to_metrics`` 85 -> 48 µs, ``ulp_distance`` 60 -> 18 µs on the 2-vCPU CI VM), and the
+elementwise IEEE arithmetic is the same; only reductions (sums, norms) may differ in the last bit.
+Comparisons still hold torch tensors (views of the same memory).
 """
 
 from __future__ import annotations
