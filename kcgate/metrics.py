@@ -196,14 +196,17 @@ def to_metrics(cmp: Comparison, extra: dict[str, float] | None = None) -> Metric
 
 def at(a: np.ndarray, shape: Sequence[int], idx: tuple[int, ...]) -> np.ndarray:
     """``a`` broadcast to ``shape``, at ``idx`` (without building the broadcast view in the usual cases)."""
-    if a.ndim == 0:
-        return a
-    return a[idx] if a.shape == tuple(shape) else np.broadcast_to(a, shape)[idx]
+    return a if a.ndim == 0 else spread(a, shape)[idx]
 
 
 def spread(a: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     """``a`` broadcast to ``shape`` (itself when it has that shape)."""
     return a if a.shape == tuple(shape) else np.broadcast_to(a, shape)
+
+
+def sum_squares(a: np.ndarray) -> float:
+    """Σ a² over all elements, as one dot product (inf and NaN propagate)."""
+    return float(np.vdot(a, a))
 
 
 def _unravel(flat: int, shape: Sequence[int]) -> tuple[int, ...]:

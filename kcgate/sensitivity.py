@@ -35,8 +35,8 @@ import torch
 
 from kcgate import dtypes
 from kcgate.catalogue import has
-from kcgate.metrics import _unravel, f64, format_ulp, host, quiet, spread
-from kcgate.ops.base import BoundArgs, Tensors
+from kcgate.metrics import _unravel, f64, format_ulp, host, quiet, spread, sum_squares
+from kcgate.ops.base import BoundArgs, Tensors, upcast
 from kcgate.spec import EXCESS_FACTOR
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def error_scale(
     """Per element, the RMS error of a correct kernel, s = √(σ_seq² + ulp_out²/12) (a sequential
     accumulator's plus the output rounding), and the rounding's part ulp_out/√12; float64 numpy arrays of
     ref's shape. ``up``: the inputs already upcast to float64."""
-    up = up or tuple(t.to(torch.float64) if t.is_floating_point() else t for t in inputs)
+    up = up or upcast(inputs)
     r = f64(ref)
     u = dtypes.unit_roundoff(ctx.contract.accumulate)
     sigma = _sequential_sum(ctx.op.name, up, r, n, u)
@@ -275,8 +275,8 @@ def _flat(t: np.ndarray) -> np.ndarray:
 
 
 def _rms(z: np.ndarray) -> float:
-    """√(mean z²) of a flat array, as one dot product (inf and NaN propagate)."""
-    return math.sqrt(float(np.dot(z, z)) / z.size)
+    """√(mean z²) of a flat array."""
+    return math.sqrt(sum_squares(z) / z.size)
 
 
 def _reference_name(ctx: CaseContext, composite_ran: bool) -> str:

@@ -16,6 +16,7 @@ from kcgate import dtypes
 from kcgate.backward import grad_dot_scale
 from kcgate.catalogue import MATMUL_LIKE, families, has
 from kcgate.kernels.emulate import round_mantissa
+from kcgate.ops.base import upcast
 from kcgate.results.model import Signature
 
 CAUSES: dict[str, str] = {
@@ -622,7 +623,7 @@ def semantics_signature(ctx: Any, trial: Any) -> Signature | None:
         return None
     if ctx.contract.tolerance.method not in ("error-bound", "relative"):
         return None  # the allowance must be an absolute error to hold another oracle to it
-    up = tuple(t.to(torch.float64) if t.is_floating_point() else t for t in trial.inputs)
+    up = upcast(trial.inputs)
     for what, family in ctx.op.mistakes():
         with torch.no_grad():
             alt = family.oracle(*up).to(torch.float64)

@@ -21,7 +21,7 @@ from kcgate.checks.c_prc_04 import out_ulp, rounding_slack
 from kcgate.checks.c_support import count_budget
 from kcgate.execution.harness import CaseContext, Trial, oracle, run_trial
 from kcgate.metrics import Comparison, compare, to_metrics
-from kcgate.ops.base import BoundArgs, Tensors
+from kcgate.ops.base import BoundArgs, Tensors, upcast
 from kcgate.results.model import Signature
 from kcgate.signatures import sig
 
@@ -81,7 +81,7 @@ def overflow_inputs(ctx: CaseContext, fmax: float) -> Tensors | None:
 def _slack(ctx: CaseContext, xs: Tensors, ref: torch.Tensor) -> torch.Tensor:
     """Absolute compute slack: the clean trials' slack, or the op's own compute-error bound (without the
     output rounding) where larger — the scaled inputs scale a reduction's error with them."""
-    up = tuple(t.to(torch.float64) if t.is_floating_point() else t for t in xs)
+    up = upcast(xs)
     args = BoundArgs(dtypes.unit_roundoff(ctx.contract.accumulate), 0.0, ctx.contract.tolerance.lam)
     return torch.maximum(rounding_slack(ctx, xs, ref), ctx.op.bound(up, ref, args).to(torch.float64))
 

@@ -26,8 +26,8 @@ from kcgate.backward import compare_grads, run_backward
 from kcgate.catalogue import CATALOGUE
 from kcgate.classes import CLASSES
 from kcgate.execution.plan import Case
-from kcgate.metrics import Comparison, compare, f64, host, quiet, spread, to_metrics
-from kcgate.ops.base import BoundArgs, OpFamily, Tensors, draw, underflow
+from kcgate.metrics import Comparison, compare, f64, host, quiet, spread, sum_squares, to_metrics
+from kcgate.ops.base import BoundArgs, OpFamily, Tensors, draw, underflow, upcast
 from kcgate.oracles.freivalds import freivalds_check, freivalds_linear, row_errors, use_freivalds
 from kcgate.results.model import Metrics
 from kcgate.spec import Contract
@@ -270,11 +270,6 @@ def _recheck_rows(
     return out
 
 
-def upcast(inputs: Tensors) -> Tensors:
-    """The inputs upcast exactly to float64 (index tensors as they are)."""
-    return tuple(t.to(torch.float64) if t.is_floating_point() else t for t in inputs)
-
-
 def _builtin_oracle(ctx: CaseContext) -> bool:
     """kcgate's own oracle, which never writes its inputs (a user reference gets its own copy)."""
     return not ctx.contract.reference and ctx.op.name != "custom"
@@ -328,13 +323,8 @@ def _signal(cmp: Comparison, cap: float | None = None) -> float:
     if cap is not None:  # method "relative": the tighter of the bound and factor x the baseline's error
         allowed = np.minimum(allowed, cap)
     ref = host(cmp.ref) if cmp.finite else np.nan_to_num(host(cmp.ref), posinf=0, neginf=0)
-    ref_norm = _norm(ref)
-    return _norm(allowed) / ref_norm if ref_norm > 0 else float("inf")
-
-
-def _norm(a: np.ndarray) -> float:
-    """The 2-norm of all elements (one dot product)."""
-    return math.sqrt(float(np.vdot(a, a)))
+    ref_norm = math.sqrt(sum_squares(ref))
+    return math.sqrt(sum_squares(allowed)) / ref_norm if ref_norm > 0 else float("inf")
 
 
 # ---- calling the kernel under guard -------------------------------------------------------------

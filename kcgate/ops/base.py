@@ -95,6 +95,11 @@ def draw(
     return x.to(dtype)
 
 
+def upcast(inputs: Tensors) -> Tensors:
+    """The inputs upcast exactly to float64 (index tensors as they are)."""
+    return tuple(t.to(torch.float64) if t.is_floating_point() else t for t in inputs)
+
+
 @functools.cache
 def underflow(u: float) -> float:
     """Half the subnormal spacing of the float format whose unit roundoff is ``u`` (fp16: 2^-25): the absolute
