@@ -13,13 +13,14 @@ from kcgate import sensitivity
 from kcgate.devices.cpu import CpuBackend
 from kcgate.errors import ContractsError
 from kcgate.execution.case import execute_case
-from kcgate.execution.harness import CaseContext, Trial, run_trial
-from kcgate.execution.plan import Case, make_plan
+from kcgate.execution.harness import Trial
+from kcgate.execution.plan import make_plan
 from kcgate.ops import OPS
-from kcgate.spec import Contract, Tolerance, load_project
+from kcgate.spec import load_project
 from tests.conftest import ROOT
 from tests.kernels import excess as k
 from tests.test_sensitivity import CONTRACT as SUM_CONTRACT
+from tests.test_sensitivity import _excess as excess_of
 
 SEEDS = range(12)
 NOISY = ["matmul", "linear", "sum", "softmax", "logsumexp", "layernorm", "rmsnorm"]
@@ -28,19 +29,7 @@ NOISY = ["matmul", "linear", "sum", "softmax", "logsumexp", "layernorm", "rmsnor
 def _measure(  # type: ignore[no-untyped-def]
     op: str, kernel, dtype: str, shape: tuple[int, ...], seed: int, reference: str = "composite"
 ) -> tuple[Trial, sensitivity.Excess]:
-    contract = Contract(
-        id="t",
-        klass="C-PRC-01",
-        kernel="x:y",
-        op=op,
-        dtypes=(dtype,),
-        tolerance=Tolerance(excess_reference=reference),
-    )
-    case = Case("t", "t", "C-PRC-01", op, dtype, shape, seed, 1000 + seed)
-    ctx = CaseContext(contract=contract, case=case, kernel=kernel, op=OPS[op])
-    trial = run_trial(ctx, salt=seed)
-    assert not trial.issues, trial.error
-    e = sensitivity.measure(ctx, trial)
+    trial, e = excess_of(op, kernel, dtype, shape, seed, reference=reference)
     assert e is not None
     return trial, e
 
