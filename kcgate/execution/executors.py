@@ -303,15 +303,17 @@ class IsolatedExecutor:
         the worker never idles while this process records a result; a case whose worker is replaced (a
         crash, a timeout, a bad channel, changed state) before it began is sent again to the fresh one."""
         queue, sent = deque(cases), deque[Sent]()
+        owner: Worker | None = None  # the worker the cases in ``sent`` were queued to
         while queue or sent:
-            worker = self._worker()
+            worker = self._worker()  # a fresh one if the last was replaced or died between answers
+            if worker is not owner:  # what the old one had queued is sent again, as if never queued
+                queue.extendleft(reversed([s.case for s in sent]))
+                sent.clear()
+                owner = worker
             while queue and len(sent) < PIPELINE_DEPTH:
                 sent.append(worker.send(queue.popleft(), kernel))
             first = sent.popleft()
             yield self._answer(worker, first, case_timeout(self.project, first.case, self.timeout))
-            if self.worker is not worker:  # replaced: what it had queued never started
-                queue.extendleft(reversed([s.case for s in sent]))
-                sent.clear()
 
     def _answer(self, worker: Worker, sent: Sent, limit: float) -> CaseResult:
         t0 = time.perf_counter()

@@ -81,3 +81,25 @@ def test_one_timeout_rule_the_override_else_the_contracts() -> None:
     own = project.contract(case.contract_id).protocol.timeout_s
     assert case_timeout(project, case, None) == own
     assert case_timeout(project, case, 7.0) == 7.0 != own
+
+
+def test_a_case_queued_to_a_worker_that_died_between_answers_runs_on_the_fresh_one() -> None:
+    """The first kernel's thread ends the worker 0.5 s after its call, while the second case (queued to
+    that worker) runs and this process is still busy with the first answer. The fresh worker runs the
+    second case again, as if it had never been queued; no case reads another worker's channel."""
+    project = load_project(DATA / "late.toml")
+    executor = IsolatedExecutor(project, "cpu")
+    try:
+        cases = make_plan(project, 1, executor.default_shapes())
+        results = []
+        for result in executor.run_many(cases):
+            results.append(result)
+            if len(results) == 1:
+                time.sleep(1.0)  # the worker dies meanwhile (during or just after the queued case)
+    finally:
+        executor.close()
+    assert [(r.contract_id, r.status) for r in results] == [
+        ("late-exit", "pass"),
+        ("slow-after-late", "pass"),
+        ("good-after-late", "pass"),
+    ], [r.message[:300] for r in results]

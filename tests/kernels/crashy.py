@@ -61,3 +61,16 @@ def raises(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def slow(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     time.sleep(0.4)
     return a @ b
+
+
+_LATE: list[object] = []
+
+
+def late_exit(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Returns a correct result, and leaves a thread that ends the worker 0.5 s later (late damage)."""
+    if not _LATE:
+        import threading
+
+        _LATE.append(threading.Timer(0.5, os._exit, (3,)))
+        _LATE[0].start()  # type: ignore[attr-defined]
+    return a @ b
