@@ -5,15 +5,31 @@ stacks) and the functions of torch's namespaces, ``torch.Tensor`` and kcgate's o
 The worker captures it once at start (``capture``); after every kernel call the harness calls
 ``restore``, which puts back anything changed and names it, so the fp64 oracle and the checks always
 run on the operators captured at start, and the case is recorded as ``global-state``.
+
+The check after a kernel call usually finds nothing changed, and most of it is skipped soundly: CPython
+(3.11 to 3.13) keeps in every dict a version tag (PEP 509 ``ma_version_tag``) that it changes on every
+mutation of that dict (setitem, delitem, update, pop, clear, ``setattr``/``delattr`` on a module or class,
+which store into its ``__dict__``), and never on a read. A namespace whose ``__dict__`` tag is the one
+saved after its last full check was not rebound since, so its comparison is skipped; any other tag runs
+the full check, exactly as without the tag, and saves the new tag. The tag is read in place with ctypes
+at a fixed offset (after the object header and ``ma_used``), through a reader made once per namespace
+that holds the dict (a module's or class's ``__dict__`` cannot be replaced, so it is the one looked in).
+The tag is used only where that is proven: CPython 3.11 to 3.13, not free-threaded, 64-bit, and only if
+a self-test (``tags_track_mutations``) at import sees the tag at that offset change on each kind of
+mutation of a plain dict, a fresh module's ``__dict__`` and a fresh class's, and stay on a read; else
+(PyPy, 3.14, a debug build with another header size, ...) every check is the full one.
 """
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import os
 import sys
+import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import Any
 
 import torch
@@ -154,16 +170,25 @@ class Namespace:
 
     def __init__(self, label: str, space: Any) -> None:
         self.label, self.space = label, space
+        self.dict = _tagged_dict(space)  # held: the tag reader reads at its address
+        self.tag = _read_tag(self.dict) if self.dict is not None else None  # None: no fast path here
+        self.seen = self.tag.value if self.tag is not None else None  # read first: the values are as new
         self.values = list(vars(space).values())  # every binding, for the fast check
         self.operators = _operators(space)  # the callables, for the exact one
 
     def restore(self) -> list[str]:
+        tag = self.tag
+        version = tag.value if tag is not None else None
+        if version is not None and version == self.seen:  # the dict was not mutated since the last check
+            return []
         # the usual case, nothing rebound, in one C-level list comparison (3x faster than ``is`` per item): it
         # tests identity first and calls ``__eq__`` only on a rebound name, so a replacement is missed only if
         # it claims equality with the original, which is deliberate (README: hostile kernels are out of scope)
         if _same(list(vars(self.space).values()), self.values):
+            self.seen = version  # read before the comparison: a later mutation changes it again
             return []
         changed = _restore_operators(self.label, self.space, self.operators)
+        self.seen = tag.value if tag is not None else None  # after putting back, before reading what is kept
         self.values = list(vars(self.space).values())  # a lazy import or a cache may rebind globals
         return changed
 
@@ -223,6 +248,100 @@ def _put(space: Any, name: str, value: Any) -> None:
         setattr(space, name, value)
     except (AttributeError, TypeError):  # an immutable type: nothing could have changed it either
         pass
+
+
+# PyObject_HEAD, then Py_ssize_t ma_used, then the uint64 version tag (3.12+: in steps of 1 << 8, the low
+# bits name dict watchers, whose changes only cost a full check)
+_TAG_OFFSET = object.__basicsize__ + ctypes.sizeof(ctypes.c_ssize_t)
+
+
+def _platform_has_tags() -> bool:
+    return (
+        sys.implementation.name == "cpython"
+        and (3, 11) <= sys.version_info[:2] < (3, 14)
+        and not sysconfig.get_config_var("Py_GIL_DISABLED")
+        and ctypes.sizeof(ctypes.c_void_p) == 8
+    )
+
+
+def _dict_of(space: Any) -> dict[str, Any] | None:
+    """The dict a module's or class's bindings live in (a class shows it through a read-only proxy)."""
+    found = vars(space)
+    if type(found) is MappingProxyType:
+        inner = gc.get_referents(found)
+        found = inner[0] if len(inner) == 1 else None
+        if type(found) is dict and found.keys() != vars(space).keys():
+            found = None
+    return found if type(found) is dict else None
+
+
+def _read_tag(d: dict[str, Any], offset: int = _TAG_OFFSET) -> ctypes.c_uint64:
+    """A view of the 8 bytes at ``offset`` in ``d``, valid while ``d`` lives (the caller holds it)."""
+    return ctypes.c_uint64.from_address(id(d) + offset)
+
+
+def _probes() -> list[tuple[dict[str, Any] | None, Any]]:
+    """Dicts to test the tag on, each with the module or class it belongs to: a plain dict, a fresh
+    module's and a fresh class's (changed directly before any lookup on the class, then through it)."""
+    module = ModuleType("_kcgate_tag_probe")
+    cls = type("_KcgateTagProbe", (), {})
+    return [({}, None), (vars(module), module), (_dict_of(cls), cls)]
+
+
+def _mutations(d: dict[str, Any], owner: Any) -> list[Callable[[], Any]]:
+    """Every kind of mutation of ``d``, in an order where each one changes it."""
+    steps: list[Callable[[], Any]] = [
+        lambda: d.__setitem__("a", object()),  # a new key
+        lambda: d.__setitem__("a", object()),  # another object for a key
+        lambda: d.__delitem__("a"),
+        lambda: d.update(b=object()),
+        lambda: d.pop("b"),
+        lambda: d.clear(),
+        lambda: d.__setitem__("r", 1),
+    ]
+    if owner is not None:  # setattr and delattr on a module or class store into its dict
+        steps += [
+            lambda: setattr(owner, "c", object()),
+            lambda: setattr(owner, "c", object()),
+            lambda: delattr(owner, "c"),
+        ]
+    return steps
+
+
+def tags_track_mutations(offset: int = _TAG_OFFSET) -> bool:
+    """Whether the 8 bytes at ``offset`` in a dict change on every mutation and not on a read, on this
+    interpreter: the fast path of ``Namespace.restore`` is used only if so. Never raises."""
+    try:
+        return _platform_has_tags() and all(_tracks(d, owner, offset) for d, owner in _probes())
+    except Exception:  # noqa: BLE001 — anything unexpected: no fast path
+        return False
+
+
+def _tracks(d: dict[str, Any] | None, owner: Any, offset: int) -> bool:
+    if d is None:
+        return False
+    tag = _read_tag(d, offset)
+    for step in _mutations(d, owner):
+        before = tag.value
+        step()
+        if tag.value == before:
+            return False
+    before = tag.value
+    _ = d["r"], d.get("x"), "r" in d, len(d), list(d.values()), dict(d), getattr(owner, "r", None)
+    return tag.value == before
+
+
+_TAGS = tags_track_mutations()
+
+
+def _tagged_dict(space: Any) -> dict[str, Any] | None:
+    """The dict whose version tag tells whether ``space`` was rebound, or None where the fast path is off."""
+    if not _TAGS:
+        return None
+    try:
+        return _dict_of(space)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 _active: Snapshot | None = None

@@ -19,6 +19,17 @@ def captured() -> Iterator[None]:
     torch_state.restore(own=True)
 
 
+@pytest.fixture
+def snapshot() -> Iterator[torch_state.Snapshot]:
+    yield torch_state.capture()
+    torch_state.restore(own=True)
+
+
+def _checked_in_full_next(spaces: list[torch_state.Namespace]) -> list[str]:
+    """The namespaces whose next check would not be skipped (their dict changed since the last one)."""
+    return [s.label for s in spaces if s.tag is None or s.tag.value != s.seen]
+
+
 def test_nothing_changed_is_nothing_reported(captured: None) -> None:
     x = torch.ones(4, 4)
     _ = x @ x, torch.matmul(x, x), torch.softmax(x, -1)
@@ -95,3 +106,77 @@ def test_a_default_device_set_and_left_is_named(captured: None) -> None:
     changed = torch_state.restore()
     assert "default device" in changed or "torch function mode stack" in changed
     assert str(torch.get_default_device()) == "cpu" and torch.ones(1).device.type == "cpu"
+
+
+def test_the_version_tag_fast_path_is_on_for_every_namespace_here(snapshot: torch_state.Snapshot) -> None:
+    """CPython 3.11 to 3.13 on 64 bits: the self-test passes, so the tests above ran with the fast path on."""
+    assert torch_state.tags_track_mutations()
+    assert all(s.tag is not None for s in snapshot.spaces + snapshot.own)
+    assert _checked_in_full_next(snapshot.spaces + snapshot.own) == [
+        "kcgate.torch_state"
+    ]  # capture() set its _active after
+    assert torch_state.restore(own=True) == [] and _checked_in_full_next(snapshot.spaces + snapshot.own) == []
+    assert all(
+        s.dict is vars(s.space) for s in snapshot.own
+    )  # a module's own dict; a class's is behind a proxy
+    tensor = next(s for s in snapshot.spaces if s.label == "torch.Tensor")
+    assert tensor.dict is not None and tensor.dict.keys() == vars(torch.Tensor).keys()
+
+
+def _kernel_that_rebinds() -> None:
+    torch.matmul = lambda a, b: a
+    torch.Tensor.__add__ = lambda a, b: a  # set on the class: shadows TensorBase's (and its nb_add slot)
+    torch.Tensor.__rsub__ = lambda a, b: a  # replaces Tensor's own
+    torch.Tensor.kcgate_extra = 1  # a new attribute, not callable
+    torch.nn.functional.gelu = lambda *a, **k: None
+    del torch.special.expit
+
+
+def test_rebound_deleted_and_added_bindings_are_restored_then_skipped(snapshot: torch_state.Snapshot) -> None:
+    real = torch.matmul, vars(torch.Tensor)["__rsub__"], torch.nn.functional.gelu, torch.special.expit
+    _kernel_that_rebinds()
+    assert set(torch_state.restore()) == {
+        "torch.matmul",
+        "torch.Tensor.__add__",
+        "torch.Tensor.__rsub__",
+        "torch.Tensor.kcgate_extra",
+        "torch.nn.functional.gelu",
+        "torch.special.expit",
+    }
+    now = torch.matmul, vars(torch.Tensor)["__rsub__"], torch.nn.functional.gelu, torch.special.expit
+    assert all(a is b for a, b in zip(now, real))
+    assert "__add__" not in vars(torch.Tensor) and not hasattr(torch.Tensor, "kcgate_extra")
+    x = torch.ones(2)
+    assert torch.equal(x + x, 2 * x) and torch.equal(3 - x, 2 * x)
+    assert _checked_in_full_next(snapshot.spaces) == []  # the tags were saved after putting back
+    for space in snapshot.spaces:  # a saved list no binding matches: a full check would replace it
+        space.values = []
+    assert torch_state.restore() == [] and all(s.values == [] for s in snapshot.spaces)
+
+
+def test_the_same_object_put_back_is_nothing(captured: None) -> None:
+    torch.matmul = torch.matmul
+    torch.Tensor.__rsub__ = vars(torch.Tensor)["__rsub__"]
+    torch.nn.functional.gelu = torch.nn.functional.gelu
+    assert torch_state.restore(own=True) == []
+
+
+def test_a_changing_module_global_is_not_named_and_is_saved_again(snapshot: torch_state.Snapshot) -> None:
+    """A module's cache global changes legitimately: the full check runs, names nothing, and keeps it."""
+    space = next(s for s in snapshot.own if s.label == "kcgate.metrics")
+    metrics.kcgate_cache = {"filled": 1}  # type: ignore[attr-defined]
+    try:
+        assert _checked_in_full_next([space]) == ["kcgate.metrics"]
+        assert torch_state.restore(own=True) == [] and metrics.kcgate_cache == {"filled": 1}  # type: ignore[attr-defined]
+        assert _checked_in_full_next([space]) == [] and space.values == list(vars(metrics).values())
+    finally:
+        del metrics.kcgate_cache  # type: ignore[attr-defined]
+    assert torch_state.restore(own=True) == []
+
+
+def test_the_self_test_refuses_an_offset_that_misses_a_mutation() -> None:
+    """At 8 bytes a dict holds its type, which never changes; at 16 its item count, which a value replaced
+    under the same key leaves as it is: either would skip checks after a rebinding."""
+    assert torch_state.tags_track_mutations()
+    assert not torch_state.tags_track_mutations(8)
+    assert not torch_state.tags_track_mutations(16)
