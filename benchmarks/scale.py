@@ -1,7 +1,8 @@
 """Benchmark: cost per case and fixed cost of ``kcgate run`` at 40, 400 and 2,000 small cases, side by side
 with the same checks written as pytest + ``torch.testing.assert_close``.
 
-Run: ``python benchmarks/scale.py [--sizes 40 400 2000] [--repeats 1]``.
+Run: ``python benchmarks/scale.py [--sizes 40 400 2000] [--repeats 1] [--workers N]``. With ``--workers N``
+it also times ``kcgate run --workers N`` against ``pytest -n N`` (pytest-xdist): parallel against parallel.
 
 Both sides check the same cases: C-PRC-01 on ``kcgate.builtin_kernels:matmul`` in float32 over small shapes
 (M, K, N in 8..64), one case per (shape, seed). kcgate runs each case as its protocol says (2 trials, fresh
@@ -73,43 +74,70 @@ def fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
     return slope, my - slope * mx
 
 
-def measure(tmp: Path, n: int, repeats: int) -> tuple[float, float]:
+def sides(workers: int) -> list[str]:
+    """What is timed: kcgate and pytest, and with ``workers`` > 1 also kcgate --workers N and pytest -n N."""
+    return ["kcgate", "pytest"] + (
+        [f"kcgate --workers {workers}", f"pytest -n {workers}"] if workers > 1 else []
+    )
+
+
+def command(side: str, toml: Path, test: Path, out: Path) -> list[str]:
+    if side.startswith("kcgate"):
+        return [
+            *kcgate_cmd(),
+            "run",
+            "-c",
+            str(toml),
+            "--out",
+            str(out),
+            "-q",
+            "--seed",
+            "1",
+            *side.split()[1:],
+        ]
+    pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:kcgate"]
+    return [*pytest, *side.split()[1:], str(test)]
+
+
+def measure(tmp: Path, n: int, repeats: int, names: list[str]) -> dict[str, float]:
+    """Median wall time of each side at ``n`` cases, the sides interleaved so load changes hit all alike."""
     toml, test = tmp / f"c{n}.toml", tmp / f"test_scale_{n}.py"
     toml.write_text(contracts_toml(n))
     test.write_text(pytest_file(n))
-    kc, py = [], []
-    for i in range(repeats):  # interleaved so load changes hit both sides alike
-        out = tmp / f"r{n}-{i}.json"
-        kc.append(timed([*kcgate_cmd(), "run", "-c", str(toml), "--out", str(out), "-q", "--seed", "1"]))
-        py.append(
-            timed(
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:kcgate", str(test)]
-            )
-        )
-    return statistics.median(kc), statistics.median(py)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(repeats):
+        for name in names:
+            times[name].append(timed(command(name, toml, test, tmp / f"r{n}-{i}.json")))
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[40, 400, 2000])
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="also time kcgate --workers N against pytest -n N (pytest-xdist)",
+    )
     args = ap.parse_args()
     print(describe())
+    names = sides(args.workers)
     rows = []
     with tempfile.TemporaryDirectory() as d:
         for n in args.sizes:
-            kc, py = measure(Path(d), n, args.repeats)
-            rows.append((n, kc, py))
-            print(
-                f"{n:>6} cases: kcgate {kc:7.2f} s ({1e3 * kc / n:6.2f} ms/case)   "
-                f"pytest+assert_close {py:7.2f} s ({1e3 * py / n:6.2f} ms/case)   ratio {kc / py:.2f}"
+            t = measure(Path(d), n, args.repeats, names)
+            rows.append((n, t))
+            cells = "   ".join(
+                f"{name} {t[name]:7.2f} s ({1e3 * t[name] / n:6.2f} ms/case)" for name in names
             )
+            print(f"{n:>6} cases: {cells}   ratio {t['kcgate'] / t['pytest']:.2f}")
     if len(rows) >= 2:
         ns = [float(r[0]) for r in rows]
-        (ks, k0), (ps, p0) = fit(ns, [r[1] for r in rows]), fit(ns, [r[2] for r in rows])
-        print(
-            f"per case: kcgate {1e3 * ks:.2f} ms, pytest {1e3 * ps:.2f} ms;  fixed: kcgate {k0:.2f} s, pytest {p0:.2f} s"
-        )
+        for name in names:
+            slope, fixed = fit(ns, [r[1][name] for r in rows])
+            print(f"per case: {name:<20} {1e3 * slope:6.2f} ms   fixed {fixed:5.2f} s")
 
 
 if __name__ == "__main__":

@@ -312,6 +312,7 @@ def _run_leg(tmp: Path, python: str) -> tuple[dict[str, str], list[subprocess.Co
         "python": python,
         "wheelhouse": str(tmp / "wheelhouse"),
         "shard": "1/1",
+        "workers": "2",
     }
     return run_action(with_, env, tmp, install=True)
 
@@ -393,6 +394,12 @@ def test_a_boolean_input_that_is_not_true_or_false_is_an_error(tmp_path: Path, v
 def test_a_bad_gate_name_is_an_error(tmp_path: Path, name: str) -> None:
     _outputs, procs = run_action({"mode": "report", "gate-name": name}, runner_env(tmp_path), tmp_path)
     assert procs[0].returncode == 3 and "input gate-name" in procs[0].stdout
+
+
+@pytest.mark.parametrize("value", ["", "0", "two", "1.5", "-1", "1000"])
+def test_a_bad_workers_input_is_an_error(tmp_path: Path, value: str) -> None:
+    _outputs, procs = run_action({"mode": "run", "workers": value}, runner_env(tmp_path), tmp_path)
+    assert procs[0].returncode == 3 and "input workers must be a number" in procs[0].stdout
 
 
 def test_every_documented_output_is_declared() -> None:

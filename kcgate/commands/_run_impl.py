@@ -14,6 +14,7 @@ from kcgate.devices.base import TORCH_FIX, import_torch
 from kcgate.errors import ExitCode, IOFault, UsageError
 from kcgate.execution import plan as planning
 from kcgate.execution.executors import check_isolation, make_executor
+from kcgate.execution.pool import worker_count
 from kcgate.execution.runloop import execute_plan, new_run, resume_from
 from kcgate.render.console import render_plan, render_run
 from kcgate.render.escape import console_text
@@ -40,15 +41,19 @@ class Options:
     memory_limit_gb: float
     quiet: bool
     held_out: int | None = None
+    workers: str = "1"
 
 
 def run_command(o: Options) -> int:
     check_isolation(o.isolation)
+    workers = worker_count(o.workers, o.isolation)
     if not o.list_only:
         check_torch(o.isolation)
     project = load_project(o.contracts)
     executor = (  # with isolation the worker starts now and makes the run's one torch import
-        None if o.list_only else make_executor(o.isolation, project, o.device, o.memory_limit_gb, o.timeout)
+        None
+        if o.list_only
+        else make_executor(o.isolation, project, o.device, o.memory_limit_gb, o.timeout, workers)
     )
     try:
         shapes = executor.default_shapes() if executor else _default_shapes()

@@ -30,6 +30,13 @@ def run(
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted run in --out."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Base seed (default: unpredictable, recorded)."),
     isolation: str = typer.Option("process", "--isolation", help="process (default) or none."),
+    workers: str = typer.Option(
+        "1",
+        "--workers",
+        "-n",
+        envvar="KCGATE_WORKERS",
+        help="Worker processes running cases at once: a number, or auto (one per CPU).",
+    ),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Per-case timeout in seconds."),
     memory_limit_gb: float = typer.Option(
         0.0, "--memory-limit-gb", help="Worker address-space cap (0: half of RAM)."
@@ -59,5 +66,6 @@ def run(
         memory_limit_gb,
         quiet or not sys.stderr.isatty() and bool(os.environ.get("CI")),
         held_out,
+        workers,
     )
     raise typer.Exit(run_command(opts))

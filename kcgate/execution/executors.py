@@ -28,6 +28,7 @@ from kcgate.devices import check_name, default_backend, get_backend
 from kcgate.errors import ExitCode, KcgateError, UsageError
 from kcgate.execution.case import error_result, execute_case
 from kcgate.execution.plan import Case
+from kcgate.execution.pool import WorkerPool
 from kcgate.execution.worker import thread_count
 from kcgate.results.model import CaseResult, Fingerprint
 from kcgate.spec import Project
@@ -79,10 +80,15 @@ class Executor(Protocol):
         """One case (``kernel``: another kernel in place of the contract's, e.g. a calibration state)."""
 
     def run_many(self, cases: list[Case], kernel: str | None = None) -> Iterator[CaseResult]:
-        """The results of ``cases``, in order, as each finishes."""
+        """The results of ``cases`` as each finishes: in plan order from one worker, in finishing order from a
+        WorkerPool (callers that need plan order key the results by case id)."""
 
     def close(self) -> None:
         """Stop the workers; safe to call twice."""
+
+
+class Halted(Exception):
+    """The executor was halted (``halt``): it starts no worker any more."""
 
 
 class WorkerDied(Exception):
@@ -277,6 +283,7 @@ class IsolatedExecutor:
         self.timeout, self.env = timeout, env
         self.worker: Worker | None = None
         self._project_text = ""
+        self.halted = False
 
     def start(self) -> None:
         """Spawn the worker now (its torch import then overlaps the parent's); failures surface later."""
@@ -341,6 +348,8 @@ class IsolatedExecutor:
         return error_result(sent.case, full, time.perf_counter() - t0)
 
     def _worker(self) -> Worker:
+        if self.halted:
+            raise Halted("the run is stopping")
         if self.worker is not None and self.worker.hello is not None and not self.worker.alive():
             self._discard()  # it died between cases (a kernel's late damage): start the next case afresh
         try:
@@ -366,6 +375,13 @@ class IsolatedExecutor:
             self.worker.kill()
             self.worker.close()
             self.worker = None
+
+    def halt(self) -> None:
+        """From another thread: start no more workers and kill the live one, so a read waiting on it returns
+        (its case becomes an error the run no longer collects); ``close`` still reaps it."""
+        self.halted = True
+        if self.worker is not None:
+            self.worker.kill()
 
     def close(self) -> None:
         if self.worker is not None:
@@ -455,11 +471,17 @@ class EnvRouter:
         if not key:
             return self.first
         if key not in self.by_env:
+            if self.first.halted:
+                raise Halted("the run is stopping")
             f = self.first
             env = {**(f.env or os.environ), **dict(key)}
             self.by_env[key] = IsolatedExecutor(f.project, f.device, f.memory_limit, f.timeout, env)
             self.by_env[key]._project_text = f._project_text  # encoded once for every worker
         return self.by_env[key]
+
+    def halt(self) -> None:
+        for executor in (self.first, *list(self.by_env.values())):
+            executor.halt()
 
     def close(self) -> None:
         for executor in (self.first, *self.by_env.values()):
@@ -472,17 +494,31 @@ def make_executor(
     device: str | None,
     memory_limit_gb: float = 0.0,
     timeout: float | None = None,
+    workers: int = 1,
 ) -> Executor:
-    """The executor for ``--isolation``; a worker is started at once, so its start-up overlaps the caller's work."""
+    """The executor for ``--isolation``; workers are started at once, so their start-up overlaps the caller's
+    work. ``workers`` > 1: a WorkerPool of that many lanes, each worker capped at its share of half the RAM
+    (or at ``memory_limit_gb`` each)."""
     check_isolation(isolation)
     device = device or "auto"
     if device != "auto":
         check_name(device)
     if isolation == "none":
         return InProcessExecutor(project, device)
-    limit = int(memory_limit_gb * 2**30) if memory_limit_gb > 0 else _half_ram()
-    executor = IsolatedExecutor(project, device, limit, timeout)
+    limit = int(memory_limit_gb * 2**30) if memory_limit_gb > 0 else _half_ram() // workers
+    text = json.dumps(project.to_json())  # encoded once for every worker
+    lanes = [_lane(project, device, limit, timeout, text) for _ in range(workers)]
+    executor: Executor = lanes[0] if workers == 1 else WorkerPool(lanes)
     executor.start()
+    return executor
+
+
+def _lane(
+    project: Project, device: str, limit: int, timeout: float | None, text: str
+) -> IsolatedExecutor | EnvRouter:
+    """One worker's executor; with contracts that set ``env``, a router that adds their workers."""
+    executor = IsolatedExecutor(project, device, limit, timeout)
+    executor._project_text = text
     envs = {c.id: c.env for c in project.contracts if c.env}
     return EnvRouter(executor, envs) if envs else executor
 

@@ -1,0 +1,142 @@
+"""Several workers at once (``kcgate run --workers N``): the plan is cut into chunks, and N lanes (each an
+isolated executor with its own worker process, or a router of env workers) take chunks from one queue, so a
+slow chunk never holds the others back. Each lane pipelines its chunk as one worker does alone.
+
+Results come back as cases finish, not in plan order (the run loop journals each at once and orders the
+results file). A case still runs alone in its worker: its seed, inputs and verdict do not depend on which
+lane ran it, but the lanes share the machine, so timing measurements (``kernel_s``) see each other.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Union
+
+from kcgate.errors import UsageError
+from kcgate.execution.plan import Case
+from kcgate.results.model import CaseResult, Fingerprint
+
+if TYPE_CHECKING:
+    from kcgate.execution.executors import EnvRouter, IsolatedExecutor
+
+    Lane = Union[IsolatedExecutor, EnvRouter]  # an Executor that can also be halted from another thread
+
+CHUNK_MAX = 32  # cases a lane takes at once: its pipeline drains once per chunk
+CHUNKS_PER_LANE = 8  # at least this many chunks per lane, when the plan is long enough: the tail balances
+JOIN_S = 10.0  # how long close() waits for a lane's thread after killing its worker
+
+
+def worker_count(text: str, isolation: str) -> int:
+    """``--workers``: a positive integer, or ``auto`` (one per CPU this process may run on)."""
+    if text == "auto":
+        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    elif text.isdigit() and int(text) > 0:
+        n = int(text)
+    else:
+        raise UsageError(f"--workers {text!r}: give a positive number of worker processes, or 'auto'")
+    if n > 1 and isolation == "none":
+        raise UsageError(
+            f"--workers {text} needs worker processes: drop --isolation none, or use --workers 1"
+        )
+    return n
+
+
+def chunks(cases: list[Case], lanes: int) -> deque[list[Case]]:
+    """``cases`` in plan order, cut into chunks of at most CHUNK_MAX, about CHUNKS_PER_LANE per lane."""
+    size = max(1, min(CHUNK_MAX, len(cases) // (lanes * CHUNKS_PER_LANE)))
+    return deque(cases[i : i + size] for i in range(0, len(cases), size))
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """A lane's executor raised (a worker that cannot start): the run stops with that error."""
+
+    error: BaseException
+
+
+_DONE = object()  # a lane's thread has no more chunks to take
+
+
+class WorkerPool:
+    """N lanes behind one ``Executor``: ``run_many`` spreads chunks over them; everything else is lane 0's."""
+
+    def __init__(self, lanes: list[Lane]) -> None:
+        self.lanes = lanes
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for lane in self.lanes:  # every worker's torch import overlaps the parent's planning
+            lane.start()
+
+    def handshake(self) -> tuple[str, Fingerprint]:
+        return self.lanes[0].handshake()
+
+    def default_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
+        return self.lanes[0].default_shapes()
+
+    def run(self, case: Case, kernel: str | None = None) -> CaseResult:
+        return self.lanes[0].run(case, kernel)
+
+    def run_many(self, cases: list[Case], kernel: str | None = None) -> Iterator[CaseResult]:
+        """The results of ``cases`` as they finish, from every lane at once."""
+        work = chunks(cases, len(self.lanes))
+        if len(work) < 2:
+            yield from self.lanes[0].run_many(cases, kernel)
+            return
+        done: queue.SimpleQueue[object] = queue.SimpleQueue()
+        lock = threading.Lock()
+
+        def take() -> list[Case] | None:
+            with lock:
+                return work.popleft() if work and not self._stop.is_set() else None
+
+        def drive(lane: Lane) -> None:
+            try:
+                while (chunk := take()) is not None:
+                    for result in lane.run_many(chunk, kernel):
+                        done.put(result)
+            except BaseException as exc:  # noqa: BLE001 — the main thread raises it
+                done.put(_Failed(exc))
+            finally:
+                done.put(_DONE)
+
+        self._threads = [
+            threading.Thread(target=drive, args=(lane,), name=f"kcgate-lane-{i}", daemon=True)
+            for i, lane in enumerate(self.lanes[: len(work)])
+        ]
+        for t in self._threads:
+            t.start()
+        yield from _collect(done, len(self._threads), self._stop)
+
+    def close(self) -> None:
+        """Stop taking chunks, kill every worker so a lane blocked on one returns, then close the lanes."""
+        self._stop.set()
+        if any(t.is_alive() for t in self._threads):
+            for lane in self.lanes:
+                lane.halt()
+            for t in self._threads:
+                t.join(JOIN_S)
+        for lane in self.lanes:
+            lane.close()
+
+
+def _collect(done: queue.SimpleQueue[object], running: int, stop: threading.Event) -> Iterator[CaseResult]:
+    """Yield the lanes' results until every lane is done; a lane's error stops the others' next chunk."""
+    try:
+        while running:
+            item = done.get()
+            if item is _DONE:
+                running -= 1
+            elif isinstance(item, _Failed):
+                raise item.error
+            else:
+                yield item  # type: ignore[misc]
+    except BaseException:
+        stop.set()
+        raise

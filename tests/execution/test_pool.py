@@ -1,0 +1,156 @@
+"""``kcgate run --workers N`` (execution.pool): chunks of the plan spread over N real worker processes."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kcgate.errors import UsageError
+from kcgate.execution.plan import Case
+from kcgate.execution.pool import CHUNK_MAX, chunks, worker_count
+from kcgate.journal import journal_path
+from kcgate.results.model import load_run
+from tests.conftest import DATA, kcgate
+
+RUNNABLE = "probe or segv or after"  # pool.toml's contracts that run (nostart's worker cannot start)
+
+
+def _case(i: int) -> Case:
+    return Case(f"c{i}", "c", "C-PRC-01", "matmul", "float32", (8, 8, 8), 0, i)
+
+
+def test_worker_count_reads_numbers_and_auto() -> None:
+    assert worker_count("3", "process") == 3
+    assert worker_count("auto", "process") == len(os.sched_getaffinity(0))
+    assert worker_count("1", "none") == 1
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "two", "1.5", ""])
+def test_worker_count_refuses_what_is_not_a_positive_count(bad: str) -> None:
+    with pytest.raises(UsageError, match="positive number of worker processes"):
+        worker_count(bad, "process")
+
+
+def test_several_workers_need_worker_processes() -> None:
+    with pytest.raises(UsageError, match="drop --isolation none"):
+        worker_count("2", "none")
+
+
+@pytest.mark.parametrize(("n", "lanes"), [(1, 2), (5, 2), (16, 2), (100, 2), (2000, 2), (2000, 8), (7, 16)])
+def test_chunks_keep_plan_order_and_balance_the_tail(n: int, lanes: int) -> None:
+    cases = [_case(i) for i in range(n)]
+    cut = chunks(cases, lanes)
+    assert [c for chunk in cut for c in chunk] == cases  # every case once, in plan order
+    sizes = {len(chunk) for chunk in list(cut)[:-1]}
+    assert len(sizes) <= 1 and max(sizes | {1}) <= CHUNK_MAX  # equal chunks, the last may be short
+    if n >= 2 * lanes * 8:
+        assert len(cut) >= lanes * 8 or max(sizes) == CHUNK_MAX
+
+
+def test_cli_refuses_a_bad_worker_count_with_exit_3() -> None:
+    proc = kcgate("run", "--contracts", "pool.toml", "--workers", "0", cwd=DATA)
+    assert proc.returncode == 3 and "--workers '0'" in proc.stderr and "Traceback" not in proc.stderr
+    proc = kcgate("run", "--contracts", "pool.toml", "--workers", "2", "--isolation", "none", cwd=DATA)
+    assert proc.returncode == 3 and "drop --isolation none" in proc.stderr
+
+
+def _run(tmp: Path, workers: str, name: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    pids = tmp / f"{name}.pids"
+    out = tmp / f"{name}.json"
+    args = ("run", "--contracts", "pool.toml", "-k", RUNNABLE, "--out", str(out), "--seed", "5", "-q")
+    proc = kcgate(*args, "--workers", workers, cwd=DATA, env={"KCGATE_TEST_PID_FILE": str(pids)})
+    return proc, pids.read_text().split() if pids.exists() else []
+
+
+@pytest.mark.slow
+def test_two_workers_give_one_workers_results_and_share_the_cases(tmp_path: Path) -> None:
+    one, one_pids = _run(tmp_path, "1", "one")
+    two, two_pids = _run(tmp_path, "2", "two")
+    assert one.returncode == two.returncode == 1, two.stderr  # the segfault is a violation, not a crash
+    a, b = load_run(tmp_path / "one.json"), load_run(tmp_path / "two.json")
+    assert a.complete and b.complete and len(b.cases) == 23
+    assert [c.case_id for c in a.cases] == [c.case_id for c in b.cases]  # the file keeps plan order
+
+    def verdicts(run):  # type: ignore[no-untyped-def]
+        return [(c.case_id, c.status, c.seed, c.metrics.budget_used, c.metrics.max_ulp) for c in run.cases]
+
+    assert verdicts(a) == verdicts(b)
+    segv = next(c for c in b.cases if c.contract_id == "segv")
+    assert segv.status == "error" and "SIGSEGV" in segv.message  # one case, and the others went on
+    assert sum(c.status == "pass" for c in b.cases) == 22
+    assert len(set(one_pids)) == 1 and len(one_pids) == 12
+    assert len(two_pids) == 12 and len(set(two_pids)) == 2  # the probe's 12 cases ran in both workers
+
+
+@pytest.mark.slow
+def test_a_lane_whose_worker_cannot_start_stops_the_run_as_one_worker_does(tmp_path: Path) -> None:
+    results = {}
+    for workers in ("1", "2"):
+        out = tmp_path / f"w{workers}.json"
+        proc = kcgate(
+            "run", "--contracts", "pool.toml", "--out", str(out), "-q", "--workers", workers, cwd=DATA
+        )
+        results[workers] = proc
+        assert "failed to start" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert results["1"].returncode == results["2"].returncode == 4
+
+
+def _workers_alive(tag: str) -> list[int]:
+    """Processes whose environment carries ``tag`` (the kcgate run and every worker it started)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if tag.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigterm_with_two_workers_saves_finished_cases_and_leaves_no_worker(tmp_path: Path) -> None:
+    out, tag = tmp_path / "slow.json", f"KCGATE_TEST_TAG={uuid.uuid4().hex}"
+    cmd = [
+        sys.executable,
+        "-m",
+        "kcgate",
+        "run",
+        "--contracts",
+        "slow.toml",
+        "--out",
+        str(out),
+        "--seed",
+        "3",
+    ]
+    env = {**os.environ, "CI": "", tag.split("=")[0]: tag.split("=")[1]}
+    proc = subprocess.Popen(
+        [*cmd, "--workers", "2"], cwd=DATA, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and _finished(out) < 2:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    finished = re.findall(r"^\[\d+/\d+\] \w+ +(\S+)", err, re.M)
+    partial = load_run(out)
+    assert not partial.complete and {c.case_id for c in partial.cases} >= set(finished) and len(finished) >= 2
+    time.sleep(0.2)
+    assert _workers_alive(tag) == []  # both workers' process groups were killed and reaped
+
+
+def _finished(out: Path) -> int:
+    """Cases in the run's journal (its first line is the header)."""
+    path = journal_path(out)
+    return max(len(path.read_bytes().split(b"\n")) - 2, 0) if path.exists() else 0
