@@ -46,7 +46,7 @@ class Options:
 
 def run_command(o: Options) -> int:
     check_isolation(o.isolation)
-    workers = worker_count(o.workers, o.isolation)
+    workers = worker_count(o.workers, o.isolation, o.device)
     if not o.list_only:
         check_torch(o.isolation)
     project = load_project(o.contracts)

@@ -35,7 +35,7 @@ def run(
         "--workers",
         "-n",
         envvar="KCGATE_WORKERS",
-        help="Worker processes running cases at once: a number, or auto (one per CPU).",
+        help="Worker processes running cases at once: a number, or auto (one per CPU with --device cpu, else 1).",
     ),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Per-case timeout in seconds."),
     memory_limit_gb: float = typer.Option(

@@ -31,10 +31,11 @@ CHUNKS_PER_LANE = 8  # at least this many chunks per lane, when the plan is long
 JOIN_S = 10.0  # how long close() waits for a lane's thread after killing its worker
 
 
-def worker_count(text: str, isolation: str) -> int:
-    """``--workers``: a positive integer, or ``auto`` (one per CPU this process may run on)."""
+def worker_count(text: str, isolation: str, device: str | None = "cpu") -> int:
+    """``--workers``: a positive integer, or ``auto``: one per CPU this process may run on with ``--device cpu``,
+    else 1 (workers on one accelerator would share it: a context each, and each other's timings)."""
     if text == "auto":
-        n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        n = _cpus() if device == "cpu" else 1
     elif text.isdigit() and int(text) > 0:
         n = int(text)
     else:
@@ -44,6 +45,10 @@ def worker_count(text: str, isolation: str) -> int:
             f"--workers {text} needs worker processes: drop --isolation none, or use --workers 1"
         )
     return n
+
+
+def _cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def chunks(cases: list[Case], lanes: int) -> deque[list[Case]]:

@@ -29,7 +29,8 @@ def _case(i: int) -> Case:
 
 def test_worker_count_reads_numbers_and_auto() -> None:
     assert worker_count("3", "process") == 3
-    assert worker_count("auto", "process") == len(os.sched_getaffinity(0))
+    assert worker_count("auto", "process", "cpu") == len(os.sched_getaffinity(0))
+    assert worker_count("auto", "process", "cuda") == worker_count("auto", "process", None) == 1
     assert worker_count("1", "none") == 1
 
 
