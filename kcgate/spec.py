@@ -198,7 +198,13 @@ class Project:
     warnings: tuple[Problem, ...] = ()  # valid, but worth saying (e.g. a kernel the static lookup cannot see)
 
     def contract(self, contract_id: str) -> Contract:
-        return next(c for c in self.contracts if c.id == contract_id)
+        """The contract with this id (a KeyError names an unknown one)."""
+        return self._by_id[contract_id]
+
+    @functools.cached_property
+    def _by_id(self) -> dict[str, Contract]:
+        """Contracts by id, built on first lookup (a run looks one up per case, in parent and worker)."""
+        return {c.id: c for c in self.contracts}
 
     def to_json(self) -> dict[str, Any]:
         """Every field, nested records included (``kcgate.frozen_json``): the worker process rebuilds the

@@ -39,7 +39,7 @@ def run(
     ),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Per-case timeout in seconds."),
     memory_limit_gb: float = typer.Option(
-        0.0, "--memory-limit-gb", help="Worker address-space cap (0: half of RAM)."
+        0.0, "--memory-limit-gb", help="Address-space cap per worker (0: half of RAM, shared by the workers)."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
     held_out: Optional[int] = typer.Option(

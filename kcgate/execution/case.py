@@ -6,6 +6,7 @@ Anything the kernel does (raise, exit, return garbage) becomes a CaseResult, nev
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 import time
@@ -19,8 +20,10 @@ from kcgate.results.model import CaseResult, Metrics, Signature, Status
 from kcgate.spec import Contract, Project
 
 
+@functools.cache
 def resolve(target: str, paths: tuple[Path, ...] = ()) -> Callable[..., Any]:
-    """Import ``pkg.mod:fn`` with the project's paths first on sys.path."""
+    """Import ``pkg.mod:fn`` with the project's paths first on sys.path; once per process (a worker resolves
+    the same kernel for every case of a contract). A failed import is not cached: each case reports it."""
     for p in reversed(paths):
         if str(p) not in sys.path:
             sys.path.insert(0, str(p))
