@@ -1,5 +1,5 @@
-"""Drive a run: execute planned cases, journal each as it finishes, keep the results file valid by
-atomic rewrites, save on SIGINT/SIGTERM, and resume an interrupted run without repeating a case."""
+"""Drive a run: execute planned cases, journal each as it finishes, compact the journal into the results file
+(an atomic rewrite) at the end and on SIGINT/SIGTERM, and resume an interrupted run without repeating a case."""
 
 from __future__ import annotations
 
@@ -16,8 +16,6 @@ from kcgate.execution.executors import Executor
 from kcgate.execution.plan import Case
 from kcgate.journal import Journal, read_journal
 from kcgate.results.model import CaseResult, Fingerprint, RunResult, load_run, write_run
-
-COMPACT_MIN = 16  # the results file is rewritten at 16, 32, 64, ... finished cases (and at the end)
 
 
 def resume_from(path: Path, run: RunResult) -> dict[str, CaseResult]:
@@ -46,10 +44,10 @@ def execute_plan(
     done: dict[str, CaseResult] | None = None,
     progress: Callable[[int, int, CaseResult], None] | None = None,
 ) -> RunResult:
-    """Run every case not already done. Each finished case is journaled at once and the results file is
-    rewritten atomically when the case count has doubled, on SIGINT/SIGTERM and at the end, so neither
-    kill -9 nor a signal loses a finished case and ``--resume`` never repeats one. The caller owns the
-    executor and closes it."""
+    """Run every case not already done. Each finished case is appended to the journal at once; the results
+    file is written atomically before the first case, on SIGINT/SIGTERM and at the end (the journal
+    compacted into it), so neither kill -9 nor a signal loses a finished case and ``--resume`` never
+    repeats one. The caller owns the executor and closes it."""
     results = dict(done or {})
     todo = [c for c in cases if c.case_id not in results]
     store = Store(out, run, cases) if out else None
@@ -60,7 +58,7 @@ def execute_plan(
             for i, result in enumerate(executor.run_many(todo), start=1):
                 results[result.case_id] = result
                 if store:
-                    store.add(result, results)
+                    store.add(result)
                 if progress:
                     progress(i, len(todo), result)
     except Interrupted as exc:
@@ -81,17 +79,15 @@ class Store:
     def __init__(self, out: Path, run: RunResult, cases: list[Case]) -> None:
         self.out, self.run, self.cases = out, run, cases
         self.journal: Journal | None = None
-        self.compacted = 0
 
-    def add(self, case: CaseResult, results: dict[str, CaseResult]) -> None:
+    def add(self, case: CaseResult) -> None:
+        """Journal a finished case: one appended line (the results file is rewritten only by compact)."""
         assert self.journal is not None
         self.journal.append(case)
-        if len(results) >= 2 * max(self.compacted, COMPACT_MIN):
-            self.compact(results)  # doubling: the file is rewritten O(log n) times, O(n) bytes in all
 
     def compact(self, results: dict[str, CaseResult]) -> None:
+        """Write every finished case into the results file (atomically), then start the journal afresh."""
         write_run(self.out, _ordered(self.run, self.cases, results, complete=False))
-        self.compacted = len(results)
         if self.journal is None:
             self.journal = Journal(self.out, self.run)
         else:
