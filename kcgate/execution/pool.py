@@ -95,11 +95,12 @@ class WorkerPool:
             yield from self.lanes[0].run_many(cases, kernel)
             return
         done: queue.SimpleQueue[object] = queue.SimpleQueue()
-        lock = threading.Lock()
+        lock, stop = threading.Lock(), threading.Event()
+        self._stop = stop  # this call's: close() sets it; a lane's error sets it for this call only
 
         def take() -> list[Case] | None:
             with lock:
-                return work.popleft() if work and not self._stop.is_set() else None
+                return work.popleft() if work and not stop.is_set() else None
 
         def drive(lane: Lane) -> None:
             try:
@@ -117,7 +118,7 @@ class WorkerPool:
         ]
         for t in self._threads:
             t.start()
-        yield from _collect(done, len(self._threads), self._stop)
+        yield from _collect(done, len(self._threads), stop)
 
     def close(self) -> None:
         """Stop taking chunks, kill every worker so a lane blocked on one returns, then close the lanes."""

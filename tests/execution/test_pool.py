@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from kcgate.errors import UsageError
-from kcgate.execution.plan import Case
+from kcgate.execution.executors import make_executor
+from kcgate.execution.plan import Case, make_plan
 from kcgate.execution.pool import CHUNK_MAX, chunks, worker_count
 from kcgate.journal import journal_path
 from kcgate.results.model import load_run
+from kcgate.spec import load_project
 from tests.conftest import DATA, kcgate
 
 RUNNABLE = "probe or segv or after"  # pool.toml's contracts that run (nostart's worker cannot start)
@@ -155,3 +157,16 @@ def _finished(out: Path) -> int:
     """Cases in the run's journal (its first line is the header)."""
     path = journal_path(out)
     return max(len(path.read_bytes().split(b"\n")) - 2, 0) if path.exists() else 0
+
+
+@pytest.mark.slow
+def test_the_pool_runs_a_second_plan_after_a_first(tmp_path: Path) -> None:
+    project = load_project(DATA / "pool.toml")
+    pool = make_executor("process", project, "cpu", workers=2)
+    try:
+        cases = [c for c in make_plan(project, 3, pool.default_shapes()) if c.contract_id == "after"]
+        first = sorted(r.case_id for r in pool.run_many(cases))
+        second = sorted(r.case_id for r in pool.run_many(cases[:4]))
+    finally:
+        pool.close()
+    assert first == sorted(c.case_id for c in cases) and second == sorted(c.case_id for c in cases[:4])
