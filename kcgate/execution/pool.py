@@ -89,7 +89,11 @@ class WorkerPool:
         return self.lanes[0].run(case, kernel)
 
     def run_many(self, cases: list[Case], kernel: str | None = None) -> Iterator[CaseResult]:
-        """The results of ``cases`` as they finish, from every lane at once."""
+        """The results of ``cases`` as they finish, from every lane at once. A call abandons any earlier one:
+        its lanes finish the chunk they hold and are waited for, so no executor serves two threads."""
+        self._stop.set()
+        for t in self._threads:
+            t.join()
         work = chunks(cases, len(self.lanes))
         if len(work) < 2:
             yield from self.lanes[0].run_many(cases, kernel)

@@ -160,11 +160,14 @@ def _finished(out: Path) -> int:
 
 
 @pytest.mark.slow
-def test_the_pool_runs_a_second_plan_after_a_first(tmp_path: Path) -> None:
+def test_the_pool_runs_more_plans_after_an_abandoned_one(tmp_path: Path) -> None:
     project = load_project(DATA / "pool.toml")
     pool = make_executor("process", project, "cpu", workers=2)
     try:
         cases = [c for c in make_plan(project, 3, pool.default_shapes()) if c.contract_id == "after"]
+        abandoned = pool.run_many(cases)
+        next(abandoned)
+        abandoned.close()  # as a caller that stops reading does: that call's lanes stop after their chunk
         first = sorted(r.case_id for r in pool.run_many(cases))
         second = sorted(r.case_id for r in pool.run_many(cases[:4]))
     finally:
