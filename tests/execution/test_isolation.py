@@ -20,11 +20,13 @@ from tests.conftest import DATA, ROOT, imported, kcgate
 pytestmark = pytest.mark.slow  # end to end: every test runs kcgate in subprocesses
 
 
-@pytest.fixture(scope="module")
-def crashy(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+@pytest.fixture(scope="module", params=["1", "2"], ids=["one-worker", "two-workers"])
+def crashy(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> dict[str, object]:
     out = tmp_path_factory.mktemp("iso") / "crashy.json"
     proc = kcgate(
         "run",
+        "--workers",
+        request.param,
         "--contracts",
         "crashy.toml",
         "--out",
