@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -86,7 +87,8 @@ def _journaled(out: Path) -> list[str]:
 _PROGRESS_ENV = {**os.environ, "CI": ""}
 
 
-def _start_slow_run(out: Path, *extra: str) -> subprocess.Popen[str]:
+def _start_slow_run(out: Path, *extra: str, tag: str = "") -> subprocess.Popen[str]:
+    """``kcgate run`` on slow.toml (8 cases of 0.4 s); ``tag``: a value of KCGATE_TEST_TAG in its environment."""
     cmd = [
         sys.executable,
         "-m",
@@ -106,7 +108,7 @@ def _start_slow_run(out: Path, *extra: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        env=_PROGRESS_ENV,
+        env={**_PROGRESS_ENV, "KCGATE_TEST_TAG": tag},
     )
 
 
@@ -142,9 +144,22 @@ def test_kill_9_loses_no_finished_case_and_resume_repeats_none(tmp_path: Path) -
     assert not journal_path(out).exists()  # compacted into the results file at the end
 
 
-def test_sigterm_saves_finished_cases_and_resume_repeats_none(tmp_path: Path) -> None:
-    out = tmp_path / "slow.json"
-    proc = _start_slow_run(out)
+def _tagged(tag: str) -> list[int]:
+    """Processes whose environment carries KCGATE_TEST_TAG=tag: the run and every worker it started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and f"KCGATE_TEST_TAG={tag}".encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigterm_saves_finished_cases_and_resume_repeats_none(tmp_path: Path, workers: str) -> None:
+    out, tag = tmp_path / "slow.json", uuid.uuid4().hex
+    proc = _start_slow_run(out, "--workers", workers, tag=tag)
     _wait_for_cases(out, 2)
     proc.send_signal(signal.SIGTERM)  # the kcgate process only, as a CI runner cancelling a job does
     _, err = proc.communicate(timeout=60)
@@ -153,6 +168,8 @@ def test_sigterm_saves_finished_cases_and_resume_repeats_none(tmp_path: Path) ->
     finished = re.findall(r"^\[\d+/\d+\] \w+ +(\S+)", err, re.M)
     partial = load_run(out)  # compacted on the signal: every finished case is in the results file itself
     assert not partial.complete and {c.case_id for c in partial.cases} >= set(finished) and len(finished) >= 2
+    if sys.platform.startswith("linux"):
+        assert _tagged(tag) == []  # every worker's process group was killed and reaped
     ran = _resume_runs(out)
     assert not set(ran) & {c.case_id for c in partial.cases} and len(ran) == 8 - len(partial.cases)
     assert load_run(out).complete

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import os
-import re
-import signal
 import subprocess
-import sys
-import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -17,7 +12,6 @@ from kcgate.errors import UsageError
 from kcgate.execution.executors import make_executor
 from kcgate.execution.plan import Case, make_plan
 from kcgate.execution.pool import CHUNK_MAX, chunks, worker_count
-from kcgate.journal import journal_path
 from kcgate.results.model import load_run
 from kcgate.spec import load_project
 from tests.conftest import DATA, kcgate
@@ -104,59 +98,6 @@ def test_a_lane_whose_worker_cannot_start_stops_the_run_as_one_worker_does(tmp_p
         results[workers] = proc
         assert "failed to start" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert results["1"].returncode == results["2"].returncode == 4
-
-
-def _workers_alive(tag: str) -> list[int]:
-    """Processes whose environment carries ``tag`` (the kcgate run and every worker it started)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if tag.encode() in (entry / "environ").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_sigterm_with_two_workers_saves_finished_cases_and_leaves_no_worker(tmp_path: Path) -> None:
-    out, tag = tmp_path / "slow.json", f"KCGATE_TEST_TAG={uuid.uuid4().hex}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "kcgate",
-        "run",
-        "--contracts",
-        "slow.toml",
-        "--out",
-        str(out),
-        "--seed",
-        "3",
-    ]
-    env = {**os.environ, "CI": "", tag.split("=")[0]: tag.split("=")[1]}
-    proc = subprocess.Popen(
-        [*cmd, "--workers", "2"], cwd=DATA, env=env, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and _finished(out) < 2:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err
-    finished = re.findall(r"^\[\d+/\d+\] \w+ +(\S+)", err, re.M)
-    partial = load_run(out)
-    assert not partial.complete and {c.case_id for c in partial.cases} >= set(finished) and len(finished) >= 2
-    time.sleep(0.2)
-    assert _workers_alive(tag) == []  # both workers' process groups were killed and reaped
-
-
-def _finished(out: Path) -> int:
-    """Cases in the run's journal (its first line is the header)."""
-    path = journal_path(out)
-    return max(len(path.read_bytes().split(b"\n")) - 2, 0) if path.exists() else 0
 
 
 @pytest.mark.slow
