@@ -496,9 +496,9 @@ def make_executor(
     timeout: float | None = None,
     workers: int = 1,
 ) -> Executor:
-    """The executor for ``--isolation``; workers are started at once, so their start-up overlaps the caller's
-    work. ``workers`` > 1: a WorkerPool of that many lanes, each worker capped at its share of half the RAM
-    (or at ``memory_limit_gb`` each)."""
+    """The executor for ``--isolation``; its first worker is started at once, so its start-up overlaps the
+    caller's work. ``workers`` > 1: a WorkerPool of that many lanes (the others start when a plan has chunks
+    for them), each worker capped at its share of half the RAM (or at ``memory_limit_gb`` each)."""
     check_isolation(isolation)
     device = device or "auto"
     if device != "auto":

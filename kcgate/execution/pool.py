@@ -76,8 +76,7 @@ class WorkerPool:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        for lane in self.lanes:  # every worker's torch import overlaps the parent's planning
-            lane.start()
+        self.lanes[0].start()  # the others start when a plan has work for them (run_many)
 
     def handshake(self) -> tuple[str, Fingerprint]:
         return self.lanes[0].handshake()
@@ -116,9 +115,12 @@ class WorkerPool:
             finally:
                 done.put(_DONE)
 
+        used = self.lanes[: len(work)]
+        for lane in used:  # spawn every worker now: their start-ups overlap (a lane that starts lazily waits)
+            lane.start()
         self._threads = [
             threading.Thread(target=drive, args=(lane,), name=f"kcgate-lane-{i}", daemon=True)
-            for i, lane in enumerate(self.lanes[: len(work)])
+            for i, lane in enumerate(used)
         ]
         for t in self._threads:
             t.start()

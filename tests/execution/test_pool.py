@@ -114,3 +114,26 @@ def test_the_pool_runs_more_plans_after_an_abandoned_one(tmp_path: Path) -> None
     finally:
         pool.close()
     assert first == sorted(c.case_id for c in cases) and second == sorted(c.case_id for c in cases[:4])
+
+
+@pytest.mark.slow
+def test_workers_start_only_when_a_plan_has_chunks_for_them() -> None:
+    project = load_project(DATA / "pool.toml")
+    pool = make_executor("process", project, "cpu", workers=3)
+    try:
+        cases = [c for c in make_plan(project, 3, pool.default_shapes()) if c.contract_id == "after"]
+        assert [r.status for r in pool.run_many(cases[:1])] == ["pass"]
+        assert [_started(lane) for lane in pool.lanes] == [
+            True,
+            False,
+            False,
+        ]  # one case: one worker
+        assert len(list(pool.run_many(cases))) == 10
+        assert all(_started(lane) for lane in pool.lanes)
+    finally:
+        pool.close()
+
+
+def _started(lane: object) -> bool:
+    """Whether a lane's (first) worker process was started: pool.toml's env contract makes lanes EnvRouters."""
+    return getattr(getattr(lane, "first", lane), "worker", None) is not None
