@@ -380,8 +380,9 @@ class IsolatedExecutor:
         """From another thread: start no more workers and kill the live one, so a read waiting on it returns
         (its case becomes an error the run no longer collects); ``close`` still reaps it."""
         self.halted = True
-        if self.worker is not None:
-            self.worker.kill()
+        worker = self.worker  # read once: the lane's thread may replace or drop it meanwhile
+        if worker is not None:
+            worker.kill()
 
     def close(self) -> None:
         if self.worker is not None:
