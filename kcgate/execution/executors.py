@@ -278,18 +278,20 @@ class IsolatedExecutor:
         memory_limit: int = 0,
         timeout: float | None = None,
         env: dict[str, str] | None = None,
+        project_text: str = "",
     ) -> None:
+        """``project_text``: ``project`` already encoded (``Project.to_json``), shared by the executors of a run."""
         self.project, self.device, self.memory_limit = project, device, memory_limit
         self.timeout, self.env = timeout, env
         self.worker: Worker | None = None
-        self._project_text = ""
+        self.project_text = project_text
         self.halted = False
 
     def start(self) -> None:
         """Spawn the worker now (its torch import then overlaps the parent's); failures surface later."""
         if self.worker is None:
-            self._project_text = self._project_text or json.dumps(self.project.to_json())  # once per executor
-            self.worker = Worker(self._project_text, self.device, self.memory_limit, self.env)
+            self.project_text = self.project_text or json.dumps(self.project.to_json())  # once per executor
+            self.worker = Worker(self.project_text, self.device, self.memory_limit, self.env)
 
     def handshake(self) -> tuple[str, Fingerprint]:
         """The device the worker resolved and its fingerprint: the process that runs kernels describes itself."""
@@ -476,8 +478,9 @@ class EnvRouter:
                 raise Halted("the run is stopping")
             f = self.first
             env = {**(f.env or os.environ), **dict(key)}
-            self.by_env[key] = IsolatedExecutor(f.project, f.device, f.memory_limit, f.timeout, env)
-            self.by_env[key]._project_text = f._project_text  # encoded once for every worker
+            self.by_env[key] = IsolatedExecutor(  # the project encoded once for every worker
+                f.project, f.device, f.memory_limit, f.timeout, env, f.project_text
+            )
         return self.by_env[key]
 
     def halt(self) -> None:
@@ -518,8 +521,7 @@ def _lane(
     project: Project, device: str, limit: int, timeout: float | None, text: str
 ) -> IsolatedExecutor | EnvRouter:
     """One worker's executor; with contracts that set ``env``, a router that adds their workers."""
-    executor = IsolatedExecutor(project, device, limit, timeout)
-    executor._project_text = text
+    executor = IsolatedExecutor(project, device, limit, timeout, project_text=text)
     envs = {c.id: c.env for c in project.contracts if c.env}
     return EnvRouter(executor, envs) if envs else executor
 
