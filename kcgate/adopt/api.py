@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from kcgate.adopt import local
 from kcgate.devices import check_name
 from kcgate.errors import ContractsError, Problem
-from kcgate.execution.executors import EnvRouter, InProcessExecutor, IsolatedExecutor
+from kcgate.execution.executors import InProcessExecutor, isolated
 from kcgate.execution.plan import make_plan
 from kcgate.policy import Policy
 from kcgate.render.violation import render_violations
@@ -227,7 +227,6 @@ def _executor(project: Any, isolation: str, device: str | None, timeout: float |
     if isolation == "none":
         return InProcessExecutor(project, device or "auto")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # what this process imports
-    executor = IsolatedExecutor(project, device or "auto", 0, timeout, env)
+    executor = isolated(project, device or "auto", 0, timeout, env)  # a contract's env: its own worker
     executor.start()
-    envs = {c.id: c.env for c in project.contracts if getattr(c, "env", ())}
-    return EnvRouter(executor, envs) if envs else executor  # a contract's env: its own worker
+    return executor

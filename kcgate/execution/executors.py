@@ -511,17 +511,23 @@ def make_executor(
         return InProcessExecutor(project, device)
     limit = int(memory_limit_gb * 2**30) if memory_limit_gb > 0 else _half_ram() // workers
     text = json.dumps(project.to_json())  # encoded once for every worker
-    lanes = [_lane(project, device, limit, timeout, text) for _ in range(workers)]
+    lanes = [isolated(project, device, limit, timeout, project_text=text) for _ in range(workers)]
     executor: Executor = lanes[0] if workers == 1 else WorkerPool(lanes)
     executor.start()
     return executor
 
 
-def _lane(
-    project: Project, device: str, limit: int, timeout: float | None, text: str
+def isolated(
+    project: Project,
+    device: str,
+    limit: int,
+    timeout: float | None,
+    env: dict[str, str] | None = None,
+    project_text: str = "",
 ) -> IsolatedExecutor | EnvRouter:
-    """One worker's executor; with contracts that set ``env``, a router that adds their workers."""
-    executor = IsolatedExecutor(project, device, limit, timeout, project_text=text)
+    """One worker's executor, not yet started; with contracts that set ``env``, a router that adds their
+    workers (``env``: the environment they all start from, default this process's)."""
+    executor = IsolatedExecutor(project, device, limit, timeout, env, project_text)
     envs = {c.id: c.env for c in project.contracts if c.env}
     return EnvRouter(executor, envs) if envs else executor
 
