@@ -107,6 +107,7 @@ class WorkerPool:
 
         def drive(lane: Lane) -> None:
             try:
+                lane.handshake()  # ready first: a chunk taken while a worker imports torch waits seconds for it
                 while (chunk := take()) is not None:
                     for result in lane.run_many(chunk, kernel):
                         done.put(result)
@@ -124,7 +125,7 @@ class WorkerPool:
         ]
         for t in self._threads:
             t.start()
-        yield from _collect(done, len(self._threads), stop)
+        yield from _collect(done, len(self._threads), stop, len(cases))
 
     def close(self) -> None:
         """Stop taking chunks, kill every worker so a lane blocked on one returns, then close the lanes."""
@@ -138,16 +139,20 @@ class WorkerPool:
             lane.close()
 
 
-def _collect(done: queue.SimpleQueue[object], running: int, stop: threading.Event) -> Iterator[CaseResult]:
-    """Yield the lanes' results until every lane is done; a lane's error stops the others' next chunk."""
+def _collect(
+    done: queue.SimpleQueue[object], running: int, stop: threading.Event, total: int
+) -> Iterator[CaseResult]:
+    """Yield the lanes' results until every case has one or every lane is done (a lane still starting when
+    the others have run every case is not waited for); a lane's error stops the others' next chunk."""
     try:
-        while running:
+        while running and total:
             item = done.get()
             if item is _DONE:
                 running -= 1
             elif isinstance(item, _Failed):
                 raise item.error
             else:
+                total -= 1
                 yield item  # type: ignore[misc]
     except BaseException:
         stop.set()

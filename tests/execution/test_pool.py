@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from kcgate.errors import UsageError
-from kcgate.execution.executors import make_executor
+from kcgate.execution.executors import isolated, make_executor
 from kcgate.execution.plan import Case, make_plan
-from kcgate.execution.pool import CHUNK_MAX, chunks, worker_count
+from kcgate.execution.pool import CHUNK_MAX, WorkerPool, chunks, worker_count
 from kcgate.results.model import load_run
 from kcgate.spec import load_project
 from tests.conftest import DATA, kcgate
@@ -63,7 +64,8 @@ def _run(tmp: Path, workers: str, name: str) -> tuple[subprocess.CompletedProces
     pids = tmp / f"{name}.pids"
     out = tmp / f"{name}.json"
     args = ("run", "--contracts", "pool.toml", "-k", RUNNABLE, "--out", str(out), "--seed", "5", "-q")
-    proc = kcgate(*args, "--workers", workers, cwd=DATA, env={"KCGATE_TEST_PID_FILE": str(pids)})
+    env = {"KCGATE_TEST_PID_FILE": str(pids), "KCGATE_TEST_PEERS": workers}  # the probe waits for N workers
+    proc = kcgate(*args, "--workers", workers, cwd=DATA, env=env)
     return proc, pids.read_text().split() if pids.exists() else []
 
 
@@ -121,3 +123,26 @@ def test_workers_start_when_needed_and_the_pool_runs_plans_after_an_abandoned_on
 def _started(lane: object) -> bool:
     """Whether a lane's (first) worker process was started: pool.toml's env contract makes lanes EnvRouters."""
     return getattr(getattr(lane, "first", lane), "worker", None) is not None
+
+
+@pytest.mark.slow
+def test_a_lane_takes_work_only_once_its_worker_is_ready(tmp_path: Path) -> None:
+    """A lane whose worker is still starting holds no chunk: the ready lane runs every case, and the run does
+    not wait for the other (which used to take a chunk at once and make the run wait for its start-up)."""
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text("import time\ntime.sleep(30)\n")  # a worker that starts in 30 s
+    project = load_project(DATA / "pool.toml")
+    env = {**os.environ, "PYTHONPATH": f"{slow}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    pool = WorkerPool([isolated(project, "cpu", 0, None), isolated(project, "cpu", 0, None, env=env)])
+    try:
+        pool.start()
+        cases = [c for c in make_plan(project, 3, pool.default_shapes()) if c.contract_id == "after"]
+        t0 = time.monotonic()
+        results = list(pool.run_many(cases))
+        took = time.monotonic() - t0
+    finally:
+        pool.close()
+    assert sorted(r.case_id for r in results) == sorted(c.case_id for c in cases)
+    assert all(r.status == "pass" for r in results)
+    assert took < 20, f"the run waited {took:.1f} s for a worker that was still starting"

@@ -1,13 +1,21 @@
-"""A correct matmul that appends its process id to ``$KCGATE_TEST_PID_FILE``: which worker ran each call."""
+"""A correct matmul that appends its process id to ``$KCGATE_TEST_PID_FILE``: which worker ran each call.
+
+With ``KCGATE_TEST_PEERS=N`` a call waits (up to 60 s) until N distinct workers have called it: a run with N
+workers then uses them all, however fast the first is (a lane takes work only once its worker is ready)."""
 
 from __future__ import annotations
 
 import os
+import time
 
 import torch
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    with open(os.environ["KCGATE_TEST_PID_FILE"], "a", encoding="utf-8") as fh:
+    path = os.environ["KCGATE_TEST_PID_FILE"]
+    with open(path, "a", encoding="utf-8") as fh:
         fh.write(f"{os.getpid()}\n")
+    peers, deadline = int(os.environ.get("KCGATE_TEST_PEERS", "1")), time.monotonic() + 60
+    while len(set(open(path, encoding="utf-8").read().split())) < peers and time.monotonic() < deadline:
+        time.sleep(0.01)
     return a @ b
