@@ -65,12 +65,16 @@ def test_bad_passes_the_basic_test_but_not_the_contract(contract_id, matrix):
 
 
 def test_baselines_fail_visibly_even_to_the_basic_test():
+    """Whatever torch's global RNG holds (a baseline that draws noise from it, cal-ord-02-bwd's, passed the
+    basic test in 22 of 300 global seeds at 1e-3, so this test failed by the order tests ran in)."""
     for cid in CONTRACTS:
         mod = _module(cid)
-        try:
-            assert not mod.basic_test(mod.baseline), cid
-        except (RuntimeError, IndexError):
-            pass  # raising is failing visibly
+        for seed in range(40):
+            torch.manual_seed(seed)
+            try:
+                assert not mod.basic_test(mod.baseline), f"{cid} (global seed {seed})"
+            except (RuntimeError, IndexError):
+                pass  # raising is failing visibly
 
 
 def test_bad_failures_carry_the_class_signature(matrix):
