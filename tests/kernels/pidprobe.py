@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import torch
 
@@ -16,6 +17,6 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(f"{os.getpid()}\n")
     peers, deadline = int(os.environ.get("KCGATE_TEST_PEERS", "1")), time.monotonic() + 60
-    while len(set(open(path, encoding="utf-8").read().split())) < peers and time.monotonic() < deadline:
+    while len(set(Path(path).read_text(encoding="utf-8").split())) < peers and time.monotonic() < deadline:
         time.sleep(0.01)
     return a @ b
