@@ -26,14 +26,23 @@ from kcgate.backward import compare_grads, run_backward
 from kcgate.catalogue import CATALOGUE
 from kcgate.classes import CLASSES
 from kcgate.execution.plan import Case
-from kcgate.metrics import Comparison, compare, f64, host, quiet, spread, sum_squares, to_metrics
+from kcgate.metrics import (
+    NUMPY_DTYPES,
+    Comparison,
+    compare,
+    f64,
+    host,
+    quiet,
+    spread,
+    sum_squares,
+    to_metrics,
+)
 from kcgate.ops.base import BoundArgs, OpFamily, Tensors, draw, underflow, upcast
 from kcgate.oracles.freivalds import freivalds_check, freivalds_linear, row_errors, use_freivalds
 from kcgate.results.model import Metrics
 from kcgate.spec import Contract
 
 CANARY = 1234.5  # fills the guard bands around provided output buffers
-_NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
 
 
 @dataclass
@@ -66,8 +75,7 @@ class CaseContext:
         h = hashlib.sha256(f"{self.case.seed}:{salt}".encode()).digest()
         return torch.Generator().manual_seed(int.from_bytes(h[:8], "little") >> 1)
 
-    @functools.cached_property
-    def _bound_args(self) -> BoundArgs:
+    def bound_args(self) -> BoundArgs:
         out = self.contract.out_dtype or self.case.dtype
         return BoundArgs(
             dtypes.unit_roundoff(self.contract.accumulate),
@@ -75,10 +83,6 @@ class CaseContext:
             self.contract.tolerance.lam,
             dtypes.unit_roundoff(self.case.dtype),
         )
-
-    def bound_args(self) -> BoundArgs:
-        """The forward bound's roundings and λ (computed once per case: the trials and the gate share it)."""
-        return self._bound_args
 
     def grad_bound_args(self) -> BoundArgs:
         """Gradients come out in their input's dtype: that is their final rounding."""
@@ -416,7 +420,8 @@ def _integrity(
 
 def _margins_intact(buf: torch.Tensor, guard: int) -> bool:
     """Both guard bands still hold the poison: NaN (any NaN), or -1 for indices."""
-    if buf.device.type == "cpu" and buf.dtype in _NUMPY_FLOATS:  # numpy: a fifth of torch's per-op cost here
+    # numpy where it can read the buffer: 6 µs against torch's 9.5 on 40 elements
+    if buf.device.type == "cpu" and buf.dtype in NUMPY_DTYPES:
         a = buf.numpy()
         return bool(np.isnan(a[:guard]).all()) and bool(np.isnan(a[-guard:]).all())
     margins = buf.as_strided((2, guard), (buf.numel() - guard, 1))  # the two bands as one view, no copy
@@ -473,8 +478,7 @@ def _as_output(ctx: CaseContext, trial: Trial, out: torch.Tensor | None) -> torc
             f"kernel returned {_name(out.dtype)}, the contract declares {_name(ctx.out_dtype)}"
         )
         _issue(trial, "wrong-dtype")
-    out = out.detach()
-    return out if out.device.type == "cpu" else out.to("cpu")
+    return out.detach().cpu()  # itself when already there (half the cost of .to("cpu"))
 
 
 def _shape_ok(ctx: CaseContext, trial: Trial, out: torch.Tensor, ref: torch.Tensor) -> bool:

@@ -77,3 +77,19 @@ def test_an_output_equal_by_chance_within_its_rounding_is_not_stale(tmp_path: Pa
     body += '\ndistribution = "large-mean"\ncall = { kwargs = { dim = -1 } }'
     (r,) = run_contract(tmp_path, body)
     assert r.status == "pass", (r.message, r.metrics)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "bfloat16", "int64"])
+@pytest.mark.parametrize("where", [None, 0, 15, -16, -1])
+def test_a_write_into_either_guard_band_is_seen_in_every_dtype(dtype: str, where: int | None) -> None:
+    """The numpy path (CPU fp16/32/64) and the torch path (bf16, indices) read both bands, every element."""
+    import torch
+
+    from kcgate.execution.harness import _guarded, _margins_intact
+
+    t = torch.arange(5).to(getattr(torch, dtype))
+    buf, view = _guarded(t, 16, "cpu")
+    assert torch.equal(view, t) and buf.numel() == 37
+    if where is not None:
+        buf[where] = 3
+    assert _margins_intact(buf, 16) is (where is None)
