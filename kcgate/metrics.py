@@ -12,6 +12,7 @@ Comparisons still hold torch tensors (views of the same memory).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -95,10 +96,17 @@ _EXPONENT = np.int64(0x7FF0 << 48)  # a float64's exponent bits
 def format_ulp(values: np.ndarray, out_dtype: torch.dtype) -> np.ndarray:
     """The output format's ulp at |values| (float64), 2^(⌊log2|v|⌋ − (p − 1)), read exactly from the
     exponent bits; below the normal range the smallest normal's ulp; inf and NaN stay themselves."""
+    tiny, scale = _ulp_constants(out_dtype)
+    a = np.maximum(np.abs(values), tiny)
+    ulp = (a.view(np.int64) & _EXPONENT).view(np.float64) * scale  # 2^⌊log2 a⌋, scaled exactly
+    return ulp if not a.size or math.isfinite(a.max()) else np.where(np.isfinite(a), ulp, a)
+
+
+@functools.cache
+def _ulp_constants(out_dtype: torch.dtype) -> tuple[float, float]:
+    """The format's smallest normal and 2^(1 − p), once per dtype (finfo and the name lookup cost 2 µs)."""
     fmt = dtypes.FORMATS[str(out_dtype).removeprefix("torch.")]
-    a = np.maximum(np.abs(values), torch.finfo(out_dtype).tiny)
-    ulp = (a.view(np.int64) & _EXPONENT).view(np.float64) * 2.0 ** (1 - fmt.p)  # 2^⌊log2 a⌋, scaled exactly
-    return ulp if bool(np.isfinite(a).all()) else np.where(np.isfinite(a), ulp, a)
+    return torch.finfo(out_dtype).tiny, 2.0 ** (1 - fmt.p)
 
 
 @dataclass
@@ -121,8 +129,8 @@ def compare(out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor, method:
     ref = ref.to(torch.float64)
     ref = ref.expand_as(o) if ref.shape != o.shape else ref
     diff = f64(o) - host(ref)
-    if bool(np.isfinite(diff).all()):  # the usual case: both finite everywhere (the masks below are no-ops)
-        err = np.abs(diff)
+    err = np.abs(diff)
+    if not err.size or math.isfinite(err.max()):  # usual: all finite (max propagates NaN; masks are no-ops)
         ulp = ulp_distance(o, ref) if o.is_floating_point() else tensor(err)
         err_t, signed, finite = tensor(err), tensor(diff), True
     else:
@@ -172,16 +180,17 @@ def to_metrics(cmp: Comparison, extra: dict[str, float] | None = None) -> Metric
     n = ratio.size
     if n == 0:
         return Metrics(budget_used=0.0, elements=0, extra=tuple(sorted((extra or {}).items())))
-    budget = float(ratio.max())
-    finite = math.isfinite(budget)  # no NaN (max propagates it) and no inf: argmax needs no nan_to_num
-    worst = int(ratio.argmax() if finite else np.nan_to_num(ratio, nan=np.inf).argmax())
+    worst = int(ratio.argmax())  # the first largest; the first NaN where there is one
+    budget = float(ratio[worst])  # = ratio.max(), which also propagates a NaN
+    if not math.isfinite(budget):  # NaN or inf: the worst is the first inf or NaN, NaN counted as inf
+        worst = int(np.nan_to_num(ratio, nan=np.inf).argmax())
     idx = _unravel(worst, cmp.ratio.shape)
     err = host(cmp.err).reshape(-1)
     mag = np.abs(host(cmp.ref).reshape(-1))
-    nz = mag > 0
-    if bool(nz.all()):  # the usual case: no zero in the reference (no mask to apply)
+    if mag.min() > 0:  # the usual case: no zero (and no NaN) in the reference, no mask to apply
         rel = float((err / mag).max())
     else:
+        nz = mag > 0
         rel = float((err[nz] / mag[nz]).max()) if bool(nz.any()) else 0.0
     allowed = at(f64(cmp.allowed), cmp.ratio.shape, idx)
     return Metrics(
@@ -189,7 +198,7 @@ def to_metrics(cmp: Comparison, extra: dict[str, float] | None = None) -> Metric
         max_abs_err=float(err.max()),
         max_rel_err=rel,
         max_ulp=float(host(cmp.ulp).max()),
-        mismatches=int(np.count_nonzero(ratio > 1)),
+        mismatches=0 if budget <= 1 else int(np.count_nonzero(ratio > 1)),  # none over when the max is not
         elements=n,
         worst_index=idx,
         allowed_at_worst=float(allowed),
