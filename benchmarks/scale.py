@@ -1,8 +1,10 @@
 """Benchmark: cost per case and fixed cost of ``kcgate run`` at 40, 400 and 2,000 small cases, side by side
 with the same checks written as pytest + ``torch.testing.assert_close``.
 
-Run: ``python benchmarks/scale.py [--sizes 40 400 2000] [--repeats 1] [--workers N]``. With ``--workers N``
-it also times ``kcgate run --workers N`` against ``pytest -n N`` (pytest-xdist): parallel against parallel.
+Run: ``python benchmarks/scale.py [--sizes 40 400 2000] [--repeats 1] [--workers N]``. ``kcgate`` is
+``kcgate run --device cpu`` as it ships (``--workers auto``: one worker per 1,000 cases, up to one per CPU),
+``kcgate --workers 1`` the same on one worker. With ``--workers N`` it also times ``kcgate run --workers N``
+against ``pytest -n N`` (pytest-xdist): parallel against parallel.
 
 Both sides check the same cases: C-PRC-01 on ``kcgate.builtin_kernels:matmul`` in float32 over small shapes
 (M, K, N in 8..64), one case per (shape, seed). kcgate runs each case as its protocol says (2 trials, fresh
@@ -75,8 +77,9 @@ def fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
 
 
 def sides(workers: int) -> list[str]:
-    """What is timed: kcgate and pytest, and with ``workers`` > 1 also kcgate --workers N and pytest -n N."""
-    return ["kcgate", "pytest"] + (
+    """What is timed: kcgate as it ships, kcgate on one worker and pytest, and with ``workers`` > 1 also
+    kcgate --workers N and pytest -n N."""
+    return ["kcgate", "kcgate --workers 1", "pytest"] + (
         [f"kcgate --workers {workers}", f"pytest -n {workers}"] if workers > 1 else []
     )
 
@@ -93,6 +96,8 @@ def command(side: str, toml: Path, test: Path, out: Path) -> list[str]:
             "-q",
             "--seed",
             "1",
+            "--device",
+            "cpu",
             *side.split()[1:],
         ]
     pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:kcgate"]

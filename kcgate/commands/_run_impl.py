@@ -41,7 +41,7 @@ class Options:
     memory_limit_gb: float
     quiet: bool
     held_out: int | None = None
-    workers: str = "1"
+    workers: str = "auto"
 
 
 def run_command(o: Options) -> int:
@@ -53,7 +53,9 @@ def run_command(o: Options) -> int:
     executor = (  # with isolation the worker starts now and makes the run's one torch import
         None
         if o.list_only
-        else make_executor(o.isolation, project, o.device, o.memory_limit_gb, o.timeout, workers)
+        else make_executor(
+            o.isolation, project, o.device, o.memory_limit_gb, o.timeout, workers, o.workers == "auto"
+        )
     )
     try:
         shapes = executor.default_shapes() if executor else _default_shapes()

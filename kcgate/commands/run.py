@@ -31,11 +31,12 @@ def run(
     seed: Optional[int] = typer.Option(None, "--seed", help="Base seed (default: unpredictable, recorded)."),
     isolation: str = typer.Option("process", "--isolation", help="process (default) or none."),
     workers: str = typer.Option(
-        "1",
+        "auto",
         "--workers",
         "-n",
         envvar="KCGATE_WORKERS",
-        help="Worker processes running cases at once: a number, or auto (one per CPU with --device cpu, else 1).",
+        help="Worker processes running cases at once: a number, or auto (with --device cpu one per 1,000 cases, "
+        "up to one per CPU, 8, and one per 4 GiB of half the RAM; else 1).",
     ),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Per-case timeout in seconds."),
     memory_limit_gb: float = typer.Option(

@@ -28,7 +28,7 @@ from kcgate.devices import check_name, default_backend, get_backend
 from kcgate.errors import ExitCode, KcgateError, UsageError
 from kcgate.execution.case import error_result, execute_case
 from kcgate.execution.plan import Case
-from kcgate.execution.pool import WorkerPool
+from kcgate.execution.pool import WorkerPool, half_ram
 from kcgate.execution.worker import thread_count
 from kcgate.results.model import CaseResult, Fingerprint
 from kcgate.spec import Project
@@ -499,20 +499,22 @@ def make_executor(
     memory_limit_gb: float = 0.0,
     timeout: float | None = None,
     workers: int = 1,
+    auto: bool = False,
 ) -> Executor:
     """The executor for ``--isolation``; its first worker is started at once, so its start-up overlaps the
     caller's work. ``workers`` > 1: a WorkerPool of that many lanes (the others start when a plan has chunks
-    for them), each worker capped at its share of half the RAM (or at ``memory_limit_gb`` each)."""
+    for them, and with ``auto`` only as many as the plan's size is worth), each worker capped at its share of
+    half the RAM (or at ``memory_limit_gb`` each)."""
     check_isolation(isolation)
     device = device or "auto"
     if device != "auto":
         check_name(device)
     if isolation == "none":
         return InProcessExecutor(project, device)
-    limit = int(memory_limit_gb * 2**30) if memory_limit_gb > 0 else _half_ram() // workers
+    limit = int(memory_limit_gb * 2**30) if memory_limit_gb > 0 else half_ram() // workers
     text = json.dumps(project.to_json())  # encoded once for every worker
     lanes = [isolated(project, device, limit, timeout, project_text=text) for _ in range(workers)]
-    executor: Executor = lanes[0] if workers == 1 else WorkerPool(lanes)
+    executor: Executor = lanes[0] if workers == 1 else WorkerPool(lanes, auto)
     executor.start()
     return executor
 
@@ -530,10 +532,3 @@ def isolated(
     executor = IsolatedExecutor(project, device, limit, timeout, env, project_text)
     envs = {c.id: c.env for c in project.contracts if c.env}
     return EnvRouter(executor, envs) if envs else executor
-
-
-def _half_ram() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
-    except (ValueError, OSError):
-        return 0

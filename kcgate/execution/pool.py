@@ -30,12 +30,21 @@ CHUNK_MAX = 32  # cases a lane takes at once: its pipeline drains once per chunk
 CHUNKS_PER_LANE = 8  # at least this many chunks per lane, when the plan is long enough: the tail balances
 JOIN_S = 10.0  # how long close() waits for a lane's thread after killing its worker
 
+# ``--workers auto`` (the default): how many workers, and when the extra ones are worth starting
+AUTO_MAX = 8  # each worker holds its own torch (about 250 MB resident)
+AUTO_RAM = 4 * 2**30  # each worker's share of half the RAM (its address-space cap) stays at least this
+# one worker per this many cases: a worker's start-up (a torch import, about 2 s of CPU) costs about what a
+# thousand small cases do, and below about 700 a second worker made a 2-vCPU run slower (benchmarks/scale.py)
+AUTO_CASES_PER_WORKER = 1000
+
 
 def worker_count(text: str, isolation: str, device: str | None = "cpu") -> int:
-    """``--workers``: a positive integer, or ``auto``: one per CPU this process may run on with ``--device cpu``,
-    else 1 (workers on one accelerator would share it: a context each, and each other's timings)."""
+    """``--workers``: a positive integer, or ``auto``: with ``--device cpu`` and worker processes, one per CPU
+    this process may run on, at most AUTO_MAX and one per AUTO_RAM of half the RAM; else 1 (workers on one
+    accelerator would share it: a context each, and each other's timings). Under ``auto`` a plan uses one
+    worker per AUTO_CASES_PER_WORKER cases of these (``auto_lanes``)."""
     if text == "auto":
-        n = _cpus() if device == "cpu" else 1
+        n = auto_workers(_cpus(), half_ram()) if device == "cpu" and isolation != "none" else 1
     elif text.isdigit() and int(text) > 0:
         n = int(text)
     else:
@@ -47,8 +56,26 @@ def worker_count(text: str, isolation: str, device: str | None = "cpu") -> int:
     return n
 
 
+def auto_workers(cpus: int, half_of_ram: int) -> int:
+    """``auto``'s most workers: one per CPU, at most AUTO_MAX, each with at least AUTO_RAM of half the RAM."""
+    return max(1, min(cpus, AUTO_MAX, half_of_ram // AUTO_RAM))
+
+
+def auto_lanes(cases: int, most: int) -> int:
+    """How many of ``most`` workers ``auto`` uses for a plan of ``cases``: one per AUTO_CASES_PER_WORKER."""
+    return max(1, min(most, 1 + cases // AUTO_CASES_PER_WORKER))
+
+
 def _cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def half_ram() -> int:
+    """Half this machine's RAM in bytes (0 where it cannot be read): the workers' default address-space cap."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError):
+        return 0
 
 
 def chunks(cases: list[Case], lanes: int) -> deque[list[Case]]:
@@ -70,8 +97,9 @@ _DONE = object()  # a lane's thread has no more chunks to take
 class WorkerPool:
     """N lanes behind one ``Executor``: ``run_many`` spreads chunks over them; everything else is lane 0's."""
 
-    def __init__(self, lanes: list[Lane]) -> None:
-        self.lanes = lanes
+    def __init__(self, lanes: list[Lane], auto: bool = False) -> None:
+        """``auto``: a plan uses only as many lanes as ``auto_lanes`` gives for its size."""
+        self.lanes, self.auto = lanes, auto
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -93,8 +121,9 @@ class WorkerPool:
         self._stop.set()
         for t in self._threads:
             t.join()
-        work = chunks(cases, len(self.lanes))
-        if len(work) < 2:
+        lanes = auto_lanes(len(cases), len(self.lanes)) if self.auto else len(self.lanes)
+        work = chunks(cases, lanes)
+        if len(work) < 2 or lanes == 1:
             yield from self.lanes[0].run_many(cases, kernel)
             return
         done: queue.SimpleQueue[object] = queue.SimpleQueue()
@@ -116,7 +145,7 @@ class WorkerPool:
             finally:
                 done.put(_DONE)
 
-        used = self.lanes[: len(work)]
+        used = self.lanes[: min(lanes, len(work))]
         for lane in used:  # spawn every worker now: their start-ups overlap (a lane that starts lazily waits)
             lane.start()
         self._threads = [

@@ -10,9 +10,20 @@ from pathlib import Path
 import pytest
 
 from kcgate.errors import UsageError
+from kcgate.execution import pool as pooling
 from kcgate.execution.executors import isolated, make_executor
 from kcgate.execution.plan import Case, make_plan
-from kcgate.execution.pool import CHUNK_MAX, WorkerPool, chunks, worker_count
+from kcgate.execution.pool import (
+    AUTO_CASES_PER_WORKER,
+    AUTO_MAX,
+    CHUNK_MAX,
+    WorkerPool,
+    auto_lanes,
+    auto_workers,
+    chunks,
+    half_ram,
+    worker_count,
+)
 from kcgate.results.model import load_run
 from kcgate.spec import load_project
 from tests.conftest import DATA, kcgate
@@ -26,9 +37,27 @@ def _case(i: int) -> Case:
 
 def test_worker_count_reads_numbers_and_auto() -> None:
     assert worker_count("3", "process") == 3
-    assert worker_count("auto", "process", "cpu") == len(os.sched_getaffinity(0))
+    assert worker_count("auto", "process", "cpu") == auto_workers(len(os.sched_getaffinity(0)), half_ram())
     assert worker_count("auto", "process", "cuda") == worker_count("auto", "process", None) == 1
+    assert worker_count("auto", "none", "cpu") == 1  # the default never refuses --isolation none
     assert worker_count("1", "none") == 1
+
+
+@pytest.mark.parametrize(
+    ("cpus", "half_gib", "most"),
+    [(2, 12, 2), (64, 256, AUTO_MAX), (16, 8, 2), (4, 3.5, 1), (1, 64, 1), (8, 0, 1)],
+)
+def test_auto_takes_a_worker_per_cpu_within_the_ram_and_the_ceiling(
+    cpus: int, half_gib: float, most: int
+) -> None:
+    assert auto_workers(cpus, int(half_gib * 2**30)) == most
+
+
+@pytest.mark.parametrize(
+    ("cases", "most", "lanes"), [(1, 4, 1), (999, 4, 1), (1000, 4, 2), (2000, 2, 2), (5000, 4, 4), (50, 1, 1)]
+)
+def test_auto_adds_a_worker_per_thousand_cases(cases: int, most: int, lanes: int) -> None:
+    assert AUTO_CASES_PER_WORKER == 1000 and auto_lanes(cases, most) == lanes
 
 
 @pytest.mark.parametrize("bad", ["0", "-2", "two", "1.5", ""])
@@ -118,6 +147,24 @@ def test_workers_start_when_needed_and_the_pool_runs_plans_after_an_abandoned_on
     finally:
         pool.close()
     assert first == sorted(c.case_id for c in cases) and second == sorted(c.case_id for c in cases[:4])
+
+
+@pytest.mark.slow
+def test_auto_starts_a_second_worker_only_for_a_plan_worth_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under auto a small plan runs on the first worker alone; a plan of AUTO_CASES_PER_WORKER cases or more
+    (here made 4) spreads over the second too, with the same results."""
+    project = load_project(DATA / "pool.toml")
+    pool = make_executor("process", project, "cpu", workers=2, auto=True)
+    try:
+        cases = [c for c in make_plan(project, 3, pool.default_shapes()) if c.contract_id == "after"][:6]
+        small = sorted(r.case_id for r in pool.run_many(cases))
+        assert [_started(lane) for lane in pool.lanes] == [True, False]  # 6 cases < 1000: one worker
+        monkeypatch.setattr(pooling, "AUTO_CASES_PER_WORKER", 4)
+        large = sorted(r.case_id for r in pool.run_many(cases))
+        assert [_started(lane) for lane in pool.lanes] == [True, True]  # 6 cases >= 4: two workers
+    finally:
+        pool.close()
+    assert small == large == sorted(c.case_id for c in cases)
 
 
 def _started(lane: object) -> bool:
