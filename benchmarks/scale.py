@@ -105,13 +105,15 @@ def command(side: str, toml: Path, test: Path, out: Path) -> list[str]:
 
 
 def measure(tmp: Path, n: int, repeats: int, names: list[str]) -> dict[str, float]:
-    """Median wall time of each side at ``n`` cases, the sides interleaved so load changes hit all alike."""
+    """Median wall time of each side at ``n`` cases, the sides interleaved so load changes hit all alike, and
+    their order rotated each repeat (the first command after writing the files, or after another side's
+    5 s of pytest, ran up to 0.5 s slower at 40 cases)."""
     toml, test = tmp / f"c{n}.toml", tmp / f"test_scale_{n}.py"
     toml.write_text(contracts_toml(n))
     test.write_text(pytest_file(n))
     times: dict[str, list[float]] = {name: [] for name in names}
     for i in range(repeats):
-        for name in names:
+        for name in names[i % len(names) :] + names[: i % len(names)]:
             times[name].append(timed(command(name, toml, test, tmp / f"r{n}-{i}.json")))
     return {name: statistics.median(ts) for name, ts in times.items()}
 
