@@ -267,7 +267,9 @@ def measure(ctx: CaseContext, trial: Trial) -> Excess | None:
     )
 
 
-def _counted(finite: bool, r: np.ndarray, err: np.ndarray, s: np.ndarray, refs: list[np.ndarray]) -> Any:
+def _counted(
+    finite: bool, r: np.ndarray, err: np.ndarray, s: np.ndarray, refs: list[np.ndarray]
+) -> np.ndarray | None:
     """The elements the gate counts (finite everywhere, s > 0), or None when that is every element, which
     is found with a few reductions instead of building the mask."""
     if finite and s.size and s.min() > 0 and all(math.isfinite(x.max()) for x in refs):

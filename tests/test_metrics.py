@@ -41,14 +41,21 @@ def test_ulp_distance_is_adjacent_across_zero_and_nan_is_a_category_change() -> 
     assert math.isinf(cmp.err[0].item()) and cmp.err[1].item() == 0.0
 
 
+@pytest.mark.parametrize("allow", [1e-6, 1e-8], ids=["within", "over"])
+@pytest.mark.parametrize("zero_ref", [False, True])
 @pytest.mark.parametrize("special", [None, float("nan"), float("inf"), 0.0])
-def test_the_all_finite_shortcut_measures_what_the_masked_path_does(special: float | None) -> None:
+def test_the_all_finite_shortcut_measures_what_the_masked_path_does(
+    special: float | None, zero_ref: bool, allow: float
+) -> None:
     """Finite outputs and nonzero allowances skip the masks; one special value (or a zero allowance) takes
-    them. Either way the metrics are the masks' own: the same budget, worst element, ULPs and errors."""
+    them. Either way the metrics are the masks' own: the same budget, worst element, ULPs, errors, relative
+    error (a zero in the reference is left out) and count of elements over (read only when the budget is)."""
     g = torch.Generator().manual_seed(3)
     ref = torch.randn(6, 5, generator=g, dtype=torch.float64)
+    if zero_ref:
+        ref[4, 0] = 0.0
     out = (ref + 1e-6 * torch.randn(6, 5, generator=g, dtype=torch.float64)).float()
-    allowed = torch.full_like(ref, 1e-6)
+    allowed = torch.full_like(ref, allow)
     if special == 0.0:
         allowed[1, 1] = 0.0
     elif special is not None:
@@ -62,7 +69,10 @@ def test_the_all_finite_shortcut_measures_what_the_masked_path_does(special: flo
         allowed > 0, err / torch.where(allowed > 0, allowed, 1.0), torch.where(err > 0, torch.inf, 0.0)
     )
     assert fast.max_ulp == float(ulp.max()) and fast.max_abs_err == float(err.max())
-    assert fast.budget_used == float(slow.max())
+    assert fast.budget_used == float(slow.max()) or math.isnan(fast.budget_used) and slow.isnan().any()
+    assert fast.mismatches == int((slow > 1).sum())
+    nz = ref != 0
+    assert fast.max_rel_err == float((err[nz] / ref.abs()[nz]).max())
     assert fast.worst_index == _unravel(
         int(torch.nan_to_num(slow.flatten(), nan=math.inf).argmax()), slow.shape
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -335,3 +336,22 @@ def test_the_console_shows_the_relative_ratio(tmp_path: Path) -> None:
     r = _relative(tmp_path, "relative_1_5x", ", factor = 2.0")
     text = render_run(RunResult("cpu-x", Fingerprint(backend="cpu"), (r,)))
     assert "(1.5x baseline)" in text
+
+
+@pytest.mark.parametrize("finite", [True, False])
+@pytest.mark.parametrize("plant", [None, "s-zero", "s-nan", "ref-nan", "ref-inf", "r-nan", "err-inf"])
+def test_the_gates_every_element_shortcut_agrees_with_the_mask(finite: bool, plant: str | None) -> None:
+    """``_counted`` answers "every element counts" from a few reductions; it must say so exactly when the
+    mask it replaces (s > 0, finite reference outputs, and finite r and err unless known finite) is all true."""
+    g = np.random.default_rng(7)
+    r, err, s, x = (np.abs(g.standard_normal((4, 5))) + 0.1 for _ in range(4))
+    where = {"s-zero": (s, 0.0), "s-nan": (s, np.nan), "ref-nan": (x, np.nan), "ref-inf": (x, np.inf)}
+    where |= {"r-nan": (r, np.nan), "err-inf": (err, np.inf)}
+    if plant:
+        array, value = where[plant]
+        array[2, 3] = value
+    mask = (s > 0) & np.isfinite(x) & ((np.isfinite(r) & np.isfinite(err)) if not finite else True)
+    got = sensitivity._counted(finite, r, err, s, [x])
+    assert (got is None) == bool(mask.all())
+    if got is not None:
+        assert (got == mask).all()

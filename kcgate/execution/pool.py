@@ -34,7 +34,8 @@ JOIN_S = 10.0  # how long close() waits for a lane's thread after killing its wo
 AUTO_MAX = 8  # each worker holds its own torch (about 250 MB resident)
 AUTO_RAM = 4 * 2**30  # each worker's share of half the RAM (its address-space cap) stays at least this
 # one worker per this many cases: a worker's start-up (a torch import, about 2 s of CPU) costs about what a
-# thousand small cases do, and below about 700 a second worker made a 2-vCPU run slower (benchmarks/scale.py)
+# thousand small cases do; on the 2-vCPU CI VM a second worker made 400 cases slower (3.09 against 2.86 s) and
+# 2,000 faster (5.23 against 6.06 s; benchmarks/scale.py)
 AUTO_CASES_PER_WORKER = 1000
 
 
@@ -123,7 +124,7 @@ class WorkerPool:
             t.join()
         lanes = auto_lanes(len(cases), len(self.lanes)) if self.auto else len(self.lanes)
         work = chunks(cases, lanes)
-        if len(work) < 2 or lanes == 1:
+        if lanes == 1 or len(work) < 2:
             yield from self.lanes[0].run_many(cases, kernel)
             return
         done: queue.SimpleQueue[object] = queue.SimpleQueue()
