@@ -242,10 +242,9 @@ def measure(ctx: CaseContext, trial: Trial) -> Excess | None:
     n = ctx.op.reduction_len(trial.shape)
     s, rounding = error_scale(ctx, trial.inputs, cmp.ref, n, up=trial.up)
     ok = _counted(cmp.finite, r, err, s, refs)  # None: every element counts (the usual case)
-    every = ok is None
     if ok is not None and not bool(ok.any()):
         return None
-    pick = _flat if every else (lambda t: t[ok])
+    pick = _flat if ok is None else (lambda t: t[ok])
     e, scale = pick(err), pick(s)
     z = e / scale
     z_refs = [pick(x) / scale for x in refs] or [np.zeros(1)]
@@ -253,7 +252,7 @@ def measure(ctx: CaseContext, trial: Trial) -> Excess | None:
     ref = max(max(_rms(zr) for zr in z_refs), _floor(ctx, bool(refs), pick(rounding) / scale))
     ref_max = max(float(zr.max()) for zr in z_refs)
     worst = int(z.argmax())
-    flat = worst if every else int(np.flatnonzero(ok)[worst])
+    flat = worst if ok is None else int(np.flatnonzero(ok)[worst])
 
     return Excess(
         rms_ratio=rms_k / ref,
