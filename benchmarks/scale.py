@@ -2,7 +2,7 @@
 with the same checks written as pytest + ``torch.testing.assert_close``.
 
 Run: ``python benchmarks/scale.py [--sizes 40 400 2000] [--repeats 1] [--workers N]``. ``kcgate`` is
-``kcgate run --device cpu`` as it ships (``--workers auto``: one worker per 1,000 cases, up to one per CPU),
+``kcgate run`` as it ships (``--workers auto``: on the CPU one worker per 1,000 cases, up to one per CPU),
 ``kcgate --workers 1`` the same on one worker. With ``--workers N`` it also times ``kcgate run --workers N``
 against ``pytest -n N`` (pytest-xdist): parallel against parallel.
 
@@ -96,8 +96,6 @@ def command(side: str, toml: Path, test: Path, out: Path) -> list[str]:
             "-q",
             "--seed",
             "1",
-            "--device",
-            "cpu",
             *side.split()[1:],
         ]
     pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:kcgate"]

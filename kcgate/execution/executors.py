@@ -503,8 +503,8 @@ def make_executor(
 ) -> Executor:
     """The executor for ``--isolation``; its first worker is started at once, so its start-up overlaps the
     caller's work. ``workers`` > 1: a WorkerPool of that many lanes (the others start when a plan has chunks
-    for them, and with ``auto`` only as many as the plan's size is worth), each worker capped at its share of
-    half the RAM (or at ``memory_limit_gb`` each)."""
+    for them, and with ``auto`` only as many as the plan's size and device are worth), each worker capped at
+    its share of half the RAM (under ``auto`` the first at half the RAM), or at ``memory_limit_gb`` each."""
     check_isolation(isolation)
     device = device or "auto"
     if device != "auto":
@@ -512,8 +512,13 @@ def make_executor(
     if isolation == "none":
         return InProcessExecutor(project, device)
     limit = int(memory_limit_gb * 2**30) if memory_limit_gb > 0 else half_ram() // workers
+    # under auto the first worker starts before the plan and the device are known: it keeps one worker's cap
+    first = half_ram() if auto and memory_limit_gb <= 0 else limit
     text = json.dumps(project.to_json())  # encoded once for every worker
-    lanes = [isolated(project, device, limit, timeout, project_text=text) for _ in range(workers)]
+    lanes = [
+        isolated(project, device, first if i == 0 else limit, timeout, project_text=text)
+        for i in range(workers)
+    ]
     executor: Executor = lanes[0] if workers == 1 else WorkerPool(lanes, auto)
     executor.start()
     return executor

@@ -40,12 +40,14 @@ AUTO_CASES_PER_WORKER = 1000
 
 
 def worker_count(text: str, isolation: str, device: str | None = "cpu") -> int:
-    """``--workers``: a positive integer, or ``auto``: with ``--device cpu`` and worker processes, one per CPU
-    this process may run on, at most AUTO_MAX and one per AUTO_RAM of half the RAM; else 1 (workers on one
-    accelerator would share it: a context each, and each other's timings). Under ``auto`` a plan uses one
-    worker per AUTO_CASES_PER_WORKER cases of these (``auto_lanes``)."""
+    """``--workers``: a positive integer, or ``auto``: with worker processes and ``--device cpu`` (or no
+    ``--device``), one per CPU this process may run on, at most AUTO_MAX and one per AUTO_RAM of half the RAM;
+    else 1. Under ``auto`` a plan uses one worker per AUTO_CASES_PER_WORKER cases of these, and only one when
+    the first worker found an accelerator (``WorkerPool.lanes_for``): workers on one accelerator would share
+    it, a context each, and see each other's timings."""
     if text == "auto":
-        n = auto_workers(_cpus(), half_ram()) if device == "cpu" and isolation != "none" else 1
+        on_cpu = device in (None, "auto", "cpu")
+        n = auto_workers(_cpus(), half_ram()) if on_cpu and isolation != "none" else 1
     elif text.isdigit() and int(text) > 0:
         n = int(text)
     else:
@@ -116,13 +118,21 @@ class WorkerPool:
     def run(self, case: Case, kernel: str | None = None) -> CaseResult:
         return self.lanes[0].run(case, kernel)
 
+    def lanes_for(self, cases: int) -> int:
+        """How many lanes a plan of ``cases`` uses: all, or under ``auto`` one per AUTO_CASES_PER_WORKER cases
+        when the first worker runs on the CPU and one when it found an accelerator."""
+        if not self.auto:
+            return len(self.lanes)
+        device, _ = self.lanes[0].handshake()  # the device the first worker resolved (it is started)
+        return auto_lanes(cases, len(self.lanes)) if device == "cpu" else 1
+
     def run_many(self, cases: list[Case], kernel: str | None = None) -> Iterator[CaseResult]:
         """The results of ``cases`` as they finish, from every lane at once. A call abandons any earlier one:
         its lanes finish the chunk they hold and are waited for, so no executor serves two threads."""
         self._stop.set()
         for t in self._threads:
             t.join()
-        lanes = auto_lanes(len(cases), len(self.lanes)) if self.auto else len(self.lanes)
+        lanes = self.lanes_for(len(cases))
         work = chunks(cases, lanes)
         if lanes == 1 or len(work) < 2:
             yield from self.lanes[0].run_many(cases, kernel)

@@ -37,8 +37,9 @@ def _case(i: int) -> Case:
 
 def test_worker_count_reads_numbers_and_auto() -> None:
     assert worker_count("3", "process") == 3
-    assert worker_count("auto", "process", "cpu") == auto_workers(len(os.sched_getaffinity(0)), half_ram())
-    assert worker_count("auto", "process", "cuda") == worker_count("auto", "process", None) == 1
+    most = auto_workers(len(os.sched_getaffinity(0)), half_ram())
+    assert worker_count("auto", "process", "cpu") == worker_count("auto", "process", None) == most
+    assert worker_count("auto", "process", "cuda") == worker_count("auto", "process", "mps") == 1
     assert worker_count("auto", "none", "cpu") == 1  # the default never refuses --isolation none
     assert worker_count("1", "none") == 1
 
@@ -165,6 +166,45 @@ def test_auto_starts_a_second_worker_only_for_a_plan_worth_it(monkeypatch: pytes
     finally:
         pool.close()
     assert small == large == sorted(c.case_id for c in cases)
+
+
+class _AcceleratorLane:
+    """A lane whose worker resolved an accelerator (none can run here): what the pool reads of it."""
+
+    def __init__(self, device: str) -> None:
+        self.device, self.ran = device, 0
+
+    def handshake(self) -> tuple[str, None]:
+        return self.device, None
+
+    def start(self) -> None:
+        raise AssertionError("auto started a second worker beside an accelerator's")
+
+    def run_many(self, cases: list[Case], kernel: str | None = None) -> list[Case]:
+        self.ran += len(cases)
+        return []
+
+
+@pytest.mark.parametrize("device", ["cuda", "xpu"])
+def test_auto_keeps_one_worker_when_the_first_found_an_accelerator(device: str) -> None:
+    first, second = _AcceleratorLane(device), _AcceleratorLane(device)
+    pool = WorkerPool([first, second], auto=True)  # type: ignore[list-item]
+    assert pool.lanes_for(50_000) == 1
+    assert list(pool.run_many([_case(i) for i in range(3000)])) == [] and (first.ran, second.ran) == (3000, 0)
+    assert WorkerPool([_AcceleratorLane("cpu"), second], auto=True).lanes_for(3000) == 2  # type: ignore[list-item]
+
+
+def test_auto_keeps_the_first_workers_memory_cap_and_shares_the_rest() -> None:
+    """The first worker starts before the device is known (it may be a GPU's): it keeps one worker's cap."""
+    project = load_project(DATA / "pool.toml")
+    caps = {}
+    for auto in (False, True):
+        pool = make_executor("process", project, "cpu", workers=2, auto=auto)
+        try:
+            caps[auto] = [getattr(lane, "first", lane).memory_limit for lane in pool.lanes]  # type: ignore[attr-defined]
+        finally:
+            pool.close()
+    assert caps == {False: [half_ram() // 2] * 2, True: [half_ram(), half_ram() // 2]}
 
 
 def _started(lane: object) -> bool:
