@@ -12,6 +12,8 @@ inputs, guard bands, NaN-poisoned outputs, the fp64 oracle and the derived bound
 inputs once per case, runs the kernel and compares it with an fp64 matmul under assert_close's float32
 defaults. Wall times are of whole subprocesses (``kcgate run --isolation process`` and ``python -m pytest``);
 the cost per case and the fixed cost are the slope and intercept of a least-squares line through the sizes.
+With three sizes or more it also prints the cost per case between the two largest: ``kcgate run`` adds a
+worker per 1,000 cases, so the line through 40, 400 and 2,000 spans one worker and two.
 """
 
 from __future__ import annotations
@@ -143,6 +145,12 @@ def main() -> None:
         for name in names:
             slope, fixed = fit(ns, [r[1][name] for r in rows])
             print(f"per case: {name:<20} {1e3 * slope:6.2f} ms   fixed {fixed:5.2f} s")
+    # The fit spans auto's switch to more workers; this is the cost where the plan is large.
+    if len(rows) >= 3:
+        (n1, t1), (n2, t2) = rows[-2:]
+        for name in names:
+            marginal = (t2[name] - t1[name]) / (n2 - n1)
+            print(f"per case from {n1} to {n2} cases: {name:<20} {1e3 * marginal:6.2f} ms")
 
 
 if __name__ == "__main__":
