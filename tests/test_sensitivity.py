@@ -219,6 +219,34 @@ def test_a_larger_excess_factor_loosens_the_gate(tmp_path: Path) -> None:
     assert r.status == "pass" and 0 < dict(r.metrics.extra)["excess_ratio"] < 1
 
 
+def test_atens_own_gelu_passes_whatever_onednn_does_on_this_cpu() -> None:
+    """On AVX-512, eager fp32 gelu is oneDNN's, 4x more accurate than ATen's for |x| < 1.5: ATen's kernel
+    (and inductor's, which computes the same) failed at 2.69x before the gate took both as references."""
+    worst = max(_excess("gelu", k.aten_gelu, "float32", (64, 1024), seed)[1].ratio for seed in range(4))
+    assert worst <= 1.0
+
+
+def test_the_gate_compares_with_the_less_accurate_of_torchs_two_cpu_implementations() -> None:
+    contract = Contract(
+        id="t", klass="C-PRC-01", kernel="x:y", op="gelu", dtypes=("float32",),
+        tolerance=Tolerance(baseline="tests.kernels.excess:sharp_with_onednn"),
+    )  # fmt: skip
+    ctx = CaseContext(
+        contract=contract, case=Case("t", "t", "C-PRC-01", "gelu", "float32", (64, 1024), 0, 1000),
+        kernel=k.aten_gelu, op=OPS["gelu"],
+    )  # fmt: skip
+    trial = run_trial(ctx, salt=0)
+    sharp, aten = sensitivity.reference_outputs(ctx, trial.inputs)
+    assert torch.equal(sharp, torch.nn.functional.gelu(trial.inputs[0].double()).float())
+    assert torch.equal(aten, k.aten_gelu(trial.inputs[0]))
+    assert sensitivity.measure(ctx, trial).rms_ratio == 1.0  # type: ignore[union-attr]
+    torch.backends.mkldnn.enabled = False  # oneDNN off: one implementation, one reference
+    try:
+        assert len(sensitivity.reference_outputs(ctx, trial.inputs)) == 1
+    finally:
+        torch.backends.mkldnn.enabled = True
+
+
 @pytest.mark.parametrize("value", ["0.5", '"big"', "true", "inf"])
 def test_bad_excess_values_are_reported_with_line_and_fix(tmp_path: Path, value: str) -> None:
     from kcgate.errors import ContractsError

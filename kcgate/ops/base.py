@@ -15,6 +15,7 @@ from kcgate import dtypes
 Tensors = tuple[torch.Tensor, ...]
 # grad_bound(inputs_fp64, dy_fp64, grads_fp64, ba) -> each input's allowed |error| of its gradient
 # (None for inputs that are not differentiated, e.g. index tensors).
+Bound = Callable[[Tensors, torch.Tensor, "BoundArgs"], torch.Tensor]  # per-element allowed |error|
 GradBound = Callable[[Tensors, torch.Tensor, Tensors, "BoundArgs"], tuple["torch.Tensor | None", ...]]
 
 
@@ -35,7 +36,7 @@ class OpFamily:
     name: str
     make_inputs: Callable[[Sequence[int], torch.dtype, torch.Generator, str], Tensors]
     oracle: Callable[..., torch.Tensor]  # fp64 inputs -> fp64 output
-    bound: Callable[[Tensors, torch.Tensor, BoundArgs], torch.Tensor]  # per-element allowed |error|
+    bound: Bound
     reduction_len: Callable[[Sequence[int]], int]
     default_shapes: tuple[tuple[int, ...], ...]
     tolerance: str = "error-bound"  # the family's natural method when the class does not say
@@ -98,6 +99,13 @@ def draw(
 def upcast(inputs: Tensors) -> Tensors:
     """The inputs upcast exactly to float64 (index tensors as they are)."""
     return tuple(t.to(torch.float64) if t.is_floating_point() else t for t in inputs)
+
+
+ERF_CANCEL = 12.0
+"""gelu's 1 + erf(x/√2) cancels for x < −3, an absolute error of about c·u·|x| that no ULP budget on the tiny
+result honours. Over every fp32 in ±[1e-3, 16] (torch 2.13): c ≤ 1.5 for ATen's gelu and oneDNN's AVX2 one,
+c ≤ 5.71 for oneDNN's AVX-512 gelu, which eager fp32 F.gelu runs on AVX-512 CPUs. 12 leaves torch half the
+budget; 8 left it 0.55-0.71 on an Intel Xeon (docs/ops.md#swiglu-and-geglu)."""
 
 
 @functools.cache

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from kcgate.ops.base import BoundArgs, GradBound, OpFamily, Tensors, draw, underflow
+from kcgate.ops.base import ERF_CANCEL, Bound, BoundArgs, GradBound, OpFamily, Tensors, draw, underflow
 
 F = torch.nn.functional
 
@@ -22,15 +22,19 @@ def _inputs(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist
     return draw(shape, dtype, gen, dist), draw(shape, dtype, gen, dist)
 
 
-def _glu_bound(cancels: bool) -> Callable[[Tensors, torch.Tensor, BoundArgs], torch.Tensor]:
+def _act_err(a: torch.Tensor, f: torch.Tensor, u_c: float, cancels: bool) -> torch.Tensor:
+    """f(a)'s error: a few roundings in the compute precision (the input dtype's at most, as eager torch rounds
+    f(a) before the product), plus gelu's 1 + erf (1 + tanh) cancellation for a < −3 (``ERF_CANCEL``)."""
+    return 8 * u_c * f.abs() + (ERF_CANCEL * u_c * a.abs() if cancels else 0.0)
+
+
+def _glu_bound(cancels: bool) -> Bound:
     def bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
         a, b = x
-        # the activation to a few roundings in the compute precision (the input dtype's at most, as eager
-        # torch rounds f(a) before the product), plus gelu's 1 + erf (1 + tanh) cancellation for a < −3
-        # (≈ c·u·|a| absolute, c ≈ 5 measured for torch's erf; 8 allowed); then the product, then the output
+        # the activation, then the product, then the output
         u_c = max(ba.u_acc, ba.u_in)
         act = F.silu(a) if not cancels else F.gelu(a)
-        f_err = 8 * u_c * act.abs() + (8 * u_c * a.abs() if cancels else 0.0)
+        f_err = _act_err(a, act, u_c, cancels)
         # fp16 products and activations of tiny magnitude land among subnormals: an absolute error
         tiny = 2 * underflow(ba.u_in) * (1 + b.abs()) + 2 * underflow(ba.u_out)
         return (f_err + 2 * u_c * act.abs()) * b.abs() + ba.u_out * y.abs() + tiny
@@ -69,7 +73,7 @@ def _glu_grad_bound(act: str) -> GradBound:
         u_c = max(ba.u_acc, ba.u_in)
         cancels = act != "silu"
         f = F.silu(a) if not cancels else F.gelu(a, approximate="tanh" if act == "tanh" else "none")
-        f_err = 8 * u_c * f.abs() + (8 * u_c * a.abs() if cancels else 0.0)
+        f_err = _act_err(a, f, u_c, cancels)
         tiny = 2 * underflow(ba.u_in) * (1 + dy.abs() * (1 + b.abs()))
         # f'(a): about 13 roundings of its terms (the argument, erf or exp or tanh, whose vectorized
         # versions cost ≈ 5 ulps alone, the products and the sum): 16 allowed; gelu's erf also errs by ≈ 5u

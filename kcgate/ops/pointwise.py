@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from kcgate.ops.base import BoundArgs, OpFamily, Tensors
+from kcgate.ops.base import ERF_CANCEL, Bound, BoundArgs, OpFamily, Tensors
 
 
 def _inputs(shape, dtype, gen, dist):  # type: ignore[no-untyped-def]
@@ -13,14 +13,15 @@ def _inputs(shape, dtype, gen, dist):  # type: ignore[no-untyped-def]
     return (draw(shape, dtype, gen, dist),)
 
 
-def _pointwise_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
-    # A few roundings in the compute precision, then one in the output dtype. The |x| term covers the
-    # standard erf formulation 0.5·x·(1 + erf(x/√2)), whose 1 + erf cancels for x < −3: its absolute
-    # error is about c·u·|x| (c ≈ 5 measured for torch's vectorized erf; 8 allowed), which no ULP budget on
-    # the tiny result can honour.
-    # u_in·|y|: eager torch stores an intermediate factor in the input dtype (x * sigmoid(x) rounds σ(x);
-    # docs/ops.md#eager-composites).
-    return (8 * ba.u_acc + ba.u_out + ba.u_in) * y.abs() + 8 * ba.u_acc * x[0].abs()
+def _pointwise_bound(cancel: float) -> Bound:
+    def bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
+        # A few roundings in the compute precision, then one in the output dtype; cancel·u·|x| covers gelu's
+        # 1 + erf(x/√2) cancelling for x < −3 (ERF_CANCEL; silu keeps the 8 it always had). u_in·|y|: eager
+        # torch stores an intermediate factor in the input dtype (x * sigmoid(x) rounds σ(x);
+        # docs/ops.md#eager-composites).
+        return (8 * ba.u_acc + ba.u_out + ba.u_in) * y.abs() + cancel * ba.u_acc * x[0].abs()
+
+    return bound
 
 
 def _gelu_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor, ...]:
@@ -48,6 +49,7 @@ def _silu_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple
 
 
 _GRADS = {"gelu": _gelu_grad, "silu": _silu_grad}
+_CANCEL = {"gelu": ERF_CANCEL, "silu": 8.0}
 
 
 def _family(name: str, oracle, tolerance: str) -> OpFamily:  # type: ignore[no-untyped-def]
@@ -57,7 +59,7 @@ def _family(name: str, oracle, tolerance: str) -> OpFamily:  # type: ignore[no-u
         name=name,
         make_inputs=_inputs,
         oracle=oracle,
-        bound=_pointwise_bound,
+        bound=_pointwise_bound(_CANCEL[name]),
         reduction_len=lambda s: 1,
         default_shapes=((256, 1024),),
         tolerance=tolerance,

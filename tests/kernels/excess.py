@@ -235,3 +235,21 @@ def matmul_five_bad_elements(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     for i, j in ((1, 0), (1, 5), (1, 9), (7, 2), (7, 3)):
         c[i, j] += 100.0
     return c
+
+
+def aten_gelu(x: torch.Tensor) -> torch.Tensor:
+    """torch's own fp32 gelu with oneDNN off: ATen's kernel, the one inductor emits and the one eager torch
+    runs on CPUs without AVX-512; oneDNN's AVX-512 gelu is 4x more accurate for |x| < 1.5."""
+    was, torch.backends.mkldnn.enabled = torch.backends.mkldnn.enabled, False
+    try:
+        return torch.nn.functional.gelu(x)
+    finally:
+        torch.backends.mkldnn.enabled = was
+
+
+def sharp_with_onednn(x: torch.Tensor) -> torch.Tensor:
+    """A baseline correctly rounded when oneDNN is on and ATen's gelu when it is off: the seam the gate's
+    two CPU references go through, whatever this CPU's oneDNN kernels are."""
+    if torch.backends.mkldnn.enabled:
+        return torch.nn.functional.gelu(x.double()).to(x.dtype)
+    return torch.nn.functional.gelu(x)
