@@ -77,6 +77,7 @@ def test_baselines_fail_visibly_even_to_the_basic_test():
                 pass  # raising is failing visibly
 
 
+@pytest.mark.slow  # the calibration matrix, as the other tests on it
 def test_bad_failures_carry_the_class_signature(matrix):
     expected = {
         "cal-prc-01": "low-precision-accumulator",

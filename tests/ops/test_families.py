@@ -80,6 +80,7 @@ def _torch_kernel(name: str, params: dict[str, Any], op: OpFamily) -> Any:
 @pytest.mark.parametrize(
     ("name", "params", "shape", "dts"), GOOD, ids=lambda v: str(v) if isinstance(v, (str, dict)) else None
 )
+@pytest.mark.slow  # a multi-seed sweep (the full suite runs it)
 def test_torch_implementation_passes_with_half_the_budget(name, params, shape, dts) -> None:  # type: ignore[no-untyped-def]
     op = family(name, params)
     kernel = _torch_kernel(name, params, op)
