@@ -334,7 +334,8 @@ def _floor(ctx: CaseContext, composite_ran: bool, z_round: np.ndarray) -> float:
 
 
 def relative(ctx: CaseContext, trial: Trial) -> dict[str, float]:
-    """method = "relative": the kernel's max |error| against the baseline's on the same inputs.
+    """method = "relative": the kernel's max |error| against the baseline's on the same inputs (the larger of
+    its two CPU implementations' where oneDNN is on: ``reference_outputs``).
 
     The baseline's error is floored at one rounding of the output's largest value (u_out·max|y|), so an
     exact or lucky baseline does not demand an exact kernel. ``relative_budget`` = ratio / factor; the

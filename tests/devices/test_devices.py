@@ -435,6 +435,14 @@ def test_cpu_variants_change_the_kernels_that_run() -> None:
         assert out.stdout.split() == [runner["expect_capability"], str(runner["expect_threads"])], name
 
 
+def test_cpu_variants_keep_apart_inductor_caches() -> None:
+    """A torch.compile cache filled under one ATEN_CPU_CAPABILITY gave garbage under another (torch 2.13,
+    AVX-512 host; runners/cpu-variants.toml): variants that change it must not share the cache."""
+    variants = dict(_profiles_in("cpu-variants.toml"))
+    caches = [r["env"].get("TORCHINDUCTOR_CACHE_DIR") for r in variants.values()]
+    assert None not in caches and len(set(caches)) == len(variants)
+
+
 def _profiles_in(file: str) -> list[tuple[str, dict[str, Any]]]:
     return [(r["name"], r) for f, r in _profiles() if f == file]
 
