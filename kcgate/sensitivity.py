@@ -27,6 +27,8 @@ declared; its failure says so (``Excess.order_hint``).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -136,13 +138,21 @@ def reference_outputs(ctx: CaseContext, inputs: Tensors, *, upcast: bool = True)
     out = reference_output(ctx, inputs, upcast=upcast)
     if out is None or not _onednn_on(inputs):
         return [] if out is None else [out]
-    # not mkldnn.flags(), which also sets (and warns about) TF32; the property is typed as its descriptor
+    with onednn_off():
+        aten = reference_output(ctx, inputs, upcast=upcast)
+    return [out] if aten is None or torch.equal(aten, out) else [out, aten]
+
+
+@contextmanager
+def onednn_off() -> Iterator[None]:
+    """torch's CPU ops on ATen's own kernels inside, the previous setting restored after. Not
+    mkldnn.flags(), which also sets (and warns about) TF32; the property is typed as its descriptor."""
+    was = bool(torch.backends.mkldnn.enabled)
     torch.backends.mkldnn.enabled = False  # type: ignore[assignment]
     try:
-        aten = reference_output(ctx, inputs, upcast=upcast)
+        yield
     finally:
-        torch.backends.mkldnn.enabled = True  # type: ignore[assignment]
-    return [out] if aten is None or torch.equal(aten, out) else [out, aten]
+        torch.backends.mkldnn.enabled = was  # type: ignore[assignment]
 
 
 def _onednn_on(inputs: Tensors) -> bool:

@@ -240,11 +240,8 @@ def test_the_gate_compares_with_the_less_accurate_of_torchs_two_cpu_implementati
     assert torch.equal(sharp, torch.nn.functional.gelu(trial.inputs[0].double()).float())
     assert torch.equal(aten, k.aten_gelu(trial.inputs[0]))
     assert sensitivity.measure(ctx, trial).rms_ratio == 1.0  # type: ignore[union-attr]
-    torch.backends.mkldnn.enabled = False  # oneDNN off: one implementation, one reference
-    try:
+    with sensitivity.onednn_off():  # one implementation, one reference
         assert len(sensitivity.reference_outputs(ctx, trial.inputs)) == 1
-    finally:
-        torch.backends.mkldnn.enabled = True
 
 
 @pytest.mark.parametrize("value", ["0.5", '"big"', "true", "inf"])

@@ -240,11 +240,10 @@ def matmul_five_bad_elements(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def aten_gelu(x: torch.Tensor) -> torch.Tensor:
     """torch's own fp32 gelu with oneDNN off: ATen's kernel, the one inductor emits and the one eager torch
     runs on CPUs without AVX-512; oneDNN's AVX-512 gelu is 4x more accurate for |x| < 1.5."""
-    was, torch.backends.mkldnn.enabled = torch.backends.mkldnn.enabled, False
-    try:
+    from kcgate.sensitivity import onednn_off
+
+    with onednn_off():
         return torch.nn.functional.gelu(x)
-    finally:
-        torch.backends.mkldnn.enabled = was
 
 
 def sharp_with_onednn(x: torch.Tensor) -> torch.Tensor:
