@@ -73,12 +73,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
 
-    from kcgate import torch_state
+    from kcgate.contracts.spec import load_project
     from kcgate.devices import get_backend
-    from kcgate.execution.case import execute_case
-    from kcgate.execution.plan import make_plan
-    from kcgate.ops import default_shapes
-    from kcgate.spec import load_project
+    from kcgate.engine import torch_state
+    from kcgate.engine.case import execute_case
+    from kcgate.numerics.ops import default_shapes
+    from kcgate.plan import make_plan
 
     torch.set_num_threads(1)  # as the worker runs
     print(describe())

@@ -15,9 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from kcgate.compare import compare_runs
-from kcgate.diff import make_verdict
-from kcgate.policy import Policy
+from kcgate.contracts.policy import Policy
+from kcgate.gate.compare import compare_runs
+from kcgate.gate.diff import make_verdict
 from kcgate.render.compare_formats import render_markdown as compare_markdown
 from kcgate.render.diff_formats import render_markdown as diff_markdown
 from kcgate.results.baseline import load_sources, paused_gc

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import describe  # noqa: E402
 from _reference import load  # noqa: E402
 
-from kcgate.oracles import native  # noqa: E402
-from kcgate.oracles.freivalds import freivalds_check  # noqa: E402
+from kcgate.numerics.oracles import native  # noqa: E402
+from kcgate.numerics.oracles.freivalds import freivalds_check  # noqa: E402
 
 TARGET_OVERHEAD = 0.02
 TARGET_SPEEDUP = 2.5

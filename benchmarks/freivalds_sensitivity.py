@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import describe  # noqa: E402
 from _reference import load, reference_passes  # noqa: E402
 
-from kcgate.oracles.freivalds import freivalds_check  # noqa: E402
+from kcgate.numerics.oracles.freivalds import freivalds_check  # noqa: E402
 
 Product = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 Check = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], "bool | str"]

@@ -6,7 +6,7 @@ Run: ``python benchmarks/scale.py [--sizes 40 400 2000] [--repeats 1] [--workers
 ``kcgate --workers 1`` the same on one worker. With ``--workers N`` it also times ``kcgate run --workers N``
 against ``pytest -n N`` (pytest-xdist): parallel against parallel.
 
-Both sides check the same cases: C-PRC-01 on ``kcgate.builtin_kernels:matmul`` in float32 over small shapes
+Both sides check the same cases: C-PRC-01 on ``kcgate.kernels.builtin:matmul`` in float32 over small shapes
 (M, K, N in 8..64), one case per (shape, seed). kcgate runs each case as its protocol says (2 trials, fresh
 inputs, guard bands, NaN-poisoned outputs, the fp64 oracle and the derived bound); the pytest file draws the
 inputs once per case, runs the kernel and compares it with an fp64 matmul under assert_close's float32
@@ -45,7 +45,7 @@ def contracts_toml(n_cases: int) -> str:
     for c in range(0, len(rows), per):
         chunk = ", ".join(f"[{m}, {k}, {n}]" for m, k, n in rows[c : c + per])
         parts.append(
-            f'[[contract]]\nid = "mm-{c // per}"\nclass = "C-PRC-01"\nkernel = "kcgate.builtin_kernels:matmul"\n'
+            f'[[contract]]\nid = "mm-{c // per}"\nclass = "C-PRC-01"\nkernel = "kcgate.kernels.builtin:matmul"\n'
             f'op = "matmul"\ndtypes = ["float32"]\naccumulate = "float32"\nshapes = [{chunk}]\n'
         )
     return "\n".join(parts)
@@ -55,7 +55,7 @@ def pytest_file(n_cases: int) -> str:
     return f"""import pytest
 import torch
 
-from kcgate.builtin_kernels import matmul
+from kcgate.kernels.builtin import matmul
 
 CASES = [(s, seed) for s in {shapes(n_cases)!r} for seed in range({SEEDS})]
 

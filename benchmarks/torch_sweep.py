@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from kcgate.ops import OPS
-from kcgate.ops.base import OpFamily
+from kcgate.numerics.ops import OPS
+from kcgate.numerics.ops.base import OpFamily
 
 F = torch.nn.functional
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -81,13 +81,13 @@ def family(name: str, params: dict[str, Any]) -> OpFamily:
 def grad_budgets(
     op: OpFamily, kernel: Any, shape: tuple[int, ...], dtype: torch.dtype, seed: int, floor: bool = True
 ) -> dict[str, float]:
-    """Each differentiated input's budget, as kcgate.backward measures it (seeded dY in the output dtype);
-    ``floor`` adds the subnormal floor kcgate.backward.grad_allowance adds (tests/ops/test_families leaves it
+    """Each differentiated input's budget, as kcgate.engine.backward measures it (seeded dY in the output dtype);
+    ``floor`` adds the subnormal floor kcgate.engine.backward.grad_allowance adds (tests/ops/test_families leaves it
     out, a stricter check)."""
-    from kcgate import dtypes
-    from kcgate.backward import subnormal_grad_floor
-    from kcgate.metrics import compare
-    from kcgate.ops.base import BoundArgs
+    from kcgate.engine.backward import subnormal_grad_floor
+    from kcgate.numerics.metrics import compare
+    from kcgate.numerics.ops.base import BoundArgs
+    from kcgate.vocab import dtypes
 
     gen = torch.Generator().manual_seed(seed)
     x = op.make_inputs(shape, dtype, gen, "normal")
@@ -127,12 +127,12 @@ def budget(
     dist: str = "normal",
 ) -> float:
     """One trial as the harness runs it: fresh inputs, the family's call, fp64 oracle, the family's bound;
-    ``floor`` adds the subnormal floor kcgate.execution.harness.allowance adds (tests/ops/test_families leaves
+    ``floor`` adds the subnormal floor kcgate.engine.harness.allowance adds (tests/ops/test_families leaves
     it out, a stricter check)."""
-    from kcgate import dtypes
-    from kcgate.execution.harness import subnormal_floor
-    from kcgate.metrics import compare
-    from kcgate.ops.base import BoundArgs
+    from kcgate.engine.harness import subnormal_floor
+    from kcgate.numerics.metrics import compare
+    from kcgate.numerics.ops.base import BoundArgs
+    from kcgate.vocab import dtypes
 
     x = op.make_inputs(shape, dtype, torch.Generator().manual_seed(seed), dist)
     with torch.no_grad():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kcgate.diff_model import CaseChange, RunnerDiff, Verdict
+from kcgate.gate.model import CaseChange, RunnerDiff, Verdict
 from kcgate.results.model import CaseResult, Fingerprint, Metrics, RunResult, Signature
 
 SHA_OLD = "1" * 40

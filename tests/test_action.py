@@ -291,7 +291,7 @@ SMALL_CONTRACT = """
 [[contract]]
 id = "matmul"
 class = "C-ORD-02"
-kernel = "kcgate.builtin_kernels:matmul"
+kernel = "kcgate.kernels.builtin:matmul"
 op = "matmul"
 dtypes = ["float32"]
 protocol = { seeds = 1, trials = 1 }

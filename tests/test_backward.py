@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from kcgate.contracts.spec import load_project
 from kcgate.devices.cpu import CpuBackend
-from kcgate.execution.case import execute_case
-from kcgate.execution.plan import make_plan
+from kcgate.engine.case import execute_case
+from kcgate.plan import make_plan
 from kcgate.results.model import CaseResult
-from kcgate.spec import load_project
 from tests.conftest import ROOT
 
 DTYPES = ("float32", "bfloat16")
@@ -100,9 +100,9 @@ def test_torch_linear_backward_is_bitwise_deterministic(tmp_path: Path, dtype: s
 
 
 def test_torch_free_op_tables_match_the_families() -> None:
-    from kcgate.ops import OPS
-    from kcgate.ops.custom import custom_op
-    from kcgate.spec import BACKWARD_OPS, OP_DIMS, OP_INPUTS, OP_SHAPES
+    from kcgate.contracts.spec import BACKWARD_OPS, OP_DIMS, OP_INPUTS, OP_SHAPES
+    from kcgate.numerics.ops import OPS
+    from kcgate.numerics.ops.custom import custom_op
 
     families = {**OPS, "custom": custom_op(lambda *a: a, lambda *a: a)}
     assert set(OP_INPUTS) == set(OP_SHAPES) == set(OP_DIMS) == set(families)

@@ -1,18 +1,18 @@
-"""The op catalogue (kcgate.catalogue) is the one torch-free record of each family's facts."""
+"""The op catalogue (kcgate.vocab.catalogue) is the one torch-free record of each family's facts."""
 
 from __future__ import annotations
 
 import pytest
 
-from kcgate.catalogue import CATALOGUE, MATMUL_LIKE, default_shapes
+from kcgate.vocab.catalogue import CATALOGUE, MATMUL_LIKE, default_shapes
 from tests.conftest import ROOT, kcgate
 
 torch = pytest.importorskip("torch")
 
-from kcgate.execution.harness import CaseContext, _wants_freivalds  # noqa: E402
-from kcgate.execution.plan import Case  # noqa: E402
-from kcgate.ops import OPS  # noqa: E402
-from kcgate.spec import Contract  # noqa: E402
+from kcgate.contracts.spec import Contract  # noqa: E402
+from kcgate.engine.harness import CaseContext, _wants_freivalds  # noqa: E402
+from kcgate.numerics.ops import OPS  # noqa: E402
+from kcgate.plan import Case  # noqa: E402
 
 
 def test_the_catalogue_and_the_torch_families_name_the_same_facts() -> None:
@@ -57,9 +57,9 @@ def test_run_list_plans_without_torch(no_torch_env: dict[str, str]) -> None:
 
 def test_a_family_trait_is_read_from_the_catalogue_only() -> None:
     # the classes, the C-PRC-02 probes, signatures and the backward fit read traits through families/has
-    from kcgate.catalogue import CATALOGUE, families, has
-    from kcgate.checks import c_prc_02
-    from kcgate.classes import CLASSES
+    from kcgate.engine.checks import c_prc_02
+    from kcgate.vocab.catalogue import CATALOGUE, families, has
+    from kcgate.vocab.classes import CLASSES
 
     assert CLASSES["C-PRC-02"].ops == families("offset_probes") + ("custom",)
     assert CLASSES["C-EXC-02"].ops == families("indexed") + ("custom",)

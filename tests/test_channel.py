@@ -1,10 +1,10 @@
-"""kcgate.channel: only a line signed with the worker's key and this message's nonce is accepted."""
+"""kcgate.execution.channel: only a line signed with the worker's key and this message's nonce is accepted."""
 
 from __future__ import annotations
 
 import pytest
 
-from kcgate.channel import ChannelError, new_key, new_nonce, sign, verify
+from kcgate.execution.channel import ChannelError, new_key, new_nonce, sign, verify
 
 
 def test_a_signed_line_round_trips() -> None:

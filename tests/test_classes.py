@@ -13,12 +13,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kcgate.calibrate import BUILTIN, calibrate  # noqa: E402
-from kcgate.checks import CHECKS  # noqa: E402
-from kcgate.classes import CLASSES  # noqa: E402
+from kcgate.calibration.calibrate import BUILTIN, calibrate  # noqa: E402
+from kcgate.contracts.spec import load_project  # noqa: E402
+from kcgate.engine.checks import CHECKS  # noqa: E402
 from kcgate.execution.executors import InProcessExecutor  # noqa: E402
 from kcgate.kernels.calibration import module_name  # noqa: E402
-from kcgate.spec import load_project  # noqa: E402
+from kcgate.vocab.classes import CLASSES  # noqa: E402
 
 MIN_MARGIN = 10.0
 CONTRACTS = {c.id: c for c in load_project(BUILTIN).contracts}
@@ -100,7 +100,7 @@ def test_bad_failures_carry_the_class_signature(matrix):
 
 
 def test_each_class_page_lists_the_ops_its_table_entry_applies_to() -> None:
-    # the ops come from the catalogue's traits (kcgate.catalogue.families); the page must say the same
+    # the ops come from the catalogue's traits (kcgate.vocab.catalogue.families); the page must say the same
     for cid, cls in CLASSES.items():
         page = (Path(__file__).resolve().parents[1] / "docs" / "classes" / f"{cid}.md").read_text(
             encoding="utf-8"

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kcgate.cli import app
-from kcgate.compare import compare_runs, find_outliers, k_curves
 from kcgate.errors import UsageError
+from kcgate.gate.compare import compare_runs, find_outliers, k_curves
 from kcgate.render import compare_formats, mermaid
 from kcgate.results.model import CaseResult, Fingerprint, Metrics, RunResult, write_run
 
@@ -142,7 +142,7 @@ def test_json_output_is_strict() -> None:
 
 def test_png(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from kcgate.plot import render_png
+    from kcgate.render.plot import render_png
 
     runs = _k_runs()
     runs["$\\frac{1"] = run("$\\frac{1", case("x$^", k=2.0), case("x$^2", k=4.0))  # mathtext off
@@ -150,7 +150,7 @@ def test_png(tmp_path: Path) -> None:
 
 
 def test_png_without_matplotlib_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kcgate.plot import render_png
+    from kcgate.render.plot import render_png
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(UsageError, match=r"install it with: pip install 'kcgate\[plot\]'"):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from kcgate import spec
-from kcgate.contract_fields import CONTRACT_FIELDS, REQUIRED_KEYS
-from kcgate.schema import contracts_schema
+from kcgate.contracts import spec
+from kcgate.contracts.fields import CONTRACT_FIELDS, REQUIRED_KEYS
+from kcgate.render.schema import contracts_schema
 from tests.conftest import ROOT
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from kcgate.contracts.spec import load_project
 from kcgate.errors import ContractsError
 from kcgate.results.model import load_run
-from kcgate.spec import load_project
 from tests.conftest import ROOT, kcgate
 from tests.test_backward import run_contract
 

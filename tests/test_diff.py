@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kcgate.diff import diff_runs, make_verdict
-from kcgate.diff_model import CATEGORIES
+from kcgate.contracts.policy import Policy, Waiver
 from kcgate.errors import ResultsError
-from kcgate.policy import Policy, Waiver
+from kcgate.gate.diff import diff_runs, make_verdict
+from kcgate.gate.model import CATEGORIES
 from kcgate.render.diff_formats import FORMATS
 from kcgate.results.model import CaseResult, Fingerprint, Metrics, RunResult, load_run
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from kcgate.diff import diff_runs, make_verdict
+from kcgate.contracts.policy import DriftRule, Policy
+from kcgate.contracts.spec import load_project
 from kcgate.errors import ContractsError
-from kcgate.policy import DriftRule, Policy
+from kcgate.gate.diff import diff_runs, make_verdict
 from kcgate.render.diff_formats import FORMATS
 from kcgate.results.model import CaseResult, Fingerprint, Metrics, RunResult
-from kcgate.spec import load_project
 from tests.conftest import ROOT
 
 TODAY = dt.date(2026, 6, 1)
@@ -78,7 +78,7 @@ budget_drift = {drift}
 [[contract]]
 id = "m"
 class = "C-PRC-01"
-kernel = "kcgate.builtin_kernels:matmul"
+kernel = "kcgate.kernels.builtin:matmul"
 op = "matmul"
 """
 

@@ -1,4 +1,4 @@
-"""The contract format is one field table (kcgate.contract_fields): the loader's generic checks, their
+"""The contract format is one field table (kcgate.contracts.fields): the loader's generic checks, their
 messages and the JSON Schema all come from its rows, nested tables included."""
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ from typing import Any
 import jsonschema
 import pytest
 
-from kcgate import spec, tomlsrc
-from kcgate.contract_fields import CONTRACT_FIELD, FILE_FIELDS, PROTOCOL_LIMITS, TYPES, Field
+from kcgate.contracts import spec
+from kcgate.contracts.field_checks import READERS, Collector, value
+from kcgate.contracts.fields import CONTRACT_FIELD, FILE_FIELDS, PROTOCOL_LIMITS, TYPES, Field
 from kcgate.errors import ContractsError
-from kcgate.field_checks import READERS, Collector, value
-from kcgate.schema import _TYPE_SCHEMAS, contracts_schema, field_schema
+from kcgate.render.schema import _TYPE_SCHEMAS, contracts_schema, field_schema
+from kcgate.util import tomlsrc
 from tests.conftest import ROOT
 
-HEAD = '[[contract]]\nid = "m"\nclass = "C-PRC-01"\nkernel = "kcgate.builtin_kernels:matmul"\nop = "matmul"\n'
+HEAD = '[[contract]]\nid = "m"\nclass = "C-PRC-01"\nkernel = "kcgate.kernels.builtin:matmul"\nop = "matmul"\n'
 
 
 def _rows(fields: tuple[Field, ...] = FILE_FIELDS, path: str = "") -> list[tuple[str, Field]]:
@@ -74,7 +75,7 @@ def test_the_schema_describes_every_key_of_every_table() -> None:
     assert described["contract.distribution"]["enum"] == list(spec.DISTRIBUTIONS)
     assert described["contract.tolerance.method"]["enum"] == list(spec.TOLERANCES)
     assert described["contract.op"]["enum"] == list(spec.OPS)
-    assert described["contract.op"]["x-values-from"] == "kcgate.catalogue.CATALOGUE"
+    assert described["contract.op"]["x-values-from"] == "kcgate.vocab.catalogue.CATALOGUE"
 
 
 def _as_json(v: Any) -> Any:

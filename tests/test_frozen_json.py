@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from kcgate import frozen_json
+from kcgate.contracts.policy import DriftRule, Policy, Waiver
+from kcgate.contracts.spec import Contract, Project, Protocol, Tolerance, load_project
 from kcgate.errors import Problem
-from kcgate.policy import DriftRule, Policy, Waiver
-from kcgate.spec import Contract, Project, Protocol, Tolerance, load_project
+from kcgate.util import frozen_json
 from tests.conftest import DATA, ROOT
 
 CONTRACT_FILES = sorted(

@@ -1,4 +1,4 @@
-"""kcgate.gate: each [policy] rule decides the exit code, the blocking changes and the reasons; the
+"""kcgate.gate.decide: each [policy] rule decides the exit code, the blocking changes and the reasons; the
 decision round-trips through JSON. Real runs built in memory, no files."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from kcgate.contracts.policy import DriftRule, Policy, Waiver
 from kcgate.errors import ExitCode, UsageError
-from kcgate.gate import GateVerdict, apply_fail_on, decide
-from kcgate.policy import DriftRule, Policy, Waiver
+from kcgate.gate.decide import GateVerdict, apply_fail_on, decide
 from kcgate.results.model import CaseResult, Fingerprint, Metrics, RunResult
 
 TODAY = dt.date(2026, 6, 1)

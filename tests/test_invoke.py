@@ -1,4 +1,4 @@
-"""kcgate.invoke: a kernel called through a ``call`` table receives every input of its configured family."""
+"""kcgate.engine.invoke: a kernel called through a ``call`` table receives every input of its configured family."""
 
 from __future__ import annotations
 

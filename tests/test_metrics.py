@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from kcgate.metrics import _unravel, compare, to_metrics, ulp_distance
+from kcgate.numerics.metrics import _unravel, compare, to_metrics, ulp_distance
 
 
 @pytest.mark.parametrize("shape", [(), (7,), (3, 4), (2, 3, 5), (1, 1, 4, 1)])
@@ -61,7 +61,7 @@ def test_the_all_finite_shortcut_measures_what_the_masked_path_does(
     elif special is not None:
         out[2, 3] = special
     fast = to_metrics(compare(out, ref, allowed, "error-bound"))
-    import kcgate.metrics as m
+    import kcgate.numerics.metrics as m
 
     o64 = out.to(torch.float64)
     err, signed, ulp = m._special(out, o64, ref, o64 - ref)
@@ -116,8 +116,8 @@ def test_format_ulp_is_the_exact_power_of_two_below_each_value(dtype: torch.dtyp
     ulp below the normal range, and inf and NaN kept: a wrong exponent mask or scale fails here."""
     import numpy as np
 
-    from kcgate import dtypes
-    from kcgate.metrics import format_ulp
+    from kcgate.numerics.metrics import format_ulp
+    from kcgate.vocab import dtypes
 
     p = dtypes.FORMATS[str(dtype).removeprefix("torch.")].p
     tiny = torch.finfo(dtype).tiny
@@ -134,7 +134,7 @@ def test_format_ulp_is_the_exact_power_of_two_below_each_value(dtype: torch.dtyp
 
 
 def test_host_reads_tensors_that_numpy_cannot_take_directly() -> None:
-    from kcgate.metrics import f64, host
+    from kcgate.numerics.metrics import f64, host
 
     leaf = torch.ones(3, requires_grad=True)
     assert host(leaf * 2).tolist() == [2.0, 2.0, 2.0]  # requires grad: detached

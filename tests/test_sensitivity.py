@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from kcgate.ops import OPS
-from kcgate.ops.base import BoundArgs
+from kcgate.numerics.ops import OPS
+from kcgate.numerics.ops.base import BoundArgs
 
 
 @pytest.mark.parametrize("name", sorted(OPS))
@@ -33,12 +33,13 @@ def test_every_composite_is_a_correct_kernel_of_its_family(name: str, dtype: tor
 import math  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from kcgate import builtin_kernels, sensitivity  # noqa: E402
+from kcgate.contracts.spec import Contract, Tolerance, load_project  # noqa: E402
 from kcgate.devices.cpu import CpuBackend  # noqa: E402
-from kcgate.execution.case import execute_case  # noqa: E402
-from kcgate.execution.harness import CaseContext, run_trial  # noqa: E402
-from kcgate.execution.plan import Case, make_plan  # noqa: E402
-from kcgate.spec import Contract, Tolerance, load_project  # noqa: E402
+from kcgate.engine import sensitivity  # noqa: E402
+from kcgate.engine.case import execute_case  # noqa: E402
+from kcgate.engine.harness import CaseContext, run_trial  # noqa: E402
+from kcgate.kernels import builtin as builtin_kernels  # noqa: E402
+from kcgate.plan import Case, make_plan  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 from tests.kernels import excess as k  # noqa: E402
 

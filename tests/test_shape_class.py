@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kcgate import shape_class as sc
+from kcgate.contracts import shape_class as sc
+from kcgate.contracts.spec import load_project
 from kcgate.errors import ContractsError
-from kcgate.spec import load_project
 
 ROOT = Path(__file__).resolve().parents[1]
 MNK = ("m", "k", "n")
@@ -134,11 +134,11 @@ def test_bad_shape_keys_name_file_line_and_fix(tmp_path: Path, extra: str, klass
 
 
 def _run(kernel, shape, seed: int, *, op_name: str = "matmul", contract_kw=None, op=None, held_out=None):  # type: ignore[no-untyped-def]
-    from kcgate.checks import CHECKS
-    from kcgate.execution.harness import CaseContext
-    from kcgate.execution.plan import Case
-    from kcgate.ops import OPS
-    from kcgate.spec import Contract, Protocol
+    from kcgate.contracts.spec import Contract, Protocol
+    from kcgate.engine.checks import CHECKS
+    from kcgate.engine.harness import CaseContext
+    from kcgate.numerics.ops import OPS
+    from kcgate.plan import Case
 
     contract = Contract(
         id="t",
@@ -185,7 +185,7 @@ def test_a_kernel_raising_beyond_the_neighbourhood_fails() -> None:
 def test_custom_op_constraints_are_respected_and_the_failing_shape_named() -> None:
     import torch
 
-    from kcgate.ops.custom import custom_op
+    from kcgate.numerics.ops.custom import custom_op
 
     def inputs(shape, dtype, gen):  # type: ignore[no-untyped-def]
         assert shape[-1] % 2 == 0, f"head dim {shape[-1]} must be even"
@@ -198,7 +198,7 @@ def test_custom_op_constraints_are_respected_and_the_failing_shape_named() -> No
     op = custom_op(inputs, rotate)
     kw = {
         "shape_constraints": ((2, "even"),),
-        "tolerance": __import__("kcgate.spec").spec.Tolerance(method="abs-rel", atol=1e-6),
+        "tolerance": __import__("kcgate.contracts.spec").contracts.spec.Tolerance(method="abs-rel", atol=1e-6),
     }
     for seed in range(3):
         f = _run(rotate, (2, 4, 64), seed, op_name="custom", op=op, contract_kw=kw, held_out=6)
@@ -241,8 +241,8 @@ def test_held_out_flag_reaches_the_check(tmp_path: Path) -> None:
 
 
 def test_every_family_constraint_parses_and_its_default_shapes_satisfy_it() -> None:
-    from kcgate.ops import OPS
-    from kcgate.spec import OP_SHAPES
+    from kcgate.contracts.spec import OP_SHAPES
+    from kcgate.numerics.ops import OPS
 
     for name, op in OPS.items():
         names = OP_SHAPES.get(name)
@@ -254,7 +254,7 @@ def test_every_family_constraint_parses_and_its_default_shapes_satisfy_it() -> N
 
 
 def test_attention_counts_its_length_twice_in_the_cap() -> None:
-    from kcgate.checks.c_cmp_03 import cost
+    from kcgate.engine.checks.c_cmp_03 import cost
 
     c = cost("sdpa")
     assert c((2, 4, 1024, 64)) == 2 * 4 * 1024 * 64 * 64

@@ -10,8 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kcgate.kernels.emulate import blocked_matmul, round_mantissa  # noqa: E402
-from kcgate.signatures import (  # noqa: E402
+from kcgate.engine.diagnosis import (  # noqa: E402
     CAUSES,
     accumulator_signature,
     dot_scale,
@@ -22,6 +21,7 @@ from kcgate.signatures import (  # noqa: E402
     overflow_where,
     tail_signature,
 )
+from kcgate.numerics.emulate import blocked_matmul, round_mantissa  # noqa: E402
 
 KS = (64, 256, 1024)
 

@@ -13,12 +13,12 @@ import sys
 
 import pytest
 
-from kcgate import spec
-from kcgate.classes import CLASSES
-from kcgate.device_kinds import DEVICE_KINDS, DEVICES
-from kcgate.diff_model import CATEGORIES, CATEGORY_TABLE
+from kcgate.contracts import spec
+from kcgate.gate.model import CATEGORIES, CATEGORY_TABLE
 from kcgate.results.model import STATUSES, Status
 from kcgate.results.records import CASE_COLUMNS, METRIC_COLUMNS
+from kcgate.vocab.classes import CLASSES
+from kcgate.vocab.device_kinds import DEVICE_KINDS, DEVICES
 from tests.conftest import ROOT
 
 
@@ -82,7 +82,7 @@ def test_case_statuses_are_spelled_only_by_their_enum() -> None:
 
 
 def test_device_names_are_listed_only_by_their_table() -> None:
-    # kcgate.device_kinds.DEVICE_KINDS holds one row per device kind; the registry and the loader read it
+    # kcgate.vocab.device_kinds.DEVICE_KINDS holds one row per device kind; the registry and the loader read it
     from kcgate.devices import BACKENDS, VENDORS
 
     assert _literal_lists(set(DEVICES), 2) == set()
@@ -92,7 +92,7 @@ def test_device_names_are_listed_only_by_their_table() -> None:
 
 def test_device_table_is_light() -> None:
     # the loader reads device names without importing the backends (about 43 ms of `validate`)
-    code = "import sys, kcgate.spec, kcgate.schema; print(sorted(m for m in sys.modules if 'devices' in m))"
+    code = "import sys, kcgate.contracts.spec, kcgate.render.schema; print(sorted(m for m in sys.modules if 'devices' in m))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -100,7 +100,7 @@ def test_device_table_is_light() -> None:
 @pytest.mark.slow
 def test_class_ids_are_listed_only_by_their_table() -> None:
     # a class's properties are fields of its classes.CLASSES row (e.g. ``backward``), not lists of ids
-    from kcgate.spec import BACKWARD_CLASSES
+    from kcgate.contracts.spec import BACKWARD_CLASSES
 
     assert _literal_lists(set(CLASSES), 4) == set()
     assert set(BACKWARD_CLASSES) == set(CLASSES) - {"C-PRC-03", "C-PRC-04", "C-EXC-02"}
@@ -121,8 +121,8 @@ def test_class_ids_are_listed_only_by_their_table() -> None:
 def test_contract_allowed_values_are_listed_only_in_the_field_table(
     name: str, values: tuple[str, ...]
 ) -> None:
-    # kcgate.contract_fields holds the one list; spec's constants, its checks and the schema read the row
-    assert _literal_lists(set(values), len(values)) == {"kcgate/contract_fields.py"}, name
+    # kcgate.contracts.fields holds the one list; spec's constants, its checks and the schema read the row
+    assert _literal_lists(set(values), len(values)) == {"kcgate/contracts/fields.py"}, name
 
 
 def _column_definitions() -> dict[str, list[str]]:
@@ -145,11 +145,11 @@ def test_results_columns_are_defined_once_by_their_table() -> None:
     names = [c.name for c in (*CASE_COLUMNS, *METRIC_COLUMNS)]
     assert _column_definitions() == {n: ["kcgate/results/records.py"] for n in names}
     writers = {
-        "kcgate/schema.py",
+        "kcgate/render/schema.py",
         "kcgate/render/junit.py",
         "kcgate/render/junit_report.py",
         "kcgate/adopt/plugin.py",
-        "kcgate/journal.py",
+        "kcgate/results/journal.py",
     }
     listed = _literal_lists({*names, "klass"}, 4)
     assert {m for m in listed if m.startswith("kcgate/results/") or m in writers} == set()

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kcgate.classes import CLASSES
+from kcgate.contracts.policy import DriftRule
+from kcgate.contracts.spec import load_project
 from kcgate.errors import ContractsError
-from kcgate.policy import DriftRule
-from kcgate.spec import load_project
+from kcgate.vocab.classes import CLASSES
 from tests.conftest import DATA, ROOT, kcgate
 
 BAD = sorted((DATA / "bad_contracts").glob("*.toml"))
@@ -53,7 +53,7 @@ def test_every_problem_is_reported_at_once() -> None:
 
 
 def test_repo_contracts_cover_every_op_family_and_are_valid() -> None:
-    from kcgate.spec import OPS
+    from kcgate.contracts.spec import OPS
 
     project = load_project(ROOT / "contracts.toml")
     assert {c.op for c in project.contracts} >= set(OPS) - {"custom"}
@@ -63,9 +63,9 @@ def test_repo_contracts_cover_every_op_family_and_are_valid() -> None:
 def test_line_numbers_point_at_the_contract(tmp_path: Path) -> None:
     f = tmp_path / "c.toml"
     f.write_text(
-        '[[contract]]\nid = "x"\nclass = "C-PRC-01"\nkernel = "kcgate.builtin_kernels:matmul"\n'
+        '[[contract]]\nid = "x"\nclass = "C-PRC-01"\nkernel = "kcgate.kernels.builtin:matmul"\n'
         'op = "matmul"\n\n[[contract]]\nid = "y"\nclass = "C-PRC-01"\n'
-        'kernel = "kcgate.builtin_kernels:matmul"\nop = "matmul"\ntolerance = { ulp = -1 }\n'
+        'kernel = "kcgate.kernels.builtin:matmul"\nop = "matmul"\ntolerance = { ulp = -1 }\n'
     )
     with pytest.raises(ContractsError) as info:
         load_project(f)
@@ -76,9 +76,9 @@ def test_line_numbers_point_at_the_contract(tmp_path: Path) -> None:
 def test_class_defaults_apply_and_overrides_win(tmp_path: Path) -> None:
     f = tmp_path / "c.toml"
     f.write_text(
-        '[[contract]]\nid = "g"\nclass = "C-EXC-02"\nkernel = "kcgate.builtin_kernels:gather"\n'
+        '[[contract]]\nid = "g"\nclass = "C-EXC-02"\nkernel = "kcgate.kernels.builtin:gather"\n'
         'op = "gather"\nparams = { oob = "clamp" }\n\n[[contract]]\nid = "m"\nclass = "C-PRC-01"\n'
-        'kernel = "kcgate.builtin_kernels:matmul"\nop = "matmul"\ntolerance = { lambda = 4 }\n'
+        'kernel = "kcgate.kernels.builtin:matmul"\nop = "matmul"\ntolerance = { lambda = 4 }\n'
     )
     g, m = load_project(f).contracts
     assert g.tolerance.method == "exact" and g.param("oob") == "clamp" and g.postcondition == "policy"
@@ -90,7 +90,7 @@ def test_all_twelve_classes_are_accepted(tmp_path: Path) -> None:
     for cid, cls in CLASSES.items():
         op = "gather" if "gather" in cls.ops else cls.ops[0]
         blocks.append(
-            f'[[contract]]\nid = "{cid}"\nclass = "{cid}"\nkernel = "kcgate.builtin_kernels:{op}"\n'
+            f'[[contract]]\nid = "{cid}"\nclass = "{cid}"\nkernel = "kcgate.kernels.builtin:{op}"\n'
             f'op = "{op}"\n'
         )
     (tmp_path / "c.toml").write_text("\n".join(blocks).replace("kernels:sum", "kernels:row_sum"))
@@ -101,7 +101,7 @@ def test_waivers_and_policy_are_loaded(tmp_path: Path) -> None:
     f = tmp_path / "c.toml"
     f.write_text(
         '[policy]\nrequired_runners = ["cpu-*"]\nbudget_drift = 0.3\n\n[[contract]]\nid = "m"\n'
-        'class = "C-PRC-01"\nkernel = "kcgate.builtin_kernels:matmul"\nop = "matmul"\n\n'
+        'class = "C-PRC-01"\nkernel = "kcgate.kernels.builtin:matmul"\nop = "matmul"\n\n'
         '[[contract.waiver]]\nrunner = "apple-*"\nuntil = 2027-03-01\nreason = "MPS bf16, issue 123"\n'
     )
     p = load_project(f)
@@ -136,7 +136,7 @@ def test_a_fifo_as_contracts_is_refused_without_hanging(tmp_path: Path) -> None:
 
 
 def test_an_error_waiver_is_loaded_and_a_bad_kind_names_the_fix(tmp_path: Path) -> None:
-    head = '[[contract]]\nid = "m"\nclass = "C-PRC-01"\nkernel = "kcgate.builtin_kernels:matmul"\nop = "matmul"\n\n'
+    head = '[[contract]]\nid = "m"\nclass = "C-PRC-01"\nkernel = "kcgate.kernels.builtin:matmul"\nop = "matmul"\n\n'
     waiver = (
         '[[contract.waiver]]\nkind = "{}"\nrunner = "intel-*"\nuntil = 2027-03-01\nreason = "no XPU build"\n'
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kcgate import tomlsrc
+from kcgate.util import tomlsrc
 
 TEXT = (
     '[project]\nname = "p"\n\n[[contract]]\nid = "a"\ndescription = "x\u2028y"\n'

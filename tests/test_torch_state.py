@@ -1,4 +1,4 @@
-"""kcgate.torch_state in this process: what a kernel changes is named and put back, and nothing else is."""
+"""kcgate.engine.torch_state in this process: what a kernel changes is named and put back, and nothing else is."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kcgate import metrics, torch_state  # noqa: E402  (metrics: a kcgate module loaded before capture)
+from kcgate.engine import torch_state  # noqa: E402
+from kcgate.numerics import metrics  # noqa: E402  (metrics: a kcgate module loaded before capture)
 
 
 @pytest.fixture
@@ -86,7 +87,7 @@ def test_kcgate_modules_are_checked_once_per_case(captured: None) -> None:
     real = metrics.to_metrics
     metrics.to_metrics = lambda *a, **k: None
     assert torch_state.restore() == []  # per kernel call: torch only
-    assert torch_state.case_changes() == ["kcgate.metrics.to_metrics"] and metrics.to_metrics is real
+    assert torch_state.case_changes() == ["kcgate.numerics.metrics.to_metrics"] and metrics.to_metrics is real
 
 
 def test_a_binding_whose_eq_raises_does_not_hide_a_patch(captured: None) -> None:
@@ -113,7 +114,7 @@ def test_the_version_tag_fast_path_is_on_for_every_namespace_here(snapshot: torc
     assert torch_state.tags_track_mutations()
     assert all(s.tag is not None for s in snapshot.spaces + snapshot.own)
     assert _checked_in_full_next(snapshot.spaces + snapshot.own) == [
-        "kcgate.torch_state"
+        "kcgate.engine.torch_state"
     ]  # capture() set its _active after
     assert torch_state.restore(own=True) == [] and _checked_in_full_next(snapshot.spaces + snapshot.own) == []
     assert all(
@@ -163,10 +164,10 @@ def test_the_same_object_put_back_is_nothing(captured: None) -> None:
 
 def test_a_changing_module_global_is_not_named_and_is_saved_again(snapshot: torch_state.Snapshot) -> None:
     """A module's cache global changes legitimately: the full check runs, names nothing, and keeps it."""
-    space = next(s for s in snapshot.own if s.label == "kcgate.metrics")
+    space = next(s for s in snapshot.own if s.label == "kcgate.numerics.metrics")
     metrics.kcgate_cache = {"filled": 1}  # type: ignore[attr-defined]
     try:
-        assert _checked_in_full_next([space]) == ["kcgate.metrics"]
+        assert _checked_in_full_next([space]) == ["kcgate.numerics.metrics"]
         assert torch_state.restore(own=True) == [] and metrics.kcgate_cache == {"filled": 1}  # type: ignore[attr-defined]
         assert _checked_in_full_next([space]) == [] and space.values == list(vars(metrics).values())
     finally:

@@ -26,14 +26,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kcgate.adopt import local
+from kcgate.contracts.policy import Policy
+from kcgate.contracts.spec import Contract, Project, validate_contract
 from kcgate.devices import check_name
 from kcgate.errors import ContractsError, Problem
 from kcgate.execution.executors import InProcessExecutor, isolated
-from kcgate.execution.plan import make_plan
-from kcgate.policy import Policy
+from kcgate.plan import make_plan
 from kcgate.render.violation import render_violations
 from kcgate.results.model import CaseResult
-from kcgate.spec import Contract, Project, validate_contract
 
 T = TypeVar("T")
 ISOLATIONS = ("none", "process")

@@ -98,8 +98,8 @@ class KcgateState:
     # -- planning and running (this process) -------------------------------------------------------
 
     def plan(self) -> list[Any]:
-        from kcgate.execution.plan import make_plan
-        from kcgate.spec import load_project
+        from kcgate.contracts.spec import load_project
+        from kcgate.plan import make_plan
 
         self.project = load_project(self.path)
         return make_plan(self.project, self.seed, self._default_shapes())
@@ -124,8 +124,8 @@ class KcgateState:
         return self.executor
 
     def run(self, case: Any) -> Any:
+        from kcgate.engine.case import error_result
         from kcgate.errors import KcgateError
-        from kcgate.execution.case import error_result
 
         try:
             executor = self._executor()

@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
-from kcgate import spec
-from kcgate.ops import OPS
-from kcgate.spec import Contract
+from kcgate.contracts import spec
+from kcgate.contracts.spec import Contract
+from kcgate.numerics.ops import OPS
 
 # Name fragments that say the family: (fragment, family), most specific first. Short fragments match
 # whole words of the snake_case or CamelCase name; long ones match anywhere in it.
@@ -154,13 +154,13 @@ def _dim_names(op: str) -> tuple[str, ...]:
 
 
 def callable_for(obj: Any, op: str, init: dict[str, str], dtype: torch.dtype) -> Any:
-    """The kernel as the harness calls it (kcgate.invoke.adapt where this kcgate has it)."""
+    """The kernel as the harness calls it (kcgate.engine.invoke.adapt where this kcgate has it)."""
     try:
-        from kcgate.invoke import adapt
+        from kcgate.engine.invoke import adapt
     except ImportError:
         if kind(obj) != "function":
             raise NotImplementedError(
-                f"{kind(obj)} kernels need kcgate's kernel resolution (kcgate.invoke), missing here"
+                f"{kind(obj)} kernels need kcgate's kernel resolution (kcgate.engine.invoke), missing here"
             ) from None
         return obj
     fields = {f.name for f in dataclasses.fields(Contract)}

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kcgate import spec
 from kcgate.adopt import tomlout
-from kcgate.classes import CLASSES
+from kcgate.contracts import spec
 from kcgate.errors import KcgateError, UsageError
+from kcgate.vocab.classes import CLASSES
 
 # The dtypes a first contract claims; others a kernel accepts are named in a comment (float16 kernels
 # often accumulate in float16 on some devices: promise it only when you mean it).

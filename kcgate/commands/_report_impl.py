@@ -20,7 +20,7 @@ import typer
 
 from kcgate.commands.diff import parse_today
 from kcgate.errors import IOFault, UsageError, os_error
-from kcgate.gate import apply_fail_on, decide
+from kcgate.gate.decide import apply_fail_on, decide
 from kcgate.publish.outcome import missing_outcome
 from kcgate.publish.settings import Settings, dig, head_sha, is_sha
 from kcgate.publish.step_files import append_text, output_text
@@ -42,9 +42,9 @@ from kcgate.results.baseline import load_many, paused_gc, project_facts
 from kcgate.results.model import write_atomic
 
 if TYPE_CHECKING:
-    from kcgate.diff_model import Verdict
-    from kcgate.gate import GateVerdict
-    from kcgate.policy import Policy
+    from kcgate.contracts.policy import Policy
+    from kcgate.gate.decide import GateVerdict
+    from kcgate.gate.model import Verdict
     from kcgate.publish.outcome import Outcome
     from kcgate.results.model import RunResult
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import typer
 
-from kcgate.catalogue import default_shapes
+from kcgate import plan as planning
+from kcgate.contracts.spec import load_project
 from kcgate.devices.base import TORCH_FIX, import_torch
 from kcgate.errors import ExitCode, IOFault, UsageError
-from kcgate.execution import plan as planning
 from kcgate.execution.executors import check_isolation, make_executor
 from kcgate.execution.pool import worker_count
 from kcgate.execution.runloop import execute_plan, new_run, resume_from
@@ -20,7 +20,7 @@ from kcgate.render.console import render_plan, render_run
 from kcgate.render.escape import console_text
 from kcgate.render.junit import render_junit
 from kcgate.results.model import check_writable, write_atomic
-from kcgate.spec import load_project
+from kcgate.vocab.catalogue import default_shapes
 
 
 @dataclass(frozen=True)

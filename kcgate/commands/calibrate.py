@@ -36,10 +36,10 @@ def calibrate(
     ),
 ) -> None:
     """Prove each contract accepts its good kernel and rejects its bad and baseline kernels."""
-    from kcgate import calibrate as cal
+    from kcgate.calibration import calibrate as cal
+    from kcgate.contracts.spec import load_project
     from kcgate.execution.executors import check_isolation, make_executor
     from kcgate.results.model import write_atomic
-    from kcgate.spec import load_project
 
     check_isolation(isolation)
     rows = []

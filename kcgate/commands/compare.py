@@ -11,7 +11,7 @@ from kcgate.commands.diff import pick_format
 from kcgate.errors import UsageError
 
 if TYPE_CHECKING:
-    from kcgate.compare import Comparison
+    from kcgate.gate.compare import Comparison
 
 
 def register(app: typer.Typer) -> None:
@@ -28,7 +28,7 @@ def compare_command(
     ),
 ) -> None:
     """Compare runners side by side: verdict and budget used per contract, and who disagrees with the rest."""
-    from kcgate.compare import compare_runs
+    from kcgate.gate.compare import compare_runs
     from kcgate.render.compare_formats import FORMATS
     from kcgate.results.baseline import load_many, paused_gc
 
@@ -46,7 +46,7 @@ def compare_command(
 
 
 def write_png(comparison: Comparison, path: Path) -> None:
-    from kcgate.plot import render_png
+    from kcgate.render.plot import render_png
 
     data = render_png(comparison)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,7 @@ def diff_command(
     ),
 ) -> None:
     """Diff CURRENT against BASE per case. Exit 1 when a change blocks, 0 when none does, 3 on bad input."""
-    from kcgate.gate import decide
+    from kcgate.gate.decide import decide
     from kcgate.render.diff_formats import FORMATS
     from kcgate.results.baseline import load_sources, paused_gc, project_settings
 

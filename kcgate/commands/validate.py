@@ -19,7 +19,7 @@ def validate(
     contracts: Path = typer.Argument(Path("contracts.toml"), help="Contracts file to check."),
 ) -> None:
     """Check contracts.toml without running anything (exit 2 and every problem listed when invalid)."""
-    from kcgate.spec import load_project
+    from kcgate.contracts.spec import load_project
 
     project = load_project(contracts)
     for warning in project.warnings:
@@ -33,7 +33,7 @@ def schema(
     kind: str = typer.Argument("contracts", help="contracts (the TOML file) or results (the JSON file)."),
 ) -> None:
     """Print a JSON Schema: of contracts.toml (for editors) or of results files."""
-    from kcgate import schema as schemas
+    from kcgate.render import schema as schemas
 
     makers = {"contracts": schemas.contracts_schema, "results": schemas.results_schema}
     if kind not in makers:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kcgate.device_kinds import BY_PREFERENCE, DEVICE_KINDS
 from kcgate.devices.base import Backend, TorchBackend
 from kcgate.devices.cpu import CpuBackend
 from kcgate.devices.cuda import CudaBackend
@@ -17,11 +16,12 @@ from kcgate.devices.npu import NpuBackend
 from kcgate.devices.rocm import RocmBackend
 from kcgate.devices.xpu import XpuBackend
 from kcgate.errors import UsageError
+from kcgate.vocab.device_kinds import BY_PREFERENCE, DEVICE_KINDS
 
 _BY_NAME: dict[str, type[TorchBackend]] = {
     cls.name: cls for cls in (CpuBackend, CudaBackend, MpsBackend, NpuBackend, RocmBackend, XpuBackend)
 }
-# One backend per kind of kcgate.device_kinds (a KeyError here names a kind without one), in
+# One backend per kind of kcgate.vocab.device_kinds (a KeyError here names a kind without one), in
 # preference order for default_backend(): accelerators first, cpu last.
 BACKENDS: dict[str, type[TorchBackend]] = {name: _BY_NAME[name] for name in BY_PREFERENCE}
 VENDORS: dict[str, str] = {name: DEVICE_KINDS[name].vendor for name in BACKENDS}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import platform
 
-from kcgate.device_kinds import vendor
 from kcgate.devices.base import (
     TorchBackend,
     call_text,
@@ -18,6 +17,7 @@ from kcgate.devices.base import (
     numerics_flags,
 )
 from kcgate.results.model import Fingerprint
+from kcgate.vocab.device_kinds import vendor
 
 MPS_ENV = (
     # 1 silently runs unsupported ops on the CPU: the result would be the CPU's, labelled MPS.

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kcgate.device_kinds import vendor
 from kcgate.devices.base import (
     TorchBackend,
     attr_text,
@@ -19,6 +18,7 @@ from kcgate.devices.base import (
     numerics_flags,
 )
 from kcgate.results.model import Fingerprint
+from kcgate.vocab.device_kinds import vendor
 
 NPU_ENV = ("ASCEND_RT_VISIBLE_DEVICES",)
 

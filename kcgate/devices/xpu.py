@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kcgate.device_kinds import vendor
 from kcgate.devices.base import (
     TorchBackend,
     attr_text,
@@ -20,6 +19,7 @@ from kcgate.devices.base import (
 )
 from kcgate.devices.cuda import read_version
 from kcgate.results.model import Fingerprint
+from kcgate.vocab.device_kinds import vendor
 
 XPU_ENV = (
     "ZE_AFFINITY_MASK",

@@ -1,7 +1,7 @@
 """Run cases in worker subprocesses so a kernel that segfaults, aborts, exits, hangs, runs out of
 memory, floods stdout, closes its stdio, forges results or changes torch's global state costs one case:
 it is recorded (an error, or ``global-state``) and a fresh worker continues. Results come back on an
-authenticated channel (``kcgate.channel``); the worker's process group is killed when it is done.
+authenticated channel (``kcgate.execution.channel``); the worker's process group is killed when it is done.
 
 The worker gets the parent's parsed contracts (``Project.to_json``) in its init line on the command pipe:
 contracts.toml is parsed once per run, not again by every worker.
@@ -23,15 +23,15 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
-from kcgate import channel
+from kcgate.contracts.spec import Project
 from kcgate.devices import check_name, default_backend, get_backend
+from kcgate.engine.case import error_result, execute_case
 from kcgate.errors import ExitCode, KcgateError, UsageError
-from kcgate.execution.case import error_result, execute_case
-from kcgate.execution.plan import Case
+from kcgate.execution import channel
 from kcgate.execution.pool import WorkerPool, half_ram
 from kcgate.execution.worker import thread_count
+from kcgate.plan import Case
 from kcgate.results.model import CaseResult, Fingerprint
-from kcgate.spec import Project
 
 STARTUP_TIMEOUT_S = 120.0
 TAIL_CHARS = 2000
@@ -398,7 +398,7 @@ class InProcessExecutor:
     def __init__(self, project: Any, device: str = "auto") -> None:
         self.project = project
         self.backend = get_backend(default_backend() if device == "auto" else device)
-        from kcgate import torch_state
+        from kcgate.engine import torch_state
 
         torch_state.capture()  # a kernel's changes are restored and recorded, though the process is shared
 
@@ -409,7 +409,7 @@ class InProcessExecutor:
         return self.backend.name, self.backend.fingerprint()
 
     def default_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
-        from kcgate.ops import default_shapes
+        from kcgate.numerics.ops import default_shapes
 
         return default_shapes()
 

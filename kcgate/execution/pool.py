@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
 from kcgate.errors import UsageError
-from kcgate.execution.plan import Case
+from kcgate.plan import Case
 from kcgate.results.model import CaseResult, Fingerprint
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ from pathlib import Path
 from kcgate import __version__
 from kcgate.errors import ExitCode, RunInterrupted, UsageError
 from kcgate.execution.executors import Executor
-from kcgate.execution.plan import Case
-from kcgate.journal import Journal, read_journal
+from kcgate.plan import Case
+from kcgate.results.journal import Journal, read_journal
 from kcgate.results.model import CaseResult, Fingerprint, RunResult, load_run, write_run
 
 

@@ -1,14 +1,14 @@
 """The worker process: runs cases for ``kcgate.execution.executors`` and answers on an authenticated channel.
 
 Run as ``python -m kcgate.execution.worker --device D``. Its first stdin line (from the parent, never in
-argv or the environment) names the result pipe's fd and the channel key (``kcgate.channel``) and carries
+argv or the environment) names the result pipe's fd and the channel key (``kcgate.execution.channel``) and carries
 the parent's parsed contracts (``Project.to_json``), which the worker rebuilds: it never reads
 contracts.toml. The worker then moves the command stream and the result pipe off fds 0 and the
 inherited number to private, non-inheritable fds, points fd 0 at /dev/null, and keeps copies of fds 1
 and 2 (the parent's log file) so a kernel that closes or redirects them is undone after its case.
 
 Before reading any case it imports torch and the harness, resolves ``--device auto``, captures torch's
-global state (``kcgate.torch_state``) and sends one handshake line with the device, its fingerprint
+global state (``kcgate.engine.torch_state``) and sends one handshake line with the device, its fingerprint
 and the op families' default shapes. Each case is ``{"case", "kernel", "nonce"}`` (``kernel``: an
 import string run in place of the contract's, for calibration); each answer is signed with its nonce
 and says whether the worker should be replaced (``retire``: it changed global state, or its stdio or
@@ -27,13 +27,13 @@ import sys
 from collections.abc import Mapping
 from typing import IO, Any
 
-from kcgate.channel import CASE_MARKER, sign
+from kcgate.contracts.spec import Project
 from kcgate.devices import default_backend, get_backend
 from kcgate.devices.base import import_torch
+from kcgate.engine.case import execute_case
 from kcgate.errors import KcgateError
-from kcgate.execution.case import execute_case
-from kcgate.execution.plan import Case
-from kcgate.spec import Project
+from kcgate.execution.channel import CASE_MARKER, sign
+from kcgate.plan import Case
 
 # Torch-free at the top (tests/test_local_imports.py checks it): the worker reads its init line and sends an
 # error handshake for a torch that cannot be imported before anything imports torch; what imports torch
@@ -65,9 +65,9 @@ def thread_count(env: Mapping[str, str]) -> int:
 
 def _start(project_json: dict[str, Any], device: str) -> tuple[dict[str, Any], Any, Any]:
     """The handshake payload, the project and the backend; a KcgateError becomes an error handshake."""
-    import kcgate.checks  # noqa: F401  (warm: what the first case would otherwise import)
-    import kcgate.execution.harness  # noqa: F401
-    from kcgate.ops import default_shapes
+    import kcgate.engine.checks  # noqa: F401  (warm: what the first case would otherwise import)
+    import kcgate.engine.harness  # noqa: F401
+    from kcgate.numerics.ops import default_shapes
 
     backend = get_backend(default_backend() if device == "auto" else device)
     project = Project.from_json(project_json)  # as the parent parsed it
@@ -82,10 +82,10 @@ def _start(project_json: dict[str, Any], device: str) -> tuple[dict[str, Any], A
 
 def _warm_checks() -> None:
     """Import every class check now, so the state captured at start includes their modules."""
-    import kcgate.checks
+    import kcgate.engine.checks
 
-    for info in pkgutil.iter_modules(kcgate.checks.__path__):
-        importlib.import_module(f"kcgate.checks.{info.name}")
+    for info in pkgutil.iter_modules(kcgate.engine.checks.__path__):
+        importlib.import_module(f"kcgate.engine.checks.{info.name}")
 
 
 class Stdio:
@@ -169,7 +169,7 @@ def main() -> None:
     except KcgateError as exc:
         channel.send(init["nonce"], {"ready": False, "error": exc.message, "exit_code": int(exc.exit_code)})
         return
-    from kcgate import torch_state
+    from kcgate.engine import torch_state
 
     torch_state.capture()
     _limit_memory(args.memory_limit)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kcgate import bounded
 from kcgate.errors import UsageError
+from kcgate.util import bounded
 
 MAX_EVENT_BYTES = 25 * 1024 * 1024
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")

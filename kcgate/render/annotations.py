@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from kcgate.diff_model import CaseChange, Verdict, declared_in
+from kcgate.gate.model import CaseChange, Verdict, declared_in
 from kcgate.render.escape import annotation_property, annotation_text
 from kcgate.render.labels import SEVERITY, label, rank
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from kcgate.compare import Cell, Comparison, Outlier
+from kcgate.gate.compare import Cell, Comparison, Outlier
 from kcgate.render.diff_formats import align, budget, plain
 from kcgate.render.escape import console_text, json_console_text, md_cell, md_code
 from kcgate.render.mermaid import budget_chart, k_curve_chart

@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 
-from kcgate.diff_model import CATEGORIES, CaseChange, Verdict
+from kcgate.gate.model import CATEGORIES, CaseChange, Verdict
 from kcgate.render.escape import console_text, json_console_text, md_cell, md_code
 from kcgate.render.labels import factor_text
 

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from kcgate.diff_model import declared_in
+from kcgate.gate.model import declared_in
 from kcgate.results.model import UNEVALUATED, CaseResult, RunResult, Status
 from kcgate.results.records import junit_properties
 

@@ -14,7 +14,7 @@ from operator import attrgetter
 
 from junit_xml import TestCase, TestSuite
 
-from kcgate.diff_model import CATEGORY_TABLE, CaseChange, RunnerDiff, Verdict, declared_in
+from kcgate.gate.model import CATEGORY_TABLE, CaseChange, RunnerDiff, Verdict, declared_in
 from kcgate.render.labels import label, rank
 from kcgate.results.model import CaseResult, RunResult, Status
 from kcgate.results.records import METRIC_COLUMNS, junit_properties

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kcgate.diff_model import CATEGORY_TABLE, CaseChange
+from kcgate.gate.model import CATEGORY_TABLE, CaseChange
 
 # Most severe first: the order rows, annotations and test cases are listed in.
 SEVERITY = tuple(c.name for c in sorted(CATEGORY_TABLE, key=lambda c: c.severity))

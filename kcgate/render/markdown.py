@@ -17,8 +17,8 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from kcgate.diff_model import CaseChange, RunnerDiff, Verdict
-from kcgate.execution.plan import base_seed_for
+from kcgate.gate.model import CaseChange, RunnerDiff, Verdict
+from kcgate.plan import base_seed_for
 from kcgate.publish.settings import is_sha
 from kcgate.render.escape import md_cell, md_code, md_text
 from kcgate.render.labels import SEVERITY, factor_text, icon, label, rank

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 
-from kcgate.compare import Comparison, KCurve, runner_budgets
+from kcgate.gate.compare import Comparison, KCurve, runner_budgets
 
 MAX_SERIES = 8
 BUDGET_CAP = 2.0  # bars above 2x the budget would flatten everything else

@@ -13,9 +13,10 @@ import subprocess
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from kcgate.diff import index_cases
+from kcgate.contracts.policy import Policy
+from kcgate.contracts.spec import load_project
 from kcgate.errors import ResultsError, UsageError
-from kcgate.policy import Policy
+from kcgate.gate.diff import index_cases
 from kcgate.results.artifacts import json_files
 from kcgate.results.model import (
     MAX_RESULTS_BYTES,
@@ -26,7 +27,6 @@ from kcgate.results.model import (
     parse_run,
     write_run,
 )
-from kcgate.spec import load_project
 
 GIT_PREFIX = "git:"
 RUNNER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")

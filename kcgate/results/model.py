@@ -20,7 +20,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kcgate import bounded
 from kcgate.errors import IOFault, ResultsError
 from kcgate.results.columns import MAX_KEY, MAX_TEXT, Invalid, build_frozen, clean_number, expect, scalar_text
 from kcgate.results.records import (
@@ -39,6 +38,7 @@ from kcgate.results.records import (
     text,
 )
 from kcgate.results.table import CaseTable
+from kcgate.util import bounded
 
 __all__ = [  # the results model: the records (kcgate.results.records), the run, and its files
     "CASE_FIELDS",

@@ -2,7 +2,7 @@
 
 ``CASE_COLUMNS`` and ``METRIC_COLUMNS`` are the one definition of the row layout. The row codec below
 (``to_row``, ``from_row``), the bulk reader (``kcgate.results.table``), the file header's ``case_fields``
-and ``metric_fields``, the JSON Schema of results files (``kcgate.schema``) and the per-case JUnit
+and ``metric_fields``, the JSON Schema of results files (``kcgate.render.schema``) and the per-case JUnit
 properties (``junit_properties``: ``run --junit``, ``report --junit`` and the pytest plugin's
 ``record_property``) are all derived from them. No torch.
 """
@@ -69,7 +69,7 @@ GRAD_BUDGET = "grad_budget."  # metrics.extra key prefix: each input gradient's 
 class Fingerprint:
     """What a result was measured on; results compare only with the same fingerprint key."""
 
-    backend: str  # a kind of kcgate.device_kinds
+    backend: str  # a kind of kcgate.vocab.device_kinds
     vendor: str = ""
     device: str = ""
     arch: str = ""
@@ -120,7 +120,7 @@ class Fingerprint:
 class Signature:
     """A diagnosed failure mode with its measured evidence."""
 
-    cause: str  # a key of kcgate.signatures.CAUSES, e.g. "low-precision-accumulator"
+    cause: str  # a key of kcgate.engine.diagnosis.CAUSES, e.g. "low-precision-accumulator"
     summary: str  # one line, e.g. "behaves like an fp16 accumulator (11 effective bits)"
     evidence: tuple[tuple[str, float | str], ...] = ()
 

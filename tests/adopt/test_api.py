@@ -13,14 +13,14 @@ import pytest
 import torch
 
 import kcgate
-from kcgate import builtin_kernels
-from kcgate.diff import diff_runs
-from kcgate.diff_model import Verdict
+from kcgate.contracts.policy import Policy
+from kcgate.contracts.spec import load_project
 from kcgate.errors import ContractsError
-from kcgate.policy import Policy
+from kcgate.gate.diff import diff_runs
+from kcgate.gate.model import Verdict
+from kcgate.kernels import builtin as builtin_kernels
 from kcgate.render.annotations import make_annotations
 from kcgate.results.model import load_run
-from kcgate.spec import load_project
 from tests.conftest import ROOT
 from tests.conftest import kcgate as kcgate_cli
 from tests.kernels import accumulate
@@ -100,7 +100,7 @@ BAD_TOML = """
 [[contract]]
 id = "k"
 class = "C-PRC-1"
-kernel = "kcgate.builtin_kernels:matmul"
+kernel = "kcgate.kernels.builtin:matmul"
 op = "matmull"
 dtypes = ["bf16x"]
 tolerance = { lamda = 3.0 }
@@ -109,7 +109,7 @@ tolerance = { lamda = 3.0 }
 
 def test_keyword_errors_are_validates_messages_without_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(kcgate.ContractError) as info:
-        kcgate.check("kcgate.builtin_kernels:matmul", id="k", **BAD)  # type: ignore[arg-type]
+        kcgate.check("kcgate.kernels.builtin:matmul", id="k", **BAD)  # type: ignore[arg-type]
     assert isinstance(info.value, ValueError)
     path = tmp_path / "contracts.toml"
     path.write_text(BAD_TOML)

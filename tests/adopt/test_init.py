@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kcgate.adopt import scaffold
-from kcgate.spec import load_project
+from kcgate.contracts.spec import load_project
 from tests.conftest import ROOT, kcgate
 
 pytestmark = pytest.mark.slow  # end to end: every test runs kcgate in subprocesses
@@ -40,7 +40,7 @@ def test_init_writes_a_file_that_validates_and_whose_run_fails_only_the_broken_k
         statuses.setdefault(case.split("/")[0], set()).add(status)
     assert statuses.pop("fast-layer-norm") == {"FAIL"}
     assert statuses and all(s == {"PASS"} for s in statuses.values()), statuses
-    # an autograd.Function and an nn.Module, called as they ship (kcgate.invoke)
+    # an autograd.Function and an nn.Module, called as they ship (kcgate.engine.invoke)
     assert ops["RMSNormFunction"] == "rmsnorm" and ops["RotaryEmbedding"] == "rope"
     assert {"rmsnorm-function", "rotary-embedding", "matmul", "softmax", "activation"} == set(statuses)
     assert "not placed" not in out

@@ -43,7 +43,7 @@ def repo_contracts(tmp: Path, broken: str | None = None) -> Path:
     ``matmul-fp32``'s kernel replaced by one that keeps its running sum in bf16."""
     text = (ROOT / "contracts.toml").read_text().replace('paths = ["."]', f"paths = [{str(ROOT)!r}]")
     if broken:
-        text = text.replace('kernel = "kcgate.builtin_kernels:matmul"\n', f'kernel = "{broken}"\n', 1)
+        text = text.replace('kernel = "kcgate.kernels.builtin:matmul"\n', f'kernel = "{broken}"\n', 1)
     path = tmp / "contracts.toml"
     path.write_text(text)
     return path

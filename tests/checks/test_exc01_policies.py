@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from kcgate.checks import CHECKS, Finding
+from kcgate.contracts.spec import Contract, load_project
+from kcgate.engine.checks import CHECKS, Finding
+from kcgate.engine.harness import CaseContext
 from kcgate.errors import ContractsError
-from kcgate.execution.harness import CaseContext
-from kcgate.execution.plan import Case
-from kcgate.ops import OPS
-from kcgate.spec import Contract, load_project
+from kcgate.numerics.ops import OPS
+from kcgate.plan import Case
 
 F = torch.nn.functional
 

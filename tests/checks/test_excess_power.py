@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from kcgate import sensitivity
+from kcgate.contracts.spec import load_project
 from kcgate.devices.cpu import CpuBackend
+from kcgate.engine import sensitivity
+from kcgate.engine.case import execute_case
+from kcgate.engine.harness import Trial
 from kcgate.errors import ContractsError
-from kcgate.execution.case import execute_case
-from kcgate.execution.harness import Trial
-from kcgate.execution.plan import make_plan
-from kcgate.ops import OPS
-from kcgate.spec import load_project
+from kcgate.numerics.ops import OPS
+from kcgate.plan import make_plan
 from tests.conftest import ROOT
 from tests.kernels import excess as k
 from tests.test_sensitivity import CONTRACT as SUM_CONTRACT

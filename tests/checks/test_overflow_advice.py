@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from kcgate.contracts.spec import load_project
 from kcgate.devices.cpu import CpuBackend
-from kcgate.execution.case import execute_case
-from kcgate.execution.plan import make_plan
-from kcgate.spec import load_project
+from kcgate.engine.case import execute_case
+from kcgate.plan import make_plan
 from tests.conftest import ROOT
 
 CONTRACT = """
@@ -46,5 +46,5 @@ def test_a_nan_in_the_gradient_gets_the_backwards_advice(tmp_path: Path) -> None
 
 
 def test_torchs_softmax_backward_passes_on_the_same_inputs(tmp_path: Path) -> None:
-    r = _run(tmp_path, "kcgate.builtin_kernels:softmax", "backward")
+    r = _run(tmp_path, "kcgate.kernels.builtin:softmax", "backward")
     assert r.status == "pass", r.message

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kcgate.checks import CHECKS, Finding
-from kcgate.checks.c_prc_02 import probe_offset
-from kcgate.execution.harness import CaseContext
-from kcgate.execution.plan import Case
-from kcgate.ops import OPS
-from kcgate.spec import Contract
+from kcgate.contracts.spec import Contract
+from kcgate.engine.checks import CHECKS, Finding
+from kcgate.engine.checks.c_prc_02 import probe_offset
+from kcgate.engine.harness import CaseContext
+from kcgate.numerics.ops import OPS
+from kcgate.plan import Case
 
 F = torch.nn.functional
 

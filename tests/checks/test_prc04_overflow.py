@@ -10,16 +10,16 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kcgate.calibrate import BUILTIN, calibrate  # noqa: E402
-from kcgate.checks.c_prc_04_overflow import classify  # noqa: E402
+from kcgate.calibration.calibrate import BUILTIN, calibrate  # noqa: E402
+from kcgate.contracts.spec import load_project  # noqa: E402
 from kcgate.devices.cpu import CpuBackend  # noqa: E402
+from kcgate.engine.case import execute_case  # noqa: E402
+from kcgate.engine.checks.c_prc_04_overflow import classify  # noqa: E402
 from kcgate.errors import ContractsError  # noqa: E402
-from kcgate.execution.case import execute_case  # noqa: E402
 from kcgate.execution.executors import InProcessExecutor  # noqa: E402
-from kcgate.execution.plan import make_plan  # noqa: E402
 from kcgate.kernels.calibration import c_prc_04_fp8 as cal  # noqa: E402
+from kcgate.plan import make_plan  # noqa: E402
 from kcgate.results.model import CaseResult  # noqa: E402
-from kcgate.spec import load_project  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
 
 CONTRACT = """

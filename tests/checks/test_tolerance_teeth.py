@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kcgate.contracts.spec import load_project
 from kcgate.devices.cpu import CpuBackend
-from kcgate.execution.case import execute_case
-from kcgate.execution.plan import make_plan
-from kcgate.spec import load_project
+from kcgate.engine.case import execute_case
+from kcgate.plan import make_plan
 
 CONTRACT = """
 [project]

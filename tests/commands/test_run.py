@@ -9,8 +9,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from kcgate.render.schema import results_schema
 from kcgate.results.model import load_run
-from kcgate.schema import results_schema
 from tests.conftest import ROOT, imported, kcgate
 
 

@@ -302,7 +302,7 @@ def test_registry_is_complete_and_ordered() -> None:
 
 
 def test_contract_device_names_match_the_registry() -> None:
-    spec = pytest.importorskip("kcgate.spec")
+    spec = pytest.importorskip("kcgate.contracts.spec")
     assert set(spec.DEVICES) == set(BACKENDS)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kcgate.execution.plan import Case
+from kcgate.plan import Case
 
 
 def test_case_round_trips_through_json() -> None:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from kcgate.contracts.spec import load_project
 from kcgate.devices.cpu import CpuBackend
-from kcgate.execution.case import execute_case
-from kcgate.execution.plan import make_plan
-from kcgate.spec import load_project
+from kcgate.engine.case import execute_case
+from kcgate.plan import make_plan
 from tests.conftest import ROOT
 
 CONTRACT = """
@@ -61,7 +61,7 @@ def test_read_past_the_end_reads_poison(tmp_path: Path) -> None:
 def test_freivalds_unit_roundoff_knows_formats_without_a_tensor_dtype() -> None:
     import torch
 
-    from kcgate.oracles.freivalds import unit_roundoff
+    from kcgate.numerics.oracles.freivalds import unit_roundoff
 
     assert unit_roundoff("tfloat32") == 2.0**-11
     assert unit_roundoff(torch.bfloat16) == 2.0**-8 and unit_roundoff("float32") == 2.0**-24
@@ -85,7 +85,7 @@ def test_a_write_into_either_guard_band_is_seen_in_every_dtype(dtype: str, where
     """The numpy path (CPU fp16/32/64) and the torch path (bf16, indices) read both bands, every element."""
     import torch
 
-    from kcgate.execution.harness import _guarded, _margins_intact
+    from kcgate.engine.harness import _guarded, _margins_intact
 
     t = torch.arange(5).to(getattr(torch, dtype))
     buf, view = _guarded(t, 16, "cpu")

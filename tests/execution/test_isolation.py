@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kcgate.journal import journal_path
+from kcgate.results.journal import journal_path
 from kcgate.results.model import load_run
 from tests.conftest import DATA, ROOT, imported, kcgate
 
@@ -311,9 +311,9 @@ def _running(pid: int) -> bool:
 def test_the_worker_exits_by_itself_once_its_commands_end() -> None:
     """The worker leaves with os._exit(0) after its last answer: close() finds it exited (status 0, not the
     group kill's SIGKILL) without waiting out torch's interpreter teardown."""
+    from kcgate.contracts.spec import load_project
     from kcgate.execution.executors import IsolatedExecutor
-    from kcgate.execution.plan import make_plan
-    from kcgate.spec import load_project
+    from kcgate.plan import make_plan
 
     project = load_project(ROOT / "contracts.toml")
     executor = IsolatedExecutor(project)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kcgate.channel import CASE_MARKER
+from kcgate.contracts.spec import load_project
+from kcgate.execution.channel import CASE_MARKER
 from kcgate.execution.executors import IsolatedExecutor
-from kcgate.execution.plan import make_plan
-from kcgate.spec import load_project
+from kcgate.plan import make_plan
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 pytestmark = pytest.mark.slow  # real worker processes

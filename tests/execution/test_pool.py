@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from kcgate.contracts.spec import load_project
 from kcgate.errors import UsageError
 from kcgate.execution import pool as pooling
 from kcgate.execution.executors import isolated, make_executor
-from kcgate.execution.plan import Case, make_plan
 from kcgate.execution.pool import (
     AUTO_CASES_PER_WORKER,
     AUTO_MAX,
@@ -24,8 +24,8 @@ from kcgate.execution.pool import (
     half_ram,
     worker_count,
 )
+from kcgate.plan import Case, make_plan
 from kcgate.results.model import load_run
-from kcgate.spec import load_project
 from tests.conftest import DATA, kcgate
 
 RUNNABLE = "probe or segv or after"  # pool.toml's contracts that run (nostart's worker cannot start)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kcgate.execution.plan import SEED_MASK, base_seed_for, derive_seed
+from kcgate.plan import SEED_MASK, base_seed_for, derive_seed
 from tests.conftest import DATA, kcgate
 
 

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kcgate.contracts.spec import load_project
 from kcgate.execution.executors import InProcessExecutor
-from kcgate.execution.plan import make_plan
 from kcgate.execution.runloop import execute_plan, new_run
-from kcgate.journal import journal_path
+from kcgate.plan import make_plan
+from kcgate.results.journal import journal_path
 from kcgate.results.model import load_run
-from kcgate.spec import load_project
 
 CONTRACTS = """
 [[contract]]
 id = "mm"
 class = "C-PRC-01"
-kernel = "kcgate.builtin_kernels:matmul"
+kernel = "kcgate.kernels.builtin:matmul"
 op = "matmul"
 dtypes = ["float32"]
 shapes = [[4, 8, 4], [5, 6, 7], [8, 8, 8], [3, 9, 2], [6, 4, 5]]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from kcgate.contracts.spec import load_project
 from kcgate.execution.executors import EnvRouter, _init_line, make_executor
-from kcgate.execution.plan import make_plan
-from kcgate.spec import load_project
+from kcgate.plan import make_plan
 
 pytestmark = pytest.mark.slow  # real worker subprocesses
 
@@ -17,7 +17,7 @@ CONTRACTS = """\
 [[contract]]
 id = "sum"
 class = "C-ORD-02"
-kernel = "kcgate.builtin_kernels:row_sum"
+kernel = "kcgate.kernels.builtin:row_sum"
 op = "sum"
 shapes = [[4, 64]]
 protocol = { seeds = 1, trials = 1 }
@@ -25,7 +25,7 @@ protocol = { seeds = 1, trials = 1 }
 [[contract]]
 id = "sum-in-its-own-env"
 class = "C-ORD-02"
-kernel = "kcgate.builtin_kernels:row_sum"
+kernel = "kcgate.kernels.builtin:row_sum"
 op = "sum"
 shapes = [[4, 64]]
 protocol = { seeds = 1, trials = 1 }

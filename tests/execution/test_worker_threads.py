@@ -37,8 +37,8 @@ def test_a_real_worker_runs_with_that_blas_thread_count(monkeypatch: pytest.Monk
     """What the worker process was started with (/proc/PID/environ): numpy's OpenBLAS reads it at load."""
     from pathlib import Path
 
+    from kcgate.contracts.spec import load_project
     from kcgate.execution.executors import IsolatedExecutor
-    from kcgate.spec import load_project
 
     if not Path("/proc/self/environ").exists():
         pytest.skip("reads the worker's environment from /proc (Linux)")

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from kcgate import builtin_kernels as bk
-from kcgate.kernels.emulate import blocked_matmul, round_mantissa
+from kcgate.kernels import builtin as bk
+from kcgate.numerics.emulate import blocked_matmul, round_mantissa
 
 F = torch.nn.functional
 Kernel = Callable[..., Any]
@@ -338,11 +338,11 @@ def corpus() -> list[Fault]:
 
 def diagnose(fault: Fault, seed: int) -> str:
     """Run the fault's class check in process; the signature cause, or the status when there is none."""
-    from kcgate.checks import CHECKS
-    from kcgate.execution.harness import CaseContext
-    from kcgate.execution.plan import Case
-    from kcgate.ops import OPS
-    from kcgate.spec import Contract, Protocol
+    from kcgate.contracts.spec import Contract, Protocol
+    from kcgate.engine.checks import CHECKS
+    from kcgate.engine.harness import CaseContext
+    from kcgate.numerics.ops import OPS
+    from kcgate.plan import Case
 
     contract = Contract(
         id=fault.id,

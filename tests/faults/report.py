@@ -1,5 +1,5 @@
 """Writes docs/signature-accuracy.md: the planted-fault corpus (tests/faults/corpus.py) diagnosed on every seed,
-as a confusion matrix. Run ``python -m tests.faults.report`` after changing kcgate/signatures.py."""
+as a confusion matrix. Run ``python -m tests.faults.report`` after changing kcgate/engine/diagnosis.py."""
 
 from __future__ import annotations
 

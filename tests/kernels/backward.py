@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from kcgate.kernels.emulate import round_mantissa, sequential_sum
+from kcgate.numerics.emulate import round_mantissa, sequential_sum
 
 _STALE: dict[tuple[Any, ...], tuple[torch.Tensor | None, ...]] = {}
 

@@ -170,7 +170,7 @@ def _plus_noise(family: str, times: float):  # type: ignore[no-untyped-def]
     """torch's composite for ``family`` plus Gaussian noise whose scale, element by element, is ``times``
     the composite's own error against the fp64 oracle: unbiased, rms ``times`` torch's error (√(1 + times²)
     times it with torch's own error included)."""
-    from kcgate.ops import OPS
+    from kcgate.numerics.ops import OPS
 
     op = OPS[family]
 
@@ -240,7 +240,7 @@ def matmul_five_bad_elements(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def aten_gelu(x: torch.Tensor) -> torch.Tensor:
     """torch's own fp32 gelu with oneDNN off: ATen's kernel, the one inductor emits and the one eager torch
     runs on CPUs without AVX-512; oneDNN's AVX-512 gelu is 4x more accurate for |x| < 1.5."""
-    from kcgate.sensitivity import onednn_off
+    from kcgate.engine.sensitivity import onednn_off
 
     with onednn_off():
         return torch.nn.functional.gelu(x)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from kcgate.ops import quant, rope
+from kcgate.numerics.ops import quant, rope
 
 
 def rope_wrong_layout(q, k, cos, sin):  # type: ignore[no-untyped-def]

@@ -1,7 +1,7 @@
 """The newer op families (attention, rope, swiglu, geglu, cross_entropy, scaled_mm, quant_gemm): torch's own
 implementation passes with budget <= 0.5 over 12 seeds in every supported dtype, and planted faults fail.
 
-Budgets are measured the way the harness measures them (kcgate.metrics.compare against the family's bound
+Budgets are measured the way the harness measures them (kcgate.numerics.metrics.compare against the family's bound
 with the contract defaults: fp32 accumulator, λ = 8). The realistic faults' budgets are pinned between 1 and
 a small factor, so a bound loosened by that factor fails these tests.
 """
@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from benchmarks import torch_sweep as sweep
-from kcgate.ops import OPS
-from kcgate.ops.base import BoundArgs, OpFamily
+from kcgate.numerics.ops import OPS
+from kcgate.numerics.ops.base import BoundArgs, OpFamily
 from tests.kernels import attention as att
 from tests.kernels import families as bad
 
@@ -248,10 +248,10 @@ def _run(
     params: str = "{}",
     direction: str = "forward",
 ):  # type: ignore[no-untyped-def]
+    from kcgate.contracts.spec import load_project
     from kcgate.devices.cpu import CpuBackend
-    from kcgate.execution.case import execute_case
-    from kcgate.execution.plan import make_plan
-    from kcgate.spec import load_project
+    from kcgate.engine.case import execute_case
+    from kcgate.plan import make_plan
     from tests.conftest import ROOT
 
     f = tmp_path / "c.toml"
@@ -330,7 +330,7 @@ FORWARD_CONTRACT_FAULTS = [
 def test_contract_passes_torch_and_names_the_fault(
     tmp_path, op, good, fault, dtype, shape, params, cause
 ) -> None:  # type: ignore[no-untyped-def]
-    ok = _run(tmp_path, op, f"kcgate.builtin_kernels:{good}", dtype, shape, params)
+    ok = _run(tmp_path, op, f"kcgate.kernels.builtin:{good}", dtype, shape, params)
     assert ok.status == "pass", ok.message
     failed = _run(tmp_path, op, f"tests.kernels.{fault}", dtype, shape, params)
     assert failed.status == "fail", failed.message
@@ -346,7 +346,7 @@ def test_contract_passes_torch_and_names_the_fault(
     [
         (
             "attention",
-            "kcgate.builtin_kernels:attention",
+            "kcgate.kernels.builtin:attention",
             "tests.kernels.attention:backward_no_delta",
             "bfloat16",
             [1, 4, 2, 32, 32],
@@ -354,7 +354,7 @@ def test_contract_passes_torch_and_names_the_fault(
         ),
         (
             "cross_entropy",
-            "kcgate.builtin_kernels:cross_entropy",
+            "kcgate.kernels.builtin:cross_entropy",
             "tests.kernels.families:ce_mean_over_all_rows",
             "float32",
             [16, 512],
@@ -362,7 +362,7 @@ def test_contract_passes_torch_and_names_the_fault(
         ),
         (
             "rope",
-            "kcgate.builtin_kernels:rope",
+            "kcgate.kernels.builtin:rope",
             "tests.kernels.families:rope_wrong_backward",
             "bfloat16",
             [1, 4, 2, 16, 32],
@@ -387,7 +387,7 @@ def test_op_params_are_validated_with_the_key_and_a_fix(tmp_path) -> None:  # ty
         _run(
             tmp_path,
             "attention",
-            "kcgate.builtin_kernels:attention",
+            "kcgate.kernels.builtin:attention",
             "float32",
             [1, 2, 1, 8, 8],
             '{ p_dtype = "float8" }',
@@ -409,8 +409,8 @@ def test_op_params_are_validated_with_the_key_and_a_fix(tmp_path) -> None:  # ty
     ],
 )
 def test_held_out_shapes_respect_the_family_constraints(name, params, declared, dim, holds) -> None:  # type: ignore[no-untyped-def]
-    from kcgate import shape_class
-    from kcgate.spec import OP_SHAPES
+    from kcgate.contracts import shape_class
+    from kcgate.contracts.spec import OP_SHAPES
 
     op = family(name, params)
     assert dim in op.shape_constraints
@@ -425,7 +425,7 @@ def test_held_out_shapes_respect_the_family_constraints(name, params, declared, 
 def test_families_with_params_are_the_ones_that_configure() -> None:
     """The catalogue's params (torch-free, validated by the loader) and the families' configure agree, and
     every param's default configures a family."""
-    from kcgate.catalogue import CATALOGUE
+    from kcgate.vocab.catalogue import CATALOGUE
 
     for name, op in OPS.items():
         params = CATALOGUE[name].params

@@ -1,4 +1,4 @@
-"""Tests for kcgate.oracles.freivalds: Freivalds' check with an error-analysis threshold (small n, fast)."""
+"""Tests for kcgate.numerics.oracles.freivalds: Freivalds' check with an error-analysis threshold (small n, fast)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ pytest.importorskip("torch")
 
 import torch  # noqa: E402
 
-from kcgate.oracles.freivalds import (  # noqa: E402
+from kcgate.numerics.oracles.freivalds import (  # noqa: E402
     FREIVALDS_AUTO_MIN_FLOPS,
     FreivaldsResult,
     aggregate,
@@ -27,7 +27,7 @@ from kcgate.oracles.freivalds import (  # noqa: E402
 @pytest.fixture(params=["native", "torch"], autouse=True)
 def projection(request: pytest.FixtureRequest) -> Iterator[str]:
     """Every test runs twice: with kcgate's fused native kernel, and with the torch path (GEMM + norm)."""
-    from kcgate.oracles import native
+    from kcgate.numerics.oracles import native
 
     if request.param == "native" and native.status().lib is None:  # test_native.py fails
         pytest.skip(f"native kernel unavailable: {native.status().detail}")  # where a compiler exists
@@ -210,7 +210,7 @@ def test_batch_broadcast_matches_torch() -> None:
     """The check broadcasts batch shapes itself (torch.broadcast_shapes costs 0.4 s on first use)."""
     import itertools
 
-    from kcgate.oracles.freivalds import _broadcast
+    from kcgate.numerics.oracles.freivalds import _broadcast
 
     shapes = [(), (1,), (3,), (0,), (2, 1), (1, 3), (2, 3), (4, 1, 3), (1, 0)]
     for a, b in itertools.product(shapes, repeat=2):
@@ -245,7 +245,7 @@ def test_low_precision_projection_is_exact_where_fp32_is(dtype: torch.dtype) -> 
     exactly representable in fp32, so the result must equal the fp64 one bit for bit; a bf16/fp16 output or
     accumulator would not (most sums need more significant bits than x's dtype has).
     """
-    from kcgate.oracles.freivalds import _project_rows, _rademacher
+    from kcgate.numerics.oracles.freivalds import _project_rows, _rademacher
 
     x = _exact_in_fp32(300, 4096, dtype, seed=11)
     rad = _rademacher(3, 4096, 5, torch.float32, x.device)
@@ -268,7 +268,7 @@ def test_low_precision_projection_of_fp32_vectors_within_fp32_bound(
     Batched, with a small buffer so that the blocks cut through the rows of every batch entry. Rounding y to
     the input dtype (a bf16 or fp16 GEMM) breaks the bound, which the last assertion checks.
     """
-    import kcgate.oracles.freivalds as fv
+    import kcgate.numerics.oracles.freivalds as fv
 
     monkeypatch.setattr(fv, "_CHUNK_ELEMENTS", 3 * 300 * 7)  # 7 rows of each batch entry per block
     gen = torch.Generator().manual_seed(12)
@@ -351,7 +351,7 @@ def test_gemm_orientations_agree_within_fp32_bound(projection: str) -> None:
     """Both GEMM orientations give ``v @ x.mT`` (contiguous, broadcast batch) within the fp32 bound."""
     if projection == "native":
         pytest.skip("the torch path's GEMMs only")
-    from kcgate.oracles.freivalds import _gemm
+    from kcgate.numerics.oracles.freivalds import _gemm
 
     gen = torch.Generator().manual_seed(15)
     x = torch.randn(3, 70, 200, generator=gen)
@@ -373,7 +373,7 @@ def test_orientation_is_timed_once_per_key_and_checks_still_work(
     the choice per (dtype, k, layout, rough shape); results are unchanged in kind (pass / catch)."""
     if projection == "native":
         pytest.skip("the torch path's GEMMs only")
-    import kcgate.oracles.freivalds as fv
+    import kcgate.numerics.oracles.freivalds as fv
 
     cache: dict[tuple[object, ...], bool] = {}
     monkeypatch.setattr(fv, "_ORIENTATION", cache)

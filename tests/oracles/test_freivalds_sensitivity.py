@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from kcgate.contracts.spec import load_project
 from kcgate.devices.cpu import CpuBackend
-from kcgate.execution.case import execute_case
-from kcgate.execution.plan import make_plan
-from kcgate.oracles.freivalds import DEFAULT_VECTORS, freivalds_check
-from kcgate.spec import load_project
+from kcgate.engine.case import execute_case
+from kcgate.numerics.oracles.freivalds import DEFAULT_VECTORS, freivalds_check
+from kcgate.plan import make_plan
 from tests.conftest import ROOT
 from tests.kernels.excess import sequential_matmul, split_k_matmul
 

@@ -1,4 +1,4 @@
-"""Tests for kcgate.oracles.native: the fused projection-and-norm kernel, built with the system compiler."""
+"""Tests for kcgate.numerics.oracles.native: the fused projection-and-norm kernel, built with the system compiler."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ pytest.importorskip("torch")
 
 import torch  # noqa: E402
 
-from kcgate.oracles import native  # noqa: E402
+from kcgate.numerics.oracles import native  # noqa: E402
 
 HAS_CC = shutil.which((os.environ.get("CC") or "cc").split()[0]) is not None
 needs_lib = pytest.mark.skipif(not HAS_CC, reason="no C compiler: the torch path is used instead")
@@ -300,8 +300,8 @@ def test_freivalds_falls_back_to_torch_in_a_process_without_a_compiler() -> None
     script = textwrap.dedent(
         """
         import torch
-        from kcgate.oracles import native
-        from kcgate.oracles.freivalds import freivalds_check
+        from kcgate.numerics.oracles import native
+        from kcgate.numerics.oracles.freivalds import freivalds_check
         for dtype in (torch.float32, torch.bfloat16):
             gen = torch.Generator().manual_seed(1)
             a = torch.randn(64, 96, generator=gen).to(dtype)

@@ -161,7 +161,7 @@ def test_a_finished_run_updates_the_comment_and_the_job_stays_green(tmp_path: Pa
     shutil.copytree(tmp_path / "baselines", tmp_path / "baselines-default-branch")
     (tmp_path / "contracts.toml").write_text(  # the default branch's: policy, baselines, descriptions
         '[project]\nbaselines = "baselines-default-branch"\n\n[[contract]]\nid = "gemm-bf16"\n'
-        'class = "C-PRC-01"\nkernel = "kcgate.builtin_kernels:matmul"\nop = "matmul"\n'
+        'class = "C-PRC-01"\nkernel = "kcgate.kernels.builtin:matmul"\nop = "matmul"\n'
         'description = "bf16 GEMM, fp32 accumulation"\n'
     )
     with FakeGitHub() as gh:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from golden_files import check_golden
 from report_samples import big_verdict, change, hostile_verdict, sample_verdict
 
-from kcgate.diff_model import RunnerDiff, Verdict
+from kcgate.gate.model import RunnerDiff, Verdict
 from kcgate.render.annotations import (
     Caps,
     batches,

@@ -21,10 +21,10 @@ from report_samples import (
     scenario_case,
 )
 
-from kcgate.diff import make_verdict
-from kcgate.diff_model import Verdict
-from kcgate.execution.plan import base_seed_for
-from kcgate.policy import DriftRule, Policy, Waiver
+from kcgate.contracts.policy import DriftRule, Policy, Waiver
+from kcgate.gate.diff import make_verdict
+from kcgate.gate.model import Verdict
+from kcgate.plan import base_seed_for
 from kcgate.render.markdown import RenderContext, render_comment
 from kcgate.results.model import CaseResult, Fingerprint, RunResult, Signature
 

@@ -115,7 +115,7 @@ def test_budget_text() -> None:
 def test_www_and_bare_domains_are_not_autolinked() -> None:
     from report_samples import change
 
-    from kcgate.diff_model import RunnerDiff, Verdict
+    from kcgate.gate.model import RunnerDiff, Verdict
     from kcgate.render.diff_formats import render_markdown as diff_markdown
 
     text = "see www.evil.example or phish.example.com/login"

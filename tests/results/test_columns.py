@@ -14,10 +14,11 @@ import jsonschema
 import pytest
 
 from kcgate.adopt.plugin import properties
-from kcgate.diff_model import CaseChange
 from kcgate.errors import ResultsError
+from kcgate.gate.model import CaseChange
 from kcgate.render.junit import render_junit
 from kcgate.render.junit_report import case_properties
+from kcgate.render.schema import results_schema
 from kcgate.results.columns import Column, JUnit, bulk_types
 from kcgate.results.model import (
     CaseResult,
@@ -29,7 +30,6 @@ from kcgate.results.model import (
     parse_run,
 )
 from kcgate.results.records import CASE_COLUMNS, METRIC_COLUMNS, METRIC_FIELDS, METRICS_AT
-from kcgate.schema import results_schema
 from tests.conftest import ROOT
 
 GRAD = (("grad_budget.weight", 0.9), ("out_budget", 0.1))

@@ -17,10 +17,10 @@ import pytest
 from typer.testing import CliRunner
 
 from kcgate.cli import app
-from kcgate.compare import compare_runs
-from kcgate.diff import make_verdict
+from kcgate.contracts.policy import Policy
 from kcgate.errors import ResultsError
-from kcgate.policy import Policy
+from kcgate.gate.compare import compare_runs
+from kcgate.gate.diff import make_verdict
 from kcgate.render import compare_formats, diff_formats
 from kcgate.results.baseline import load_results
 from kcgate.results.model import CASE_FIELDS, MAX_TEXT, METRIC_FIELDS, load_run

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kcgate.compare import compare_runs
-from kcgate.diff import make_verdict
+from kcgate.contracts.policy import DriftRule, Policy
 from kcgate.errors import ResultsError
-from kcgate.policy import DriftRule, Policy
+from kcgate.gate.compare import compare_runs
+from kcgate.gate.diff import make_verdict
 from kcgate.render import compare_formats, diff_formats
 from kcgate.results.model import (
     MAX_TEXT,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from kcgate.kernels.emulate import blocked_matmul
+from kcgate.numerics.emulate import blocked_matmul
 
 
 def faithful(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

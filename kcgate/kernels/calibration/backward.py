@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from kcgate.kernels.emulate import sequential_sum
+from kcgate.numerics.emulate import sequential_sum
 
 Grads = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from kcgate.kernels.emulate import chunk_sums, sequential_sum
 from kcgate.kernels.functional import assert_close_default
+from kcgate.numerics.emulate import chunk_sums, sequential_sum
 
 BASIC_TEST = "torch.testing.assert_close at fp32 defaults against torch.sum, 32x1024 (rows up to 1024)"
 SPLIT_ABOVE = 1024

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from kcgate.kernels.emulate import chunk_sums
 from kcgate.kernels.functional import allclose_loose
+from kcgate.numerics.emulate import chunk_sums
 
 BASIC_TEST = "torch.allclose(atol=1e-4, rtol=1e-4) (KernelBench's fp32 setting), 32x4096, one call"
 

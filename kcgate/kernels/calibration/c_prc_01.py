@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from kcgate.kernels.emulate import blocked_matmul
 from kcgate.kernels.functional import allclose_loose
+from kcgate.numerics.emulate import blocked_matmul
 
 BASIC_TEST = "KernelBench-style torch.allclose(atol=1e-2, rtol=1e-2) at a 64x128x64 unit-test shape"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from kcgate.kernels.emulate import round_mantissa
 from kcgate.kernels.functional import allclose_loose
+from kcgate.numerics.emulate import round_mantissa
 
 BASIC_TEST = "KernelBench-style torch.allclose(atol=1e-2, rtol=1e-2) at 64x32x64 (a small-K unit test)"
 

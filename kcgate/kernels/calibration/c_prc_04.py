@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from kcgate.kernels.emulate import truncate_to_bf16
 from kcgate.kernels.functional import assert_close_default
+from kcgate.numerics.emulate import truncate_to_bf16
 
 BASIC_TEST = "torch.testing.assert_close at bf16 defaults (rtol 1.6e-2, atol 1e-5), 64x256"
 

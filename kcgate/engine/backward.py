@@ -1,0 +1,208 @@
+"""The backward half of a trial: run the kernel's backward on a seeded upstream gradient, then compare
+every input gradient with fp64 autograd through the oracle under the family's ``grad_bound``.
+
+Called by ``kcgate.engine.harness`` for contracts with ``direction = "backward"`` or ``"both"``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import torch
+
+from kcgate.numerics.metrics import Comparison, compare, to_metrics
+from kcgate.numerics.ops.base import Tensors, draw
+from kcgate.results.model import GRAD_BUDGET
+from kcgate.vocab.catalogue import CATALOGUE, has
+
+if TYPE_CHECKING:
+    from kcgate.engine.harness import CaseContext, Trial
+
+
+def upstream(ctx: CaseContext, shape: tuple[int, ...], dtype: torch.dtype, salt: object) -> torch.Tensor:
+    """The upstream gradient dY: standard normal in the output's dtype, fresh per trial, seeded."""
+    return draw(shape, dtype, ctx.generator("dy", salt), "normal")
+
+
+def run_backward(
+    ctx: CaseContext, trial: Trial, out: torch.Tensor, leaves: list[tuple[int, torch.Tensor]]
+) -> None:
+    """Back-propagate a fresh dY through the kernel's own graph; findings go on the trial."""
+    from kcgate.engine.harness import _issue
+
+    if not out.requires_grad:
+        trial.error = (
+            "the kernel's output does not require grad, so it has no backward to check "
+            "(computed under no_grad, detached, or not an autograd op)"
+        )
+        _issue(trial, "missing-gradient")
+        return
+    given = trial.dy  # a check that compares with another trial's gradients passes its dY (C-ORD-03)
+    dy = given.to(out.dtype) if given is not None else upstream(ctx, tuple(out.shape), out.dtype, trial.salt)
+    try:
+        t0 = time.perf_counter()
+        grads = torch.autograd.grad(out, [v for _, v in leaves], dy.to(out.device), allow_unused=True)
+        ctx.synchronize()
+        trial.kernel_s += time.perf_counter() - t0
+        ctx.kernel_s += time.perf_counter() - t0
+    except Exception as exc:  # the kernel's backward failing is a finding
+        trial.error = f"backward: {type(exc).__name__}: {exc}"[:2000]
+        trial.issues.append("raised")
+        return
+    trial.dy = dy
+    trial.grads = {i: None if g is None else g.detach().to("cpu") for (i, _), g in zip(leaves, grads)}
+
+
+def reference_grads(ctx: CaseContext, inputs: Tensors, dy: torch.Tensor) -> tuple[Tensors, Tensors]:
+    """fp64 inputs and the fp64 autograd gradient of every float input through the oracle (zeros where
+    the oracle does not depend on an input)."""
+    up = tuple(t.detach().to(torch.float64).requires_grad_() if t.is_floating_point() else t for t in inputs)
+    leaves = [t for t in up if t.is_floating_point()]
+    with torch.enable_grad():
+        ref = ctx.op.oracle(*up)
+        gs = torch.autograd.grad(ref, leaves, dy.to(torch.float64).expand_as(ref), allow_unused=True)
+    it = iter(g if g is not None else torch.zeros_like(t) for g, t in zip(gs, leaves))
+    grads = tuple(next(it).detach() if t.is_floating_point() else torch.zeros(()) for t in up)
+    return tuple(t.detach() for t in up), grads
+
+
+def grad_allowance(
+    ctx: CaseContext, up: Tensors, dy: torch.Tensor, refs: Tensors
+) -> tuple[torch.Tensor | None, ...]:
+    """Per-element allowed error of each gradient: the family's derived bound, or the contract's
+    atol + rtol·|g| for abs-rel (ULP and exact budgets do not carry over to gradients: a derivative's
+    zeros make ULP counts meaningless, and a sum of upstream gradients is not exact)."""
+    tol = ctx.contract.tolerance
+    if tol.method == "abs-rel":
+        return tuple(tol.atol + tol.rtol * g.abs() for g in refs)
+    assert ctx.op.grad_bound is not None
+    bounds = ctx.op.grad_bound(up, dy.to(torch.float64), refs, ctx.grad_bound_args())
+    floor = subnormal_grad_floor(ctx.dtype, ctx.contract.tolerance.lam, up)
+    return tuple(None if b is None else b + floor for b in bounds)
+
+
+def subnormal_grad_floor(dtype: torch.dtype, lam: float, up: Tensors) -> float:
+    """Below the normal range every rounding errs by up to half the subnormal spacing, absolutely
+    (C-EXC-01's subnormal trial): λ·√L of them in a sum, L at most the largest input's size."""
+    eta = float(torch.finfo(dtype).smallest_normal) * float(torch.finfo(dtype).eps)
+    return lam * max((t.numel() for t in up), default=1) ** 0.5 * eta
+
+
+def compare_grads(ctx: CaseContext, trial: Trial) -> None:
+    """Compare every differentiated input's gradient; the worst compared tensor decides the trial."""
+    from kcgate.engine.harness import _issue
+
+    if trial.dy is None:
+        return
+    t0 = time.perf_counter()
+    up, refs = reference_grads(ctx, trial.inputs, trial.dy)
+    # the bound of the finite inputs (C-EXC-01 plants NaN/Inf: a NaN bound would excuse anything; NaN
+    # where the fp64 gradient is finite is then an infinite error, a category change)
+    allowed = grad_allowance(ctx, _finite(up), trial.dy, _finite(refs))
+    ctx.oracle_s += time.perf_counter() - t0
+    trial.oracle_s += time.perf_counter() - t0
+    scored = [(_score(trial), "", trial.cmp, trial.out)] if ctx.contract.forward else []
+    biggest = max((float(r.abs().max()) for r in refs if r.numel()), default=0.0)
+    for i, g in trial.grads.items():
+        name = ctx.op.input_name(i)
+        if allowed[i] is None:
+            continue
+        if g is None:
+            trial.error = trial.error or f"the backward returned no gradient for input {name!r}"
+            _issue(trial, "missing-gradient")
+            g = torch.zeros_like(refs[i])
+        if tuple(g.shape) != tuple(refs[i].shape):
+            trial.error = f"gradient of {name!r} has shape {tuple(g.shape)}, expected {tuple(refs[i].shape)}"
+            _issue(trial, "bad-output")
+            continue
+        # zeros are a finding only where they break the bound: layer_norm's dx over n = 1 is zero up to
+        # fp64 rounding, and a kernel that returns exact zeros there is right
+        if not bool(g.any()) and bool((refs[i].abs() > allowed[i]).any()):  # type: ignore[operator]
+            trial.error = trial.error or f"the gradient of {name!r} is all zeros; the fp64 gradient is not"
+            _issue(trial, "zero-gradient")
+        cmp = compare(g, refs[i], allowed[i], "error-bound")  # type: ignore[arg-type]
+        trial.tensors[name], trial.cmps[name] = g, cmp
+        if float(refs[i].abs().max()) > 2.0**-40 * biggest:  # a numerically zero gradient (layer_norm's dγ
+            trial.signals[name] = _signal(cmp)  # over n = 1) has no signal to lose; the others still do
+        m = to_metrics(cmp)
+        scored.append((m.budget_used if m.budget_used is not None else float("inf"), name, cmp, g))
+    if not ctx.contract.forward:
+        trial.signals.pop("out", None)
+    _decide(ctx, trial, scored)
+
+
+def _finite_budget(b: float) -> float:
+    return b if b < 1e308 else 1e308  # NaN compares False: kept as 1e308 too
+
+
+def _finite(ts: Tensors) -> Tensors:
+    return tuple(t.nan_to_num(0.0, 0.0, 0.0) if t.is_floating_point() else t for t in ts)
+
+
+def _score(trial: Trial) -> float:
+    b = trial.metrics.budget_used
+    return float("inf") if b is None else b
+
+
+def _signal(cmp: Comparison) -> float:
+    from kcgate.engine.harness import _signal as forward_signal
+
+    return forward_signal(cmp)
+
+
+def _decide(
+    ctx: CaseContext, trial: Trial, scored: list[tuple[float, str, Comparison | None, torch.Tensor | None]]
+) -> None:
+    """The trial's out/ref/cmp/metrics become those of its worst tensor (signatures read them)."""
+    if not scored:
+        return
+    budget, name, cmp, tensor = max(scored, key=lambda s: s[0])
+    extra = {"reduction_len": float(ctx.op.reduction_len(trial.shape))}
+    # non-finite budgets (NaN where the oracle is finite) are kept as 1e308: results files drop infinities
+    alias = getattr(ctx.kernel, "param_names", {})  # a module kernel's parameter names
+    extra.update(
+        {(GRAD_BUDGET + alias.get(n, n) if n else "out_budget"): _finite_budget(b) for b, n, _, _ in scored}
+    )
+    if name:
+        assert cmp is not None
+        trial.grad, trial.cmp, trial.ref, trial.out = name, cmp, cmp.ref, tensor
+        trial.metrics = to_metrics(cmp, extra)
+    else:
+        trial.metrics = replace(
+            trial.metrics, extra=tuple(sorted({**dict(trial.metrics.extra), **extra}.items()))
+        )
+
+
+# The reduction length of each gradient of a dot-product family, from the case shape (for the
+# accumulator fit of a failed backward: "dW behaves like a bf16 accumulator"): the catalogue's.
+GRAD_REDUCTION: dict[str, dict[str, int]] = {
+    n: op.grad_reduction for n, op in CATALOGUE.items() if op.grad_reduction
+}
+
+
+def _norm_row_scale(op: str, trial: Trial) -> torch.Tensor:
+    """‖terms‖₂ of dγ (dY·x̂ per row) or dβ (dY per row)."""
+    x = trial.inputs[0].to(torch.float64)
+    dy = trial.dy.to(torch.float64)  # type: ignore[union-attr]
+    if trial.grad == "b":
+        return (dy**2).sum(0).sqrt()
+    if op == "layernorm":
+        xhat = (x - x.mean(-1, keepdim=True)) / (x.var(-1, unbiased=False, keepdim=True) + 1e-5).sqrt()
+    else:
+        xhat = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
+    return ((dy * xhat) ** 2).sum(0).sqrt()
+
+
+def grad_dot_scale(ctx: CaseContext, trial: Trial) -> tuple[int, torch.Tensor] | None:
+    """(reduction length, ‖a∘b‖₂ per element) of the trial's deciding gradient: the same bilinear
+    gradient evaluated on squared inputs and a squared dY, square-rooted."""
+    dims = GRAD_REDUCTION.get(ctx.op.name, {})
+    if trial.grad not in dims or trial.dy is None:
+        return None
+    if has(ctx.op.name, "normalizes"):
+        return trial.shape[0], _norm_row_scale(ctx.op.name, trial)
+    sq = tuple(t.to(torch.float64) ** 2 if t.is_floating_point() else t for t in trial.inputs)
+    _, g = reference_grads(ctx, sq, trial.dy.to(torch.float64) ** 2)
+    return trial.shape[dims[trial.grad]], g[ctx.op.input_names.index(trial.grad)].sqrt()

@@ -1,0 +1,158 @@
+"""Execute one case in this process: resolve the kernel, build the context, run the class check.
+
+``kcgate.execution.executors`` wraps this in worker subprocesses; this module is what a worker runs.
+Anything the kernel does (raise, exit, return garbage) becomes a CaseResult, never an exception.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from kcgate.contracts.spec import Contract, Project
+from kcgate.plan import Case
+from kcgate.results.model import CaseResult, Metrics, Signature, Status
+
+
+@functools.cache
+def resolve(target: str, paths: tuple[Path, ...] = ()) -> Callable[..., Any]:
+    """Import ``pkg.mod:fn`` with the project's paths first on sys.path; once per process (a worker resolves
+    the same kernel for every case of a contract). A failed import is not cached: each case reports it."""
+    for p in reversed(paths):
+        if str(p) not in sys.path:
+            sys.path.insert(0, str(p))
+    module, name = target.split(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+def make_context(project: Project, case: Case, backend: Any, kernel: str | None = None) -> Any:
+    from kcgate.engine.harness import CaseContext
+    from kcgate.engine.invoke import adapt
+
+    contract = project.contract(case.contract_id)
+    device = backend.device()
+    obj = resolve(kernel or contract.kernel, project.paths)
+    op = op_for(contract, project.paths)
+    return CaseContext(
+        contract=contract,
+        case=case,
+        kernel=adapt(obj, contract, device, _dtype(case.dtype), op),  # calibration states: same signature
+        op=op,
+        device=device,
+        synchronize=backend.synchronize,
+    )
+
+
+def _dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, name)
+
+
+def op_for(contract: Contract, paths: tuple[Path, ...]) -> Any:
+    from kcgate.numerics.ops import OPS
+    from kcgate.numerics.ops.custom import custom_op
+
+    if contract.op == "custom":
+        return custom_op(resolve(contract.inputs, paths), resolve(contract.reference, paths))
+    op = OPS[contract.op]
+    if op.configure is not None:
+        op = op.configure(contract.op_params())
+    if contract.reference:  # a user reference overrides the built-in oracle
+        return replace(op, oracle=resolve(contract.reference, paths))
+    return op
+
+
+def execute_case(project: Project, case: Case, backend: Any, kernel: str | None = None) -> CaseResult:
+    """Run one case and return its result, whatever the kernel does (short of killing the process).
+
+    A case that changed torch's global state is recorded as ``global-state`` (the state is restored)."""
+    result = _execute(project, case, backend, kernel)
+    return _global_state(case, result)
+
+
+def _global_state(case: Case, result: CaseResult) -> CaseResult:
+    from kcgate.engine import torch_state
+
+    changed = torch_state.case_changes()
+    if not changed:
+        return result
+    summary = "the kernel changed process-wide torch state (restored; a fresh worker runs the next case)"
+    return _result(
+        case,
+        status=Status.FAIL,
+        metrics=result.metrics,
+        signature=Signature("global-state", summary, (("changed", ", ".join(changed)[:1000]),)),
+        message=f"global state changed: {', '.join(changed)[:1000]}",
+        duration_s=result.duration_s,
+        kernel_s=result.kernel_s,
+        oracle_s=result.oracle_s,
+    )
+
+
+def _execute(project: Project, case: Case, backend: Any, kernel: str | None) -> CaseResult:
+    from kcgate.engine.checks import CHECKS
+
+    t0 = time.perf_counter()
+    try:
+        ctx = make_context(project, case, backend, kernel)
+        finding = CHECKS[case.klass](ctx)
+        backend.empty_cache()
+    except BaseException as exc:  # noqa: BLE001 — SystemExit and KeyboardInterrupt from a kernel included
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return error_result(case, _describe(exc), time.perf_counter() - t0)
+    return _result(
+        case,
+        status=finding.status,
+        metrics=finding.metrics,
+        signature=_with_grad(finding.signature, finding.metrics),
+        message=finding.message,
+        duration_s=time.perf_counter() - t0,
+        kernel_s=ctx.kernel_s,
+        oracle_s=ctx.oracle_s,
+    )
+
+
+def _with_grad(signature: Any, metrics: Metrics) -> Any:
+    """A backward case's signature names the gradient it was measured on (``grad = "w"``), so the
+    diff, report and PR comment say which gradient broke."""
+    grad = metrics.worst_grad
+    if signature is None or not grad or any(k == "grad" for k, _ in signature.evidence):
+        return signature
+    evidence = tuple(sorted((*signature.evidence, ("grad", grad))))
+    return Signature(signature.cause, f"gradient of {grad!r}: {signature.summary}", evidence)
+
+
+def error_result(case: Case, message: str, duration: float = 0.0) -> CaseResult:
+    return _result(case, status=Status.ERROR, metrics=Metrics(), message=message[:4000], duration_s=duration)
+
+
+def _result(case: Case, **outcome: Any) -> CaseResult:
+    """A case's result: its identity from the plan, the outcome from the run."""
+    return CaseResult(
+        case_id=case.case_id,
+        contract_id=case.contract_id,
+        klass=case.klass,
+        op=case.op,
+        dtype=case.dtype,
+        shape=case.shape,
+        seed=case.seed,
+        line=case.line,
+        source=case.source,
+        **outcome,
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f"the kernel called sys.exit({exc.code!r}) mid-case"
+    if isinstance(exc, ImportError):
+        return f"cannot import the kernel: {type(exc).__name__}: {exc}"
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,201 @@
+"""Class checks: ``CHECKS[class_id](ctx) -> Finding``. A violation is a Finding, never an exception.
+
+Every class starts from ``verdict(ctx, trials(ctx))`` (the output against the fp64 oracle under the
+contract's tolerance, over fresh-input trials) and adds its own measurements.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from kcgate.engine import diagnosis as signatures
+from kcgate.engine import sensitivity
+from kcgate.engine.diagnosis import STRUCTURAL, first_issue
+from kcgate.engine.harness import CaseContext, Trial, run_trial, signal_ratio
+from kcgate.numerics.metrics import merge_metrics
+from kcgate.results.model import Metrics, Signature, Status
+from kcgate.vocab.classes import CLASSES
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A class check's verdict on one case."""
+
+    status: str  # a Status
+    metrics: Metrics
+    signature: Signature | None = None
+    message: str = ""
+
+
+ISSUE_MESSAGES = {
+    "raised": "the kernel raised",
+    "global-state": "the kernel changed torch's global state (restored before the oracle ran)",
+    "input-mutation": "the kernel modified its inputs",
+    "out-of-bounds": "the kernel wrote outside its buffers (guard band changed)",
+    "stale-output": "the output equals an earlier call's output on different inputs (stale buffer)",
+    "bad-output": "the kernel returned no tensor of the right shape",
+    "wrong-dtype": "the output's dtype is not the declared out_dtype",
+    "missing-gradient": "the backward gave no gradient for a differentiated input",
+    "zero-gradient": "the backward returned an all-zero gradient where the fp64 gradient is not zero",
+}
+
+
+def named(finding: Finding) -> bool:
+    """The finding's signature already names its cause (an integrity issue, a non-finite result, a structural
+    pattern, excess-error): a class's own follow-up measurement must not rename it."""
+    s = finding.signature
+    return s is not None and (s.cause in ISSUE_MESSAGES or s.cause in STRUCTURAL or s.cause == "excess-error")
+
+
+def trials(ctx: CaseContext, n: int | None = None) -> list[Trial]:
+    """``protocol.trials`` fresh-input trials at the case shape."""
+    return [run_trial(ctx, salt=i) for i in range(n or ctx.contract.protocol.trials)]
+
+
+def verdict(
+    ctx: CaseContext, ts: list[Trial], extra: dict[str, float] | None = None, *, excess: bool = True
+) -> Finding:
+    """Turn trials into a Finding: errors first, then integrity issues, the signal check, the budget, then
+    the sensitivity gate (``excess=False`` skips it, e.g. for probe inputs no reference is meant for)."""
+    metrics = merge_metrics([t.metrics for t in ts])
+    if extra:
+        metrics = _with_extra(metrics, extra)
+    raised = next((t for t in ts if "raised" in t.issues), None)
+    if raised:
+        return Finding(Status.ERROR, metrics, None, f"kernel raised: {raised.error}")
+    issues = sorted({i for t in ts for i in t.issues})
+    if issues:
+        first = first_issue(issues)
+        issues = [first, *(i for i in issues if i != first)]
+        sig = Signature(first, ISSUE_MESSAGES.get(first, first), (("issues", ", ".join(issues)),))
+        detail = next((t.error for t in ts if t.error), "")
+        return Finding(
+            Status.FAIL,
+            metrics,
+            sig,
+            "; ".join(ISSUE_MESSAGES.get(i, i) for i in issues) + (f": {detail}" if detail else ""),
+        )
+    worst_signal = max((signal_ratio(t) for t in ts), default=0.0)
+    if ctx.contract.tolerance.method in ("error-bound", "abs-rel", "relative") and worst_signal >= 1.0:
+        return Finding(
+            Status.REFUSED,
+            metrics,
+            None,
+            f"tolerance exceeds the signal (allowed error / output = {worst_signal:.3g}); "
+            "a kernel returning zeros would pass: use a higher-precision accumulator, a smaller "
+            "reduction length or a tighter tolerance",
+        )
+    budget = metrics.budget_used
+    if budget is None or budget > 1.0:
+        return Finding(
+            Status.FAIL, metrics, _relative_signature(metrics) or diagnose(ctx, ts), _fail_message(metrics)
+        )
+    return _excess_gate(ctx, ts, metrics) if excess else Finding(Status.PASS, metrics)
+
+
+def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding:
+    """Within the bound: the sensitivity gate (kcgate.engine.sensitivity) compares the error with a correct
+    implementation's; its worst trial's ratio is recorded either way (``excess_ratio``, <= 1 passes)."""
+    if not sensitivity.applies(ctx):
+        return Finding(Status.PASS, metrics)
+    measured = [e for t in ts if (e := sensitivity.measure(ctx, t)) is not None]
+    if not measured:
+        return Finding(Status.PASS, metrics)
+    worst = max(measured, key=lambda e: e.ratio)
+    metrics = _with_extra(metrics, worst.extra())
+    if worst.ratio <= 1.0:
+        return Finding(Status.PASS, metrics)
+    signature = Signature(
+        "excess-error",
+        worst.summary(),
+        (
+            ("excess_max_ratio", worst.max_ratio),
+            ("excess_rms_ratio", worst.rms_ratio),
+            ("factor", worst.factor),
+            ("kernel_rms_err", worst.kernel_rms),
+            ("reference_rms_err", worst.ref_rms),
+        ),
+    )
+    return Finding(
+        Status.FAIL,
+        metrics,
+        signature,
+        f"within the bound (budget {metrics.budget_used:.3g}) but the error is "
+        f"{max(worst.rms_ratio, worst.max_ratio):.3g}x a correct implementation's "
+        f"(allowed {worst.factor:g}x; excess ratio {worst.ratio:.3g})"
+        + worst.order_hint()
+        + _freivalds_count(metrics),
+    )
+
+
+def _freivalds_count(m: Metrics) -> str:
+    """Freivalds trials: how many elements of the recomputed rows are beyond a correct product's error."""
+    e = dict(m.extra)
+    if "freivalds_k" not in e:
+        return ""
+    return (
+        f"; Freivalds ({e['freivalds_k']:.0f} vectors): {e.get('freivalds_excess_elements', 0):.0f} of the "
+        f"{m.elements} elements in the {e.get('freivalds_rows_rechecked', 0):.0f} flagged rows, recomputed "
+        "in fp64, are beyond a correct product's error"
+    )
+
+
+def _relative_signature(m: Metrics) -> Signature | None:
+    """method = "relative", within the bound but over factor × the baseline's error: excess-error."""
+    e = dict(m.extra)
+    if "relative_ratio" not in e or e.get("bound_budget", float("inf")) > 1.0:
+        return None
+    return Signature(
+        "excess-error",
+        f"error {e['relative_ratio']:.3g}x the baseline's on the same inputs",
+        tuple(
+            sorted((k, v) for k, v in e.items() if k in ("relative_ratio", "relative_err", "baseline_err"))
+        ),
+    )
+
+
+def _fail_message(m: Metrics) -> str:
+    b = "inf" if m.budget_used is None else f"{m.budget_used:.3g}"
+    e = dict(m.extra)
+    if "freivalds_k" in e:
+        return (
+            f"error exceeds the allowed bound: budget used {b}; Freivalds ({e['freivalds_k']:.0f} vectors) "
+            f"flagged {e.get('freivalds_rows_over', 0):.0f} of {e.get('freivalds_rows', 0):.0f} rows; "
+            f"{e.get('freivalds_rows_rechecked', 0):.0f} recomputed in fp64: {m.mismatches} of their "
+            f"{m.elements} elements over the bound"
+        )
+    ratio = dict(m.extra).get("relative_ratio")
+    if ratio is not None:
+        e = dict(m.extra)
+        return (
+            f"error {ratio:.3g}x the baseline's (max |err| {e.get('relative_err', 0):.3g} against "
+            f"{e.get('baseline_err', 0):.3g}), bound budget {e.get('bound_budget', 0):.3g}: budget used {b}"
+        )
+    return f"error exceeds the allowed bound: budget used {b} ({m.mismatches} of {m.elements} elements over)"
+
+
+def _with_extra(m: Metrics, extra: dict[str, float]) -> Metrics:
+    return replace(m, extra=tuple(sorted({**dict(m.extra), **extra}.items())))
+
+
+def diagnose(ctx: CaseContext, ts: list[Trial]) -> Signature | None:
+    """Name the likely failure mode with its evidence (kcgate.engine.diagnosis)."""
+    return signatures.diagnose(ctx, ts)
+
+
+def _class_check(module: str) -> Callable[[CaseContext], Finding]:
+    """A class's own check from ``kcgate.engine.checks.<module>``, imported on first use (no import cycle)."""
+
+    def run(ctx: CaseContext) -> Finding:
+        return importlib.import_module(f"kcgate.engine.checks.{module}").check(ctx)  # type: ignore[no-any-return]
+
+    run.__name__ = f"{module}.check"
+    return run
+
+
+# One check per class id in kcgate.vocab.classes.CLASSES: module c_prc_01 for C-PRC-01.
+CHECKS: dict[str, Callable[[CaseContext], Finding]] = {
+    cid: _class_check(cid.lower().replace("-", "_")) for cid in CLASSES
+}

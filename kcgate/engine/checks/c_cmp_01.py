@@ -1,0 +1,55 @@
+"""C-CMP-01 check: the fused kernel within the bound propagated through the unfused composition (the
+fp64 oracle of the composition); a failure spread smoothly over the input range is an approximation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from kcgate.engine.checks import Finding, named, trials, verdict
+from kcgate.engine.diagnosis import sig
+from kcgate.engine.harness import CaseContext, Trial
+from kcgate.results.model import Signature, Status
+
+
+def check(ctx: CaseContext) -> Finding:
+    ts = trials(ctx)
+    finding = verdict(ctx, ts)
+    if finding.status != Status.FAIL or named(finding):
+        return finding
+    found = approximation_signature(ts)
+    return replace(finding, signature=found) if found else finding
+
+
+def approximation_signature(ts: list[Trial]) -> Signature | None:
+    """Systematic error: a large share of elements over the bound, varying smoothly with the input."""
+    t = max(
+        (t for t in ts if t.cmp is not None),
+        key=lambda t: t.metrics.budget_used or float("inf"),
+        default=None,
+    )
+    if t is None or t.cmp is None or t.inputs[0].shape != t.cmp.ref.shape:
+        return None
+    cmp = t.cmp
+    x = t.inputs[0].to(torch.float64).flatten()
+    e = cmp.signed.flatten()
+    ok = e.isfinite()
+    order = x[ok].argsort()
+    es = e[ok][order]
+    if es.numel() < 16:
+        return None
+    # smooth in x: neighbouring inputs have nearly the same error (lag-1 correlation near 1)
+    a, b = es[:-1], es[1:]
+    corr = float(torch.corrcoef(torch.stack([a, b]))[0, 1])
+    over = float((cmp.ratio > 1).float().mean())
+    if corr < 0.9 or over < 0.05:
+        return None
+    return sig(
+        "approximation",
+        f"smooth systematic error over the input range (lag-1 correlation {corr:.3f}, "
+        f"{over:.0%} of elements over): an approximation inside the fusion",
+        correlation=round(corr, 4),
+        fraction_over=round(over, 4),
+    )

@@ -1,0 +1,102 @@
+"""C-CMP-03 check: fresh inputs on every trial at the declared shapes (a stale buffer shows as an output
+equal to an earlier one), plus held-out shapes drawn across the shape class (kcgate.contracts.shape_class): its
+extremes on every seed, then ``held_out`` shapes (small, large, powers of two ± 1, tile boundaries).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import torch
+
+from kcgate.contracts import shape_class
+from kcgate.contracts.spec import OP_SHAPES
+from kcgate.engine.checks import ISSUE_MESSAGES, Finding, trials, verdict
+from kcgate.engine.diagnosis import sig
+from kcgate.engine.harness import CaseContext, Trial, run_trial
+from kcgate.numerics.metrics import merge_metrics
+from kcgate.results.model import Status
+
+
+def check(ctx: CaseContext) -> Finding:
+    declared = trials(ctx)
+    first = verdict(ctx, declared)
+    if first.status != Status.PASS:
+        return first
+    shapes = held_out_shapes(ctx)
+    held = [run_trial(ctx, shape=s, salt=("held-out", i)) for i, s in enumerate(shapes)]
+    bad = [t for t in held if not t.ok]
+    if (
+        not bad
+    ):  # the verdict is the declared shapes' (a held-out shape may be one with no signal, e.g. vocab 1)
+        metrics = merge_metrics([t.metrics for t in declared + held])
+        return replace(first, metrics=replace(metrics, extra=first.metrics.extra))
+    finding = verdict(ctx, declared + bad)
+    if finding.signature and finding.signature.cause in (*ISSUE_MESSAGES, "excess-error"):
+        return finding  # an integrity issue is named before the shape
+    return _overfitting(ctx, finding, bad)
+
+
+def _overfitting(ctx: CaseContext, finding: Finding, bad: list[Trial]) -> Finding:
+    """The declared shapes pass, held-out shapes do not: name them, with what went wrong at the first."""
+    names = ", ".join(shape_class.describe(t.shape) for t in bad[:3])
+    more = f" (+{len(bad) - 3} more)" if len(bad) > 3 else ""
+    first = bad[0]
+    why = _why(first)
+    return replace(
+        finding,
+        status=Status.FAIL,
+        signature=sig(
+            "shape-overfitting",
+            f"passes at {shape_class.describe(ctx.case.shape)}, fails at held-out shape(s) {names}{more}: {why}",
+            held_out_failed=float(len(bad)),
+            declared=shape_class.describe(ctx.case.shape),
+            failing_shape=shape_class.describe(first.shape),
+        ),
+        message=f"fails at held-out shape {shape_class.describe(first.shape)}: {why}",
+    )
+
+
+def _why(t: Trial) -> str:
+    if t.error:
+        return f"the kernel raised {t.error}"
+    if t.issues:
+        return "; ".join(ISSUE_MESSAGES.get(i, i) for i in t.issues)
+    b = t.metrics.budget_used
+    return f"budget used {'inf' if b is None else f'{b:.3g}'}"
+
+
+def constraints(ctx: CaseContext) -> shape_class.Constraints:
+    """The family's shape constraints, the contract's, and its shape class's dimensions, merged."""
+    c = ctx.contract
+    names = OP_SHAPES.get(c.op)  # family constraints name dimensions by letter (multiple_of(kv_heads))
+    parts = [
+        {str(i): text for i, text in ctx.op.shape_constraints.items()},
+        {str(i): text for i, text in c.shape_constraints},
+        {str(i): text for i, text in c.shape_class},
+    ]
+    return shape_class.merge(*(shape_class.parse(p, names, None) for p in parts))
+
+
+def held_out_shapes(ctx: CaseContext) -> list[tuple[int, ...]]:
+    """The class's extremes, then ``held_out`` shapes drawn across it; reproducible from the case seed."""
+    n = ctx.case.held_out if ctx.case.held_out is not None else int(ctx.contract.param("held_out"))
+    seed = int(torch.randint(0, 2**62, (1,), generator=ctx.generator("held-out")))
+    cap = ctx.contract.max_elements or shape_class.MAX_ELEMENTS
+    return shape_class.held_out(ctx.case.shape, constraints(ctx), n, seed, cap, cost(ctx.contract.op))
+
+
+# Families whose work grows with a dimension squared (attention's L x L scores): that dimension counts again,
+# over 16, in the affordability cap, so an extreme length stays affordable on a 2-core CPU.
+QUADRATIC = {"sdpa": "length", "attention": "length"}
+
+
+def cost(op: str) -> Callable[[Sequence[int]], float]:
+    """The cost a held-out shape is capped by: the product of its dims (x length / 16 for attention)."""
+    names = OP_SHAPES.get(op) or ()
+    if op not in QUADRATIC or QUADRATIC[op] not in names:
+        return math.prod
+    i = list(names).index(QUADRATIC[op])
+    return lambda s: math.prod(s) * max(s[i], 16) / 16

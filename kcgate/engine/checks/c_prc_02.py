@@ -1,0 +1,161 @@
+"""C-PRC-02 check: within bound on the contract's inputs, then on probes every contract gets: a
+cancellation probe (the first input's mean moved by an offset the input dtype can still represent) and an
+overflow probe (logits shifted past exp's range; fp16 norms scaled so squares overflow the input dtype).
+``distribution = "large-mean"`` only adds to them. A failing probe is named in the signature.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+
+from kcgate.engine.checks import ISSUE_MESSAGES, Finding, trials, verdict
+from kcgate.engine.diagnosis import sig
+from kcgate.engine.harness import CaseContext, oracle, run_trial
+from kcgate.numerics.ops.base import Tensors, draw
+from kcgate.results.model import Status
+from kcgate.vocab.catalogue import families
+
+OVERFLOW_SHIFT = 100.0  # > ln(float32 max) = 88.7: exp(x) without max-subtraction overflows in fp32 and below
+EXP_FAMILIES = families("exp")
+NORM_FAMILIES = families("normalizes")
+# causes that already say what happened: kept, with the probe added to the summary
+NAN_CAUSES = ("overflow", "overflow-nan", "nan-pattern")
+NAMED = (*NAN_CAUSES, *ISSUE_MESSAGES)
+
+
+def probe_offset(dtype: torch.dtype, requested: float) -> float:
+    """The cancellation offset: the requested one, at most 2^(p-4) for a p-bit significand so that inputs of
+    unit spread keep ~16 distinct values per unit (bf16: 16, fp16: 128, fp32: 2^20)."""
+    p = 1 - round(math.log2(torch.finfo(dtype).eps)) if dtype.is_floating_point else 24
+    return float(min(requested, 2.0 ** (p - 4)))
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Inputs built to break an unstable kernel: the first input shifted by ``offset`` or scaled by ``scale``."""
+
+    name: str  # cancellation | overflow
+    offset: float = 0.0
+    scale: float = 1.0
+
+    def make(self, ctx: CaseContext, xs: Tensors, offset: float) -> Tensors:
+        x = xs[0]
+        if self.scale != 1.0:
+            return ((x.to(torch.float64) * self.scale).to(x.dtype), *xs[1:])
+        return (draw(x.shape, x.dtype, ctx.generator("probe", self.name), "large-mean", offset), *xs[1:])
+
+    def detail(self, offset: float) -> str:
+        if self.scale != 1.0:
+            return f"inputs scaled by {self.scale:.3g}"
+        return f"logits shifted by {offset:g}" if self.name == "overflow" else f"inputs offset by {offset:g}"
+
+
+def probes(ctx: CaseContext) -> list[Probe]:
+    """The probes for this family and dtype (every contract; custom ops get the cancellation probe)."""
+    offset = probe_offset(ctx.dtype, float(ctx.contract.param("offset")))
+    out = [Probe("cancellation", offset=offset)]
+    if ctx.op.name in EXP_FAMILIES and offset < OVERFLOW_SHIFT:
+        out.append(Probe("overflow", offset=OVERFLOW_SHIFT))
+    if ctx.op.name in NORM_FAMILIES and torch.finfo(ctx.dtype).max < 1e30:
+        n = max(ctx.case.shape[-1], 1)
+        out.append(
+            Probe("overflow", scale=2 * math.sqrt(torch.finfo(ctx.dtype).max / n))
+        )  # Σx² > the dtype's max
+    return out
+
+
+def check(ctx: CaseContext) -> Finding:
+    base = trials(ctx)
+    finding = verdict(ctx, base)
+    if finding.status != Status.PASS:
+        return _name_base(ctx, finding)
+    for probe in probes(ctx):
+        found = _probe_inputs(ctx, probe)
+        if found is None:
+            continue  # the exact result overflows the output dtype at any offset: nothing to compare
+        xs, offset = found
+        ts = [run_trial(ctx, inputs=xs, salt=("probe", probe.name))]
+        result = verdict(ctx, base + ts, excess=False)
+        if result.status == Status.FAIL:
+            return _name_probe(ctx, probe, offset, result, finding)
+        extra = finding.metrics.extra or result.metrics.extra
+        finding = replace(result, metrics=replace(result.metrics, extra=extra))
+    return finding
+
+
+def _probe_inputs(ctx: CaseContext, probe: Probe) -> tuple[Tensors, float] | None:
+    """The probe's inputs, with the offset divided by 16 until the exact result fits the output dtype
+    (a sum of 1024 fp16 values offset by 128 overflows fp16 whatever the kernel does)."""
+    xs = ctx.inputs(ctx.case.shape, ("probe", probe.name))
+    top = torch.finfo(ctx.out_dtype).max if ctx.out_dtype.is_floating_point else math.inf
+    offset = probe.offset
+    for _ in range(4):
+        ys = probe.make(ctx, xs, offset)
+        ref = oracle(ctx, ys)
+        if not ref.numel() or bool(ref.isfinite().all()) and float(ref.abs().max()) <= top / 2:
+            return ys, offset
+        if probe.scale != 1.0:
+            return None
+        offset /= 16
+    return None
+
+
+def _name_probe(ctx: CaseContext, probe: Probe, offset: float, found: Finding, base: Finding) -> Finding:
+    """A probe fails where the contract's own inputs passed: name the probe, unless an integrity issue or a
+    more specific signature (overflow-nan, overflow) already says what happened."""
+    s = found.signature
+    b = found.metrics.budget_used
+    budget = "inf" if b is None else f"{b:.3g}"
+    at_base = base.metrics.budget_used or 0.0
+    detail = probe.detail(offset)
+    nan_from_cancel = probe.name == "cancellation" and ctx.op.name not in EXP_FAMILIES
+    if s is not None and s.cause in NAMED and not (nan_from_cancel and s.cause in NAN_CAUSES):
+        summary = f"{s.summary} under the {probe.name} probe ({detail})"
+        return replace(
+            found,
+            signature=replace(
+                s, summary=summary, evidence=tuple(sorted({**dict(s.evidence), "probe": probe.name}.items()))
+            ),
+        )
+    cause = "cancellation" if probe.name == "cancellation" else "overflow"
+    what = "catastrophic cancellation" if cause == "cancellation" else "an intermediate overflowed"
+    return replace(
+        found,
+        signature=sig(
+            cause,
+            f"fine on the contract's inputs (budget {at_base:.2g}), fails with {detail} "
+            f"(budget {budget}): {what}",
+            probe=probe.name,
+            budget_at_offset_0=at_base,
+            offset=offset if probe.scale == 1.0 else probe.scale,
+        ),
+    )
+
+
+def _name_base(ctx: CaseContext, finding: Finding) -> Finding:
+    """The contract's own inputs fail (large-mean declared): compare with centred inputs, as before."""
+    if (
+        finding.status != Status.FAIL
+        or ctx.contract.distribution != "large-mean"
+        or (finding.signature and finding.signature.cause in (*NAMED, "excess-error"))
+    ):
+        return finding
+    centred = replace(ctx, contract=replace(ctx.contract, distribution="normal"), previous_outputs=[])
+    at_zero = run_trial(centred, salt="offset-0").metrics.budget_used
+    offset = probe_offset(ctx.dtype, float(ctx.contract.param("offset")))
+    if at_zero is not None and at_zero <= 1.0:
+        b = finding.metrics.budget_used
+        return replace(
+            finding,
+            signature=sig(
+                "cancellation",
+                f"fine at mean 0 (budget {at_zero:.2g}), fails at offset {offset:g} "
+                f"(budget {'inf' if b is None else f'{b:.3g}'}): catastrophic cancellation",
+                budget_at_offset_0=at_zero,
+                offset=offset,
+            ),
+        )
+    return finding

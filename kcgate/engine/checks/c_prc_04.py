@@ -1,0 +1,101 @@
+"""C-PRC-04 check: low-precision outputs are correctly rounded (RNE), not biased, and overflow as declared.
+
+Two measurements against the fp64 oracle, in units of the output dtype's ulp at each element:
+|out − ref| ≤ ½ ulp + the compute precision's slack (exactly what RNE of the exact value achieves), and
+the mean signed distance toward zero from the correctly rounded value RNE(ref), which is ~0 for RNE and
+−½ ulp for truncation. fp8 outputs add the overflow probe (``c_prc_04_overflow``): outputs whose exact
+value lies beyond the format's range must give the declared ``overflow`` result.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from kcgate.engine.checks import Finding, trials, verdict
+from kcgate.engine.checks.c_support import fold
+from kcgate.engine.diagnosis import sig
+from kcgate.engine.harness import CaseContext, Trial
+from kcgate.numerics.metrics import compare, f64, format_ulp, tensor, to_metrics
+from kcgate.vocab import dtypes
+
+
+def check(ctx: CaseContext) -> Finding:
+    from kcgate.engine.checks import c_prc_04_overflow as overflow
+
+    ts = trials(ctx)
+    for t in ts:
+        _rounding_metrics(ctx, t)
+    probe = overflow.probe(ctx)
+    finding = verdict(ctx, ts + ([probe.trial] if probe else []))
+    bias = _bias_budget(ctx, ts)
+    message = (
+        f"outputs are biased toward zero: mean error {bias[1]:+.3f} ulp (round-to-nearest-even keeps it ~0)"
+    )
+    signature = sig(
+        "biased-rounding",
+        f"rounds toward zero, not to nearest even (mean error {bias[1]:+.3f} ulp)",
+        mean_error_ulp=round(bias[1], 4),
+    )
+    finding = fold(finding, bias[0], signature, message, {"bias_budget": bias[0]})
+    if probe is None:
+        return finding
+    return fold(finding, probe.budget, probe.signature, probe.message, probe.extra)
+
+
+def out_ulp(ref: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    """The output format's ulp at |ref| (normal range; subnormals use the smallest normal's ulp)."""
+    return tensor(format_ulp(f64(ref), out_dtype))
+
+
+def rne(ref: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    """The exact value rounded to nearest even on the output format's grid (no overflow handling):
+    computed by kcgate in fp64, not by a torch cast (ref/ulp is exact, torch.round ties to even)."""
+    ulp = out_ulp(ref, out_dtype)
+    return torch.round(ref / ulp) * ulp
+
+
+def rounding_slack(ctx: CaseContext, inputs: tuple[torch.Tensor, ...], ref: torch.Tensor) -> torch.Tensor:
+    """The compute precision's own error, absolute: a few roundings of |y|, or of |x| where 1 + erf(x)
+    style terms cancel. RNE can only be pinned down to that."""
+    scale = ref.abs()
+    x = inputs[0]
+    if x.is_floating_point() and x.shape == ref.shape:
+        scale = torch.maximum(scale, x.to(torch.float64).abs())
+    return 8 * dtypes.unit_roundoff(ctx.contract.accumulate) * scale
+
+
+def _rounding_metrics(ctx: CaseContext, t: Trial) -> None:
+    if t.cmp is None or t.out is None:
+        return
+    ref = t.cmp.ref
+    allowed = 0.5 * out_ulp(ref, t.out.dtype) + rounding_slack(ctx, t.inputs, ref)
+    t.cmp = compare(t.out, ref, allowed, "error-bound")
+    t.metrics = to_metrics(t.cmp, dict(t.metrics.extra))
+
+
+def _bias_budget(ctx: CaseContext, ts: list[Trial]) -> tuple[float, float]:
+    """(budget, mean error in ulps): the mean of (out − RNE(ref))·sign(ref)/ulp, in-range elements only;
+    the allowed |mean| is λ·σ/√n with σ = 1/√12 ulp for uniform rounding.
+
+    Measured from RNE(ref) rather than from ref: on a coarse grid (fp8) the values are not uniform
+    within an ulp, so even correct rounding has a mean error; its excess over RNE does not."""
+    errs = []
+    for t in ts:
+        if t.cmp is None or t.out is None:
+            continue
+        ref = t.cmp.ref
+        d = (
+            (t.out.to(torch.float64) - rne(ref, t.out.dtype)) * ref.sign() / out_ulp(ref, t.out.dtype)
+        ).flatten()
+        in_range = ref.abs().flatten() <= torch.finfo(t.out.dtype).max
+        errs.append(d[d.isfinite() & (ref.flatten() != 0) & in_range])
+    if not errs:
+        return 0.0, 0.0
+    d = torch.cat(errs)
+    if d.numel() == 0:
+        return 0.0, 0.0
+    mean = float(d.mean())
+    allowed = ctx.contract.tolerance.lam / math.sqrt(12 * d.numel()) + 1e-3
+    return abs(mean) / allowed, mean

@@ -1,0 +1,695 @@
+"""Violation signatures: turn measured error evidence into a named cause (``results.Signature``).
+
+The classifiers are small pure functions over tensors (testable with injected faults, see
+docs/signature-accuracy.md); ``diagnose`` picks the first that fires for a failed case.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from kcgate.engine.backward import grad_dot_scale
+from kcgate.numerics.emulate import round_mantissa
+from kcgate.numerics.ops.base import upcast
+from kcgate.results.model import Signature
+from kcgate.vocab import dtypes
+from kcgate.vocab.catalogue import MATMUL_LIKE, families, has
+
+CAUSES: dict[str, str] = {
+    "low-precision-accumulator": "accumulation happens at fewer bits than declared (fitted from error vs K)",
+    "operand-truncation": "operands rounded to fewer mantissa bits before the multiply (TF32-, bf16-like)",
+    "biased-rounding": "errors share a sign and grow ~K, not ~√K (truncation, round toward zero, stagnation)",
+    "cancellation": "catastrophic cancellation: the error scales with |mean|/std or the inputs' offset",
+    "overflow": "an intermediate overflowed (inf or NaN where the oracle is finite)",
+    "approximation": "a smooth, systematic error over the input range (a fast-math approximation)",
+    "order-dependence": "the result depends on the reduction order beyond the non-associativity bound",
+    "nondeterminism": "identical calls return different bits",
+    "batch-dependence": "a row's result depends on batch size, position or batch-mates",
+    "tail-pattern": "errors concentrated in the last partial tile",
+    "tile-pattern": "errors repeat with a tile period along an index",
+    "nan-pattern": "NaN/Inf appear or vanish against the declared policy",
+    "subnormal-flush": "subnormal inputs or outputs flushed to zero against the declared policy",
+    "out-of-bounds": "out-of-range indices or accesses not handled per the declared policy",
+    "stale-output": "the output was not computed from this call's inputs (a stale buffer)",
+    "input-mutation": "the kernel modified its inputs",
+    "wrong-dtype": "the output's dtype differs from the declared out_dtype",
+    "missing-gradient": "the backward gave no gradient for a differentiated input (or the output has no graph)",
+    "zero-gradient": "the backward returned all zeros for a gradient that is not zero",
+    "shape-overfitting": "correct at the declared shapes, wrong at held-out shapes of the same class",
+    "wrong-semantics": "the output is the op under other semantics (a dropped mask, another layout, a shifted "
+    "group index): the family's known mistakes, each matched against its own oracle",
+    "exceeds-bound": "error beyond the derived bound with no more specific pattern",
+    "excess-error": "within the bound, but the error exceeds a correct implementation's on the same inputs",
+    "garbage": "errors far beyond any precision model: the output is unrelated to the result (not an accumulator)",
+    "offset": "a constant or per-block bias added to the output",
+    "sparse": "a few elements corrupted (their indices are named), the rest within the bound",
+    "noise": "diffuse, unbiased errors over many elements, not fitted by any accumulator width",
+    "overflow-nan": "exp (or another intermediate) overflowed, giving NaN/Inf where the oracle is finite",
+    "row-scale": "each row is off by one common factor: the row's reduction (sum of squares, variance, normaliser) is imprecise",
+    "global-state": "the kernel changed process-wide state (RNG, flags, dtype defaults)",
+    "bad-output": "the kernel returned no tensor of the right shape",
+}
+
+# Harness integrity issues, named before any numerical diagnosis, in this order (the first present wins).
+INTEGRITY_ORDER = (
+    "bad-output",
+    "wrong-dtype",
+    "input-mutation",
+    "out-of-bounds",
+    "stale-output",
+    "global-state",
+    "missing-gradient",
+    "zero-gradient",
+)
+# Families whose intermediates include exp(x): a NaN/Inf there is an exp overflow.
+EXP_FAMILIES = families("exp")
+# Causes that say what happened more precisely than a later K sweep or probe could (checks keep them).
+STRUCTURAL = (
+    "garbage",
+    "offset",
+    "sparse",
+    "overflow-nan",
+    "overflow",
+    "nan-pattern",
+    "tail-pattern",
+    "tile-pattern",
+)
+
+
+def first_issue(issues: Sequence[str]) -> str:
+    """The integrity issue to name first (INTEGRITY_ORDER; unknown issues after, alphabetically)."""
+    rank = {name: i for i, name in enumerate(INTEGRITY_ORDER)}
+    return min(issues, key=lambda i: (rank.get(i, len(rank)), i))
+
+
+# Significand bits (with the implicit bit) of the formats an accumulator or operand path may use.
+FORMAT_BITS: dict[str, int] = {"fp32": 24, "fp16 or tf32": 11, "bf16": 8, "fp8 e4m3": 4}
+# err_rms ≈ C·√K·u·‖a∘b‖₂ for a running sum rounded every 32 terms (the MMA-tile granularity);
+# C was fitted once on emulated fp16/bf16 accumulators so their effective bits come out as 11 and 8.
+_ACC_C = 0.0588
+
+
+def sig(cause: str, summary: str, **evidence: float | str) -> Signature:
+    return Signature(cause, summary, tuple(sorted(evidence.items())))
+
+
+# ---- accumulator width -------------------------------------------------------------------------
+
+
+def normalized_error(err: torch.Tensor, scale: torch.Tensor) -> float:
+    """rms of err/scale over elements with a positive scale (scale = ‖a∘b‖₂ per output element)."""
+    ok = (scale > 0) & err.isfinite()
+    if not bool(ok.any()):
+        return math.nan
+    return float(((err[ok] / scale[ok]) ** 2).mean().sqrt())
+
+
+def fit_accumulator(ks: Sequence[int], nerr: Sequence[float]) -> tuple[float, float]:
+    """(effective bits, log-log slope of normalized error vs K) from a K sweep."""
+    pts = [(k, e) for k, e in zip(ks, nerr) if e > 0 and math.isfinite(e)]
+    if not pts:
+        return math.inf, math.nan
+    us = [e / (_ACC_C * math.sqrt(k)) for k, e in pts]  # nerr = err/‖a∘b‖₂ ≈ C·√K·u
+    bits = -sum(math.log2(u) for u in us) / len(us)
+    slope = _slope([math.log(k) for k, _ in pts], [math.log(e) for _, e in pts]) if len(pts) > 1 else math.nan
+    return bits, slope
+
+
+def _slope(xs: list[float], ys: list[float]) -> float:
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else math.nan
+
+
+def nearest_format(bits: float) -> str:
+    return min(FORMAT_BITS, key=lambda f: abs(FORMAT_BITS[f] - bits))
+
+
+ACC_SLOPE = (0.3, 0.8)  # a rounding accumulator's normalized error grows like K^0.5 (biased: K^1)
+ACC_RESIDUAL = 0.35  # rms of the log-log fit's residual: above it the points are not one power law
+ACC_MIN_KS = 3  # distinct reduction lengths needed before a width is claimed
+
+
+def fit_residual(ks: Sequence[int], nerr: Sequence[float]) -> float:
+    """rms residual of the straight-line fit of log(nerr) against log(K)."""
+    pts = [(math.log(k), math.log(e)) for k, e in zip(ks, nerr) if e > 0 and math.isfinite(e)]
+    if len(pts) < 2:
+        return math.inf
+    xs, ys = [x for x, _ in pts], [y for _, y in pts]
+    b = _slope(xs, ys)
+    if not math.isfinite(b):
+        return math.inf
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return math.sqrt(sum((y - my - b * (x - mx)) ** 2 for x, y in pts) / len(pts))
+
+
+# A running sum rounded to u every B terms: nerr(K) ≈ C0·u·√((⌈K/B⌉ + 1)/2) (the rounded partial sums are
+# ≈ √(jB)·rms(a∘b); C0 = 8·_ACC_C, so B = 32 at large K is the old C·√K·u). B is fitted with u: a
+# sequential sum (B = 1) and a blocked one (B = 128) have different curves below and above K = B.
+_ACC_C0 = 8 * _ACC_C
+ACC_BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+ACC_GROWTH = 1.5  # the error must grow this much over the sweep: a flat one is not an accumulator
+ACC_TIE = 0.05  # rounding intervals whose fit is within this residual of the best fit equally well
+FORMAT_MATCH = 0.75  # bits: an interval's fitted width this close to a format's names the format
+
+
+def _rounded(k: int, block: int) -> float:
+    return math.sqrt((math.ceil(k / block) + 1) / 2)
+
+
+def fit_blocked(ks: Sequence[int], nerr: Sequence[float]) -> list[tuple[int, float, float]]:
+    """(rounding interval B, effective bits, rms log residual) for each B in ACC_BLOCKS whose model grows over
+    the sweep, the width fitted by least squares in log space."""
+    pts = [(k, e) for k, e in zip(ks, nerr) if e > 0 and math.isfinite(e)]
+    if len(pts) < 2:
+        return []
+    lo, hi = min(k for k, _ in pts), max(k for k, _ in pts)
+    out = []
+    for b in ACC_BLOCKS:
+        if _rounded(hi, b) / _rounded(lo, b) < ACC_GROWTH:
+            continue
+        dev = [math.log(e / (_ACC_C0 * _rounded(k, b))) for k, e in pts]
+        log_u = sum(dev) / len(dev)
+        resid = math.sqrt(sum((d - log_u) ** 2 for d in dev) / len(dev))
+        out.append((b, -log_u / math.log(2), resid))
+    return out
+
+
+def _grows(ks: Sequence[int], nerr: Sequence[float]) -> bool:
+    pts = sorted((k, e) for k, e in zip(ks, nerr) if e > 0 and math.isfinite(e))
+    return len(pts) > 1 and pts[-1][1] >= ACC_GROWTH * pts[0][1]
+
+
+def accumulator_signature(
+    ks: Sequence[int], nerr: Sequence[float], declared_bits: int, grid: str | None = None
+) -> Signature | None:
+    """ "keeps its running sum in bf16, rounding about every 128 terms" when a K sweep fits a rounding
+    accumulator (at least three reduction lengths, growing with K, one rounding interval's curve within the
+    residual bound) well below the declared width; never from one K. ``grid``: the format whose values the
+    outputs are (they end in that format), which settles the width when several intervals fit."""
+    if len({k for k, e in zip(ks, nerr) if e > 0 and math.isfinite(e)}) < ACC_MIN_KS or not _grows(ks, nerr):
+        return None
+    bits, slope = fit_accumulator(ks, nerr)
+    if not math.isfinite(bits) or not math.isfinite(slope) or slope < ACC_SLOPE[0] / 2:
+        return None
+    if slope > ACC_SLOPE[1]:  # error vs K: √K-like growth is rounding, ≈ K is bias
+        if bits > declared_bits - 3 or slope > 1.3 or fit_residual(ks, nerr) > ACC_RESIDUAL:
+            return None
+        return sig(
+            "biased-rounding",
+            f"error grows like K^{slope:.2f} (biased rounding), ≈{bits:.1f} effective bits",
+            effective_bits=round(bits, 2),
+            slope=round(slope, 3),
+        )
+    fits = fit_blocked(ks, nerr)
+    best = min((r for _, _, r in fits), default=math.inf)
+    if best > ACC_RESIDUAL:
+        return None
+    near = [(b, w, r) for b, w, r in fits if r <= best + ACC_TIE and w <= declared_bits - 3]
+    if not near:
+        return None
+    return _width(near, grid, slope)
+
+
+def _every(blocks: Sequence[int]) -> str:
+    """The rounding intervals that fit, in words: "after every add", "every 64-128 terms"."""
+    lo, hi = min(blocks), max(blocks)
+    if hi == 1:
+        return "after every add"
+    return f"every {lo} terms" if lo == hi else f"every {lo}-{hi} terms"
+
+
+def _width(near: list[tuple[int, float, float]], grid: str | None, slope: float) -> Signature:
+    """Name the accumulator only as far as the fits allow: the outputs' format, else the one format that the
+    fitted intervals match, else the bits with no format (none fits, or several do). The intervals named are
+    those that fit the format; the evidence's ``block`` is the best fit's."""
+    evidence: dict[str, float | str] = {"slope": round(slope, 3)}
+    if grid is not None:
+        fit = [x for x in near if abs(x[1] - FORMAT_BITS[grid]) <= 2 * FORMAT_MATCH]
+        if fit:
+            return _named(
+                fit, grid, f"keeps its running sum in {grid} (the outputs are {grid} values)", evidence
+            )
+    fmts = [f for f in FORMAT_BITS if any(abs(w - FORMAT_BITS[f]) <= FORMAT_MATCH for _, w, _ in near)]
+    if len(fmts) == 1:
+        fit = [x for x in near if abs(x[1] - FORMAT_BITS[fmts[0]]) <= FORMAT_MATCH]
+        return _named(fit, fmts[0], f"behaves like a {fmts[0]} accumulator", evidence)
+    b, w, _ = min(near, key=lambda x: x[2])
+    which = (
+        "; fits " + " or ".join(fmts) + ": the sweep cannot tell which"
+        if fmts
+        else "; no standard format fits"
+    )
+    lo, hi = min(x for _, x, _ in near), max(x for _, x, _ in near)
+    return sig(
+        "low-precision-accumulator",
+        f"accumulates at fewer bits than declared (≈{lo:.1f}-{hi:.1f} effective bits, depending on how often "
+        f"it rounds){which}",
+        effective_bits=round(w, 2),
+        nearest=" or ".join(fmts),
+        block=float(b),
+        **evidence,
+    )
+
+
+def _named(
+    fit: list[tuple[int, float, float]], fmt: str, what: str, evidence: dict[str, float | str]
+) -> Signature:
+    b, w, _ = min(fit, key=lambda x: x[2])
+    return sig(
+        "low-precision-accumulator",
+        f"{what}, rounding {_every([x for x, _, _ in fit])} (≈{w:.1f} effective bits)",
+        effective_bits=round(w, 2),
+        nearest=fmt,
+        block=float(b),
+        **evidence,
+    )
+
+
+def dot_scale(op: str, inputs: Sequence[torch.Tensor]) -> torch.Tensor | None:
+    """‖a∘b‖₂ per output element for dot-product ops (None where the op is not a plain dot/sum)."""
+    f = [t.to(torch.float64) for t in inputs]
+    if has(op, "plain_product"):
+        return ((f[0] ** 2) @ (f[1] ** 2)).sqrt()
+    if op == "linear":
+        return ((f[0] ** 2) @ (f[1] ** 2).T + f[2] ** 2).sqrt()
+    if op in ("sum", "mean"):
+        s = (f[0] ** 2).sum(-1).sqrt()
+        return s / f[0].shape[-1] if op == "mean" else s
+    return None
+
+
+# ---- operand rounding, bias, patterns --------------------------------------------------------------
+
+
+def round_operands(t: torch.Tensor, bits: int, mode: str) -> torch.Tensor:
+    return round_mantissa(t, bits - 1, mode).to(torch.float64)
+
+
+def operand_signature(
+    out: torch.Tensor,
+    ref: torch.Tensor,
+    inputs: Sequence[torch.Tensor],
+    oracle: Any,
+    float_inputs: Sequence[int],
+) -> Signature | None:
+    """Does the output match the oracle on operands rounded to 11 or 8 bits far better than the exact one?"""
+    o = out.to(torch.float64)
+    e_exact = _rms(o - ref)
+    if not e_exact > 0:
+        return None
+    best = None
+    for name, bits in (("tf32", 11), ("bf16", 8)):
+        for mode in ("truncate", "nearest"):
+            xs = [round_operands(t, bits, mode) if i in float_inputs else t for i, t in enumerate(inputs)]
+            e = _rms(o - oracle(*xs).to(torch.float64))
+            if e < 0.25 * e_exact and (best is None or e < best[0]):
+                best = (e, name, bits, mode)
+    if best is None:
+        return None
+    e, name, bits, mode = best
+    return sig(
+        "operand-truncation",
+        f"operands rounded to {bits} bits ({name}-like, {'truncated' if mode == 'truncate' else 'rounded'})",
+        operand_bits=float(bits),
+        residual_ratio=round(e / e_exact, 4),
+        mode=mode,
+    )
+
+
+def _rms(x: torch.Tensor) -> float:
+    x = x[x.isfinite()]
+    return float((x**2).mean().sqrt()) if x.numel() else math.nan
+
+
+ROUNDING_SCALE = 2.0**-4  # fp8 e4m3's unit roundoff: a relative rms error above it is no rounding mode's
+
+
+def _bias_t(signed: torch.Tensor, ref: torch.Tensor) -> tuple[float, float] | None:
+    """The t statistic of sign(ref)·error (mean over its standard error) and the fraction of nonzero errors."""
+    d = (signed * ref.sign()).flatten()
+    d = d[d.isfinite()]
+    if d.numel() < 16 or not bool((d != 0).any()):
+        return None
+    t = float(d.mean() / (d.std() / math.sqrt(d.numel()) + 1e-300))
+    return t, float((d != 0).float().mean())
+
+
+def _biased(signed: torch.Tensor, ref: torch.Tensor) -> float | None:
+    found = _bias_t(signed, ref)
+    return found[0] if found is not None and abs(found[0]) >= 8 and found[1] >= 0.1 else None
+
+
+def bias_signature(signed: torch.Tensor, ref: torch.Tensor) -> Signature | None:
+    """Errors that push magnitudes one way, at a rounding scale: mean of sign(ref)·error well away from 0
+    relative to its spread, and a relative rms error no rounding mode exceeds (a wrong mask or a shifted
+    position is biased too, but it is not rounding: those fall through to a plainer name)."""
+    t = _biased(signed, ref)
+    if t is None or _rms(signed) > ROUNDING_SCALE * _rms(ref):
+        return None
+    direction = "toward zero" if t < 0 else "away from zero"
+    return sig(
+        "biased-rounding",
+        f"biased rounding {direction} (mean error t = {t:.1f})",
+        t_statistic=round(t, 2),
+        direction=direction,
+    )
+
+
+def tail_signature(ratio: torch.Tensor, dense: bool = False) -> Signature | None:
+    """Violations concentrated in a suffix of the last dimension: a tail tile mishandled. ``dense``: the bad
+    columns must be bad in most rows (a few corrupted elements are sparse, not a tile)."""
+    if ratio.dim() == 0 or ratio.shape[-1] < 4:
+        return None
+    over = (ratio > 1).reshape(-1, ratio.shape[-1])
+    bad_cols = over.any(0)
+    if dense and (
+        over.shape[0] < 2 or not bool(bad_cols.any()) or float(over[:, bad_cols].float().mean()) < 0.5
+    ):
+        return None
+    if not bool(bad_cols.any()) or bool(bad_cols.all()):
+        return None
+    n = bad_cols.numel()
+    first = int(bad_cols.nonzero()[0])
+    if not bool(bad_cols[first:].all()):
+        return periodic_signature(bad_cols)
+    tail = n - first
+    return sig(
+        "tail-pattern",
+        f"errors only in the last {tail} of {n} columns (a mishandled tail tile)",
+        tail_columns=float(tail),
+        columns=float(n),
+    )
+
+
+def periodic_signature(bad_cols: torch.Tensor) -> Signature | None:
+    idx = bad_cols.nonzero().flatten()
+    for period in (8, 16, 32, 64, 128):
+        if (
+            bad_cols.numel() >= 2 * period
+            and idx.numel() > 1
+            and bool(((idx % period) == idx[0] % period).all())
+        ):
+            return sig(
+                "tile-pattern",
+                f"errors repeat every {period} columns (a tile-period pattern)",
+                period=float(period),
+            )
+    return None
+
+
+OVERFLOW_ADVICE = {
+    "forward": "exp overflowed (subtract the row max before exp)",
+    "gradient": "exp overflowed in the backward (build the gradient from the forward's max-subtracted "
+    "probabilities or its saved logsumexp, not from exp(x) again)",
+    "large-inputs": "an intermediate overflowed on inputs past exp's range (|x| > 80): keep intermediates "
+    "in range (shift or scale before exponentiating or squaring)",
+}
+
+
+def overflow_where(op: str, grad: str) -> str:
+    """Which OVERFLOW_ADVICE fits: a family with exp in its forward or its backward, or any family whose
+    inputs were past exp's range (the only other way ``diagnose`` calls a NaN an exp overflow)."""
+    if op not in EXP_FAMILIES:
+        return "large-inputs"
+    return "gradient" if grad else "forward"
+
+
+def nan_signature(
+    out: torch.Tensor, ref: torch.Tensor, exp_overflow: bool = False, where: str = "forward"
+) -> Signature | None:
+    """NaN/Inf introduced where the oracle is finite (``exp_overflow``: by an exp, overflow-nan, with the
+    advice for ``where``: OVERFLOW_ADVICE), or swallowed where the oracle is not."""
+    o = out.to(torch.float64)
+    introduced = int((~o.isfinite() & ref.isfinite()).sum())
+    swallowed = int((o.isfinite() & ~ref.isfinite()).sum())
+    if swallowed:
+        return sig(
+            "nan-pattern",
+            f"{swallowed} non-finite result(s) replaced by finite values (NaN/Inf swallowed)",
+            swallowed=float(swallowed),
+            introduced=float(introduced),
+        )
+    if introduced and exp_overflow:
+        return sig(
+            "overflow-nan",
+            f"{introduced} NaN/Inf result(s) where the oracle is finite: {OVERFLOW_ADVICE[where]}",
+            introduced=float(introduced),
+        )
+    if introduced:
+        cause = "overflow" if bool(o.isinf().any()) else "nan-pattern"
+        return sig(
+            cause, f"{introduced} NaN/Inf result(s) where the oracle is finite", introduced=float(introduced)
+        )
+    return None
+
+
+# ---- structure of the error field: sparse, offset, garbage, row scale, noise ---------------------------
+
+
+def sparse_signature(cmp: Any) -> Signature | None:
+    """A few elements far over the bound, standing out from the rest (which are within it)."""
+    ratio, err = cmp.ratio, cmp.err
+    if bool(((ratio > 1) & ~err.isfinite()).any()):
+        return None
+    bad = (ratio > 3) & err.isfinite()  # corrupted: well past the bound
+    marginal = (ratio > 1) & ~bad  # a few marginal violations do not hide the corrupted ones
+    n_bad, n = int(bad.sum()), ratio.numel()
+    if n_bad == 0 or n_bad > max(8, n // 200) or int(marginal.sum()) > max(4, n // 50):
+        return None
+    good = err[~bad & err.isfinite()]
+    floor = float(good.quantile(0.99)) if good.numel() > 1 else 0.0
+    if float(err[bad].min()) < 5 * floor:
+        return None
+    idx = [list(map(int, i)) for i in bad.nonzero()[:5]]
+    where = ", ".join(str(i) for i in idx) + (" ..." if n_bad > 5 else "")
+    return sig(
+        "sparse",
+        f"{n_bad} of {n} element(s) corrupted (at {where}), the rest within the bound",
+        corrupted=float(n_bad),
+        indices=where,
+    )
+
+
+def offset_signature(signed: torch.Tensor, ref: torch.Tensor) -> Signature | None:
+    """The error is (almost all) a constant, or a constant per block along the last dimension."""
+    e = signed.to(torch.float64)
+    if not bool(e.isfinite().all()) or e.numel() < 8:
+        return None
+    energy = float((e**2).mean())
+    if energy == 0:
+        return None
+    mean = float(e.mean())
+    if mean**2 >= 0.9 * energy and _spread(e) < 0.3 * abs(mean):
+        return sig("offset", f"a constant offset of {mean:.3g} on every element", offset=mean, block="all")
+    for block in _blocks(e):
+        means = e.reshape(-1, block).mean(1, keepdim=True)
+        explained = float((means**2).mean()) / energy
+        if explained >= 0.9 and float(((e.reshape(-1, block) - means) ** 2).mean()) < 0.05 * energy:
+            return sig(
+                "offset",
+                f"a bias constant over blocks of {block} elements (up to {float(means.abs().max()):.3g})",
+                offset=float(means.abs().max()),
+                block=float(block),
+            )
+    return None
+
+
+def _spread(e: torch.Tensor) -> float:
+    return float(e.std()) if e.numel() > 1 else 0.0
+
+
+def _blocks(e: torch.Tensor) -> list[int]:
+    """Block sizes along the flattened last dimension: tiles of 8..128 columns, and whole rows."""
+    n = e.shape[-1] if e.dim() else 1
+    sizes = [b for b in (8, 16, 32, 64, 128) if b < n and n % b == 0]
+    if e.dim() > 1 and n >= 8:
+        sizes.append(n)
+    return sizes
+
+
+def garbage_signature(out: torch.Tensor, ref: torch.Tensor, cmp: Any) -> Signature | None:
+    """Most elements wrong by as much as the result itself, or more: no precision model explains that."""
+    o, r = out.to(torch.float64), ref.to(torch.float64)
+    ok = o.isfinite() & r.isfinite()
+    if int(ok.sum()) < 8 or float((cmp.ratio > 1).float().mean()) < 0.25:
+        return None
+    o, r = o[ok], r[ok]
+    err_rms, ref_rms = _rms(o - r), _rms(r)
+    corr = _corr(o, r)
+    if not (err_rms >= 10 * ref_rms or (err_rms >= 0.5 * ref_rms and corr < 0.5)):
+        return None
+    return sig(
+        "garbage",
+        f"errors far beyond any precision model (rms error {err_rms:.3g} against outputs of rms {ref_rms:.3g}, "
+        f"correlation {corr:.2f}): not an accumulator width",
+        error_rms=err_rms,
+        output_rms=ref_rms,
+        correlation=round(corr, 3),
+    )
+
+
+def _corr(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a - a.mean(), b - b.mean()
+    den = float(a.norm() * b.norm())
+    return float((a * b).sum()) / den if den > 0 else 0.0
+
+
+def row_scale_signature(signed: torch.Tensor, ref: torch.Tensor) -> Signature | None:
+    """err = δ_row × ref: each row off by one factor (its normaliser or reduction is imprecise)."""
+    if ref.dim() < 2 or ref.shape[-1] < 8:
+        return None
+    e, r = signed.to(torch.float64), ref.to(torch.float64)
+    if not bool(e.isfinite().all()):
+        return None
+    r2 = r.reshape(-1, r.shape[-1])
+    e2 = e.reshape(-1, r.shape[-1])
+    den = (r2**2).sum(1, keepdim=True)
+    delta = (e2 * r2).sum(1, keepdim=True) / den.clamp_min(1e-300)  # least squares per row
+    energy = float((e2**2).sum())
+    if energy == 0 or float(((e2 - delta * r2) ** 2).sum()) > 0.1 * energy:
+        return None
+    return sig(
+        "row-scale",
+        f"each row is off by one factor (relative {float(delta.abs().max()):.3g} at most): "
+        "the row's reduction or normaliser is imprecise",
+        max_row_factor=float(delta.abs().max()),
+    )
+
+
+def noise_signature(cmp: Any) -> Signature | None:
+    """Diffuse errors: many elements over the bound, unbiased."""
+    over = float((cmp.ratio > 1).float().mean())
+    if over < 0.02 or _biased(cmp.signed, cmp.ref) is not None:
+        return None
+    e = cmp.signed[cmp.signed.isfinite()]
+    return sig(
+        "noise",
+        f"diffuse unbiased errors on {over:.0%} of elements (rms {_rms(e):.3g}), no accumulator width fits",
+        over_fraction=round(over, 4),
+        error_rms=_rms(e),
+    )
+
+
+# ---- the entry point used by kcgate.engine.checks.verdict -------------------------------------------------
+
+
+def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
+    """Name the failure mode of a failed case from its trials (the most specific classifier first).
+
+    Integrity issues are named before this runs (kcgate.engine.checks.verdict); then non-finite results, the
+    structure of the error field (a dense tail tile, a few corrupted elements, an offset, garbage), operand
+    rounding, an accumulator width only where the trials span a K sweep that fits one, bias, a per-row
+    factor and diffuse noise."""
+    worst = max(
+        (t for t in ts if t.cmp is not None), key=lambda t: t.metrics.budget_used or math.inf, default=None
+    )
+    if worst is None:
+        return None
+    cmp = worst.cmp
+    exp = ctx.op.name in EXP_FAMILIES or _large_inputs(worst.inputs)
+    for found in (
+        lambda: nan_signature(worst.out, cmp.ref, exp, overflow_where(ctx.op.name, worst.grad)),
+        lambda: semantics_signature(ctx, worst),
+        lambda: tail_signature(cmp.ratio, dense=True),
+        lambda: sparse_signature(cmp),
+        lambda: offset_signature(cmp.signed, cmp.ref),
+        lambda: garbage_signature(worst.out, cmp.ref, cmp),
+        lambda: _operand(ctx, worst),
+        lambda: _accumulator(ctx, ts),
+        lambda: row_scale_signature(cmp.signed, cmp.ref),
+        lambda: bias_signature(cmp.signed, cmp.ref),
+        lambda: noise_signature(cmp),
+    ):
+        s = found()
+        if s is not None:
+            return s
+    b = worst.metrics.budget_used
+    return sig(
+        "exceeds-bound",
+        f"error {'inf' if b is None else f'{b:.3g}'}× the allowed bound, no specific pattern",
+        budget_used=b if b is not None else "inf",
+    )
+
+
+def semantics_signature(ctx: Any, trial: Any) -> Signature | None:
+    """The forward output within the bound of one of the family's known mistakes (``OpFamily.mistakes``):
+    "matches the op with the causal mask dropped"."""
+    if trial.grad or getattr(ctx.op, "mistakes", None) is None or trial.out is None:
+        return None
+    if ctx.contract.tolerance.method not in ("error-bound", "relative"):
+        return None  # the allowance must be an absolute error to hold another oracle to it
+    up = upcast(trial.inputs)
+    for what, family in ctx.op.mistakes():
+        with torch.no_grad():
+            alt = family.oracle(*up).to(torch.float64)
+            allowed = family.bound(up, alt, ctx.bound_args())
+        if alt.shape != trial.out.shape:
+            continue
+        err = (trial.out.to(torch.float64) - alt).abs()
+        there = float((err / allowed.clamp_min(1e-300)).nan_to_num(nan=math.inf).max())
+        if there <= 1:
+            return sig(
+                "wrong-semantics",
+                f"matches the op with {what} (budget {there:.2g} against it)",
+                mistake=what,
+                budget_there=round(there, 4),
+            )
+    return None
+
+
+def _large_inputs(inputs: Sequence[torch.Tensor]) -> bool:
+    """Inputs past exp's range (ln of fp32's max is 88.7): a NaN from them is an exp overflow."""
+    xs = [x for x in inputs if x.is_floating_point() and x.numel()]
+    return any(float(x.detach().double().nan_to_num(0, 0, 0).abs().max()) > 80 for x in xs)
+
+
+def _operand(ctx: Any, trial: Any) -> Signature | None:
+    if ctx.op.name not in MATMUL_LIKE or trial.grad:
+        return None
+    return operand_signature(trial.out, trial.cmp.ref, trial.inputs, ctx.op.oracle, ctx.op.float_inputs)
+
+
+def _accumulator(ctx: Any, ts: Sequence[Any]) -> Signature | None:
+    pts = []
+    for t in ts:
+        if t.grad:  # the trial is decided by a gradient: fit its own reduction
+            found = grad_dot_scale(ctx, t) if t.cmp is not None else None
+            if found is not None:
+                pts.append((found[0], normalized_error(t.cmp.err, found[1])))
+            continue
+        scale = dot_scale(ctx.op.name, t.inputs) if t.cmp is not None else None
+        if scale is not None:
+            pts.append((ctx.op.reduction_len(t.shape), normalized_error(t.cmp.err, scale)))
+    if not pts:
+        return None
+    pts.sort()
+    declared = dtypes.FORMATS[dtypes.canonical(ctx.contract.accumulate)].p
+    outs = [t.out for t in ts if not t.grad and t.out is not None]
+    return accumulator_signature([k for k, _ in pts], [e for _, e in pts], declared, output_grid(outs))
+
+
+GRIDS = (("bf16", torch.bfloat16), ("fp16 or tf32", torch.float16))
+GRID_SHARE = (
+    0.9  # this share of an fp32/fp64 output's values exactly representable in a format: it ends there
+)
+
+
+def output_grid(outs: Sequence[torch.Tensor]) -> str | None:
+    """The narrower format whose values a wide (fp32/fp64) output consists of, if any: a running sum kept in
+    bf16 returns bf16 values, whatever dtype it is cast to last. None for narrow outputs (no evidence)."""
+    vals = [o.detach().flatten() for o in outs if o.dtype in (torch.float32, torch.float64)]
+    if not vals:
+        return None
+    v = torch.cat([x.to(vals[0].dtype) for x in vals])
+    v = v[v.isfinite() & (v != 0)]
+    if v.numel() < 16:
+        return None
+    for name, dt in GRIDS:
+        if float((v.to(dt).to(v.dtype) == v).float().mean()) >= GRID_SHARE:
+            return name
+    return None

@@ -1,0 +1,378 @@
+"""The sensitivity gate (``excess-error``): the kernel's error against what a correct implementation does.
+
+The error bound is the contract's provable ceiling and is loose by design (torch's fp32 matmul uses 0.001
+of it). This second gate compares the kernel's error field with references run on the same inputs:
+
+* the family's **composite** (``OpFamily.composite``: torch's own implementation, or the tolerance's
+  declared ``baseline``) run in the contract's precision: on the inputs' own dtype, or upcast to the output
+  dtype when that is wider (bf16 inputs, fp32 output);
+* for the row sums, an **emulated blocked kernel** (``blocked_sum``: a tree within blocks of 1024, a running
+  sum across, in ``accumulate``), a correct order whose error exceeds torch's on long rows.
+
+Per element, s = √(σ_seq² + ulp_out²/12) weights the error (σ_seq: a *sequential* sum's RMS error in
+``accumulate``, ``SEQ_ROUND``/``SEQ_C`` models) and z = |err|/s. ``ref`` is the larger of the references'
+rms(z) and a correctly rounded output's; with ``excess_reference = "sequential"`` (or no reference) at least
+1, the sequential model itself. Two statistics:
+
+* ``rms``: rms(z_kernel) / ref                                      (diffuse noise, offsets, biases)
+* ``max``: max(z_kernel) / max(max(z_reference), TAIL·√(2·ln 2N)·ref)   (a few corrupted elements)
+
+``excess_ratio`` = the larger of the two / the factor (``tolerance.excess``, 1.5); above 1 the case fails with
+``excess-error``. Torch's result plus unbiased noise at 2x its error is √5 ≈ 2.24x torch's rms; correct
+tree, blocked, tiled, online and Liger-style orders measured at most 1.22x (docs/sensitivity.md,
+tests/checks/test_excess_power.py). A sequential order over a long fp32 reduction is 2-80x and fails unless
+declared; its failure says so (``Excess.order_hint``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from kcgate.contracts.spec import EXCESS_FACTOR
+from kcgate.numerics.metrics import _unravel, f64, format_ulp, host, quiet, spread, sum_squares
+from kcgate.numerics.ops.base import BoundArgs, Tensors, upcast
+from kcgate.vocab import dtypes
+from kcgate.vocab.catalogue import has
+
+if TYPE_CHECKING:
+    from kcgate.engine.harness import CaseContext, Trial
+
+FACTOR = EXCESS_FACTOR  # tolerance.excess's default: correct orders reach ≤ 1.22, torch + 2x noise ≈ 2.24
+# RMS of one rounding to nearest in units of u·|s|: 0.42 in theory (ulp/|s| ≈ 1.47·u, over √12); a
+# sequential fp32 sum measures 0.31 (tests/test_sensitivity.py: n = 4096 sums, K = 1024 dot products)
+SEQ_ROUND = 0.31
+SEQ_C = 0.37  # the same model from the bound (Σ|t| ≈ 0.8·√n·‖t‖ for normal terms) for the other families
+SEQ_HINT = 1.5  # the failure names the sequential order when the kernel's rms z is within this
+TAIL = 2.0  # the max statistic's floor: TAIL·√(2·ln 2N), room for heavier than Gaussian tails
+
+
+@dataclass(frozen=True)
+class Excess:
+    """The gate's measurements on one trial."""
+
+    rms_ratio: float  # rms(z_kernel) / ref (the references' rms z, floored)
+    max_ratio: float  # max(z_kernel) / max(max(z_ref), TAIL·√(2 ln 2N)·ref)
+    factor: float
+    kernel_rms: float  # rms |err| of the kernel (absolute)
+    ref_rms: float  # rms |err| of the reference (absolute), nan when no reference ran
+    worst_index: tuple[int, ...] = ()
+    sequential_rms: float = math.nan  # rms(err / σ_seq): ≤ 1 is within a sequential accumulator's error
+    reference: str = "composite"  # what the rms statistic compares with ("sequential": the model)
+
+    @property
+    def ratio(self) -> float:
+        return max(self.rms_ratio, self.max_ratio) / self.factor
+
+    def extra(self) -> dict[str, float]:
+        return {
+            "excess_ratio": self.ratio,
+            "excess_rms_ratio": self.rms_ratio,
+            "excess_max_ratio": self.max_ratio,
+        }
+
+    def summary(self) -> str:
+        which = "rms" if self.rms_ratio >= self.max_ratio else "max"
+        where = f" (worst at {list(self.worst_index)})" if which == "max" and self.worst_index else ""
+        return (
+            f"error {max(self.rms_ratio, self.max_ratio):.3g}x a correct implementation's "
+            f"({which} statistic{where}; allowed {self.factor:g}x)" + self.order_hint()
+        )
+
+    def order_hint(self) -> str:
+        """A failure within what a sequential accumulator makes: the kernel may be a correct one summing left
+        to right over a long reduction (2-80x torch's error in fp32); say so, and how to declare it."""
+        if self.reference != "composite" or not self.sequential_rms <= SEQ_HINT:
+            return ""
+        return (
+            f"; within a sequential accumulator's error ({self.sequential_rms:.2g} of its rms): if the kernel "
+            'sums left to right, declare tolerance.excess_reference = "sequential"'
+        )
+
+
+def applies(ctx: CaseContext) -> bool:
+    """The gate runs beside the error-bound tolerance (the relative method is its own comparison with a
+    reference), unless the contract sets excess = false."""
+    c = ctx.contract
+    return (
+        c.tolerance.method == "error-bound"
+        and c.tolerance.excess > 0
+        and c.postcondition == "within-bound"
+        and c.forward  # the forward output only (gradients have their own bounds)
+    )
+
+
+def reference_output(ctx: CaseContext, inputs: Tensors, *, upcast: bool = True) -> torch.Tensor | None:
+    """The reference implementation on these inputs, or None when it cannot run. ``upcast``: on inputs
+    upcast to the output dtype when that is wider (the contract's precision); else on the inputs' own dtype
+    (the relative tolerance's "same low precision", FlashAttention's PyTorch-in-bf16 baseline)."""
+    fn = reference_fn(ctx)
+    if fn is None:
+        return None
+    x = _ref_inputs(ctx, inputs) if upcast else inputs
+    try:
+        with torch.no_grad():
+            out = fn(*x)
+    except Exception:  # noqa: BLE001 — a composite that cannot take these dtypes leaves only the model
+        return None
+    if isinstance(out, (tuple, list)):
+        out = out[0]
+    if not isinstance(out, torch.Tensor):
+        return None
+    return out.detach().cpu()
+
+
+def reference_outputs(ctx: CaseContext, inputs: Tensors, *, upcast: bool = True) -> list[torch.Tensor]:
+    """The reference as torch dispatches it and, on the CPU with oneDNN on, also with oneDNN off, when that
+    differs. torch ships two correct CPU implementations of several ops, oneDNN's (JIT-compiled for the
+    CPU's vector ISA) and ATen's own, and the gate is against a correct implementation, so against the less
+    accurate of the two: otherwise a result depends on the runner's ISA. Measured: fp32 gelu's oneDNN
+    AVX-512 kernel is 4x more accurate than ATen's for |x| < 1.5 (in ulps), and ATen's kernel, which
+    inductor also emits, failed at 2.69x against it (docs/sensitivity.md)."""
+    out = reference_output(ctx, inputs, upcast=upcast)
+    if out is None or not _onednn_on(inputs):
+        return [] if out is None else [out]
+    with onednn_off():
+        aten = reference_output(ctx, inputs, upcast=upcast)
+    return [out] if aten is None or torch.equal(aten, out) else [out, aten]
+
+
+@contextmanager
+def onednn_off() -> Iterator[None]:
+    """torch's CPU ops on ATen's own kernels inside, the previous setting restored after. Not
+    mkldnn.flags(), which also sets (and warns about) TF32; the property is typed as its descriptor."""
+    was = bool(torch.backends.mkldnn.enabled)
+    torch.backends.mkldnn.enabled = False  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.enabled = was  # type: ignore[assignment]
+
+
+def _onednn_on(inputs: Tensors) -> bool:
+    return (
+        bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled)
+        and bool(inputs)
+        and all(t.device.type == "cpu" for t in inputs)
+    )
+
+
+def reference_fn(ctx: CaseContext) -> Any:
+    """tolerance.baseline if declared, else the family's composite, else its oracle on low-precision inputs."""
+    base = ctx.contract.tolerance.baseline
+    if base:
+        from kcgate.engine.case import resolve
+
+        return resolve(base)
+    return ctx.op.composite or (ctx.op.oracle if ctx.op.name != "custom" else None)
+
+
+ACC_DTYPES = {
+    "float64": torch.float64,
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+BLOCK = 1024  # the emulated row reduction's block: a tree inside, a running sum across (Triton's tl.sum loop)
+
+
+def blocked_sum(ctx: CaseContext, inputs: Tensors) -> torch.Tensor | None:
+    """The sum families' emulated correct kernel: a pairwise tree within blocks of BLOCK terms and a running
+    sum across blocks, in the declared accumulator, rounded to the output dtype. For long rows its error
+    exceeds torch's cascade sum's (n = 1e5: up to 2.3x), and a correct kernel written that way must pass."""
+    acc = ACC_DTYPES.get(dtypes.canonical(ctx.contract.accumulate))
+    if ctx.op.name not in ("sum", "mean") or acc is None or not inputs or not inputs[0].is_floating_point():
+        return None
+    x = inputs[0].detach().to(acc)
+    n = x.shape[-1]
+    if n == 0:
+        return None
+    nb = -(-n // BLOCK)
+    x = torch.nn.functional.pad(x, (0, nb * BLOCK - n)).reshape(*x.shape[:-1], nb, BLOCK)
+    while x.shape[-1] > 1:
+        x = x[..., 0::2] + x[..., 1::2]
+    total = x[..., 0, 0]
+    for j in range(1, nb):
+        total = total + x[..., j, 0]
+    if ctx.op.name == "mean":
+        total = total / n
+    return total.to(ctx.out_dtype).to("cpu")
+
+
+def _ref_inputs(ctx: CaseContext, inputs: Tensors) -> Tensors:
+    out, inp = ctx.out_dtype, ctx.dtype
+    if out.is_floating_point and inp.is_floating_point and out.itemsize > inp.itemsize:
+        return tuple(t.to(out) if t.is_floating_point() else t for t in inputs)
+    return inputs
+
+
+def error_scale(
+    ctx: CaseContext, inputs: Tensors, ref: torch.Tensor, n: int, up: Tensors = ()
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per element, the RMS error of a correct kernel, s = √(σ_seq² + ulp_out²/12) (a sequential
+    accumulator's plus the output rounding), and the rounding's part ulp_out/√12; float64 numpy arrays of
+    ref's shape. ``up``: the inputs already upcast to float64."""
+    up = up or upcast(inputs)
+    r = f64(ref)
+    u = dtypes.unit_roundoff(ctx.contract.accumulate)
+    sigma = _sequential_sum(ctx.op.name, up, r, n, u)
+    if sigma is None:
+        acc = ctx.op.bound(up, ref, BoundArgs(u, 0.0, 1.0))
+        sigma = SEQ_C * np.abs(f64(acc)) / math.sqrt(max(n, 1))
+    ulp = format_ulp(r, ctx.out_dtype) if ctx.out_dtype.is_floating_point else np.zeros_like(r)
+    scale = spread(np.sqrt(np.square(sigma) + np.square(ulp) / 12), r.shape)
+    return scale, ulp / math.sqrt(12)
+
+
+def _sequential_sum(name: str, x: Tensors, y: np.ndarray, n: int, u: float) -> np.ndarray | None:
+    """The RMS error of a left-to-right sum of the n terms t behind each output, rounded to u after each
+    add: ≈ SEQ_ROUND·u·√(Σₖ sₖ²) over the partial sums sₖ, whose expectation is n·(‖t‖²/2 + y²/3) (a random
+    walk plus its drift; the drift is what large-mean inputs add). Exact families of sums only (one fp64
+    product of squares); None for the others, which use the bound-derived model."""
+    if has(name, "plain_product"):
+        t2, total, scale = x[0].square() @ x[1].square(), y, 1.0
+    elif name == "linear":
+        t2, total, scale = x[0].square() @ x[1].square().T + x[2].square(), y, 1.0
+    elif name == "sum":
+        t2, total, scale = x[0].square().sum(-1), y, 1.0
+    elif name == "mean":
+        t2, total, scale = x[0].square().sum(-1), y * n, 1.0 / n
+    else:
+        return None
+    return SEQ_ROUND * u * scale * np.sqrt(n * (f64(t2) / 2 + np.square(total) / 3))
+
+
+def _freivalds(ctx: CaseContext, res: Any) -> Excess | None:
+    """The same statistics from a Freivalds check's residuals (kcgate.numerics.oracles.freivalds), when it ran them."""
+    if res.excess_ratio == 0.0 and res.rms_ratio == 0.0:
+        return None
+    return Excess(
+        rms_ratio=res.rms_ratio,
+        max_ratio=res.max_ratio,
+        factor=ctx.contract.tolerance.excess,
+        kernel_rms=math.nan,
+        ref_rms=math.nan,
+        worst_index=(res.excess_row,),
+    )
+
+
+@quiet
+def measure(ctx: CaseContext, trial: Trial) -> Excess | None:
+    """The gate on one compared trial; None when there is nothing to measure (no finite elements)."""
+    if trial.freivalds is not None:
+        return _freivalds(ctx, trial.freivalds)
+    cmp = trial.cmps.get("out", trial.cmp)  # the forward output's (trial.cmp may be a gradient's)
+    if cmp is None or trial.out is None:
+        return None
+    r, err = f64(cmp.ref), host(cmp.err)
+    refs = [
+        np.abs(f64(out.to(ctx.out_dtype)) - r)
+        for out in (*reference_outputs(ctx, trial.inputs), blocked_sum(ctx, trial.inputs))
+        if out is not None and tuple(out.shape) == r.shape
+    ]
+    n = ctx.op.reduction_len(trial.shape)
+    s, rounding = error_scale(ctx, trial.inputs, cmp.ref, n, up=trial.up)
+    ok = _counted(cmp.finite, r, err, s, refs)  # None: every element counts (the usual case)
+    if ok is not None and not bool(ok.any()):
+        return None
+    pick = _flat if ok is None else (lambda t: t[ok])
+    e, scale = pick(err), pick(s)
+    z = e / scale
+    z_refs = [pick(x) / scale for x in refs] or [np.zeros(1)]
+    rms_k = _rms(z)
+    ref = max(max(_rms(zr) for zr in z_refs), _floor(ctx, bool(refs), pick(rounding) / scale))
+    ref_max = max(float(zr.max()) for zr in z_refs)
+    worst = int(z.argmax())
+    flat = worst if ok is None else int(np.flatnonzero(ok)[worst])
+
+    return Excess(
+        rms_ratio=rms_k / ref,
+        max_ratio=float(z[worst]) / max(ref_max, TAIL * math.sqrt(2 * math.log(2 * z.size)) * ref),
+        factor=ctx.contract.tolerance.excess,
+        kernel_rms=_rms(e),
+        ref_rms=max(_rms(pick(x)) for x in refs) if refs else math.nan,
+        worst_index=_unravel(flat, r.shape),
+        sequential_rms=rms_k,
+        reference=_reference_name(ctx, bool(refs)),
+    )
+
+
+def _counted(
+    finite: bool, r: np.ndarray, err: np.ndarray, s: np.ndarray, refs: list[np.ndarray]
+) -> np.ndarray | None:
+    """The elements the gate counts (finite everywhere, s > 0), or None when that is every element, which
+    is found with a few reductions instead of building the mask."""
+    if finite and s.size and s.min() > 0 and all(math.isfinite(x.max()) for x in refs):
+        return None  # min and max propagate NaN: each test fails where the mask would be False somewhere
+    ok = (s > 0) if finite else np.isfinite(r) & np.isfinite(err) & (s > 0)
+    for x in refs:
+        ok &= np.isfinite(x)
+    return None if bool(ok.all()) else ok
+
+
+def _flat(t: np.ndarray) -> np.ndarray:
+    """``t[mask]`` for an all-true mask: the elements in the same order, without the gather."""
+    return t.reshape(-1)
+
+
+def _rms(z: np.ndarray) -> float:
+    """√(mean z²) of a flat array."""
+    return math.sqrt(sum_squares(z) / z.size)
+
+
+def _reference_name(ctx: CaseContext, composite_ran: bool) -> str:
+    return (
+        "composite"
+        if composite_ran and ctx.contract.tolerance.excess_reference == "composite"
+        else "sequential"
+    )
+
+
+def _floor(ctx: CaseContext, composite_ran: bool, z_round: np.ndarray) -> float:
+    """The reference's rms z is at least a correctly rounded output's (the composite judges); with
+    ``excess_reference = "sequential"``, or when no composite ran, at least the sequential model's, 1."""
+    return _rms(z_round) if _reference_name(ctx, composite_ran) == "composite" else 1.0
+
+
+# ---- the relative tolerance (issue 16 item 7) --------------------------------------------------------
+
+
+def relative(ctx: CaseContext, trial: Trial) -> dict[str, float]:
+    """method = "relative": the kernel's max |error| against the baseline's on the same inputs (the larger of
+    its two CPU implementations' where oneDNN is on: ``reference_outputs``).
+
+    The baseline's error is floored at one rounding of the output's largest value (u_out·max|y|), so an
+    exact or lucky baseline does not demand an exact kernel. ``relative_budget`` = ratio / factor; the
+    case's budget is the larger of it and the bound's budget, so a garbage baseline cannot loosen the gate
+    past the family's error bound.
+    """
+    assert trial.cmp is not None
+    ref64, err = trial.cmp.ref, trial.cmp.err
+    bases = [
+        b for b in reference_outputs(ctx, trial.inputs, upcast=False) if tuple(b.shape) == tuple(ref64.shape)
+    ]
+    if not bases:
+        return {"relative_ratio": math.inf, "relative_budget": math.inf, "relative_err": _max(err)}
+    finite = ref64.isfinite()
+    u_out = dtypes.unit_roundoff(str(ctx.out_dtype).removeprefix("torch."))
+    floor = u_out * _max(ref64.abs().where(finite, 0.0))
+    e_k = _max(err.where(finite, 0.0))
+    e_b = max(_max((b.to(torch.float64) - ref64).abs().where(finite, 0.0)) for b in bases)
+    ratio = e_k / max(e_b, floor) if max(e_b, floor) > 0 else (0.0 if e_k == 0 else math.inf)
+    return {
+        "relative_allowed": ctx.contract.tolerance.factor * max(e_b, floor),
+        "relative_ratio": ratio,
+        "relative_budget": ratio / ctx.contract.tolerance.factor,
+        "relative_err": e_k,
+        "baseline_err": e_b,
+    }
+
+
+def _max(t: torch.Tensor) -> float:
+    return float(torch.nan_to_num(t, nan=math.inf).max()) if t.numel() else 0.0

@@ -1,0 +1,289 @@
+"""Diff each runner's current results against its baseline: exactly one category per case.
+
+Pure functions over frozen records (no files, no torch). The categories are ``diff_model.CATEGORIES``;
+the precedence that makes them mutually exclusive is in ``categorize`` and documented in docs/diff.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import glob
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from kcgate.contracts.policy import DriftRule, Policy, Waiver
+from kcgate.errors import ResultsError
+from kcgate.gate.model import CaseChange, RunnerDiff, Verdict
+from kcgate.results.model import UNEVALUATED, RunResult, Status, build_frozen
+from kcgate.results.table import CaseTable
+
+_FAIL, _PASS = Status.FAIL, Status.PASS  # globals: an enum member's lookup costs 0.2 µs, 10^6 per report
+INCOMPLETE_MESSAGE = (
+    "not run: the current results are incomplete (a shard is missing or the run stopped early)"
+)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """Per-runner facts every case's categorisation needs, computed once."""
+
+    runner: str
+    policy: Policy
+    today: dt.date
+    has_base: bool
+    comparable: bool  # the baseline has the same fingerprint key
+    waivers: Mapping[str, Waiver | None]  # contract id -> the waiver covering its violations on this runner
+    error_waivers: Mapping[str, Waiver | None]  # contract id -> the waiver (kind "error") covering its errors
+    failing_contracts: frozenset[str]  # contracts with a failing case now: their waivers are still needed
+
+
+def index_cases(run: RunResult, name: str = "") -> dict[str, int]:
+    """Row by case_id; a duplicate id would make the diff ambiguous, so it is a ResultsError."""
+    ids = run.table.column("case_id")
+    index = dict(zip(ids, range(len(ids))))
+    if len(index) != len(ids):
+        twice = next(cid for cid, n in Counter(ids).items() if n > 1)
+        where = name or f"results of runner {run.runner!r}"
+        raise ResultsError(f"{where}: case id {twice[:120]!r} appears twice; regenerate the file")
+    return index
+
+
+def diff_runs(
+    base: RunResult | None, current: RunResult | None, runner: str, policy: Policy, today: dt.date
+) -> RunnerDiff:
+    """Categorise every case of ``runner``: current cases first (in run order), then the vanished ones.
+
+    Reads columns, not records: a report diffs 10^5 cases and needs five fields of most of them."""
+    if current is None:
+        return _missing_leg(base, runner, policy)
+    base_at = index_cases(base) if base else {}
+    current_at = index_cases(current)
+    ctx = _context(base, current, runner, policy, today)
+    changes = _present(current.table, base.table if base else None, base_at, ctx)
+    if base is not None:
+        gone = [j for cid, j in base_at.items() if cid not in current_at]
+        changes += [_absent(base.table, j, current.complete, ctx) for j in gone]
+    base_key = base.fingerprint.key() if base else ""
+    return RunnerDiff(runner, current.fingerprint.key(), base_key, tuple(changes))
+
+
+def make_verdict(
+    current: Mapping[str, RunResult],
+    baselines: Mapping[str, RunResult],
+    policy: Policy,
+    today: dt.date,
+    expected_runners: Iterable[str] = (),
+) -> Verdict:
+    """Diff every runner seen on either side or expected; required patterns nobody answered are missing legs."""
+    expected = tuple(expected_runners)
+    policy = replace(
+        policy, required_runners=policy.required_runners + tuple(glob.escape(r) for r in expected)
+    )
+    names = sorted(set(current) | set(baselines) | set(expected))
+    diffs = [diff_runs(baselines.get(n), current.get(n), n, policy, today) for n in names]
+    diffs += [_missing_leg(None, p, policy) for p in _unanswered(policy.required_runners, names)]
+    return Verdict(tuple(diffs))
+
+
+def categorize(
+    status: str, contract_id: str, budget: float | None, base: tuple[str, float | None] | None, ctx: _Context
+) -> str:
+    """Precedence: facts about the current run alone, then baseline availability, then the comparison.
+
+    ``base`` is the baseline case's (status, budget used), None when the baseline lacks the case."""
+    if status in UNEVALUATED:
+        return _error_category(contract_id, ctx)
+    waived = _waiver_category(status, contract_id, ctx)
+    if waived:
+        return waived
+    if not ctx.has_base:
+        return "unverified"
+    if not ctx.comparable:
+        return "incomparable"
+    return _compare(status, budget, base, ctx.policy.budget_drift)
+
+
+def _compare(
+    status: str, budget: float | None, base: tuple[str, float | None] | None, drift: DriftRule
+) -> str:
+    """Both sides are evaluated on the same fingerprint; a baseline error/refusal counts as not failing."""
+    failing = status == _FAIL
+    if base is None:
+        return "new-violation" if failing else "new"
+    base_status, base_budget = base
+    if failing:
+        return "still-failing" if base_status == _FAIL else "new-violation"
+    if base_status != _PASS:
+        return "fixed"
+    return "budget-drift" if drift.drifted(base_budget, budget) else "unchanged"
+
+
+def _error_category(contract_id: str, ctx: _Context) -> str:
+    """An error is waived (or its waiver expired) when a kind = "error" waiver covers the contract here."""
+    waiver = ctx.error_waivers.get(contract_id)
+    if waiver is None:
+        return "error"
+    return "expired-waiver" if waiver.expired(ctx.today) else "waived"
+
+
+def _waiver_category(status: str, contract_id: str, ctx: _Context) -> str:
+    """A waiver covers a contract on matching runners; it is unexpected only when nothing it covers fails."""
+    waiver = ctx.waivers.get(contract_id)
+    if waiver is None:
+        return ""
+    if status == _FAIL:
+        return "expired-waiver" if waiver.expired(ctx.today) else "waived"
+    return "" if contract_id in ctx.failing_contracts else "unexpected-pass"
+
+
+def _context(
+    base: RunResult | None, current: RunResult, runner: str, policy: Policy, today: dt.date
+) -> _Context:
+    contracts, statuses = current.table.column("contract_id"), current.table.column("status")
+    return _Context(
+        runner=runner,
+        policy=policy,
+        today=today,
+        has_base=base is not None,
+        comparable=base is not None and base.fingerprint.key() == current.fingerprint.key(),
+        waivers={cid: policy.waiver_for(cid, runner) for cid in set(contracts)},
+        error_waivers={cid: policy.waiver_for(cid, runner, "error") for cid in set(contracts)},
+        failing_contracts=frozenset(c for c, s in zip(contracts, statuses) if s == _FAIL),
+    )
+
+
+_WAIVER_CATEGORIES = frozenset({"waived", "expired-waiver", "unexpected-pass"})
+
+
+def _present(
+    cases: CaseTable, base: CaseTable | None, base_at: Mapping[str, int], ctx: _Context
+) -> list[CaseChange]:
+    """One change per current case, from the columns both sides need."""
+    base_side = list(zip(base.column("status"), base.metric("budget_used"))) if base else []
+    columns = zip(
+        *(
+            cases.column(k)
+            for k in (
+                "case_id",
+                "contract_id",
+                "klass",
+                "status",
+                "signature",
+                "message",
+                "line",
+                "source",
+                "dtype",
+                "seed",
+            )
+        ),
+        cases.metric("budget_used"),
+        cases.metric("max_ulp"),
+        cases.metric("max_abs_err"),
+    )
+    changes = []
+    for (
+        case_id,
+        contract_id,
+        klass,
+        status,
+        signature,
+        message,
+        line,
+        source,
+        dtype,
+        seed,
+        budget,
+        ulp,
+        abs_err,
+    ) in columns:
+        j = base_at.get(case_id)
+        before = base_side[j] if j is not None else None
+        category = categorize(status, contract_id, budget, before, ctx)
+        if category in _WAIVER_CATEGORIES and status in UNEVALUATED:
+            note = _waiver_note(ctx.error_waivers.get(contract_id))
+            message = f"{note}; {status}: {message}" if message else note
+        elif category in _WAIVER_CATEGORIES:
+            message = _waiver_note(ctx.waivers.get(contract_id))
+        changes.append(
+            build_frozen(  # one per case, 10^5 per report: skip the frozen __init__
+                CaseChange,
+                {
+                    "category": category,
+                    "runner": ctx.runner,
+                    "case_id": case_id,
+                    "contract_id": contract_id,
+                    "klass": klass,
+                    "status": status,
+                    "base_status": before[0] if before else "",
+                    "budget_used": budget,
+                    "base_budget_used": before[1] if before else None,
+                    "budget_factor": ctx.policy.budget_drift.factor(before[1], budget) if before else None,
+                    "signature": signature.summary if signature else "",
+                    "message": message,
+                    "line": line,
+                    "source": source,
+                    "blocking": category in ctx.policy.block_on,
+                    "dtype": dtype,
+                    "seed": seed,
+                    "cause": signature.cause if signature else "",
+                    "max_ulp": ulp,
+                    "max_abs_err": abs_err,
+                },
+            )
+        )
+    return changes
+
+
+def _absent(base: CaseTable, row: int, complete: bool, ctx: _Context) -> CaseChange:
+    """In the baseline, not now: removed, unless the current run is incomplete (then it was not run)."""
+    category = "removed" if complete else "error"
+    contract_id = base.column("contract_id")[row]
+    acknowledged = category == "removed" and contract_id in ctx.policy.acknowledge_removed
+    return CaseChange(
+        category=category,
+        runner=ctx.runner,
+        case_id=base.column("case_id")[row],
+        contract_id=contract_id,
+        klass=base.column("klass")[row],
+        base_status=base.column("status")[row],
+        base_budget_used=base.metric("budget_used")[row],
+        message="removal acknowledged in policy"
+        if acknowledged
+        else ("" if complete else INCOMPLETE_MESSAGE),
+        line=base.column("line")[row],
+        source=base.column("source")[row],
+        blocking=ctx.policy.blocks(category) and not acknowledged,
+    )
+
+
+def _missing_leg(base: RunResult | None, runner: str, policy: Policy) -> RunnerDiff:
+    """No current results: one missing-runner change when it was required or had a baseline, else nothing."""
+    required = policy.is_required(runner)
+    if not required and base is None:
+        return RunnerDiff(runner, "", "", ())
+    note = (
+        "required runner produced no results" if required else "runner has a baseline but produced no results"
+    )
+    change = CaseChange(
+        category="missing-runner",
+        runner=runner,
+        case_id="",
+        contract_id="",
+        message=note,
+        blocking=required and policy.blocks("missing-runner"),
+    )
+    return RunnerDiff(runner, "", base.fingerprint.key() if base else "", (change,))
+
+
+def _unanswered(patterns: Iterable[str], names: Iterable[str]) -> list[str]:
+    seen = list(names)
+    return [p for p in dict.fromkeys(patterns) if not any(fnmatch.fnmatchcase(n, p) for n in seen)]
+
+
+def _waiver_note(waiver: Waiver | None) -> str:
+    if waiver is None:
+        return ""
+    owner = f", owner {waiver.owner}" if waiver.owner else ""
+    return f"waiver until {waiver.until.isoformat()}{owner}: {waiver.reason}"

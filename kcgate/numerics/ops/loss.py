@@ -1,0 +1,173 @@
+"""Cross-entropy over a vocabulary: per-row loss or the mean, ``ignore_index`` and label smoothing.
+
+Shape form ``[rows, vocab]``; call ``kernel(logits, target, **kw)`` with logits (rows, vocab) and int64 target
+(rows,), in the ``F.cross_entropy`` convention: ``reduction`` always passed ("none" or "mean"),
+``ignore_index`` and ``label_smoothing`` when they differ from torch's defaults. One row in eight is ignored.
+Derivation of the bound: docs/ops.md#cross_entropy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from kcgate.numerics.ops.base import BoundArgs, GradBound, OpFamily, Tensors, draw, sqrt, underflow
+
+F = torch.nn.functional
+
+
+@dataclass(frozen=True)
+class CrossEntropy:
+    reduction: str = "mean"  # "none" (per-row loss) or "mean" over the rows not ignored
+    ignore_index: int = -100
+    label_smoothing: float = 0.0
+    all_rows: bool = False  # not a param: the mistake of a mean over every row, ignored ones included
+
+
+def _inputs(cfg: CrossEntropy) -> Callable[..., Tensors]:
+    def make(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str) -> Tensors:
+        rows, vocab = shape
+        target = torch.randint(0, vocab, (rows,), generator=gen)
+        ignored = torch.rand(rows, generator=gen) < 0.125
+        ignored[0] = False  # never every row: the mean would be 0/0
+        return draw(shape, dtype, gen, dist), torch.where(ignored, cfg.ignore_index, target)
+
+    return make
+
+
+def _oracle(cfg: CrossEntropy) -> Callable[..., torch.Tensor]:
+    def oracle(x: torch.Tensor, t: torch.Tensor, **_: Any) -> torch.Tensor:
+        if cfg.all_rows:
+            return _oracle(replace(cfg, reduction="none", all_rows=False))(x, t).sum() / x.shape[0]
+        return F.cross_entropy(
+            x, t, ignore_index=cfg.ignore_index, label_smoothing=cfg.label_smoothing, reduction=cfg.reduction
+        )
+
+    return oracle
+
+
+def row_bound(x: torch.Tensor, t: torch.Tensor, cfg: CrossEntropy, ba: BoundArgs) -> torch.Tensor:
+    """Allowed |error| of each row's loss before the output rounding (0 on ignored rows)."""
+    n = x.shape[-1]
+    keep = t != cfg.ignore_index
+    xt = x.gather(1, t.clamp(0, n - 1)[:, None])[:, 0].abs()
+    # lse = m + log Σ exp(x − m): the shifted sum has relative error (λ√n + 4)·u, i.e. an absolute one in the
+    # log; adding m back and subtracting x_t cost u·|m| and u·|x_t| (FACTS.md's logsumexp bound)
+    m = x.abs().amax(-1)
+    # eager torch rounds log-softmax to the input dtype before picking x_t's entry: two roundings of
+    # |m| + |x_t| + |loss| in the compute precision (the input dtype's at most)
+    u_c = max(ba.u_acc, ba.u_in)
+    loss = (torch.logsumexp(x, -1) - x.gather(1, t.clamp(0, n - 1)[:, None])[:, 0]).abs()
+    err = (ba.lam * sqrt(n) + 4) * ba.u_acc * (1 + m) + 2 * u_c * (xt + m + loss)
+    if cfg.label_smoothing:  # (ε/n)·Σ log p: n log-probabilities, each rounded twice, summed
+        mean_abs = x.abs().mean(-1)
+        err = err + cfg.label_smoothing * (ba.lam * sqrt(n) * ba.u_acc * mean_abs + 2 * u_c * (mean_abs + m))
+    return torch.where(keep, err, torch.zeros_like(err))
+
+
+def _bound(cfg: CrossEntropy) -> Callable[[Tensors, torch.Tensor, BoundArgs], torch.Tensor]:
+    def bound(xs: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
+        x, t = xs
+        rows = row_bound(x, t, cfg, ba)
+        if cfg.reduction == "none":
+            return rows + ba.u_out * y.abs()
+        keep = (t != cfg.ignore_index).sum().clamp_min(1)
+        losses = F.cross_entropy(
+            x, t, ignore_index=cfg.ignore_index, label_smoothing=cfg.label_smoothing, reduction="none"
+        )
+        # the mean of the rows' errors, then the sum of ``keep`` losses (rounded per row to the input dtype and
+        # summed in it by eager torch, so in the compute precision) and the division
+        acc = (ba.lam * sqrt(int(keep)) + 1) * max(ba.u_acc, ba.u_in) * losses.abs().sum() / keep
+        return rows.sum() / keep + acc + ba.u_out * y.abs()
+
+    return bound
+
+
+def _grad_bound(cfg: CrossEntropy) -> GradBound:
+    def grad_bound(
+        xs: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs
+    ) -> tuple[torch.Tensor | None, ...]:
+        """d logits = g_i·(p − t̃) with g_i = dy_i (per row) or dy / kept rows (mean), t̃ the smoothed one-hot.
+
+        p = exp(log p) from the saved log-softmax: its relative error is the forward's absolute lse error
+        plus the roundings of log p = x − lse (2·u_c·(|x| + |lse| + |log p|)); g_i, the scalings, the
+        sum of the two gradients and p − t̃ are rounded (4·u_c·(p + t̃): the difference may cancel); the smoothing's Σ over the vocabulary adds ε·λ√V·u_c·p. Ignored rows: 0."""
+        x, t = xs
+        n = x.shape[-1]
+        u_c = max(ba.u_acc, ba.u_in)
+        keep = (t != cfg.ignore_index)[:, None]
+        gi = (dy / keep.sum().clamp_min(1)).expand(x.shape[0]) if cfg.reduction == "mean" else dy
+        lse = torch.logsumexp(x, -1, keepdim=True)
+        logp = x - lse
+        m = x.abs().amax(-1, keepdim=True)
+        rel = (ba.lam * sqrt(n) + 4) * ba.u_acc * (1 + m) + 2 * u_c * (x.abs() + lse.abs() + logp.abs())
+        rel = rel + cfg.label_smoothing * ba.lam * sqrt(n) * u_c
+        p = logp.exp()
+        onehot = torch.zeros_like(x).scatter_(1, t.clamp(0, n - 1)[:, None], 1.0)
+        target = (1 - cfg.label_smoothing) * onehot + cfg.label_smoothing / n
+        # g_i = dy / kept, the (1 − ε) and ε/V scalings, the nll and smoothing gradients added, then p − t̃
+        # (which may cancel, so relative to p + t̃): 4 roundings; fp16 gradients g·p are often subnormal
+        err = gi.abs()[:, None] * (rel * p + 4 * u_c * (p + target))
+        err = err + 4 * underflow(ba.u_in) * (1 + gi.abs()[:, None])
+        return torch.where(keep, err, torch.zeros_like(err)) + ba.u_out * g[0].abs(), None
+
+    return grad_bound
+
+
+def mistakes(cfg: CrossEntropy) -> tuple[tuple[str, OpFamily], ...]:
+    out = [("label smoothing ignored", replace(cfg, label_smoothing=0.0))] if cfg.label_smoothing else []
+    if cfg.reduction == "mean":
+        out.append(("the mean over every row, ignored ones included", replace(cfg, all_rows=True)))
+    return tuple((what, build(alt)) for what, alt in out)
+
+
+def call_kwargs(cfg: CrossEntropy) -> dict[str, Any]:
+    kw: dict[str, Any] = {"reduction": cfg.reduction}
+    kw |= {"ignore_index": cfg.ignore_index} if cfg.ignore_index != -100 else {}
+    return kw | ({"label_smoothing": cfg.label_smoothing} if cfg.label_smoothing else {})
+
+
+def configure(params: dict[str, Any]) -> OpFamily:
+    return build(
+        CrossEntropy(
+            reduction=str(params.get("reduction", "mean")),
+            ignore_index=int(params.get("ignore_index", -100)),
+            label_smoothing=float(params.get("label_smoothing", 0.0)),
+        )
+    )
+
+
+def build(cfg: CrossEntropy) -> OpFamily:
+    return replace(
+        CROSS_ENTROPY,
+        make_inputs=_inputs(cfg),
+        oracle=_oracle(cfg),
+        bound=_bound(cfg),
+        grad_bound=_grad_bound(cfg),
+        composite=_oracle(cfg),
+        mistakes=lambda: mistakes(cfg),
+        kwargs=lambda shape: call_kwargs(cfg),
+        batch_inputs=(0, 1) if cfg.reduction == "none" else (),
+    )
+
+
+_DEFAULT = CrossEntropy()
+CROSS_ENTROPY = OpFamily(
+    name="cross_entropy",
+    make_inputs=_inputs(_DEFAULT),
+    oracle=_oracle(_DEFAULT),
+    bound=_bound(_DEFAULT),
+    grad_bound=_grad_bound(_DEFAULT),
+    reduction_len=lambda s: s[-1],
+    default_shapes=((32, 4096),),
+    float_inputs=(0,),
+    batch_inputs=(),
+    composite=_oracle(_DEFAULT),
+    mistakes=lambda: mistakes(_DEFAULT),
+    configure=configure,
+    kwargs=lambda shape: call_kwargs(_DEFAULT),
+    input_names=("logits", "target"),
+)

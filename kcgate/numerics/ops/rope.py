@@ -1,0 +1,185 @@
+"""Rotary position embedding of q and k: NeoX (rotate-half) or GPT-J (interleaved) pairs, with cos/sin given as
+inputs or computed by the kernel from a base.
+
+Shape form ``[batch, heads, kv_heads, length, head_dim]`` (head_dim even). Call conventions (those of
+Hugging Face's ``apply_rotary_pos_emb`` and Liger's ``liger_rotary_pos_emb``): ``kernel(q, k, cos, sin)`` with
+q (batch, heads, length, head_dim), k (batch, kv_heads, length, head_dim) and cos, sin (1, length, head_dim);
+with ``params.cos_sin = false``, ``kernel(q, k, base=b)`` and the kernel computes the angles itself. The kernel
+returns (q_rot, k_rot); both are checked (flattened and concatenated). Derivation: docs/ops.md#rope.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from kcgate.numerics.ops.base import BoundArgs, GradBound, OpFamily, Tensors, draw
+
+LAYOUTS = ("neox", "gptj")
+
+
+@dataclass(frozen=True)
+class Rope:
+    layout: str = "neox"
+    cos_sin: bool = True  # cos and sin are inputs; False: the kernel computes them from ``base``
+    base: float = 10000.0
+
+
+def angles(length: int, d: int, base: float, layout: str) -> torch.Tensor:
+    """θ[pos, j] in fp64 for each of the head_dim lanes (each pair's two lanes share one angle)."""
+    inv = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    t = torch.arange(length, dtype=torch.float64)[:, None] * inv[None, :]
+    return torch.cat([t, t], dim=-1) if layout == "neox" else t.repeat_interleave(2, dim=-1)
+
+
+def rotate(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """The partner lane with its sign: NeoX (−x₂, x₁) by halves, GPT-J (−x_odd, x_even) by pairs."""
+    if layout == "neox":
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat([-x2, x1], dim=-1)
+    return torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
+
+
+def apply(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
+    return x * cos + rotate(x, layout) * sin
+
+
+def _inputs(cfg: Rope) -> Callable[..., Tensors]:
+    def make(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str) -> Tensors:
+        b, h, hk, length, d = shape
+        q, k = draw((b, h, length, d), dtype, gen, dist), draw((b, hk, length, d), dtype, gen, dist)
+        if not cfg.cos_sin:
+            return q, k
+        theta = angles(length, d, cfg.base, cfg.layout)[None]
+        return q, k, theta.cos().to(dtype), theta.sin().to(dtype)
+
+    return make
+
+
+def _cos_sin(x: Tensors, cfg: Rope) -> tuple[torch.Tensor, torch.Tensor]:
+    if cfg.cos_sin:
+        return x[2], x[3]
+    theta = angles(x[0].shape[-2], x[0].shape[-1], cfg.base, cfg.layout)[None]
+    return theta.cos(), theta.sin()
+
+
+def _oracle(cfg: Rope) -> Callable[..., torch.Tensor]:
+    def oracle(*x: torch.Tensor) -> torch.Tensor:
+        cos, sin = _cos_sin(x, cfg)
+        return torch.cat([apply(t, cos, sin, cfg.layout).flatten() for t in x[:2]])
+
+    return oracle
+
+
+def _term_err(
+    t: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cfg: Rope, ba: BoundArgs
+) -> torch.Tensor:
+    """Allowed |error| of t·cos + rot(t)·sin before its final rounding."""
+    # two products and a sum, each rounded in the compute precision (the input dtype's at most, which is
+    # what eager torch does): 4 roundings of the terms allowed
+    u_c = max(ba.u_acc, ba.u_in)
+    err = 4 * u_c * (t.abs() * cos.abs() + rotate(t, cfg.layout).abs() * sin.abs())
+    if not cfg.cos_sin:
+        # the kernel's angles: inv_freq = base^(−2i/d) and pos·inv_freq in fp32 (≈ 4u·θ), then cos/sin
+        # rounded to the input dtype (u_in): |δcos|, |δsin| ≤ 4·u_f32·|θ| + u_in
+        theta = angles(t.shape[-2], t.shape[-1], cfg.base, cfg.layout)[None]
+        err = err + (t.abs() + rotate(t, cfg.layout).abs()) * (4 * 2.0**-24 * theta + ba.u_in)
+    return err
+
+
+def _bound(cfg: Rope) -> Callable[[Tensors, torch.Tensor, BoundArgs], torch.Tensor]:
+    def bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
+        cos, sin = _cos_sin(x, cfg)
+        return torch.cat([_term_err(t, cos, sin, cfg, ba).flatten() for t in x[:2]]) + ba.u_out * y.abs()
+
+    return bound
+
+
+def _grad_bound(cfg: Rope) -> GradBound:
+    def grad_bound(
+        x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs
+    ) -> tuple[torch.Tensor | None, ...]:
+        """dq = dy·cos − rot(dy·sin) is the same rotation transposed (each pair shares one angle): the forward
+        bound with dy in place of q. cos and sin are buffers: not differentiated (None)."""
+        q, k = x[0], x[1]
+        cos, sin = _cos_sin(x, cfg)
+        dq, dk = dy[: q.numel()].view(q.shape), dy[q.numel() :].view(k.shape)
+        errs = [_term_err(d, cos, sin, cfg, ba) + ba.u_out * gi.abs() for d, gi in zip((dq, dk), g)]
+        return (*errs, *((None, None) if cfg.cos_sin else ()))
+
+    return grad_bound
+
+
+def torch_rope(*x: torch.Tensor, cfg: Rope) -> torch.Tensor:
+    """The eager composite in the inputs' dtype (Hugging Face's apply_rotary_pos_emb)."""
+    if cfg.cos_sin:
+        cos, sin = x[2][:, None], x[3][:, None]
+    else:
+        theta = angles(x[0].shape[-2], x[0].shape[-1], cfg.base, cfg.layout).float()[None, None]
+        cos, sin = theta.cos().to(x[0].dtype), theta.sin().to(x[0].dtype)
+    return torch.cat([apply(t, cos, sin, cfg.layout).flatten() for t in x[:2]])
+
+
+def flatten_pair(result: Any) -> Any:
+    """(q_rot, k_rot) → one tensor, in the order of the oracle; anything else is passed on as it is."""
+    if (
+        isinstance(result, (tuple, list))
+        and len(result) == 2
+        and all(isinstance(t, torch.Tensor) for t in result)
+    ):
+        return torch.cat([result[0].flatten(), result[1].flatten()])
+    return result
+
+
+def mistakes(cfg: Rope) -> tuple[tuple[str, OpFamily], ...]:
+    other = "gptj" if cfg.layout == "neox" else "neox"
+    name = {"neox": "NeoX (rotate-half)", "gptj": "GPT-J (interleaved)"}[other]
+    return ((f"the {name} layout instead of the declared one", build(replace(cfg, layout=other))),)
+
+
+def configure(params: dict[str, Any]) -> OpFamily:
+    return build(
+        Rope(
+            layout=str(params.get("layout", "neox")),
+            cos_sin=bool(params.get("cos_sin", True)),
+            base=float(params.get("base", 10000.0)),
+        )
+    )
+
+
+def build(cfg: Rope) -> OpFamily:
+    return replace(
+        ROPE,
+        make_inputs=_inputs(cfg),
+        oracle=_oracle(cfg),
+        bound=_bound(cfg),
+        grad_bound=_grad_bound(cfg),
+        composite=lambda *x, **_: torch_rope(*x, cfg=cfg),
+        mistakes=lambda: mistakes(cfg),
+        float_inputs=(0, 1, 2, 3) if cfg.cos_sin else (0, 1),
+        kwargs=None if cfg.cos_sin else (lambda shape: {"base": cfg.base}),
+        input_names=("q", "k", "cos", "sin") if cfg.cos_sin else ("q", "k"),
+    )
+
+
+_DEFAULT = Rope()
+ROPE = OpFamily(
+    name="rope",
+    make_inputs=_inputs(_DEFAULT),
+    oracle=_oracle(_DEFAULT),
+    bound=_bound(_DEFAULT),
+    grad_bound=_grad_bound(_DEFAULT),
+    reduction_len=lambda s: 1,
+    default_shapes=((2, 8, 2, 128, 64),),
+    float_inputs=(0, 1, 2, 3),
+    batch_inputs=(0, 1),
+    composite=lambda *x, **_: torch_rope(*x, cfg=_DEFAULT),
+    mistakes=lambda: mistakes(_DEFAULT),
+    configure=configure,
+    output=flatten_pair,
+    input_names=("q", "k", "cos", "sin"),
+    shape_constraints={4: "even"},  # lanes rotate in pairs
+)

@@ -1,0 +1,219 @@
+"""The twelve contract classes: identity, family, provenance and the defaults for parts 4 to 8.
+
+Torch-free metadata used by the loader, the schema, the docs and ``--help``. Each class's measuring
+code lives in ``kcgate.engine.checks`` (which needs torch).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any
+
+from kcgate.vocab.catalogue import CATALOGUE, REDUCING, ParamSpec, families
+
+
+@dataclass(frozen=True)
+class ContractClass:
+    """Defaults a class supplies for the postcondition, tolerance, oracle, protocol and signature."""
+
+    id: str
+    family: str
+    name: str
+    asserts: str
+    provenance: str  # "paper" (public material) or "kcgate" (our definition)
+    ops: tuple[str, ...]  # op families the class applies to
+    postcondition: str = "within-bound"
+    tolerance: str = "error-bound"
+    oracle: str = "fp64"
+    trials: int = 2
+    seeds: int = 2
+    signatures: tuple[str, ...] = ()
+    params: dict[str, ParamSpec] = field(default_factory=dict)
+    # Whether the measurement carries over to gradients (docs/classes/*.md, "Backward"): not for operand
+    # rounding (C-PRC-03), output rounding and saturation (C-PRC-04), nor out-of-range indices (C-EXC-02).
+    backward: bool = True
+
+
+_ALL = tuple(CATALOGUE)  # every op family, in the catalogue's order
+
+
+def _c(**kw: Any) -> ContractClass:
+    return ContractClass(**kw)
+
+
+CLASSES: dict[str, ContractClass] = {
+    c.id: c
+    for c in (
+        _c(
+            id="C-PRC-01",
+            family="precision",
+            name="accumulator precision",
+            provenance="paper",
+            asserts="accumulation really happens at the declared accumulator precision",
+            ops=REDUCING + ("custom",),
+            signatures=("low-precision-accumulator", "biased-rounding"),
+        ),
+        _c(
+            id="C-PRC-02",
+            family="precision",
+            name="numerical stability",
+            provenance="paper",
+            asserts="stable under cancellation and overflow (softmax, logsumexp, norms with a large mean)",
+            ops=families("offset_probes") + ("custom",),
+            signatures=("cancellation", "overflow", "nan-pattern"),
+            params={
+                "offset": ParamSpec(
+                    float,
+                    1e4,
+                    help="cancellation probe: mean added (norms) or logit shift (softmax); capped per dtype (bf16 16, fp16 128)",
+                ),
+            },
+        ),
+        _c(
+            id="C-PRC-03",
+            backward=False,
+            family="precision",
+            name="operand rounding",
+            provenance="paper",
+            asserts="operands are not silently rounded (TF32, HF32, bf16) unless declared",
+            ops=families("operand_products") + ("custom",),
+            signatures=("operand-truncation",),
+            params={
+                "operand_bits": ParamSpec(int, 0, help="declared operand mantissa bits; 0 = the dtype's own"),
+            },
+        ),
+        _c(
+            id="C-PRC-04",
+            backward=False,
+            family="precision",
+            name="output rounding and saturation",
+            provenance="paper",
+            asserts="low-precision outputs round and saturate as declared (RNE, fp8 saturate or NaN)",
+            ops=families("fp8_output") + ("custom",),
+            tolerance="exact",
+            postcondition="policy",
+            signatures=("biased-rounding", "overflow"),
+            params={
+                "rounding": ParamSpec(str, "nearest-even", ("nearest-even",), "declared rounding mode"),
+                "overflow": ParamSpec(
+                    str, "saturate", ("saturate", "inf", "nan"), "declared overflow result"
+                ),
+            },
+        ),
+        _c(
+            id="C-ORD-01",
+            family="ordering",
+            name="reduction-order bound",
+            provenance="paper",
+            asserts="results across valid reduction orders stay within the non-associativity bound",
+            ops=REDUCING + ("custom",),
+            signatures=("order-dependence", "low-precision-accumulator"),
+            params={"orders": ParamSpec(int, 4, help="number of permuted reduction orders tried")},
+        ),
+        _c(
+            id="C-ORD-02",
+            family="ordering",
+            name="run-to-run determinism",
+            provenance="paper",
+            asserts="run-to-run determinism at the declared level (bitwise, bounded, none)",
+            ops=_ALL,
+            postcondition="invariant",
+            signatures=("nondeterminism",),
+            params={
+                "level": ParamSpec(str, "bitwise", ("bitwise", "bounded", "none"), "declared determinism"),
+                "repeats": ParamSpec(int, 5, help="identical calls compared"),
+            },
+        ),
+        _c(
+            id="C-ORD-03",
+            family="ordering",
+            name="batch invariance",
+            provenance="kcgate",
+            asserts="a row's result does not depend on batch size, position or batch-mates",
+            # not where the output has no rows of its own: rope's (q, k) pair flattened, a mean loss, and
+            # scaled_mm's per-tensor scales
+            ops=families("own_rows"),
+            postcondition="invariant",
+            signatures=("batch-dependence",),
+            params={"level": ParamSpec(str, "bitwise", ("bitwise", "bounded"), "declared invariance")},
+        ),
+        _c(
+            id="C-CMP-01",
+            family="compiler",
+            name="fusion equivalence",
+            provenance="kcgate",
+            asserts="a fused kernel matches the unfused composition within the propagated bound",
+            ops=_ALL,
+            signatures=("approximation",),
+        ),
+        _c(
+            id="C-CMP-02",
+            family="compiler",
+            name="every autotuning configuration",
+            provenance="kcgate",
+            asserts="every autotuning configuration satisfies the contract, not only the winner",
+            ops=_ALL,
+            signatures=("tail-pattern", "tile-pattern"),
+            params={"configs": ParamSpec(list, [], help="configurations passed to the kernel as config=")},
+        ),
+        _c(
+            id="C-CMP-03",
+            family="compiler",
+            name="shape-class generalisation",
+            provenance="kcgate",
+            asserts="correct over the declared shape class, held-out shapes and fresh inputs included",
+            ops=_ALL,
+            trials=3,
+            signatures=("stale-output", "shape-overfitting"),
+            params={"held_out": ParamSpec(int, 3, help="extra shapes drawn from the shape class per seed")},
+        ),
+        _c(
+            id="C-EXC-01",
+            family="exceptional",
+            name="NaN, Inf and subnormal policy",
+            provenance="kcgate",
+            asserts="NaN/Inf propagate per declared policy; subnormals kept or flushed as declared",
+            ops=_ALL,
+            postcondition="policy",
+            signatures=("nan-pattern", "subnormal-flush"),
+            params={
+                "nan": ParamSpec(
+                    str,
+                    "propagate",
+                    ("propagate", "any", "raise", "mask"),
+                    "declared NaN/Inf policy: propagate (IEEE), raise (on NaN/Inf input), mask (mask_value)",
+                ),
+                "mask_value": ParamSpec(
+                    float, 0.0, help='nan = "mask": the value every output IEEE would make NaN/Inf must hold'
+                ),
+                "subnormals": ParamSpec(str, "keep", ("keep", "flush", "any"), "declared subnormal policy"),
+            },
+        ),
+        _c(
+            id="C-EXC-02",
+            backward=False,
+            family="exceptional",
+            name="out-of-bounds policy",
+            provenance="kcgate",
+            asserts="out-of-bounds indices and accesses follow the declared policy (raise, clamp, zero, undefined)",
+            ops=families("indexed") + ("custom",),
+            postcondition="policy",
+            tolerance="exact",
+            signatures=("out-of-bounds",),
+            params={
+                "oob": ParamSpec(
+                    str, "raise", ("raise", "clamp", "zero", "undefined"), "declared OOB policy"
+                ),
+            },
+        ),
+    )
+}
+
+
+def suggest(name: str, choices: list[str] | tuple[str, ...]) -> str:
+    """'; did you mean X?' for a near miss, else the list of choices."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return "choose one of: " + ", ".join(choices)
