@@ -129,7 +129,7 @@ def budget(
     """One trial as the harness runs it: fresh inputs, the family's call, fp64 oracle, the family's bound;
     ``floor`` adds the subnormal floor kcgate.engine.harness.allowance adds (tests/ops/test_families leaves
     it out, a stricter check)."""
-    from kcgate.engine.harness import subnormal_floor
+    from kcgate.engine.trial import subnormal_floor
     from kcgate.numerics.metrics import compare
     from kcgate.numerics.ops.base import BoundArgs
     from kcgate.vocab import dtypes

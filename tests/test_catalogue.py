@@ -10,7 +10,8 @@ from tests.conftest import ROOT, kcgate
 torch = pytest.importorskip("torch")
 
 from kcgate.contracts.spec import Contract  # noqa: E402
-from kcgate.engine.harness import CaseContext, _wants_freivalds  # noqa: E402
+from kcgate.engine.harness import _wants_freivalds  # noqa: E402
+from kcgate.engine.trial import CaseContext  # noqa: E402
 from kcgate.numerics.ops import OPS  # noqa: E402
 from kcgate.plan import Case  # noqa: E402
 

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from kcgate.contracts.policy import Policy, Waiver
 from kcgate.errors import ResultsError
 from kcgate.gate.diff import diff_runs, make_verdict
-from kcgate.gate.model import CATEGORIES
 from kcgate.render.diff_formats import FORMATS
 from kcgate.results.model import CaseResult, Fingerprint, Metrics, RunResult, load_run
+from kcgate.vocab.categories import CATEGORIES
 
 DATA = Path(__file__).parent / "data" / "diff"
 TODAY = dt.date(2026, 6, 1)

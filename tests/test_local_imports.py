@@ -41,12 +41,7 @@ HEAVY = frozenset({"torch", "numpy"}) | OPTIONAL
 ENTRY_POINTS = ("kcgate.cli", "kcgate.adopt.plugin")
 
 # (module, imported module): why the import stays inside a function though no rule above requires it.
-_PAIR = "kcgate.engine.harness imports this module inside functions: one side of the pair stays local"
-KEPT: dict[tuple[str, str], str] = {
-    ("kcgate.engine.backward", "kcgate.engine.harness"): _PAIR,
-    ("kcgate.engine.sensitivity", "kcgate.engine.case"): _PAIR
-    + " (the harness's case runner resolves baselines)",
-}
+KEPT: dict[tuple[str, str], str] = {}
 # Modules (or packages, ending in ".") other changes of issue 13 rewrite this session: their function-local
 # imports are reviewed with those changes, not here.
 NOT_YET_REVIEWED: dict[str, str] = {}

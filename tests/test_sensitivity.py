@@ -37,7 +37,8 @@ from kcgate.contracts.spec import Contract, Tolerance, load_project  # noqa: E40
 from kcgate.devices.cpu import CpuBackend  # noqa: E402
 from kcgate.engine import sensitivity  # noqa: E402
 from kcgate.engine.case import execute_case  # noqa: E402
-from kcgate.engine.harness import CaseContext, run_trial  # noqa: E402
+from kcgate.engine.harness import run_trial  # noqa: E402
+from kcgate.engine.trial import CaseContext  # noqa: E402
 from kcgate.kernels import builtin as builtin_kernels  # noqa: E402
 from kcgate.plan import Case, make_plan  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402

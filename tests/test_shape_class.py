@@ -136,7 +136,7 @@ def test_bad_shape_keys_name_file_line_and_fix(tmp_path: Path, extra: str, klass
 def _run(kernel, shape, seed: int, *, op_name: str = "matmul", contract_kw=None, op=None, held_out=None):  # type: ignore[no-untyped-def]
     from kcgate.contracts.spec import Contract, Protocol
     from kcgate.engine.checks import CHECKS
-    from kcgate.engine.harness import CaseContext
+    from kcgate.engine.trial import CaseContext
     from kcgate.numerics.ops import OPS
     from kcgate.plan import Case
 
@@ -198,7 +198,9 @@ def test_custom_op_constraints_are_respected_and_the_failing_shape_named() -> No
     op = custom_op(inputs, rotate)
     kw = {
         "shape_constraints": ((2, "even"),),
-        "tolerance": __import__("kcgate.contracts.spec").contracts.spec.Tolerance(method="abs-rel", atol=1e-6),
+        "tolerance": __import__("kcgate.contracts.spec").contracts.spec.Tolerance(
+            method="abs-rel", atol=1e-6
+        ),
     }
     for seed in range(3):
         f = _run(rotate, (2, 4, 64), seed, op_name="custom", op=op, contract_kw=kw, held_out=6)

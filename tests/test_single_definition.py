@@ -14,9 +14,9 @@ import sys
 import pytest
 
 from kcgate.contracts import spec
-from kcgate.gate.model import CATEGORIES, CATEGORY_TABLE
 from kcgate.results.model import STATUSES, Status
 from kcgate.results.records import CASE_COLUMNS, METRIC_COLUMNS
+from kcgate.vocab.categories import CATEGORIES, CATEGORY_TABLE
 from kcgate.vocab.classes import CLASSES
 from kcgate.vocab.device_kinds import DEVICE_KINDS, DEVICES
 from tests.conftest import ROOT

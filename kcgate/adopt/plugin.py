@@ -111,7 +111,7 @@ class KcgateState:
 
     def _executor(self) -> Any:
         if self.executor is None:
-            from kcgate.execution.executors import make_executor
+            from kcgate.execution.pool import make_executor
 
             o = self.config.getoption
             self.executor = make_executor(

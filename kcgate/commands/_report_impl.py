@@ -22,10 +22,10 @@ from kcgate.commands.diff import parse_today
 from kcgate.errors import IOFault, UsageError, os_error
 from kcgate.gate.decide import apply_fail_on, decide
 from kcgate.publish.outcome import missing_outcome
-from kcgate.publish.settings import Settings, dig, head_sha, is_sha
+from kcgate.publish.settings import Settings, dig, head_sha
 from kcgate.publish.step_files import append_text, output_text
 from kcgate.render.annotations import check_annotation, make_annotations, render_workflow_commands, select
-from kcgate.render.escape import annotation_text, console_text, md_text
+from kcgate.render.escape import annotation_text, console_text, is_sha, md_text
 from kcgate.render.junit_report import render_junit
 from kcgate.render.labels import label
 from kcgate.render.markdown import (

@@ -13,8 +13,8 @@ from kcgate import plan as planning
 from kcgate.contracts.spec import load_project
 from kcgate.devices.base import TORCH_FIX, import_torch
 from kcgate.errors import ExitCode, IOFault, UsageError
-from kcgate.execution.executors import check_isolation, make_executor
-from kcgate.execution.pool import worker_count
+from kcgate.execution.executors import check_isolation
+from kcgate.execution.pool import make_executor, worker_count
 from kcgate.execution.runloop import execute_plan, new_run, resume_from
 from kcgate.render.console import render_plan, render_run
 from kcgate.render.escape import console_text

@@ -38,7 +38,8 @@ def calibrate(
     """Prove each contract accepts its good kernel and rejects its bad and baseline kernels."""
     from kcgate.calibration import calibrate as cal
     from kcgate.contracts.spec import load_project
-    from kcgate.execution.executors import check_isolation, make_executor
+    from kcgate.execution.executors import check_isolation
+    from kcgate.execution.pool import make_executor
     from kcgate.results.model import write_atomic
 
     check_isolation(isolation)

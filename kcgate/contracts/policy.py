@@ -6,7 +6,7 @@ import datetime as dt
 import fnmatch
 from dataclasses import dataclass, field
 
-from kcgate.gate.model import CATEGORY_TABLE
+from kcgate.vocab.categories import CATEGORY_TABLE
 
 # Diff categories that can block, and the default set (what PRODUCT.md calls blocking): from the table.
 BLOCKABLE = tuple(c.name for c in CATEGORY_TABLE if c.blockable)

@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import torch
 
+from kcgate.engine.trial import CaseContext, Trial, issue, signal
 from kcgate.numerics.metrics import Comparison, compare, to_metrics
 from kcgate.numerics.ops.base import Tensors, draw
 from kcgate.results.model import GRAD_BUDGET
 from kcgate.vocab.catalogue import CATALOGUE, has
-
-if TYPE_CHECKING:
-    from kcgate.engine.harness import CaseContext, Trial
 
 
 def upstream(ctx: CaseContext, shape: tuple[int, ...], dtype: torch.dtype, salt: object) -> torch.Tensor:
@@ -30,14 +27,12 @@ def run_backward(
     ctx: CaseContext, trial: Trial, out: torch.Tensor, leaves: list[tuple[int, torch.Tensor]]
 ) -> None:
     """Back-propagate a fresh dY through the kernel's own graph; findings go on the trial."""
-    from kcgate.engine.harness import _issue
-
     if not out.requires_grad:
         trial.error = (
             "the kernel's output does not require grad, so it has no backward to check "
             "(computed under no_grad, detached, or not an autograd op)"
         )
-        _issue(trial, "missing-gradient")
+        issue(trial, "missing-gradient")
         return
     given = trial.dy  # a check that compares with another trial's gradients passes its dY (C-ORD-03)
     dy = given.to(out.dtype) if given is not None else upstream(ctx, tuple(out.shape), out.dtype, trial.salt)
@@ -92,8 +87,6 @@ def subnormal_grad_floor(dtype: torch.dtype, lam: float, up: Tensors) -> float:
 
 def compare_grads(ctx: CaseContext, trial: Trial) -> None:
     """Compare every differentiated input's gradient; the worst compared tensor decides the trial."""
-    from kcgate.engine.harness import _issue
-
     if trial.dy is None:
         return
     t0 = time.perf_counter()
@@ -111,21 +104,21 @@ def compare_grads(ctx: CaseContext, trial: Trial) -> None:
             continue
         if g is None:
             trial.error = trial.error or f"the backward returned no gradient for input {name!r}"
-            _issue(trial, "missing-gradient")
+            issue(trial, "missing-gradient")
             g = torch.zeros_like(refs[i])
         if tuple(g.shape) != tuple(refs[i].shape):
             trial.error = f"gradient of {name!r} has shape {tuple(g.shape)}, expected {tuple(refs[i].shape)}"
-            _issue(trial, "bad-output")
+            issue(trial, "bad-output")
             continue
         # zeros are a finding only where they break the bound: layer_norm's dx over n = 1 is zero up to
         # fp64 rounding, and a kernel that returns exact zeros there is right
         if not bool(g.any()) and bool((refs[i].abs() > allowed[i]).any()):  # type: ignore[operator]
             trial.error = trial.error or f"the gradient of {name!r} is all zeros; the fp64 gradient is not"
-            _issue(trial, "zero-gradient")
+            issue(trial, "zero-gradient")
         cmp = compare(g, refs[i], allowed[i], "error-bound")  # type: ignore[arg-type]
         trial.tensors[name], trial.cmps[name] = g, cmp
         if float(refs[i].abs().max()) > 2.0**-40 * biggest:  # a numerically zero gradient (layer_norm's dγ
-            trial.signals[name] = _signal(cmp)  # over n = 1) has no signal to lose; the others still do
+            trial.signals[name] = signal(cmp)  # over n = 1) has no signal to lose; the others still do
         m = to_metrics(cmp)
         scored.append((m.budget_used if m.budget_used is not None else float("inf"), name, cmp, g))
     if not ctx.contract.forward:
@@ -144,12 +137,6 @@ def _finite(ts: Tensors) -> Tensors:
 def _score(trial: Trial) -> float:
     b = trial.metrics.budget_used
     return float("inf") if b is None else b
-
-
-def _signal(cmp: Comparison) -> float:
-    from kcgate.engine.harness import _signal as forward_signal
-
-    return forward_signal(cmp)
 
 
 def _decide(

@@ -6,11 +6,7 @@ Anything the kernel does (raise, exit, return garbage) becomes a CaseResult, nev
 
 from __future__ import annotations
 
-import functools
-import importlib
-import sys
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,22 +14,12 @@ from typing import Any
 from kcgate.contracts.spec import Contract, Project
 from kcgate.plan import Case
 from kcgate.results.model import CaseResult, Metrics, Signature, Status
-
-
-@functools.cache
-def resolve(target: str, paths: tuple[Path, ...] = ()) -> Callable[..., Any]:
-    """Import ``pkg.mod:fn`` with the project's paths first on sys.path; once per process (a worker resolves
-    the same kernel for every case of a contract). A failed import is not cached: each case reports it."""
-    for p in reversed(paths):
-        if str(p) not in sys.path:
-            sys.path.insert(0, str(p))
-    module, name = target.split(":")
-    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+from kcgate.util.resolve import resolve
 
 
 def make_context(project: Project, case: Case, backend: Any, kernel: str | None = None) -> Any:
-    from kcgate.engine.harness import CaseContext
     from kcgate.engine.invoke import adapt
+    from kcgate.engine.trial import CaseContext
 
     contract = project.contract(case.contract_id)
     device = backend.device()

@@ -11,141 +11,37 @@ A trial never raises for a kernel's sake: what the kernel did wrong is recorded 
 from __future__ import annotations
 
 import functools
-import hashlib
-import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import torch
 
-from kcgate.contracts.spec import Contract
 from kcgate.engine import sensitivity, torch_state
 from kcgate.engine.backward import compare_grads, run_backward
+from kcgate.engine.trial import (
+    CaseContext,
+    Trial,
+    allowance,
+    issue,
+    oracle,
+    signal,
+)
 from kcgate.numerics.metrics import (
     NUMPY_DTYPES,
-    Comparison,
     compare,
     f64,
     host,
-    quiet,
-    spread,
-    sum_squares,
     to_metrics,
 )
-from kcgate.numerics.ops.base import BoundArgs, OpFamily, Tensors, draw, underflow, upcast
+from kcgate.numerics.ops.base import Tensors, upcast
 from kcgate.numerics.oracles.freivalds import freivalds_check, freivalds_linear, row_errors, use_freivalds
-from kcgate.plan import Case
 from kcgate.results.model import Metrics
-from kcgate.vocab import dtypes
 from kcgate.vocab.catalogue import CATALOGUE
-from kcgate.vocab.classes import CLASSES
 
 CANARY = 1234.5  # fills the guard bands around provided output buffers
-
-
-@dataclass
-class CaseContext:
-    """Everything a class check needs for one case."""
-
-    contract: Contract
-    case: Case
-    kernel: Callable[..., Any]
-    op: OpFamily
-    device: str = "cpu"
-    synchronize: Callable[[], None] = lambda: None
-    # earlier trials' compared tensors with their oracle values and allowances (None: not compared)
-    previous_outputs: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]] = field(
-        default_factory=list
-    )
-    kernel_s: float = 0.0  # seconds inside the kernel, all calls of this case (synchronized)
-    oracle_s: float = 0.0  # seconds in the fp64 oracle or the Freivalds check, all calls of this case
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return getattr(torch, self.case.dtype)
-
-    @property
-    def out_dtype(self) -> torch.dtype:
-        return getattr(torch, self.contract.out_dtype) if self.contract.out_dtype else self.dtype
-
-    def generator(self, *salt: Any) -> torch.Generator:
-        """A CPU generator derived from the case seed and a salt (trial index, purpose)."""
-        h = hashlib.sha256(f"{self.case.seed}:{salt}".encode()).digest()
-        return torch.Generator().manual_seed(int.from_bytes(h[:8], "little") >> 1)
-
-    def bound_args(self) -> BoundArgs:
-        out = self.contract.out_dtype or self.case.dtype
-        return BoundArgs(
-            dtypes.unit_roundoff(self.contract.accumulate),
-            dtypes.unit_roundoff(out),
-            self.contract.tolerance.lam,
-            dtypes.unit_roundoff(self.case.dtype),
-        )
-
-    def grad_bound_args(self) -> BoundArgs:
-        """Gradients come out in their input's dtype: that is their final rounding."""
-        return BoundArgs(
-            dtypes.unit_roundoff(self.contract.accumulate),
-            dtypes.unit_roundoff(self.case.dtype),
-            self.contract.tolerance.lam,
-            dtypes.unit_roundoff(self.case.dtype),
-        )
-
-    def inputs(self, shape: Sequence[int], salt: Any) -> Tensors:
-        """Fresh inputs for one trial: new values every call, reproducible from the recorded seed."""
-        offset = float(self.contract.param("offset")) if "offset" in _class_params(self) else 1e4
-        gen = self.generator("inputs", salt)
-        if self.contract.distribution == "large-mean":
-            from kcgate.engine.checks.c_prc_02 import probe_offset  # cycle: the checks import this module
-
-            offset = probe_offset(self.dtype, offset)  # representable: bf16 inputs must not collapse
-
-            xs = self.op.make_inputs(shape, self.dtype, gen, "normal")
-            return (draw(xs[0].shape, self.dtype, gen, "large-mean", offset), *xs[1:])
-        return self.op.make_inputs(shape, self.dtype, gen, self.contract.distribution)
-
-
-def _class_params(ctx: CaseContext) -> dict[str, Any]:
-    return CLASSES[ctx.contract.klass].params
-
-
-@dataclass
-class Trial:
-    """One call of the kernel on fresh inputs, compared with the oracle."""
-
-    shape: tuple[int, ...]
-    inputs: Tensors
-    out: torch.Tensor | None = None
-    ref: torch.Tensor | None = None
-    cmp: Comparison | None = None
-    metrics: Metrics = field(default_factory=Metrics)
-    error: str = ""  # the kernel raised: type and message
-    issues: list[str] = field(default_factory=list)  # integrity findings: input-mutation, out-of-bounds, ...
-    kernel_s: float = 0.0
-    oracle_s: float = 0.0
-    salt: Any = 0
-    up: Tensors = ()  # the inputs upcast to float64, once (kcgate's bound and sensitivity gate read them)
-    freivalds: Any = None  # the FreivaldsResult of a Freivalds trial (its sensitivity statistics)
-    # backward: the upstream gradient, the kernel's gradient of each differentiated input (by index;
-    # None where its backward gave none), and every compared tensor by name ("out" and input names)
-    dy: torch.Tensor | None = None
-    grads: dict[int, torch.Tensor | None] = field(default_factory=dict)
-    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
-    cmps: dict[str, Comparison] = field(default_factory=dict)  # the comparison of each compared tensor
-    signals: dict[str, float] = field(default_factory=dict)  # ‖allowed‖ / ‖reference‖ per deciding tensor
-    grad: str = ""  # the tensor that decides the trial: "" the forward output, else an input's gradient
-
-    @property
-    def ok(self) -> bool:
-        return (
-            not self.error
-            and not self.issues
-            and (self.metrics.budget_used or 0.0) <= 1.0
-            and self.metrics.budget_used is not None
-        )
 
 
 def run_trial(
@@ -177,7 +73,7 @@ def run_trial(
         return trial
     trial.cmp = compare(out, trial.ref, allowed, ctx.contract.tolerance.method)
     trial.tensors["out"], trial.cmps["out"] = out, trial.cmp
-    trial.signals["out"] = _signal(trial.cmp)
+    trial.signals["out"] = signal(trial.cmp)
     trial.metrics = to_metrics(trial.cmp, {"reduction_len": float(ctx.op.reduction_len(shape))})
     if ctx.contract.tolerance.method == "relative":
         _relative(ctx, trial)
@@ -198,7 +94,7 @@ def _relative(ctx: CaseContext, trial: Trial) -> None:
         m, budget_used=max(bound, rel["relative_budget"]), extra=tuple(sorted(extra.items()))
     )
     assert trial.cmp is not None
-    trial.signals["out"] = _signal(trial.cmp, rel["relative_allowed"])
+    trial.signals["out"] = signal(trial.cmp, rel["relative_allowed"])
 
 
 def _wants_freivalds(ctx: CaseContext, shape: tuple[int, ...]) -> bool:
@@ -286,58 +182,6 @@ def _builtin_oracle(ctx: CaseContext) -> bool:
     return not ctx.contract.reference and ctx.op.name != "custom"
 
 
-def oracle(ctx: CaseContext, inputs: Tensors, up: Tensors | None = None) -> torch.Tensor:
-    """The fp64 reference: the op's oracle on inputs upcast exactly to float64 (``up``: already upcast)."""
-    t0 = time.perf_counter()
-    up = up or upcast(inputs)
-    with torch.no_grad():
-        ref = ctx.op.oracle(*up).to(torch.float64)
-    ctx.oracle_s += time.perf_counter() - t0
-    return ref
-
-
-def allowance(
-    ctx: CaseContext, inputs: Tensors, ref: torch.Tensor, up: Tensors | None = None
-) -> torch.Tensor:
-    """Per-element allowed error (or ULPs for the ulp and exact methods), from the contract's tolerance."""
-    tol = ctx.contract.tolerance
-    if tol.method == "exact":
-        return torch.zeros(())
-    if tol.method == "ulp":
-        return torch.full((), tol.ulp, dtype=torch.float64)
-    if tol.method == "abs-rel":
-        return tol.atol + tol.rtol * ref.abs()
-    # error-bound, and relative (which is also held to the family's bound)
-    ba = ctx.bound_args()
-    return ctx.op.bound(up or upcast(inputs), ref, ba) + subnormal_floor(ba)
-
-
-def subnormal_floor(ba: BoundArgs) -> float:
-    """Below the normal range a rounding errs by up to half the subnormal spacing, absolutely, which no
-    multiple of u·|y| covers (torch's fp16 gelu, silu, rms_norm and softmax round tiny results there): two
-    such roundings in the input dtype (a value a kernel stores, such as HF's normalised h) and two in the
-    output dtype's. docs/ops.md#subnormal-floor."""
-    return 2 * (underflow(ba.u_in) + underflow(ba.u_out))
-
-
-def signal_ratio(trial: Trial) -> float:
-    """‖allowed‖ / ‖reference‖: at 1 or more the tolerance is as large as the output and proves nothing.
-    With gradients, the worst over every compared tensor (a zero backward must never pass)."""
-    if trial.signals or trial.grads:  # a backward whose gradients are all zero has nothing to lose
-        return max(trial.signals.values(), default=0.0)
-    return _signal(trial.cmp) if trial.cmp is not None else 0.0
-
-
-@quiet
-def _signal(cmp: Comparison, cap: float | None = None) -> float:
-    allowed = spread(f64(cmp.allowed), cmp.ref.shape)
-    if cap is not None:  # method "relative": the tighter of the bound and factor x the baseline's error
-        allowed = np.minimum(allowed, cap)
-    ref = host(cmp.ref) if cmp.finite else np.nan_to_num(host(cmp.ref), posinf=0, neginf=0)
-    ref_norm = math.sqrt(sum_squares(ref))
-    return math.sqrt(sum_squares(allowed)) / ref_norm if ref_norm > 0 else float("inf")
-
-
 # ---- calling the kernel under guard -------------------------------------------------------------
 
 
@@ -414,9 +258,9 @@ def _integrity(
             view.nan_to_num(0.5) if view.is_floating_point() else view,
             snap.nan_to_num(0.5) if snap.is_floating_point() else snap,
         ):
-            _issue(trial, "input-mutation")
+            issue(trial, "input-mutation")
         if guard and not _margins_intact(buf, guard):
-            _issue(trial, "out-of-bounds")
+            issue(trial, "out-of-bounds")
 
 
 def _margins_intact(buf: torch.Tensor, guard: int) -> bool:
@@ -456,7 +300,7 @@ def _out_buffer(ctx: CaseContext, trial: Trial, guard: int) -> tuple[torch.Tenso
 def _check_out_buffer(trial: Trial, out_buf: tuple[torch.Tensor, torch.Tensor], guard: int) -> torch.Tensor:
     buf, view = out_buf
     if guard and not bool(torch.cat([buf[:guard], buf[-guard:]]).eq(CANARY).all()):
-        _issue(trial, "out-of-bounds")
+        issue(trial, "out-of-bounds")
     return view
 
 
@@ -465,7 +309,7 @@ def _first_tensor(trial: Trial, result: Any) -> torch.Tensor | None:
         result = result[0]
     if not isinstance(result, torch.Tensor):
         trial.error = f"kernel returned {type(result).__name__}, expected a tensor"
-        _issue(trial, "bad-output")
+        issue(trial, "bad-output")
         return None
     return result
 
@@ -478,7 +322,7 @@ def _as_output(ctx: CaseContext, trial: Trial, out: torch.Tensor | None) -> torc
         trial.error = trial.error or (
             f"kernel returned {_name(out.dtype)}, the contract declares {_name(ctx.out_dtype)}"
         )
-        _issue(trial, "wrong-dtype")
+        issue(trial, "wrong-dtype")
     return out.detach().cpu()  # itself when already there (half the cost of .to("cpu"))
 
 
@@ -486,7 +330,7 @@ def _shape_ok(ctx: CaseContext, trial: Trial, out: torch.Tensor, ref: torch.Tens
     if tuple(out.shape) == tuple(ref.shape):
         return True
     trial.error = f"kernel returned shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
-    _issue(trial, "bad-output")
+    issue(trial, "bad-output")
     return False
 
 
@@ -518,7 +362,7 @@ def _stale_check(ctx: CaseContext, trial: Trial) -> None:
         )
         ctx.previous_outputs.append((t.clone(), ref, allowed))
     if stale:
-        _issue(trial, "stale-output")
+        issue(trial, "stale-output")
 
 
 def _distinguishable(
@@ -538,13 +382,8 @@ def _global_state(trial: Trial) -> None:
     """Restore torch's global state if the kernel changed it, and record that as an integrity issue."""
     changed = torch_state.after_kernel()
     if changed:
-        _issue(trial, "global-state")
+        issue(trial, "global-state")
         trial.error = trial.error or f"changed {', '.join(changed[:8])}"
-
-
-def _issue(trial: Trial, name: str) -> None:
-    if name not in trial.issues:
-        trial.issues.append(name)
 
 
 def _name(dtype: torch.dtype) -> str:

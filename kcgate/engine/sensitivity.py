@@ -30,19 +30,18 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
 from kcgate.contracts.spec import EXCESS_FACTOR
+from kcgate.engine.trial import CaseContext, Trial
 from kcgate.numerics.metrics import _unravel, f64, format_ulp, host, quiet, spread, sum_squares
 from kcgate.numerics.ops.base import BoundArgs, Tensors, upcast
+from kcgate.util.resolve import resolve
 from kcgate.vocab import dtypes
 from kcgate.vocab.catalogue import has
-
-if TYPE_CHECKING:
-    from kcgate.engine.harness import CaseContext, Trial
 
 FACTOR = EXCESS_FACTOR  # tolerance.excess's default: correct orders reach ≤ 1.22, torch + 2x noise ≈ 2.24
 # RMS of one rounding to nearest in units of u·|s|: 0.42 in theory (ulp/|s| ≈ 1.47·u, over √12); a
@@ -167,8 +166,6 @@ def reference_fn(ctx: CaseContext) -> Any:
     """tolerance.baseline if declared, else the family's composite, else its oracle on low-precision inputs."""
     base = ctx.contract.tolerance.baseline
     if base:
-        from kcgate.engine.case import resolve
-
         return resolve(base)
     return ctx.op.composite or (ctx.op.oracle if ctx.op.name != "custom" else None)
 

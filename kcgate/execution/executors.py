@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
 from kcgate.contracts.spec import Project
-from kcgate.devices import check_name, default_backend, get_backend
+from kcgate.devices import default_backend, get_backend
 from kcgate.engine.case import error_result, execute_case
 from kcgate.errors import ExitCode, KcgateError, UsageError
 from kcgate.execution import channel
-from kcgate.execution.pool import WorkerPool, half_ram
 from kcgate.execution.worker import thread_count
 from kcgate.plan import Case
 from kcgate.results.model import CaseResult, Fingerprint
@@ -490,38 +489,6 @@ class EnvRouter:
     def close(self) -> None:
         for executor in (self.first, *self.by_env.values()):
             executor.close()
-
-
-def make_executor(
-    isolation: str,
-    project: Any,
-    device: str | None,
-    memory_limit_gb: float = 0.0,
-    timeout: float | None = None,
-    workers: int = 1,
-    auto: bool = False,
-) -> Executor:
-    """The executor for ``--isolation``; its first worker is started at once, so its start-up overlaps the
-    caller's work. ``workers`` > 1: a WorkerPool of that many lanes (the others start when a plan has chunks
-    for them, and with ``auto`` only as many as the plan's size and device are worth), each worker capped at
-    its share of half the RAM (under ``auto`` the first at half the RAM), or at ``memory_limit_gb`` each."""
-    check_isolation(isolation)
-    device = device or "auto"
-    if device != "auto":
-        check_name(device)
-    if isolation == "none":
-        return InProcessExecutor(project, device)
-    limit = int(memory_limit_gb * 2**30) if memory_limit_gb > 0 else half_ram() // workers
-    # under auto the first worker starts before the plan and the device are known: it keeps one worker's cap
-    first = half_ram() if auto and memory_limit_gb <= 0 else limit
-    text = json.dumps(project.to_json())  # encoded once for every worker
-    lanes = [
-        isolated(project, device, first if i == 0 else limit, timeout, project_text=text)
-        for i in range(workers)
-    ]
-    executor: Executor = lanes[0] if workers == 1 else WorkerPool(lanes, auto)
-    executor.start()
-    return executor
 
 
 def isolated(

@@ -9,22 +9,29 @@ lane ran it, but the lanes share the machine, so timing measurements (``kernel_s
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import threading
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Union
+from typing import Any, Union
 
+from kcgate.devices import check_name
 from kcgate.errors import UsageError
+from kcgate.execution.executors import (
+    EnvRouter,
+    Executor,
+    InProcessExecutor,
+    IsolatedExecutor,
+    check_isolation,
+    isolated,
+)
 from kcgate.plan import Case
 from kcgate.results.model import CaseResult, Fingerprint
 
-if TYPE_CHECKING:
-    from kcgate.execution.executors import EnvRouter, IsolatedExecutor
-
-    Lane = Union[IsolatedExecutor, EnvRouter]  # an Executor that can also be halted from another thread
+Lane = Union[IsolatedExecutor, EnvRouter]  # an Executor that can also be halted from another thread
 
 CHUNK_MAX = 32  # cases a lane takes at once: its pipeline drains once per chunk
 CHUNKS_PER_LANE = 8  # at least this many chunks per lane, when the plan is long enough: the tail balances
@@ -197,3 +204,35 @@ def _collect(
     except BaseException:
         stop.set()
         raise
+
+
+def make_executor(
+    isolation: str,
+    project: Any,
+    device: str | None,
+    memory_limit_gb: float = 0.0,
+    timeout: float | None = None,
+    workers: int = 1,
+    auto: bool = False,
+) -> Executor:
+    """The executor for ``--isolation``; its first worker is started at once, so its start-up overlaps the
+    caller's work. ``workers`` > 1: a WorkerPool of that many lanes (the others start when a plan has chunks
+    for them, and with ``auto`` only as many as the plan's size and device are worth), each worker capped at
+    its share of half the RAM (under ``auto`` the first at half the RAM), or at ``memory_limit_gb`` each."""
+    check_isolation(isolation)
+    device = device or "auto"
+    if device != "auto":
+        check_name(device)
+    if isolation == "none":
+        return InProcessExecutor(project, device)
+    limit = int(memory_limit_gb * 2**30) if memory_limit_gb > 0 else half_ram() // workers
+    # under auto the first worker starts before the plan and the device are known: it keeps one worker's cap
+    first = half_ram() if auto and memory_limit_gb <= 0 else limit
+    text = json.dumps(project.to_json())  # encoded once for every worker
+    lanes = [
+        isolated(project, device, first if i == 0 else limit, timeout, project_text=text)
+        for i in range(workers)
+    ]
+    executor: Executor = lanes[0] if workers == 1 else WorkerPool(lanes, auto)
+    executor.start()
+    return executor

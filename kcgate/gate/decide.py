@@ -16,8 +16,9 @@ from typing import Any
 from kcgate.contracts.policy import BLOCKABLE, Policy
 from kcgate.errors import ExitCode, UsageError
 from kcgate.gate.diff import UNEVALUATED, make_verdict
-from kcgate.gate.model import CATEGORY, CaseChange, Verdict
+from kcgate.gate.model import CaseChange, Verdict
 from kcgate.results.model import RunResult
+from kcgate.vocab.categories import CATEGORY
 
 WAIVED = ("waived", "expired-waiver")  # the categories a waiver was applied to (live or expired)
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import glob
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from kcgate.contracts.policy import DriftRule, Policy, Waiver
-from kcgate.errors import ResultsError
 from kcgate.gate.model import CaseChange, RunnerDiff, Verdict
-from kcgate.results.model import UNEVALUATED, RunResult, Status, build_frozen
+from kcgate.results.model import UNEVALUATED, RunResult, Status, build_frozen, index_cases
 from kcgate.results.table import CaseTable
 
 _FAIL, _PASS = Status.FAIL, Status.PASS  # globals: an enum member's lookup costs 0.2 µs, 10^6 per report
@@ -37,17 +35,6 @@ class _Context:
     waivers: Mapping[str, Waiver | None]  # contract id -> the waiver covering its violations on this runner
     error_waivers: Mapping[str, Waiver | None]  # contract id -> the waiver (kind "error") covering its errors
     failing_contracts: frozenset[str]  # contracts with a failing case now: their waivers are still needed
-
-
-def index_cases(run: RunResult, name: str = "") -> dict[str, int]:
-    """Row by case_id; a duplicate id would make the diff ambiguous, so it is a ResultsError."""
-    ids = run.table.column("case_id")
-    index = dict(zip(ids, range(len(ids))))
-    if len(index) != len(ids):
-        twice = next(cid for cid, n in Counter(ids).items() if n > 1)
-        where = name or f"results of runner {run.runner!r}"
-        raise ResultsError(f"{where}: case id {twice[:120]!r} appears twice; regenerate the file")
-    return index
 
 
 def diff_runs(

@@ -23,8 +23,9 @@ from github.IssueComment import IssueComment
 from github.Repository import Repository
 
 from kcgate.publish.outcome import Outcome
-from kcgate.publish.settings import Settings, dig, head_sha, is_sha
+from kcgate.publish.settings import Settings, dig, head_sha
 from kcgate.render.annotations import batches
+from kcgate.render.escape import is_sha
 from kcgate.render.markdown import CHECK_RUN_LIMIT, COMMENT_LIMIT
 
 STICKY_MARKER = "<!-- kcgate:sticky -->"  # the default gate's; another gate's adds its name

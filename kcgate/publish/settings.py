@@ -7,17 +7,16 @@ dict, so no test touches os.environ. The event payload is untrusted input: size-
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kcgate.errors import UsageError
+from kcgate.render.escape import is_sha
 from kcgate.util import bounded
 
 MAX_EVENT_BYTES = 25 * 1024 * 1024
-_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
 @dataclass(frozen=True)
@@ -113,11 +112,6 @@ def head_sha(settings: Settings, event: Mapping[str, Any]) -> str:
     """The PR head commit the results are for: not GITHUB_SHA, which is a merge commit on pull_request."""
     sha = dig(event, "workflow_run", "head_sha") or dig(event, "pull_request", "head", "sha")
     return str(sha) if is_sha(sha) else settings.sha
-
-
-def is_sha(value: object) -> bool:
-    """A full hex commit id (SHA-1 or SHA-256): safe to put in markers and URLs."""
-    return isinstance(value, str) and bool(_SHA.match(value))
 
 
 def dig(obj: object, *keys: str) -> Any:

@@ -10,9 +10,10 @@ import json
 import re
 from collections.abc import Callable, Sequence
 
-from kcgate.gate.model import CATEGORIES, CaseChange, Verdict
+from kcgate.gate.model import CaseChange, Verdict
 from kcgate.render.escape import console_text, json_console_text, md_cell, md_code
 from kcgate.render.labels import factor_text
+from kcgate.vocab.categories import CATEGORIES
 
 MAX_ROWS = 300  # rows of changes shown; the JSON format always has all of them
 QUIET = frozenset({"unchanged"})  # counted, never listed

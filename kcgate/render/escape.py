@@ -15,6 +15,7 @@ _MENTION = re.compile(r"@(?=[A-Za-z0-9_-])")
 _URL = re.compile(r"(?i)\b(https?|ftp|mailto|javascript|data):")
 _WWW = re.compile(r"(?i)\bwww\.")
 _DOMAIN_DOT = re.compile(r"(?i)(?<=[a-z0-9-])\.(?=[a-z][a-z0-9-]*)")  # "evil.com", "a.b.io"
+_SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _LINE_BREAK = re.compile(r"(\r\n|\r|\n)")  # how the Actions runner splits a step's output into lines
 ZWSP = "\u200b"
 
@@ -82,3 +83,8 @@ def json_console_text(text: str) -> str:
     """JSON for a console: ``##[`` (only ever inside a string) written as ``\\u0023#[``, which decodes
     to the same value; a JSON line cannot start with ``::``."""
     return text.replace("##[", "\\u0023#[")
+
+
+def is_sha(value: object) -> bool:
+    """A full hex commit id (SHA-1 or SHA-256): safe to put in markers and URLs."""
+    return isinstance(value, str) and bool(_SHA.match(value))

@@ -14,10 +14,11 @@ from operator import attrgetter
 
 from junit_xml import TestCase, TestSuite
 
-from kcgate.gate.model import CATEGORY_TABLE, CaseChange, RunnerDiff, Verdict, declared_in
+from kcgate.gate.model import CaseChange, RunnerDiff, Verdict, declared_in
 from kcgate.render.labels import label, rank
 from kcgate.results.model import CaseResult, RunResult, Status
 from kcgate.results.records import METRIC_COLUMNS, junit_properties
+from kcgate.vocab.categories import CATEGORY_TABLE
 
 _SKIPPED = frozenset(c.name for c in CATEGORY_TABLE if c.junit_skipped)
 _FAILING = frozenset(Status) - {Status.PASS}

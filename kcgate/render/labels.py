@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kcgate.gate.model import CATEGORY_TABLE, CaseChange
+from kcgate.gate.model import CaseChange
+from kcgate.vocab.categories import CATEGORY_TABLE
 
 # Most severe first: the order rows, annotations and test cases are listed in.
 SEVERITY = tuple(c.name for c in sorted(CATEGORY_TABLE, key=lambda c: c.severity))

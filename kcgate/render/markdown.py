@@ -19,8 +19,7 @@ from dataclasses import dataclass, replace
 
 from kcgate.gate.model import CaseChange, RunnerDiff, Verdict
 from kcgate.plan import base_seed_for
-from kcgate.publish.settings import is_sha
-from kcgate.render.escape import md_cell, md_code, md_text
+from kcgate.render.escape import is_sha, md_cell, md_code, md_text
 from kcgate.render.labels import SEVERITY, factor_text, icon, label, rank
 from kcgate.results.model import UNEVALUATED, Status
 

@@ -16,12 +16,12 @@ from pathlib import Path
 from kcgate.contracts.policy import Policy
 from kcgate.contracts.spec import load_project
 from kcgate.errors import ResultsError, UsageError
-from kcgate.gate.diff import index_cases
 from kcgate.results.artifacts import json_files
 from kcgate.results.model import (
     MAX_RESULTS_BYTES,
     RunResult,
     foreign_kind,
+    index_cases,
     load_member,
     load_run,
     parse_run,

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -318,3 +319,14 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, tuple):
         return list(o)
     raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def index_cases(run: RunResult, name: str = "") -> dict[str, int]:
+    """Row by case_id; a duplicate id would make the diff ambiguous, so it is a ResultsError."""
+    ids = run.table.column("case_id")
+    index = dict(zip(ids, range(len(ids))))
+    if len(index) != len(ids):
+        twice = next(cid for cid, n in Counter(ids).items() if n > 1)
+        where = name or f"results of runner {run.runner!r}"
+        raise ResultsError(f"{where}: case id {twice[:120]!r} appears twice; regenerate the file")
+    return index

@@ -10,7 +10,7 @@ import torch
 
 from kcgate.contracts.spec import Contract, load_project
 from kcgate.engine.checks import CHECKS, Finding
-from kcgate.engine.harness import CaseContext
+from kcgate.engine.trial import CaseContext
 from kcgate.errors import ContractsError
 from kcgate.numerics.ops import OPS
 from kcgate.plan import Case

@@ -13,7 +13,7 @@ from kcgate.contracts.spec import load_project
 from kcgate.devices.cpu import CpuBackend
 from kcgate.engine import sensitivity
 from kcgate.engine.case import execute_case
-from kcgate.engine.harness import Trial
+from kcgate.engine.trial import Trial
 from kcgate.errors import ContractsError
 from kcgate.numerics.ops import OPS
 from kcgate.plan import make_plan

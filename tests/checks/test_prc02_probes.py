@@ -8,8 +8,7 @@ import torch
 
 from kcgate.contracts.spec import Contract
 from kcgate.engine.checks import CHECKS, Finding
-from kcgate.engine.checks.c_prc_02 import probe_offset
-from kcgate.engine.harness import CaseContext
+from kcgate.engine.trial import CaseContext, probe_offset
 from kcgate.numerics.ops import OPS
 from kcgate.plan import Case
 

@@ -12,7 +12,7 @@ import pytest
 from kcgate.contracts.spec import load_project
 from kcgate.errors import UsageError
 from kcgate.execution import pool as pooling
-from kcgate.execution.executors import isolated, make_executor
+from kcgate.execution.executors import isolated
 from kcgate.execution.pool import (
     AUTO_CASES_PER_WORKER,
     AUTO_MAX,
@@ -22,6 +22,7 @@ from kcgate.execution.pool import (
     auto_workers,
     chunks,
     half_ram,
+    make_executor,
     worker_count,
 )
 from kcgate.plan import Case, make_plan

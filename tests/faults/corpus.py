@@ -340,7 +340,7 @@ def diagnose(fault: Fault, seed: int) -> str:
     """Run the fault's class check in process; the signature cause, or the status when there is none."""
     from kcgate.contracts.spec import Contract, Protocol
     from kcgate.engine.checks import CHECKS
-    from kcgate.engine.harness import CaseContext
+    from kcgate.engine.trial import CaseContext
     from kcgate.numerics.ops import OPS
     from kcgate.plan import Case
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 from kcgate.engine import diagnosis as signatures
 from kcgate.engine import sensitivity
 from kcgate.engine.diagnosis import STRUCTURAL, first_issue
-from kcgate.engine.harness import CaseContext, Trial, run_trial, signal_ratio
+from kcgate.engine.harness import run_trial
+from kcgate.engine.trial import CaseContext, Trial, signal_ratio
 from kcgate.numerics.metrics import merge_metrics
 from kcgate.results.model import Metrics, Signature, Status
 from kcgate.vocab.classes import CLASSES

@@ -10,7 +10,7 @@ import torch
 
 from kcgate.engine.checks import Finding, named, trials, verdict
 from kcgate.engine.diagnosis import sig
-from kcgate.engine.harness import CaseContext, Trial
+from kcgate.engine.trial import CaseContext, Trial
 from kcgate.results.model import Signature, Status
 
 

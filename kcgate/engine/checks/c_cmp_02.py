@@ -9,7 +9,8 @@ from dataclasses import replace
 from typing import Any
 
 from kcgate.engine.checks import Finding, verdict
-from kcgate.engine.harness import CaseContext, Trial, run_trial
+from kcgate.engine.harness import run_trial
+from kcgate.engine.trial import CaseContext, Trial
 from kcgate.results.model import SEVERITY, Signature, Status
 
 

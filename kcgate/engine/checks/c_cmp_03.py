@@ -15,7 +15,8 @@ from kcgate.contracts import shape_class
 from kcgate.contracts.spec import OP_SHAPES
 from kcgate.engine.checks import ISSUE_MESSAGES, Finding, trials, verdict
 from kcgate.engine.diagnosis import sig
-from kcgate.engine.harness import CaseContext, Trial, run_trial
+from kcgate.engine.harness import run_trial
+from kcgate.engine.trial import CaseContext, Trial
 from kcgate.numerics.metrics import merge_metrics
 from kcgate.results.model import Status
 

@@ -13,7 +13,8 @@ import torch
 
 from kcgate.engine.checks import Finding, trials, verdict
 from kcgate.engine.diagnosis import sig
-from kcgate.engine.harness import CaseContext, Trial, allowance, run_trial
+from kcgate.engine.harness import run_trial
+from kcgate.engine.trial import CaseContext, Trial, allowance
 from kcgate.numerics.metrics import compare, to_metrics
 from kcgate.results.model import Status
 

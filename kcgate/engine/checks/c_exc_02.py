@@ -9,7 +9,8 @@ import torch
 from kcgate.engine.checks import Finding, trials, verdict
 from kcgate.engine.checks.c_support import count_budget, fold
 from kcgate.engine.diagnosis import sig
-from kcgate.engine.harness import CaseContext, Trial, call_guarded, oracle
+from kcgate.engine.harness import call_guarded
+from kcgate.engine.trial import CaseContext, Trial, oracle
 from kcgate.results.model import Status
 
 # op → (position of the index tensor, input position and dim whose size bounds it)

@@ -9,7 +9,8 @@ import torch
 from kcgate.engine.checks import Finding, verdict
 from kcgate.engine.checks.c_support import bitwise_budget, fold
 from kcgate.engine.diagnosis import sig
-from kcgate.engine.harness import CaseContext, Trial, run_trial
+from kcgate.engine.harness import run_trial
+from kcgate.engine.trial import CaseContext, Trial
 from kcgate.results.model import Status
 
 

@@ -10,7 +10,8 @@ from kcgate.engine.backward import GRAD_REDUCTION
 from kcgate.engine.checks import Finding, named, trials, verdict
 from kcgate.engine.checks.c_support import SHAPE_K
 from kcgate.engine.diagnosis import _accumulator
-from kcgate.engine.harness import CaseContext, Trial, run_trial
+from kcgate.engine.harness import run_trial
+from kcgate.engine.trial import CaseContext, Trial
 from kcgate.results.model import Status
 
 DEFAULT_SWEEP = (64, 256, 1024)

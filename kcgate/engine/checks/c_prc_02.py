@@ -13,7 +13,8 @@ import torch
 
 from kcgate.engine.checks import ISSUE_MESSAGES, Finding, trials, verdict
 from kcgate.engine.diagnosis import sig
-from kcgate.engine.harness import CaseContext, oracle, run_trial
+from kcgate.engine.harness import run_trial
+from kcgate.engine.trial import CaseContext, oracle, probe_offset
 from kcgate.numerics.ops.base import Tensors, draw
 from kcgate.results.model import Status
 from kcgate.vocab.catalogue import families
@@ -24,13 +25,6 @@ NORM_FAMILIES = families("normalizes")
 # causes that already say what happened: kept, with the probe added to the summary
 NAN_CAUSES = ("overflow", "overflow-nan", "nan-pattern")
 NAMED = (*NAN_CAUSES, *ISSUE_MESSAGES)
-
-
-def probe_offset(dtype: torch.dtype, requested: float) -> float:
-    """The cancellation offset: the requested one, at most 2^(p-4) for a p-bit significand so that inputs of
-    unit spread keep ~16 distinct values per unit (bf16: 16, fp16: 128, fp32: 2^20)."""
-    p = 1 - round(math.log2(torch.finfo(dtype).eps)) if dtype.is_floating_point else 24
-    return float(min(requested, 2.0 ** (p - 4)))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import torch
 
 from kcgate.engine.checks import Finding, named, trials, verdict
 from kcgate.engine.diagnosis import operand_signature
-from kcgate.engine.harness import CaseContext, Trial, allowance
+from kcgate.engine.trial import CaseContext, Trial, allowance
 from kcgate.numerics.metrics import compare, to_metrics
 from kcgate.results.model import Status
 from kcgate.vocab.catalogue import has

@@ -14,16 +14,14 @@ import math
 import torch
 
 from kcgate.engine.checks import Finding, trials, verdict
-from kcgate.engine.checks.c_support import fold
+from kcgate.engine.checks import c_prc_04_overflow as overflow
+from kcgate.engine.checks.c_support import fold, out_ulp, rne, rounding_slack
 from kcgate.engine.diagnosis import sig
-from kcgate.engine.harness import CaseContext, Trial
-from kcgate.numerics.metrics import compare, f64, format_ulp, tensor, to_metrics
-from kcgate.vocab import dtypes
+from kcgate.engine.trial import CaseContext, Trial
+from kcgate.numerics.metrics import compare, to_metrics
 
 
 def check(ctx: CaseContext) -> Finding:
-    from kcgate.engine.checks import c_prc_04_overflow as overflow
-
     ts = trials(ctx)
     for t in ts:
         _rounding_metrics(ctx, t)
@@ -42,28 +40,6 @@ def check(ctx: CaseContext) -> Finding:
     if probe is None:
         return finding
     return fold(finding, probe.budget, probe.signature, probe.message, probe.extra)
-
-
-def out_ulp(ref: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
-    """The output format's ulp at |ref| (normal range; subnormals use the smallest normal's ulp)."""
-    return tensor(format_ulp(f64(ref), out_dtype))
-
-
-def rne(ref: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
-    """The exact value rounded to nearest even on the output format's grid (no overflow handling):
-    computed by kcgate in fp64, not by a torch cast (ref/ulp is exact, torch.round ties to even)."""
-    ulp = out_ulp(ref, out_dtype)
-    return torch.round(ref / ulp) * ulp
-
-
-def rounding_slack(ctx: CaseContext, inputs: tuple[torch.Tensor, ...], ref: torch.Tensor) -> torch.Tensor:
-    """The compute precision's own error, absolute: a few roundings of |y|, or of |x| where 1 + erf(x)
-    style terms cancel. RNE can only be pinned down to that."""
-    scale = ref.abs()
-    x = inputs[0]
-    if x.is_floating_point() and x.shape == ref.shape:
-        scale = torch.maximum(scale, x.to(torch.float64).abs())
-    return 8 * dtypes.unit_roundoff(ctx.contract.accumulate) * scale
 
 
 def _rounding_metrics(ctx: CaseContext, t: Trial) -> None:

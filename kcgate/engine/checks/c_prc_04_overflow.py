@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import torch
 
-from kcgate.engine.checks.c_prc_04 import out_ulp, rounding_slack
-from kcgate.engine.checks.c_support import count_budget
+from kcgate.engine.checks.c_support import count_budget, out_ulp, rounding_slack
 from kcgate.engine.diagnosis import sig
-from kcgate.engine.harness import CaseContext, Trial, oracle, run_trial
+from kcgate.engine.harness import run_trial
+from kcgate.engine.trial import CaseContext, Trial, oracle
 from kcgate.numerics.metrics import Comparison, compare, to_metrics
 from kcgate.numerics.ops.base import BoundArgs, Tensors, upcast
 from kcgate.results.model import Signature

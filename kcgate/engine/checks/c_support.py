@@ -9,8 +9,10 @@ from dataclasses import replace
 import torch
 
 from kcgate.engine.checks import Finding
-from kcgate.numerics.metrics import ulp_distance
+from kcgate.engine.trial import CaseContext
+from kcgate.numerics.metrics import f64, format_ulp, tensor, ulp_distance
 from kcgate.results.model import UNEVALUATED, Signature, Status
+from kcgate.vocab import dtypes
 from kcgate.vocab.catalogue import CATALOGUE
 
 # Which input dimension is the reduction axis, per op family: {input index: dim}. Permuting it (in the
@@ -71,3 +73,25 @@ def fold(
     if finding.status == Status.FAIL and (base is None or base >= budget):
         return replace(finding, metrics=metrics, signature=finding.signature or signature)
     return Finding(Status.FAIL, metrics, signature, message)
+
+
+def out_ulp(ref: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    """The output format's ulp at |ref| (normal range; subnormals use the smallest normal's ulp)."""
+    return tensor(format_ulp(f64(ref), out_dtype))
+
+
+def rne(ref: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    """The exact value rounded to nearest even on the output format's grid (no overflow handling):
+    computed by kcgate in fp64, not by a torch cast (ref/ulp is exact, torch.round ties to even)."""
+    ulp = out_ulp(ref, out_dtype)
+    return torch.round(ref / ulp) * ulp
+
+
+def rounding_slack(ctx: CaseContext, inputs: tuple[torch.Tensor, ...], ref: torch.Tensor) -> torch.Tensor:
+    """The compute precision's own error, absolute: a few roundings of |y|, or of |x| where 1 + erf(x)
+    style terms cancel. RNE can only be pinned down to that."""
+    scale = ref.abs()
+    x = inputs[0]
+    if x.is_floating_point() and x.shape == ref.shape:
+        scale = torch.maximum(scale, x.to(torch.float64).abs())
+    return 8 * dtypes.unit_roundoff(ctx.contract.accumulate) * scale

@@ -1,0 +1,188 @@
+"""One case's context and one trial's record: what the harness fills in and every check, the backward
+pass, the sensitivity gate and the diagnosis read. Also the fp64 oracle call, the allowance, the signal
+ratio and the cancellation probe's offset, which they all share.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from kcgate.contracts.spec import Contract
+from kcgate.numerics.metrics import Comparison, f64, host, quiet, spread, sum_squares
+from kcgate.numerics.ops.base import BoundArgs, OpFamily, Tensors, draw, underflow, upcast
+from kcgate.plan import Case
+from kcgate.results.model import Metrics
+from kcgate.vocab import dtypes
+from kcgate.vocab.classes import CLASSES
+
+
+@dataclass
+class CaseContext:
+    """Everything a class check needs for one case."""
+
+    contract: Contract
+    case: Case
+    kernel: Callable[..., Any]
+    op: OpFamily
+    device: str = "cpu"
+    synchronize: Callable[[], None] = lambda: None
+    # earlier trials' compared tensors with their oracle values and allowances (None: not compared)
+    previous_outputs: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]] = field(
+        default_factory=list
+    )
+    kernel_s: float = 0.0  # seconds inside the kernel, all calls of this case (synchronized)
+    oracle_s: float = 0.0  # seconds in the fp64 oracle or the Freivalds check, all calls of this case
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return getattr(torch, self.case.dtype)
+
+    @property
+    def out_dtype(self) -> torch.dtype:
+        return getattr(torch, self.contract.out_dtype) if self.contract.out_dtype else self.dtype
+
+    def generator(self, *salt: Any) -> torch.Generator:
+        """A CPU generator derived from the case seed and a salt (trial index, purpose)."""
+        h = hashlib.sha256(f"{self.case.seed}:{salt}".encode()).digest()
+        return torch.Generator().manual_seed(int.from_bytes(h[:8], "little") >> 1)
+
+    def bound_args(self) -> BoundArgs:
+        out = self.contract.out_dtype or self.case.dtype
+        return BoundArgs(
+            dtypes.unit_roundoff(self.contract.accumulate),
+            dtypes.unit_roundoff(out),
+            self.contract.tolerance.lam,
+            dtypes.unit_roundoff(self.case.dtype),
+        )
+
+    def grad_bound_args(self) -> BoundArgs:
+        """Gradients come out in their input's dtype: that is their final rounding."""
+        return BoundArgs(
+            dtypes.unit_roundoff(self.contract.accumulate),
+            dtypes.unit_roundoff(self.case.dtype),
+            self.contract.tolerance.lam,
+            dtypes.unit_roundoff(self.case.dtype),
+        )
+
+    def inputs(self, shape: Sequence[int], salt: Any) -> Tensors:
+        """Fresh inputs for one trial: new values every call, reproducible from the recorded seed."""
+        offset = float(self.contract.param("offset")) if "offset" in _class_params(self) else 1e4
+        gen = self.generator("inputs", salt)
+        if self.contract.distribution == "large-mean":
+            offset = probe_offset(self.dtype, offset)  # representable: bf16 inputs must not collapse
+
+            xs = self.op.make_inputs(shape, self.dtype, gen, "normal")
+            return (draw(xs[0].shape, self.dtype, gen, "large-mean", offset), *xs[1:])
+        return self.op.make_inputs(shape, self.dtype, gen, self.contract.distribution)
+
+
+def _class_params(ctx: CaseContext) -> dict[str, Any]:
+    return CLASSES[ctx.contract.klass].params
+
+
+@dataclass
+class Trial:
+    """One call of the kernel on fresh inputs, compared with the oracle."""
+
+    shape: tuple[int, ...]
+    inputs: Tensors
+    out: torch.Tensor | None = None
+    ref: torch.Tensor | None = None
+    cmp: Comparison | None = None
+    metrics: Metrics = field(default_factory=Metrics)
+    error: str = ""  # the kernel raised: type and message
+    issues: list[str] = field(default_factory=list)  # integrity findings: input-mutation, out-of-bounds, ...
+    kernel_s: float = 0.0
+    oracle_s: float = 0.0
+    salt: Any = 0
+    up: Tensors = ()  # the inputs upcast to float64, once (kcgate's bound and sensitivity gate read them)
+    freivalds: Any = None  # the FreivaldsResult of a Freivalds trial (its sensitivity statistics)
+    # backward: the upstream gradient, the kernel's gradient of each differentiated input (by index;
+    # None where its backward gave none), and every compared tensor by name ("out" and input names)
+    dy: torch.Tensor | None = None
+    grads: dict[int, torch.Tensor | None] = field(default_factory=dict)
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    cmps: dict[str, Comparison] = field(default_factory=dict)  # the comparison of each compared tensor
+    signals: dict[str, float] = field(default_factory=dict)  # ‖allowed‖ / ‖reference‖ per deciding tensor
+    grad: str = ""  # the tensor that decides the trial: "" the forward output, else an input's gradient
+
+    @property
+    def ok(self) -> bool:
+        return (
+            not self.error
+            and not self.issues
+            and (self.metrics.budget_used or 0.0) <= 1.0
+            and self.metrics.budget_used is not None
+        )
+
+
+def probe_offset(dtype: torch.dtype, requested: float) -> float:
+    """The cancellation offset: the requested one, at most 2^(p-4) for a p-bit significand so that inputs of
+    unit spread keep ~16 distinct values per unit (bf16: 16, fp16: 128, fp32: 2^20)."""
+    p = 1 - round(math.log2(torch.finfo(dtype).eps)) if dtype.is_floating_point else 24
+    return float(min(requested, 2.0 ** (p - 4)))
+
+
+def oracle(ctx: CaseContext, inputs: Tensors, up: Tensors | None = None) -> torch.Tensor:
+    """The fp64 reference: the op's oracle on inputs upcast exactly to float64 (``up``: already upcast)."""
+    t0 = time.perf_counter()
+    up = up or upcast(inputs)
+    with torch.no_grad():
+        ref = ctx.op.oracle(*up).to(torch.float64)
+    ctx.oracle_s += time.perf_counter() - t0
+    return ref
+
+
+def allowance(
+    ctx: CaseContext, inputs: Tensors, ref: torch.Tensor, up: Tensors | None = None
+) -> torch.Tensor:
+    """Per-element allowed error (or ULPs for the ulp and exact methods), from the contract's tolerance."""
+    tol = ctx.contract.tolerance
+    if tol.method == "exact":
+        return torch.zeros(())
+    if tol.method == "ulp":
+        return torch.full((), tol.ulp, dtype=torch.float64)
+    if tol.method == "abs-rel":
+        return tol.atol + tol.rtol * ref.abs()
+    # error-bound, and relative (which is also held to the family's bound)
+    ba = ctx.bound_args()
+    return ctx.op.bound(up or upcast(inputs), ref, ba) + subnormal_floor(ba)
+
+
+def subnormal_floor(ba: BoundArgs) -> float:
+    """Below the normal range a rounding errs by up to half the subnormal spacing, absolutely, which no
+    multiple of u·|y| covers (torch's fp16 gelu, silu, rms_norm and softmax round tiny results there): two
+    such roundings in the input dtype (a value a kernel stores, such as HF's normalised h) and two in the
+    output dtype's. docs/ops.md#subnormal-floor."""
+    return 2 * (underflow(ba.u_in) + underflow(ba.u_out))
+
+
+def signal_ratio(trial: Trial) -> float:
+    """‖allowed‖ / ‖reference‖: at 1 or more the tolerance is as large as the output and proves nothing.
+    With gradients, the worst over every compared tensor (a zero backward must never pass)."""
+    if trial.signals or trial.grads:  # a backward whose gradients are all zero has nothing to lose
+        return max(trial.signals.values(), default=0.0)
+    return signal(trial.cmp) if trial.cmp is not None else 0.0
+
+
+@quiet
+def signal(cmp: Comparison, cap: float | None = None) -> float:
+    allowed = spread(f64(cmp.allowed), cmp.ref.shape)
+    if cap is not None:  # method "relative": the tighter of the bound and factor x the baseline's error
+        allowed = np.minimum(allowed, cap)
+    ref = host(cmp.ref) if cmp.finite else np.nan_to_num(host(cmp.ref), posinf=0, neginf=0)
+    ref_norm = math.sqrt(sum_squares(ref))
+    return math.sqrt(sum_squares(allowed)) / ref_norm if ref_norm > 0 else float("inf")
+
+
+def issue(trial: Trial, name: str) -> None:
+    if name not in trial.issues:
+        trial.issues.append(name)

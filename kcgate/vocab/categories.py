@@ -1,0 +1,65 @@
+"""The diff categories: every change between a baseline and a current run has one, defined in one table.
+No torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Category:
+    """One diff category: everything any module says about it."""
+
+    name: str
+    severity: int  # 0 = most severe: the order rows, annotations and test cases are listed in
+    label: str  # the words renderers print
+    tone: str  # good | quiet | unknown (no comparable baseline) | warn: picks the icon when not blocking
+    quiet: bool  # nothing to look at: folded away in summaries
+    blockable: bool  # may appear in [policy] block_on / --fail-on
+    blocks_by_default: bool  # in the default block_on (what PRODUCT.md calls blocking)
+    junit_skipped: bool  # a JUnit <skipped> test case when not blocking (no verdict to give)
+    meaning: str
+    rule: str = "policy.block_on"  # the [policy] rule that makes it block (the gate's reasons name it)
+
+
+# Every case lands in exactly one category (a property test checks exhaustiveness and exclusivity).
+# This table is the only place a category is defined; adding one is one row.
+# fmt: off
+CATEGORY_TABLE: tuple[Category, ...] = (
+    # name               severity label                  tone       quiet  block  default junit_skipped
+    Category("new-violation",    1,  "new violation",       "warn",    False, True,  True,  False,
+             "failed now, passed (or absent) in the baseline"),
+    Category("fixed",            11, "fixed",               "good",    False, False, False, False,
+             "failed in the baseline, passes now"),
+    Category("still-failing",    7,  "still failing",       "warn",    False, True,  False, False,
+             "failed in both"),
+    Category("waived",           10, "waived",              "quiet",   True,  False, False, True,
+             "fails now, covered by a live waiver"),
+    Category("expired-waiver",   3,  "expired waiver",      "warn",    False, True,  True,  False,
+             "fails now, its waiver has expired",
+             "policy.block_on, the waiver's until date has passed"),
+    Category("unexpected-pass",  9,  "passes while waived", "warn",    False, True,  False, False,
+             "passes now while a waiver still covers it: remove the waiver"),
+    Category("budget-drift",     8,  "budget drift",        "warn",    False, True,  False, False,
+             "passes in both, but budget_used rose by more than policy.budget_drift (4x by default)",
+             "policy.block_on, beyond policy.budget_drift"),
+    Category("unchanged",        13, "unchanged",           "good",    True,  False, False, False,
+             "passes in both, no drift"),
+    Category("new",              12, "new",                 "good",    False, False, False, False,
+             "passes now, not in the baseline"),
+    Category("removed",          4,  "removed",             "warn",    False, True,  True,  True,
+             "in the baseline, not now (the contract or case disappeared)",
+             "policy.block_on, unless the contract is in policy.acknowledge_removed"),
+    Category("error",            2,  "error",               "warn",    False, True,  True,  False,
+             "the case could not be evaluated now (crash, timeout, refused)"),
+    Category("incomparable",     5,  "incomparable",        "unknown", False, True,  False, True,
+             "the baseline has a different fingerprint; never silently compared"),
+    Category("unverified",       6,  "unverified",          "unknown", False, True,  False, True,
+             "no comparable baseline exists for this runner"),
+    Category("missing-runner",   0,  "missing runner",      "warn",    False, True,  True,  True,
+             "a required runner produced no results at all",
+             "policy.block_on, for a runner in policy.required_runners or --expect-runner"),
+)
+# fmt: on
+CATEGORY = {c.name: c for c in CATEGORY_TABLE}
+CATEGORIES = tuple(CATEGORY)
