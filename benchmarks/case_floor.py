@@ -73,7 +73,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
 
-    from kcgate.contracts.spec import load_project
+    from kcgate.contracts.load import load_project
     from kcgate.devices import get_backend
     from kcgate.engine import torch_state
     from kcgate.engine.case import execute_case

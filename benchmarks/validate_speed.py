@@ -62,7 +62,7 @@ def _command(path: Path) -> tuple[float, float]:
 
 
 def _in_process(path: Path) -> tuple[float, float]:
-    from kcgate.contracts import spec
+    from kcgate.contracts import load as spec
     from kcgate.util import tomlsrc
 
     text = path.read_text(encoding="utf-8")
@@ -101,7 +101,7 @@ def main() -> None:
         print(f"in-process tomlsrc.parse: median {statistics.median(parse):.3f} s")
         print(f"in-process load_project (parse included): median {statistics.median(load):.3f} s")
         if args.profile:
-            from kcgate.contracts import spec
+            from kcgate.contracts import load as spec
 
             prof = cProfile.Profile()
             prof.runcall(spec.load_project, path)

@@ -7,7 +7,7 @@ import hashlib
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kcgate.contracts.spec import Contract, Project
+from kcgate.contracts.records import Contract, Project
 from kcgate.errors import UsageError
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kcgate.contracts.spec import load_project
+from kcgate.contracts.load import load_project
 from kcgate.devices.cpu import CpuBackend
 from kcgate.engine.case import execute_case
 from kcgate.plan import make_plan
@@ -100,17 +100,18 @@ def test_torch_linear_backward_is_bitwise_deterministic(tmp_path: Path, dtype: s
 
 
 def test_torch_free_op_tables_match_the_families() -> None:
-    from kcgate.contracts.spec import BACKWARD_OPS, OP_DIMS, OP_INPUTS, OP_SHAPES
     from kcgate.numerics.ops import OPS
     from kcgate.numerics.ops.custom import custom_op
+    from kcgate.vocab.catalogue import CATALOGUE
+    from kcgate.vocab.catalogue import families as traits
 
     families = {**OPS, "custom": custom_op(lambda *a: a, lambda *a: a)}
-    assert set(OP_INPUTS) == set(OP_SHAPES) == set(OP_DIMS) == set(families)
-    assert {n for n, f in families.items() if f.grad_bound is not None} == set(BACKWARD_OPS)
+    assert set(CATALOGUE) == set(families)
+    assert {n for n, f in families.items() if f.grad_bound is not None} == set(traits("backward"))
     for name, family in OPS.items():
-        assert family.input_names == OP_INPUTS[name], name
+        assert family.input_names == CATALOGUE[name].inputs, name
         shape = family.default_shapes[0]
-        form = OP_SHAPES[name]
+        form = CATALOGUE[name].dims
         assert form is None or len(form) == len(shape), name
         assert len(
             family.make_inputs(shape, __import__("torch").float32, __import__("torch").Generator(), "normal")

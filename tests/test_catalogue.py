@@ -9,7 +9,7 @@ from tests.conftest import ROOT, kcgate
 
 torch = pytest.importorskip("torch")
 
-from kcgate.contracts.spec import Contract  # noqa: E402
+from kcgate.contracts.records import Contract  # noqa: E402
 from kcgate.engine.harness import _wants_freivalds  # noqa: E402
 from kcgate.engine.trial import CaseContext  # noqa: E402
 from kcgate.numerics.ops import OPS  # noqa: E402

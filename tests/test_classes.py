@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from kcgate.calibration.calibrate import BUILTIN, calibrate  # noqa: E402
-from kcgate.contracts.spec import load_project  # noqa: E402
+from kcgate.contracts.load import load_project  # noqa: E402
 from kcgate.engine.checks import CHECKS  # noqa: E402
 from kcgate.execution.executors import InProcessExecutor  # noqa: E402
 from kcgate.kernels.calibration import module_name  # noqa: E402

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import re
 
-from kcgate.contracts import spec
-from kcgate.contracts.fields import CONTRACT_FIELDS, REQUIRED_KEYS
+from kcgate.contracts.fields import CONTRACT_FIELD, CONTRACT_FIELDS, REQUIRED_KEYS
 from kcgate.render.schema import contracts_schema
 from tests.conftest import ROOT
 
@@ -15,7 +14,7 @@ def test_loader_and_schema_know_exactly_the_table_keys() -> None:
     keys = {f.key for f in CONTRACT_FIELDS}
     assert len(keys) == len(CONTRACT_FIELDS)
     contract = contracts_schema()["properties"]["contract"]["items"]
-    assert set(contract["properties"]) == keys == spec.CONTRACT_KEYS
+    assert set(contract["properties"]) == keys == set(CONTRACT_FIELD)
     assert tuple(contract["required"]) == REQUIRED_KEYS
     for f in CONTRACT_FIELDS:
         assert contract["properties"][f.key]["description"].startswith(f.description), f.key

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kcgate.contracts.spec import load_project
+from kcgate.contracts.load import load_project
 from kcgate.errors import ContractsError
 from kcgate.results.model import load_run
 from tests.conftest import ROOT, kcgate

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from kcgate.contracts.load import load_project
 from kcgate.contracts.policy import DriftRule, Policy
-from kcgate.contracts.spec import load_project
 from kcgate.errors import ContractsError
 from kcgate.gate.diff import diff_runs, make_verdict
 from kcgate.render.diff_formats import FORMATS

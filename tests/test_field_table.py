@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from kcgate.contracts import spec
+from kcgate.contracts import load as spec
 from kcgate.contracts.field_checks import READERS, Collector, value
 from kcgate.contracts.fields import CONTRACT_FIELD, FILE_FIELDS, PROTOCOL_LIMITS, TYPES, Field
 from kcgate.errors import ContractsError
@@ -72,9 +72,11 @@ def test_the_schema_describes_every_key_of_every_table() -> None:
         assert described[path]["description"].startswith(f.description), path
         assert described[path]["x-since"] == f.since, path
     assert described["contract.protocol.seeds"]["maximum"] == PROTOCOL_LIMITS["seeds"]
-    assert described["contract.distribution"]["enum"] == list(spec.DISTRIBUTIONS)
-    assert described["contract.tolerance.method"]["enum"] == list(spec.TOLERANCES)
-    assert described["contract.op"]["enum"] == list(spec.OPS)
+    assert described["contract.distribution"]["enum"] == list(CONTRACT_FIELD["distribution"].choices)
+    assert described["contract.tolerance.method"]["enum"] == list(
+        CONTRACT_FIELD["tolerance"].field("method").choices
+    )
+    assert described["contract.op"]["enum"] == list(CONTRACT_FIELD["op"].choices)
     assert described["contract.op"]["x-values-from"] == "kcgate.vocab.catalogue.CATALOGUE"
 
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from kcgate.contracts.load import load_project
 from kcgate.contracts.policy import DriftRule, Policy, Waiver
-from kcgate.contracts.spec import Contract, Project, Protocol, Tolerance, load_project
+from kcgate.contracts.records import Contract, Project, Protocol, Tolerance
 from kcgate.errors import Problem
 from kcgate.util import frozen_json
 from tests.conftest import DATA, ROOT

@@ -33,7 +33,8 @@ def test_every_composite_is_a_correct_kernel_of_its_family(name: str, dtype: tor
 import math  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from kcgate.contracts.spec import Contract, Tolerance, load_project  # noqa: E402
+from kcgate.contracts.load import load_project  # noqa: E402
+from kcgate.contracts.records import Contract, Tolerance  # noqa: E402
 from kcgate.devices.cpu import CpuBackend  # noqa: E402
 from kcgate.engine import sensitivity  # noqa: E402
 from kcgate.engine.case import execute_case  # noqa: E402

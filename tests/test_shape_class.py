@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kcgate.contracts import shape_class as sc
-from kcgate.contracts.spec import load_project
+from kcgate.contracts.load import load_project
 from kcgate.errors import ContractsError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,7 +134,7 @@ def test_bad_shape_keys_name_file_line_and_fix(tmp_path: Path, extra: str, klass
 
 
 def _run(kernel, shape, seed: int, *, op_name: str = "matmul", contract_kw=None, op=None, held_out=None):  # type: ignore[no-untyped-def]
-    from kcgate.contracts.spec import Contract, Protocol
+    from kcgate.contracts.records import Contract, Protocol
     from kcgate.engine.checks import CHECKS
     from kcgate.engine.trial import CaseContext
     from kcgate.numerics.ops import OPS
@@ -198,7 +198,7 @@ def test_custom_op_constraints_are_respected_and_the_failing_shape_named() -> No
     op = custom_op(inputs, rotate)
     kw = {
         "shape_constraints": ((2, "even"),),
-        "tolerance": __import__("kcgate.contracts.spec").contracts.spec.Tolerance(
+        "tolerance": __import__("kcgate.contracts.records").contracts.records.Tolerance(
             method="abs-rel", atol=1e-6
         ),
     }
@@ -243,11 +243,11 @@ def test_held_out_flag_reaches_the_check(tmp_path: Path) -> None:
 
 
 def test_every_family_constraint_parses_and_its_default_shapes_satisfy_it() -> None:
-    from kcgate.contracts.spec import OP_SHAPES
     from kcgate.numerics.ops import OPS
+    from kcgate.vocab.catalogue import dims_of
 
     for name, op in OPS.items():
-        names = OP_SHAPES.get(name)
+        names = dims_of(name)
         cons = sc.parse({str(i): t for i, t in op.shape_constraints.items()}, names, None)
         for shape in op.default_shapes:
             assert sc.violations(shape, cons, names) == [], (name, shape)

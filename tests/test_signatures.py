@@ -11,7 +11,6 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from kcgate.engine.diagnosis import (  # noqa: E402
-    CAUSES,
     accumulator_signature,
     dot_scale,
     nan_signature,
@@ -22,6 +21,7 @@ from kcgate.engine.diagnosis import (  # noqa: E402
     tail_signature,
 )
 from kcgate.numerics.emulate import blocked_matmul, round_mantissa  # noqa: E402
+from kcgate.vocab.causes import CAUSE  # noqa: E402
 
 KS = (64, 256, 1024)
 
@@ -87,7 +87,7 @@ SEEDS = range(8)
 
 
 def test_causes_registry_is_described():
-    assert all(isinstance(v, str) and v for v in CAUSES.values())
+    assert all(isinstance(c.label, str) and c.label for c in CAUSE.values())
 
 
 def test_signature_accuracy_table():
@@ -187,5 +187,5 @@ def test_overflow_nan_advice_fits_where_the_nan_is(op, grad, advice):
 
 def test_every_cause_is_documented():
     text = (Path(__file__).resolve().parents[1] / "docs" / "signatures.md").read_text(encoding="utf-8")
-    missing = [c for c in CAUSES if f"`{c}`" not in text]
+    missing = [c for c in CAUSE if f"`{c}`" not in text]
     assert not missing, f"docs/signatures.md does not describe {missing}"

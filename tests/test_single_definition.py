@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from kcgate.contracts import spec
+from kcgate.contracts.fields import CONTRACT_FIELD
 from kcgate.results.model import STATUSES, Status
 from kcgate.results.records import CASE_COLUMNS, METRIC_COLUMNS
 from kcgate.vocab.categories import CATEGORIES, CATEGORY_TABLE
@@ -92,7 +92,7 @@ def test_device_names_are_listed_only_by_their_table() -> None:
 
 def test_device_table_is_light() -> None:
     # the loader reads device names without importing the backends (about 43 ms of `validate`)
-    code = "import sys, kcgate.contracts.spec, kcgate.render.schema; print(sorted(m for m in sys.modules if 'devices' in m))"
+    code = "import sys, kcgate.contracts.load, kcgate.render.schema; print(sorted(m for m in sys.modules if 'devices' in m))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -100,21 +100,21 @@ def test_device_table_is_light() -> None:
 @pytest.mark.slow
 def test_class_ids_are_listed_only_by_their_table() -> None:
     # a class's properties are fields of its classes.CLASSES row (e.g. ``backward``), not lists of ids
-    from kcgate.contracts.spec import BACKWARD_CLASSES
+    from kcgate.vocab.classes import backward_classes
 
     assert _literal_lists(set(CLASSES), 4) == set()
-    assert set(BACKWARD_CLASSES) == set(CLASSES) - {"C-PRC-03", "C-PRC-04", "C-EXC-02"}
+    assert set(backward_classes()) == set(CLASSES) - {"C-PRC-03", "C-PRC-04", "C-EXC-02"}
 
 
 @pytest.mark.parametrize(
     ("name", "values"),
     [
-        ("distribution", spec.DISTRIBUTIONS),
-        ("oracle", spec.ORACLES),
-        ("tolerance method", spec.TOLERANCES),
-        ("postcondition", spec.POSTCONDITIONS),
-        ("direction", spec.DIRECTIONS),
-        ("call", spec.CALLS),
+        ("distribution", CONTRACT_FIELD["distribution"].choices),
+        ("oracle", CONTRACT_FIELD["oracle"].choices),
+        ("tolerance method", CONTRACT_FIELD["tolerance"].field("method").choices),
+        ("postcondition", CONTRACT_FIELD["postcondition"].choices),
+        ("direction", CONTRACT_FIELD["direction"].choices),
+        ("call", CONTRACT_FIELD["call"].choices),
     ],
 )
 @pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kcgate.contracts.spec import locate
+from kcgate.contracts.locate import locate
 
 
 def test_a_changed_module_is_parsed_again(tmp_path: Path) -> None:

@@ -27,7 +27,8 @@ from typing import Any, TypeVar
 
 from kcgate.adopt import local
 from kcgate.contracts.policy import Policy
-from kcgate.contracts.spec import Contract, Project, validate_contract
+from kcgate.contracts.records import Contract, Project
+from kcgate.contracts.validate import validate_contract
 from kcgate.devices import check_name
 from kcgate.errors import ContractsError, Problem
 from kcgate.execution.executors import InProcessExecutor, isolated

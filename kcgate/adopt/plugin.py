@@ -98,7 +98,7 @@ class KcgateState:
     # -- planning and running (this process) -------------------------------------------------------
 
     def plan(self) -> list[Any]:
-        from kcgate.contracts.spec import load_project
+        from kcgate.contracts.load import load_project
         from kcgate.plan import make_plan
 
         self.project = load_project(self.path)

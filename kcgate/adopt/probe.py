@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
-from kcgate.contracts import spec
-from kcgate.contracts.spec import Contract
+from kcgate.contracts.records import Contract
 from kcgate.numerics.ops import OPS
+from kcgate.vocab.catalogue import dims_of
 
 # Name fragments that say the family: (fragment, family), most specific first. Short fragments match
 # whole words of the snake_case or CamelCase name; long ones match anywhere in it.
@@ -149,8 +149,7 @@ def module_init(obj: type, op: str) -> dict[str, str] | None:
 
 
 def _dim_names(op: str) -> tuple[str, ...]:
-    forms = getattr(spec, "OP_SHAPES", {})
-    return forms.get(op) or ("n",)
+    return dims_of(op) or ("n",)
 
 
 def callable_for(obj: Any, op: str, init: dict[str, str], dtype: torch.dtype) -> Any:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kcgate.adopt import tomlout
-from kcgate.contracts import spec
+from kcgate.contracts.fields import CONTRACT_FIELD
 from kcgate.errors import KcgateError, UsageError
 from kcgate.vocab.classes import CLASSES
 
@@ -190,7 +190,7 @@ def _contract(p: Placement, cid: str, features: frozenset[str]) -> str:
 
 def features() -> frozenset[str]:
     """Optional contract keys this kcgate understands."""
-    return frozenset(k for k in ("direction", "init") if k in spec.CONTRACT_KEYS)
+    return frozenset(k for k in ("direction", "init") if k in CONTRACT_FIELD)
 
 
 # ---- the workflow files ------------------------------------------------------------------------

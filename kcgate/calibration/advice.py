@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kcgate.contracts.spec import OP_TOLERANCE, Contract, Project, Tolerance
+from kcgate.contracts.records import Contract, Project, Tolerance
 from kcgate.results.model import SEVERITY, Status
+from kcgate.vocab.catalogue import CATALOGUE
 from kcgate.vocab.classes import CLASSES
 
 MAX_REMEDIES = 2  # stop after this many measured remedies (each costs a run of the bad and the good kernel)
@@ -30,7 +31,7 @@ class Remedy:
 def retarget(c: Contract, klass: str, **changes: Any) -> Contract:
     """The same kernel, op, dtypes and shapes under another class, with that class's defaults."""
     cls = CLASSES[klass]
-    method = cls.tolerance if cls.tolerance != "error-bound" else OP_TOLERANCE.get(c.op, "error-bound")
+    method = cls.tolerance if cls.tolerance != "error-bound" else _natural_tolerance(c.op)
     return replace(
         c,
         klass=klass,
@@ -46,7 +47,7 @@ def retarget(c: Contract, klass: str, **changes: Any) -> Contract:
 def remedies(c: Contract) -> Iterator[Remedy]:
     """Candidate remedies for a contract whose bad kernel passed, most specific first."""
     ops = lambda k: c.op in CLASSES[k].ops  # noqa: E731
-    natural = OP_TOLERANCE.get(c.op, "error-bound")
+    natural = _natural_tolerance(c.op)
     if c.tolerance.method in ("abs-rel", "ulp") and natural == "error-bound":
         yield Remedy(
             'use tolerance = { method = "error-bound" }',
@@ -118,3 +119,8 @@ def _line(remedy: Remedy, caught: Any) -> str:
     s = caught.signature
     how = f"{s.cause}: {s.summary}" if s is not None else (caught.message or caught.status)
     return f"{remedy.change} ({remedy.why}) catches it: {caught.status}, {how}; the good kernel still passes"
+
+
+def _natural_tolerance(op: str) -> str:
+    """The family's natural tolerance method (the catalogue's), error-bound for an unknown op."""
+    return CATALOGUE[op].tolerance if op in CATALOGUE else "error-bound"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kcgate.calibration.advice import advise
-from kcgate.contracts.spec import Contract, Project
+from kcgate.contracts.records import Contract, Project
 from kcgate.execution.executors import InProcessExecutor
 from kcgate.plan import make_plan
 from kcgate.results.model import SEVERITY, Status

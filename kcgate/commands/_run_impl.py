@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 
 from kcgate import plan as planning
-from kcgate.contracts.spec import load_project
+from kcgate.contracts.load import load_project
 from kcgate.devices.base import TORCH_FIX, import_torch
 from kcgate.errors import ExitCode, IOFault, UsageError
 from kcgate.execution.executors import check_isolation

@@ -37,7 +37,7 @@ def calibrate(
 ) -> None:
     """Prove each contract accepts its good kernel and rejects its bad and baseline kernels."""
     from kcgate.calibration import calibrate as cal
-    from kcgate.contracts.spec import load_project
+    from kcgate.contracts.load import load_project
     from kcgate.execution.executors import check_isolation
     from kcgate.execution.pool import make_executor
     from kcgate.results.model import write_atomic

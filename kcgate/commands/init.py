@@ -42,7 +42,7 @@ def init(
 ) -> None:
     """Find kernels in PACKAGES, write a commented contracts.toml, validate it and run it once."""
     from kcgate.adopt import scaffold
-    from kcgate.contracts.spec import load_project
+    from kcgate.contracts.load import load_project
 
     root = out.resolve().parent
     if out.exists() and not force:

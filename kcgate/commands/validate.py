@@ -19,7 +19,7 @@ def validate(
     contracts: Path = typer.Argument(Path("contracts.toml"), help="Contracts file to check."),
 ) -> None:
     """Check contracts.toml without running anything (exit 2 and every problem listed when invalid)."""
-    from kcgate.contracts.spec import load_project
+    from kcgate.contracts.load import load_project
 
     project = load_project(contracts)
     for warning in project.warnings:

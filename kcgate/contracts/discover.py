@@ -17,7 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kcgate.contracts.spec import _module_source, validate_contract
+from kcgate.contracts.locate import module_source
+from kcgate.contracts.validate import validate_contract
 from kcgate.errors import Problem
 from kcgate.util.tomlsrc import LineMap
 
@@ -32,7 +33,7 @@ def discover(
     problems: list[Problem] = []
     missing: list[str] = []
     for module in modules:
-        source = _module_source(module, roots)
+        source = module_source(module, roots)
         if source is None:
             missing.append(module)
             continue

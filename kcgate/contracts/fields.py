@@ -512,3 +512,6 @@ FILE_FIELDS = (
 )
 CONTRACT_FIELD = {f.key: f for f in CONTRACT_FIELDS}
 REQUIRED_KEYS = tuple(f.key for f in CONTRACT_FIELDS if f.required)
+PROJECT_FIELD = {f.key: f for f in PROJECT_FIELDS}
+POLICY_FIELD = {f.key: f for f in POLICY_FIELDS}
+FILE_KEYS = frozenset(f.key for f in FILE_FIELDS)

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from kcgate.contracts.spec import Contract, Project
+from kcgate.contracts.records import Contract, Project
 from kcgate.plan import Case
 from kcgate.results.model import CaseResult, Metrics, Signature, Status
 from kcgate.util.resolve import resolve

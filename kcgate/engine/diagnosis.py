@@ -18,71 +18,15 @@ from kcgate.numerics.ops.base import upcast
 from kcgate.results.model import Signature
 from kcgate.vocab import dtypes
 from kcgate.vocab.catalogue import MATMUL_LIKE, families, has
+from kcgate.vocab.causes import INTEGRITY
 
-CAUSES: dict[str, str] = {
-    "low-precision-accumulator": "accumulation happens at fewer bits than declared (fitted from error vs K)",
-    "operand-truncation": "operands rounded to fewer mantissa bits before the multiply (TF32-, bf16-like)",
-    "biased-rounding": "errors share a sign and grow ~K, not ~√K (truncation, round toward zero, stagnation)",
-    "cancellation": "catastrophic cancellation: the error scales with |mean|/std or the inputs' offset",
-    "overflow": "an intermediate overflowed (inf or NaN where the oracle is finite)",
-    "approximation": "a smooth, systematic error over the input range (a fast-math approximation)",
-    "order-dependence": "the result depends on the reduction order beyond the non-associativity bound",
-    "nondeterminism": "identical calls return different bits",
-    "batch-dependence": "a row's result depends on batch size, position or batch-mates",
-    "tail-pattern": "errors concentrated in the last partial tile",
-    "tile-pattern": "errors repeat with a tile period along an index",
-    "nan-pattern": "NaN/Inf appear or vanish against the declared policy",
-    "subnormal-flush": "subnormal inputs or outputs flushed to zero against the declared policy",
-    "out-of-bounds": "out-of-range indices or accesses not handled per the declared policy",
-    "stale-output": "the output was not computed from this call's inputs (a stale buffer)",
-    "input-mutation": "the kernel modified its inputs",
-    "wrong-dtype": "the output's dtype differs from the declared out_dtype",
-    "missing-gradient": "the backward gave no gradient for a differentiated input (or the output has no graph)",
-    "zero-gradient": "the backward returned all zeros for a gradient that is not zero",
-    "shape-overfitting": "correct at the declared shapes, wrong at held-out shapes of the same class",
-    "wrong-semantics": "the output is the op under other semantics (a dropped mask, another layout, a shifted "
-    "group index): the family's known mistakes, each matched against its own oracle",
-    "exceeds-bound": "error beyond the derived bound with no more specific pattern",
-    "excess-error": "within the bound, but the error exceeds a correct implementation's on the same inputs",
-    "garbage": "errors far beyond any precision model: the output is unrelated to the result (not an accumulator)",
-    "offset": "a constant or per-block bias added to the output",
-    "sparse": "a few elements corrupted (their indices are named), the rest within the bound",
-    "noise": "diffuse, unbiased errors over many elements, not fitted by any accumulator width",
-    "overflow-nan": "exp (or another intermediate) overflowed, giving NaN/Inf where the oracle is finite",
-    "row-scale": "each row is off by one common factor: the row's reduction (sum of squares, variance, normaliser) is imprecise",
-    "global-state": "the kernel changed process-wide state (RNG, flags, dtype defaults)",
-    "bad-output": "the kernel returned no tensor of the right shape",
-}
-
-# Harness integrity issues, named before any numerical diagnosis, in this order (the first present wins).
-INTEGRITY_ORDER = (
-    "bad-output",
-    "wrong-dtype",
-    "input-mutation",
-    "out-of-bounds",
-    "stale-output",
-    "global-state",
-    "missing-gradient",
-    "zero-gradient",
-)
 # Families whose intermediates include exp(x): a NaN/Inf there is an exp overflow.
 EXP_FAMILIES = families("exp")
-# Causes that say what happened more precisely than a later K sweep or probe could (checks keep them).
-STRUCTURAL = (
-    "garbage",
-    "offset",
-    "sparse",
-    "overflow-nan",
-    "overflow",
-    "nan-pattern",
-    "tail-pattern",
-    "tile-pattern",
-)
 
 
 def first_issue(issues: Sequence[str]) -> str:
-    """The integrity issue to name first (INTEGRITY_ORDER; unknown issues after, alphabetically)."""
-    rank = {name: i for i, name in enumerate(INTEGRITY_ORDER)}
+    """The integrity issue to name first (the cause table's order; unknown issues after, alphabetically)."""
+    rank = {name: i for i, name in enumerate(INTEGRITY)}
     return min(issues, key=lambda i: (rank.get(i, len(rank)), i))
 
 

@@ -12,7 +12,8 @@ from typing import Any
 
 import torch
 
-from kcgate.contracts.spec import OP_DIMS, OP_INPUTS, Contract
+from kcgate.contracts.records import Contract
+from kcgate.vocab.catalogue import CATALOGUE
 
 # A module parameter takes its values from the op input of this name (exact names match too).
 PARAM_INPUTS = {"weight": "w", "bias": "b"}
@@ -33,7 +34,9 @@ def adapt(
     """The callable the harness runs, ``kernel(*inputs, **extra)``. ``op`` is the configured family
     (kcgate.numerics.ops.base.OpFamily): its input names and sizes are the placeholders of ``call`` (varlen attention
     adds ``cu_seqlens_q`` and ``cu_seqlens_k``); without it, the catalogue's."""
-    names = (op.input_names if op is not None else ()) or OP_INPUTS.get(contract.op, ())
+    names = (op.input_names if op is not None else ()) or (
+        CATALOGUE[contract.op].inputs if contract.op in CATALOGUE else ()
+    )
     sizes = op.sizes if op is not None and op.sizes is not None else _catalogue_sizes(contract.op)
     if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
         return _module_kernel(obj, contract, names, sizes, device, dtype)
@@ -70,7 +73,7 @@ def _bindings(names: tuple[str, ...], sizes: Sizes, inputs: tuple[torch.Tensor, 
 
 def _catalogue_sizes(op: str) -> Sizes:
     """Each size read from the input and axis the catalogue's dim_sources name."""
-    sources = OP_DIMS.get(op, {})
+    sources = CATALOGUE[op].dim_sources if op in CATALOGUE else {}
 
     def sizes(inputs: tuple[torch.Tensor, ...]) -> dict[str, int]:
         return {

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kcgate.contracts.spec import EXCESS_FACTOR
+from kcgate.contracts.fields import EXCESS_FACTOR
 from kcgate.engine.trial import CaseContext, Trial
 from kcgate.numerics.metrics import _unravel, f64, format_ulp, host, quiet, spread, sum_squares
 from kcgate.numerics.ops.base import BoundArgs, Tensors, upcast

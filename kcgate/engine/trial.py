@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kcgate.contracts.spec import Contract
+from kcgate.contracts.records import Contract
 from kcgate.numerics.metrics import Comparison, f64, host, quiet, spread, sum_squares
 from kcgate.numerics.ops.base import BoundArgs, OpFamily, Tensors, draw, underflow, upcast
 from kcgate.plan import Case

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
-from kcgate.contracts.spec import Project
+from kcgate.contracts.records import Project
 from kcgate.devices import default_backend, get_backend
 from kcgate.engine.case import error_result, execute_case
 from kcgate.errors import ExitCode, KcgateError, UsageError

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Mapping
 from typing import IO, Any
 
-from kcgate.contracts.spec import Project
+from kcgate.contracts.records import Project
 from kcgate.devices import default_backend, get_backend
 from kcgate.devices.base import import_torch
 from kcgate.engine.case import execute_case

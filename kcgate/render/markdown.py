@@ -22,6 +22,7 @@ from kcgate.plan import base_seed_for
 from kcgate.render.escape import is_sha, md_cell, md_code, md_text
 from kcgate.render.labels import SEVERITY, factor_text, icon, label, rank
 from kcgate.results.model import UNEVALUATED, Status
+from kcgate.vocab.causes import CAUSE
 
 COMMENT_LIMIT = 65_536  # GitHub: characters in an issue comment body
 COMMENT_BUDGET = COMMENT_LIMIT - 300  # room for the publisher's hidden markers
@@ -217,10 +218,6 @@ def _plural(n: int, word: str) -> str:
 
 # ---- grouping: one row per contract and cause ------------------------------------------------------
 
-INTEGRITY_CAUSES = frozenset(
-    {"input-mutation", "out-of-bounds", "stale-output", "wrong-dtype", "missing-gradient", "zero-gradient"}
-)
-
 
 @dataclass(frozen=True)
 class Group:
@@ -274,7 +271,7 @@ def nonfinite(c: CaseChange) -> bool:
     """A failure whose error is not a number: the kernel gave NaN or Inf where the oracle is finite."""
     if c.status != Status.FAIL or c.budget_used is not None:
         return False
-    return c.cause in ("nan-pattern", "overflow") or c.cause not in INTEGRITY_CAUSES
+    return c.cause not in CAUSE or CAUSE[c.cause].budget_meaningful  # integrity: nothing was compared
 
 
 def _severity_of(c: CaseChange) -> tuple[int, float]:

@@ -13,8 +13,8 @@ import subprocess
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from kcgate.contracts.load import load_project
 from kcgate.contracts.policy import Policy
-from kcgate.contracts.spec import load_project
 from kcgate.errors import ResultsError, UsageError
 from kcgate.results.artifacts import json_files
 from kcgate.results.model import (

@@ -120,7 +120,7 @@ class Fingerprint:
 class Signature:
     """A diagnosed failure mode with its measured evidence."""
 
-    cause: str  # a key of kcgate.engine.diagnosis.CAUSES, e.g. "low-precision-accumulator"
+    cause: str  # a cause of kcgate.vocab.causes.CAUSE_TABLE, e.g. "low-precision-accumulator"
     summary: str  # one line, e.g. "behaves like an fp16 accumulator (11 effective bits)"
     evidence: tuple[tuple[str, float | str], ...] = ()
 

@@ -373,3 +373,13 @@ REDUCING = families("reducing")
 def default_shapes() -> dict[str, tuple[tuple[int, ...], ...]]:
     """Each built-in family's default shapes (custom ops have none), without importing torch."""
     return {n: op.default_shapes for n, op in CATALOGUE.items() if n != "custom"}
+
+
+def dims_of(name: str) -> tuple[str, ...] | None:
+    """The family's shape form (its case-shape dimension names); None for any arity or an unknown op."""
+    return CATALOGUE[name].dims if name in CATALOGUE else None
+
+
+def params_of(name: str) -> dict[str, ParamSpec]:
+    """The family's own parameters, accepted in a contract's ``params`` beside its class's ({} if none)."""
+    return CATALOGUE[name].params if name in CATALOGUE else {}

@@ -217,3 +217,8 @@ def suggest(name: str, choices: list[str] | tuple[str, ...]) -> str:
     if close:
         return f"did you mean {close[0]!r}?"
     return "choose one of: " + ", ".join(choices)
+
+
+def backward_classes() -> tuple[str, ...]:
+    """The classes that apply to a backward contract (``ContractClass.backward``)."""
+    return tuple(k for k, c in CLASSES.items() if c.backward)

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import kcgate
+from kcgate.contracts.load import load_project
 from kcgate.contracts.policy import Policy
-from kcgate.contracts.spec import load_project
 from kcgate.errors import ContractsError
 from kcgate.gate.diff import diff_runs
 from kcgate.gate.model import Verdict

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kcgate.adopt import scaffold
-from kcgate.contracts.spec import load_project
+from kcgate.contracts.load import load_project
 from tests.conftest import ROOT, kcgate
 
 pytestmark = pytest.mark.slow  # end to end: every test runs kcgate in subprocesses

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kcgate.contracts.spec import Contract, load_project
+from kcgate.contracts.load import load_project
+from kcgate.contracts.records import Contract
 from kcgate.engine.checks import CHECKS, Finding
 from kcgate.engine.trial import CaseContext
 from kcgate.errors import ContractsError

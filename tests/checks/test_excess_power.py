@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kcgate.contracts.spec import load_project
+from kcgate.contracts.load import load_project
 from kcgate.devices.cpu import CpuBackend
 from kcgate.engine import sensitivity
 from kcgate.engine.case import execute_case

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kcgate.contracts.spec import Contract
+from kcgate.contracts.records import Contract
 from kcgate.engine.checks import CHECKS, Finding
 from kcgate.engine.trial import CaseContext, probe_offset
 from kcgate.numerics.ops import OPS

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from kcgate.calibration.calibrate import BUILTIN, calibrate  # noqa: E402
-from kcgate.contracts.spec import load_project  # noqa: E402
+from kcgate.contracts.load import load_project  # noqa: E402
 from kcgate.devices.cpu import CpuBackend  # noqa: E402
 from kcgate.engine.case import execute_case  # noqa: E402
 from kcgate.engine.checks.c_prc_04_overflow import classify  # noqa: E402

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kcgate.contracts.spec import load_project
+from kcgate.contracts.load import load_project
 from kcgate.devices.cpu import CpuBackend
 from kcgate.engine.case import execute_case
 from kcgate.plan import make_plan

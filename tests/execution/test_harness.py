@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kcgate.contracts.spec import load_project
+from kcgate.contracts.load import load_project
 from kcgate.devices.cpu import CpuBackend
 from kcgate.engine.case import execute_case
 from kcgate.plan import make_plan

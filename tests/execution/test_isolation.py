@@ -311,7 +311,7 @@ def _running(pid: int) -> bool:
 def test_the_worker_exits_by_itself_once_its_commands_end() -> None:
     """The worker leaves with os._exit(0) after its last answer: close() finds it exited (status 0, not the
     group kill's SIGKILL) without waiting out torch's interpreter teardown."""
-    from kcgate.contracts.spec import load_project
+    from kcgate.contracts.load import load_project
     from kcgate.execution.executors import IsolatedExecutor
     from kcgate.plan import make_plan
 

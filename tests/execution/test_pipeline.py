@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kcgate.contracts.spec import load_project
+from kcgate.contracts.load import load_project
 from kcgate.execution.channel import CASE_MARKER
 from kcgate.execution.executors import IsolatedExecutor
 from kcgate.plan import make_plan

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kcgate.contracts.spec import load_project
+from kcgate.contracts.load import load_project
 from kcgate.errors import UsageError
 from kcgate.execution import pool as pooling
 from kcgate.execution.executors import isolated

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kcgate.contracts.spec import load_project
+from kcgate.contracts.load import load_project
 from kcgate.execution.executors import InProcessExecutor
 from kcgate.execution.runloop import execute_plan, new_run
 from kcgate.plan import make_plan

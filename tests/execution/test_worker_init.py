@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kcgate.contracts.spec import load_project
+from kcgate.contracts.load import load_project
 from kcgate.execution.executors import EnvRouter, _init_line
 from kcgate.execution.pool import make_executor
 from kcgate.plan import make_plan

@@ -37,7 +37,7 @@ def test_a_real_worker_runs_with_that_blas_thread_count(monkeypatch: pytest.Monk
     """What the worker process was started with (/proc/PID/environ): numpy's OpenBLAS reads it at load."""
     from pathlib import Path
 
-    from kcgate.contracts.spec import load_project
+    from kcgate.contracts.load import load_project
     from kcgate.execution.executors import IsolatedExecutor
 
     if not Path("/proc/self/environ").exists():

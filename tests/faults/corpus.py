@@ -338,7 +338,7 @@ def corpus() -> list[Fault]:
 
 def diagnose(fault: Fault, seed: int) -> str:
     """Run the fault's class check in process; the signature cause, or the status when there is none."""
-    from kcgate.contracts.spec import Contract, Protocol
+    from kcgate.contracts.records import Contract, Protocol
     from kcgate.engine.checks import CHECKS
     from kcgate.engine.trial import CaseContext
     from kcgate.numerics.ops import OPS

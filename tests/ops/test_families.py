@@ -248,7 +248,7 @@ def _run(
     params: str = "{}",
     direction: str = "forward",
 ):  # type: ignore[no-untyped-def]
-    from kcgate.contracts.spec import load_project
+    from kcgate.contracts.load import load_project
     from kcgate.devices.cpu import CpuBackend
     from kcgate.engine.case import execute_case
     from kcgate.plan import make_plan
@@ -410,11 +410,11 @@ def test_op_params_are_validated_with_the_key_and_a_fix(tmp_path) -> None:  # ty
 )
 def test_held_out_shapes_respect_the_family_constraints(name, params, declared, dim, holds) -> None:  # type: ignore[no-untyped-def]
     from kcgate.contracts import shape_class
-    from kcgate.contracts.spec import OP_SHAPES
+    from kcgate.vocab.catalogue import dims_of
 
     op = family(name, params)
     assert dim in op.shape_constraints
-    cons = shape_class.parse({str(i): t for i, t in op.shape_constraints.items()}, OP_SHAPES[name], None)
+    cons = shape_class.parse({str(i): t for i, t in op.shape_constraints.items()}, dims_of(name), None)
     shapes = shape_class.held_out(declared, cons, 6, seed=3, max_elements=1 << 14)
     assert shapes and all(holds(s) for s in shapes), shapes
     for s in shapes[:3]:  # and the family runs on them: torch's own kernel within its bound

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kcgate.contracts.spec import load_project
+from kcgate.contracts.load import load_project
 from kcgate.devices.cpu import CpuBackend
 from kcgate.engine.case import execute_case
 from kcgate.numerics.oracles.freivalds import DEFAULT_VECTORS, freivalds_check

@@ -12,11 +12,12 @@ from dataclasses import dataclass, replace
 
 from kcgate.engine import diagnosis as signatures
 from kcgate.engine import sensitivity
-from kcgate.engine.diagnosis import STRUCTURAL, first_issue
+from kcgate.engine.diagnosis import first_issue
 from kcgate.engine.harness import run_trial
 from kcgate.engine.trial import CaseContext, Trial, signal_ratio
 from kcgate.numerics.metrics import merge_metrics
 from kcgate.results.model import Metrics, Signature, Status
+from kcgate.vocab.causes import ISSUE_MESSAGES, KEPT
 from kcgate.vocab.classes import CLASSES
 
 
@@ -30,24 +31,11 @@ class Finding:
     message: str = ""
 
 
-ISSUE_MESSAGES = {
-    "raised": "the kernel raised",
-    "global-state": "the kernel changed torch's global state (restored before the oracle ran)",
-    "input-mutation": "the kernel modified its inputs",
-    "out-of-bounds": "the kernel wrote outside its buffers (guard band changed)",
-    "stale-output": "the output equals an earlier call's output on different inputs (stale buffer)",
-    "bad-output": "the kernel returned no tensor of the right shape",
-    "wrong-dtype": "the output's dtype is not the declared out_dtype",
-    "missing-gradient": "the backward gave no gradient for a differentiated input",
-    "zero-gradient": "the backward returned an all-zero gradient where the fp64 gradient is not zero",
-}
-
-
 def named(finding: Finding) -> bool:
     """The finding's signature already names its cause (an integrity issue, a non-finite result, a structural
     pattern, excess-error): a class's own follow-up measurement must not rename it."""
     s = finding.signature
-    return s is not None and (s.cause in ISSUE_MESSAGES or s.cause in STRUCTURAL or s.cause == "excess-error")
+    return s is not None and (s.cause in ISSUE_MESSAGES or s.cause in KEPT or s.cause == "excess-error")
 
 
 def trials(ctx: CaseContext, n: int | None = None) -> list[Trial]:

@@ -12,13 +12,14 @@ from dataclasses import replace
 import torch
 
 from kcgate.contracts import shape_class
-from kcgate.contracts.spec import OP_SHAPES
-from kcgate.engine.checks import ISSUE_MESSAGES, Finding, trials, verdict
+from kcgate.engine.checks import Finding, trials, verdict
 from kcgate.engine.diagnosis import sig
 from kcgate.engine.harness import run_trial
 from kcgate.engine.trial import CaseContext, Trial
 from kcgate.numerics.metrics import merge_metrics
 from kcgate.results.model import Status
+from kcgate.vocab.catalogue import dims_of
+from kcgate.vocab.causes import ISSUE_MESSAGES
 
 
 def check(ctx: CaseContext) -> Finding:
@@ -72,7 +73,7 @@ def _why(t: Trial) -> str:
 def constraints(ctx: CaseContext) -> shape_class.Constraints:
     """The family's shape constraints, the contract's, and its shape class's dimensions, merged."""
     c = ctx.contract
-    names = OP_SHAPES.get(c.op)  # family constraints name dimensions by letter (multiple_of(kv_heads))
+    names = dims_of(c.op)  # family constraints name dimensions by letter (multiple_of(kv_heads))
     parts = [
         {str(i): text for i, text in ctx.op.shape_constraints.items()},
         {str(i): text for i, text in c.shape_constraints},
@@ -96,7 +97,7 @@ QUADRATIC = {"sdpa": "length", "attention": "length"}
 
 def cost(op: str) -> Callable[[Sequence[int]], float]:
     """The cost a held-out shape is capped by: the product of its dims (x length / 16 for attention)."""
-    names = OP_SHAPES.get(op) or ()
+    names = dims_of(op) or ()
     if op not in QUADRATIC or QUADRATIC[op] not in names:
         return math.prod
     i = list(names).index(QUADRATIC[op])

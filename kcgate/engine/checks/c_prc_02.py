@@ -11,13 +11,14 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from kcgate.engine.checks import ISSUE_MESSAGES, Finding, trials, verdict
+from kcgate.engine.checks import Finding, trials, verdict
 from kcgate.engine.diagnosis import sig
 from kcgate.engine.harness import run_trial
 from kcgate.engine.trial import CaseContext, oracle, probe_offset
 from kcgate.numerics.ops.base import Tensors, draw
 from kcgate.results.model import Status
 from kcgate.vocab.catalogue import families
+from kcgate.vocab.causes import ISSUE_MESSAGES
 
 OVERFLOW_SHIFT = 100.0  # > ln(float32 max) = 88.7: exp(x) without max-subtraction overflows in fp32 and below
 EXP_FAMILIES = families("exp")

@@ -1,0 +1,150 @@
+"""The frozen records a contracts.toml becomes: ``Project``, ``Contract`` (the paper's eight parts, class
+defaults applied), ``Tolerance`` and ``Protocol``, each with a JSON round trip for the worker.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kcgate.contracts.fields import (
+    CONTRACT_FIELD,
+    EXCESS_FACTOR,
+    FREIVALDS_VECTORS,
+    RELATIVE_FACTOR,
+)
+from kcgate.contracts.policy import Policy
+from kcgate.errors import Problem
+from kcgate.util.frozen_json import decode, encode
+from kcgate.vocab.catalogue import params_of
+from kcgate.vocab.classes import CLASSES
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    method: str = CONTRACT_FIELD["tolerance"].field("method").default
+    lam: float = (
+        CONTRACT_FIELD["tolerance"].field("lambda").default
+    )  # λ of the probabilistic bound (FACTS.md: a practical gate uses 8)
+    ulp: float = CONTRACT_FIELD["tolerance"].field("ulp").default
+    rtol: float = CONTRACT_FIELD["tolerance"].field("rtol").default
+    atol: float = CONTRACT_FIELD["tolerance"].field("atol").default
+    factor: float = RELATIVE_FACTOR  # method "relative": allowed error / the baseline's error
+    baseline: str = ""  # method "relative" (and the sensitivity gate's reference): "" = the composite
+    excess: float = EXCESS_FACTOR  # the sensitivity gate's factor; 0 = off (excess = false)
+    excess_reference: str = "composite"  # the gate's floor: the composite's error, or "sequential"'s model
+
+
+@dataclass(frozen=True)
+class Protocol:
+    seeds: int = 2  # the class's, when the contract does not say (kcgate.vocab.classes)
+    trials: int = 2
+    poison: bool = CONTRACT_FIELD["protocol"].field("poison").default
+    guard: int = CONTRACT_FIELD["protocol"].field("guard").default
+    timeout_s: float = CONTRACT_FIELD["protocol"].field("timeout_s").default
+    k_sweep: tuple[int, ...] = ()
+    freivalds_vectors: int = FREIVALDS_VECTORS  # random vectors per Freivalds check (docs/freivalds.md)
+
+
+@dataclass(frozen=True)
+class Contract:
+    """The paper's eight parts, with class defaults already applied."""
+
+    id: str  # 1 identifier
+    klass: str
+    kernel: str  # 2 scope
+    op: str
+    description: str = ""
+    devices: tuple[str, ...] = CONTRACT_FIELD["devices"].choices
+    dtypes: tuple[str, ...] = ("float32",)  # 3 precondition
+    accumulate: str = "float32"
+    out_dtype: str = ""  # "" = same as the input dtype
+    shapes: tuple[tuple[int, ...], ...] = ()
+    distribution: str = "normal"
+    layout: str = "contiguous"
+    postcondition: str = "within-bound"  # 4
+    tolerance: Tolerance = field(default_factory=Tolerance)  # 5
+    oracle: str = "fp64"  # 6
+    reference: str = ""
+    inputs: str = ""
+    protocol: Protocol = field(default_factory=Protocol)  # 7
+    signature: tuple[str, ...] = ()  # 8 (causes to test for; () = the class's)
+    params: tuple[tuple[str, Any], ...] = ()
+    call: str = "return"
+    good: str = ""
+    bad: str = ""
+    baseline: str = ""
+    direction: str = "forward"  # forward | backward (every input gradient) | both
+    # (dim index, constraint) pairs every drawn shape respects (grammar: kcgate.contracts.shape_class)
+    shape_constraints: tuple[tuple[int, str], ...] = ()
+    shape_class: tuple[tuple[int, str], ...] = ()  # C-CMP-03: the class held-out shapes are drawn from
+    max_elements: int = 0  # C-CMP-03: cap on a held-out shape's product of dims (0: shape_class.MAX_ELEMENTS)
+    # call = { args, kwargs }: the kernel's signature in terms of the family's inputs ("x", "w") and the
+    # trial's sizes ("{n}"); None = the family's positional convention. Lists are stored as tuples.
+    call_args: tuple[Any, ...] | None = None
+    call_kwargs: tuple[tuple[str, Any], ...] = ()
+    init: tuple[tuple[str, Any], ...] = ()  # constructor kwargs when the kernel is an nn.Module class
+    env: tuple[tuple[str, str], ...] = ()  # set in the worker before the kernel is imported
+    line: int | None = None
+    # the file the contract is declared in, relative to the contracts file's directory, when it is not the
+    # contracts file itself (a @kcgate.contract in a .py, found through [project].discover); line is that file's
+    source: str = ""
+
+    @property
+    def forward(self) -> bool:
+        return self.direction in ("forward", "both")
+
+    @property
+    def backward(self) -> bool:
+        return self.direction in ("backward", "both")
+
+    def param(self, name: str) -> Any:
+        values = dict(self.params)
+        if name in values:
+            return values[name]
+        spec = CLASSES[self.klass].params.get(name) or params_of(self.op)[name]
+        return spec.default
+
+    def op_params(self) -> dict[str, Any]:
+        """The values of the family's own parameters given in ``params`` (the rest take their defaults)."""
+        own = params_of(self.op)
+        return {k: v for k, v in self.params if k in own}
+
+    def to_json(self) -> dict[str, Any]:
+        return encode(self)  # type: ignore[no-any-return]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Contract:
+        return decode(cls, d)
+
+
+@dataclass(frozen=True)
+class Project:
+    path: Path
+    name: str
+    contracts: tuple[Contract, ...]
+    policy: Policy
+    paths: tuple[Path, ...] = ()
+    baselines_dir: Path | None = None
+    results_dir: Path = Path("results")
+    warnings: tuple[Problem, ...] = ()  # valid, but worth saying (e.g. a kernel the static lookup cannot see)
+
+    def contract(self, contract_id: str) -> Contract:
+        """The contract with this id (a KeyError names an unknown one)."""
+        return self._by_id[contract_id]
+
+    @functools.cached_property
+    def _by_id(self) -> dict[str, Contract]:
+        """Contracts by id, built on first lookup (a run looks one up per case, in parent and worker)."""
+        return {c.id: c for c in self.contracts}
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field, nested records included (``kcgate.util.frozen_json``): the worker process rebuilds the
+        project from this instead of parsing contracts.toml again."""
+        return encode(self)  # type: ignore[no-any-return]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Project:
+        return decode(cls, d)

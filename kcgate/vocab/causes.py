@@ -1,0 +1,98 @@
+"""The failure causes: every name a violation signature, an integrity issue or a renderer uses, defined in
+one table. Diagnosis, the class checks and the PR comment read it; nothing else lists causes. No torch.
+
+``kind``: integrity (the harness saw the kernel misbehave: the numbers are not judged), precision (the error
+has the shape of a rounding, accumulation or overflow model), semantic (a wrong result: garbage, an offset,
+a corrupted element, other semantics) or structural (where the error sits: a tail, a tile, NaN/Inf).
+``budget_meaningful``: a failed case of this cause has a budget worth showing; for the integrity causes the
+kernel's output was not compared, so a missing budget is expected and is not a NaN/Inf.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Cause:
+    name: str
+    kind: str  # integrity | precision | semantic | structural
+    label: str  # what it means, in one line (docs/signatures.md)
+    issue: str = ""  # integrity only: the failure message the checks print
+    keeps: bool = False  # says what happened more precisely than a later K sweep or probe could
+
+    @property
+    def budget_meaningful(self) -> bool:
+        return self.kind != "integrity"
+
+    @property
+    def anchor(self) -> str:
+        return f"docs/signatures.md#{self.name}"
+
+
+KINDS = ("integrity", "precision", "semantic", "structural")
+
+# Integrity causes come first, in the order the first present one is named (a case with several issues).
+# fmt: off
+CAUSE_TABLE: tuple[Cause, ...] = (
+    Cause("bad-output", "integrity", "the kernel returned no tensor of the right shape",
+          "the kernel returned no tensor of the right shape"),
+    Cause("wrong-dtype", "integrity", "the output's dtype differs from the declared out_dtype",
+          "the output's dtype is not the declared out_dtype"),
+    Cause("input-mutation", "integrity", "the kernel modified its inputs", "the kernel modified its inputs"),
+    Cause("out-of-bounds", "integrity", "out-of-range indices or accesses not handled per the declared policy",
+          "the kernel wrote outside its buffers (guard band changed)"),
+    Cause("stale-output", "integrity", "the output was not computed from this call's inputs (a stale buffer)",
+          "the output equals an earlier call's output on different inputs (stale buffer)"),
+    Cause("global-state", "integrity", "the kernel changed process-wide state (RNG, flags, dtype defaults)",
+          "the kernel changed torch's global state (restored before the oracle ran)"),
+    Cause("missing-gradient", "integrity",
+          "the backward gave no gradient for a differentiated input (or the output has no graph)",
+          "the backward gave no gradient for a differentiated input"),
+    Cause("zero-gradient", "integrity", "the backward returned all zeros for a gradient that is not zero",
+          "the backward returned an all-zero gradient where the fp64 gradient is not zero"),
+    Cause("raised", "integrity", "the kernel raised an exception", "the kernel raised"),
+    Cause("low-precision-accumulator", "precision",
+          "accumulation happens at fewer bits than declared (fitted from error vs K)"),
+    Cause("operand-truncation", "precision",
+          "operands rounded to fewer mantissa bits before the multiply (TF32-, bf16-like)"),
+    Cause("biased-rounding", "precision",
+          "errors share a sign and grow ~K, not ~√K (truncation, round toward zero, stagnation)"),
+    Cause("cancellation", "precision", "catastrophic cancellation: the error scales with |mean|/std or the inputs' offset"),
+    Cause("overflow", "structural", "an intermediate overflowed (inf or NaN where the oracle is finite)", keeps=True),
+    Cause("approximation", "precision", "a smooth, systematic error over the input range (a fast-math approximation)"),
+    Cause("order-dependence", "precision", "the result depends on the reduction order beyond the non-associativity bound"),
+    Cause("nondeterminism", "precision", "identical calls return different bits"),
+    Cause("batch-dependence", "semantic", "a row's result depends on batch size, position or batch-mates"),
+    Cause("tail-pattern", "structural", "errors concentrated in the last partial tile", keeps=True),
+    Cause("tile-pattern", "structural", "errors repeat with a tile period along an index", keeps=True),
+    Cause("nan-pattern", "structural", "NaN/Inf appear or vanish against the declared policy", keeps=True),
+    Cause("subnormal-flush", "precision", "subnormal inputs or outputs flushed to zero against the declared policy"),
+    Cause("shape-overfitting", "semantic", "correct at the declared shapes, wrong at held-out shapes of the same class"),
+    Cause("wrong-semantics", "semantic",
+          "the output is the op under other semantics (a dropped mask, another layout, a shifted group index): "
+          "the family's known mistakes, each matched against its own oracle"),
+    Cause("exceeds-bound", "precision", "error beyond the derived bound with no more specific pattern"),
+    Cause("excess-error", "precision", "within the bound, but the error exceeds a correct implementation's on the same inputs"),
+    Cause("garbage", "semantic",
+          "errors far beyond any precision model: the output is unrelated to the result (not an accumulator)", keeps=True),
+    Cause("offset", "semantic", "a constant or per-block bias added to the output", keeps=True),
+    Cause("sparse", "semantic", "a few elements corrupted (their indices are named), the rest within the bound", keeps=True),
+    Cause("noise", "precision", "diffuse, unbiased errors over many elements, not fitted by any accumulator width"),
+    Cause("overflow-nan", "structural", "exp (or another intermediate) overflowed, giving NaN/Inf where the oracle is finite",
+          keeps=True),
+    Cause("row-scale", "precision",
+          "each row is off by one common factor: the row's reduction (sum of squares, variance, normaliser) is imprecise"),
+)
+# fmt: on
+CAUSE = {c.name: c for c in CAUSE_TABLE}
+
+
+def of_kind(kind: str) -> tuple[str, ...]:
+    """The causes of one kind, in table order."""
+    return tuple(c.name for c in CAUSE_TABLE if c.kind == kind)
+
+
+INTEGRITY = of_kind("integrity")  # also the order the first present issue is named in
+ISSUE_MESSAGES = {c.name: c.issue for c in CAUSE_TABLE if c.issue}
+KEPT = tuple(c.name for c in CAUSE_TABLE if c.keeps)  # the checks keep these over a later sweep's name
