@@ -16,7 +16,16 @@ import pytest
 from kcgate.contracts.fields import CONTRACT_FIELD
 from kcgate.results.model import STATUSES, Status
 from kcgate.results.records import CASE_COLUMNS, METRIC_COLUMNS
-from kcgate.vocab.categories import CATEGORIES, CATEGORY_TABLE
+from kcgate.vocab.categories import (
+    CATEGORIES,
+    CATEGORY_TABLE,
+    NOTICE,
+    QUIET,
+    SILENT,
+    WAIVER_APPLIED,
+    WAIVER_DECIDED,
+)
+from kcgate.vocab.causes import CAUSE_TABLE, KINDS
 from kcgate.vocab.classes import CLASSES
 from kcgate.vocab.device_kinds import DEVICE_KINDS, DEVICES
 from tests.conftest import ROOT
@@ -174,3 +183,42 @@ def test_junit_property_names_are_not_spelled_by_hand() -> None:
     # records.junit_properties lists a case's properties for run --junit, report --junit and the pytest
     # plugin; each writer names them from the column (``f"kcgate.{c.name}"``), never by a literal
     assert _prefixed_column_names() == {}
+
+
+def test_failure_causes_are_listed_only_by_their_table() -> None:
+    """The integrity causes, their messages and the kept causes were five hand lists; now one table."""
+    names = {c.name for c in CAUSE_TABLE}
+    # vocab/classes.py: each class's ``signatures`` column names the causes that class tests for
+    assert _literal_lists(names, at_least=2) <= {"kcgate/vocab/causes.py", "kcgate/vocab/classes.py"}
+
+
+def test_every_cause_has_a_kind_a_label_and_a_documented_anchor() -> None:
+    page = (ROOT / "docs" / "signatures.md").read_text(encoding="utf-8")
+    for c in CAUSE_TABLE:
+        assert c.kind in KINDS and c.label, c.name
+        assert f"`{c.name}`" in page, f"docs/signatures.md does not document {c.name}"
+    integrity = [c for c in CAUSE_TABLE if c.kind == "integrity"]
+    assert all(c.issue and not c.budget_meaningful for c in integrity)
+    assert all(c.budget_meaningful for c in CAUSE_TABLE if c.kind != "integrity")
+
+
+def _string_comparisons(names: set[str]) -> set[str]:
+    """Modules comparing against a category by its literal name in a membership test of several."""
+    found = set()
+    for path in sorted((ROOT / "kcgate").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in node.ops):
+                for comp in node.comparators:
+                    elts = getattr(comp, "elts", None) or []
+                    if sum(isinstance(e, ast.Constant) and e.value in names for e in elts) >= 1:
+                        found.add(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_category_subsets_are_derived_from_the_table() -> None:
+    """quiet, silent, notice, waiver-applied: read from the table's columns, never written out by hand."""
+    assert _string_comparisons(set(CATEGORIES)) == set()
+    assert SILENT == {"unchanged"} and QUIET == {"unchanged", "waived"}
+    assert WAIVER_APPLIED == {"waived", "expired-waiver"}
+    assert WAIVER_DECIDED == WAIVER_APPLIED | {"unexpected-pass"}
+    assert NOTICE == {"fixed", "new", "waived"}

@@ -18,9 +18,7 @@ from kcgate.errors import ExitCode, UsageError
 from kcgate.gate.diff import UNEVALUATED, make_verdict
 from kcgate.gate.model import CaseChange, Verdict
 from kcgate.results.model import RunResult
-from kcgate.vocab.categories import CATEGORY
-
-WAIVED = ("waived", "expired-waiver")  # the categories a waiver was applied to (live or expired)
+from kcgate.vocab.categories import CATEGORY, WAIVER_APPLIED
 
 
 @dataclass(frozen=True)
@@ -153,7 +151,7 @@ def applied_waivers(changes: Iterable[CaseChange], policy: Policy) -> tuple[Appl
     """Each waiver that covered a failing or unevaluated case, per runner, in the order first met."""
     cases: dict[tuple[str, str, str, bool], int] = {}
     for c in changes:
-        if c.category in WAIVED:
+        if c.category in WAIVER_APPLIED:
             kind = "error" if c.status in UNEVALUATED else "violation"
             key = (c.contract_id, c.runner, kind, c.category == "expired-waiver")
             cases[key] = cases.get(key, 0) + 1

@@ -16,6 +16,7 @@ from kcgate.contracts.policy import DriftRule, Policy, Waiver
 from kcgate.gate.model import CaseChange, RunnerDiff, Verdict
 from kcgate.results.model import UNEVALUATED, RunResult, Status, build_frozen, index_cases
 from kcgate.results.table import CaseTable
+from kcgate.vocab.categories import WAIVER_DECIDED
 
 _FAIL, _PASS = Status.FAIL, Status.PASS  # globals: an enum member's lookup costs 0.2 µs, 10^6 per report
 INCOMPLETE_MESSAGE = (
@@ -141,9 +142,6 @@ def _context(
     )
 
 
-_WAIVER_CATEGORIES = frozenset({"waived", "expired-waiver", "unexpected-pass"})
-
-
 def _present(
     cases: CaseTable, base: CaseTable | None, base_at: Mapping[str, int], ctx: _Context
 ) -> list[CaseChange]:
@@ -188,10 +186,10 @@ def _present(
         j = base_at.get(case_id)
         before = base_side[j] if j is not None else None
         category = categorize(status, contract_id, budget, before, ctx)
-        if category in _WAIVER_CATEGORIES and status in UNEVALUATED:
+        if category in WAIVER_DECIDED and status in UNEVALUATED:
             note = _waiver_note(ctx.error_waivers.get(contract_id))
             message = f"{note}; {status}: {message}" if message else note
-        elif category in _WAIVER_CATEGORIES:
+        elif category in WAIVER_DECIDED:
             message = _waiver_note(ctx.waivers.get(contract_id))
         changes.append(
             build_frozen(  # one per case, 10^5 per report: skip the frozen __init__

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from kcgate.gate.model import CaseChange, Verdict, declared_in
 from kcgate.render.escape import annotation_property, annotation_text
 from kcgate.render.labels import SEVERITY, label, rank
+from kcgate.vocab.categories import NOTICE, SILENT
 
 LEVELS = ("error", "warning", "notice")
-NOTICE_CATEGORIES = frozenset({"fixed", "waived", "new"})
 CHECK_LEVEL = {"error": "failure", "warning": "warning", "notice": "notice"}
 CHECKS_BATCH = 50  # the Checks API takes 50 annotations per request
 _MAX_LISTED = 8  # cases named in one annotation message
@@ -51,9 +51,9 @@ def level_of(change: CaseChange) -> str | None:
     """error when it blocks; notice for good news and waivers; warning for the rest; None if unchanged."""
     if change.blocking:
         return "error"
-    if change.category == "unchanged":
+    if change.category in SILENT:
         return None
-    return "notice" if change.category in NOTICE_CATEGORIES else "warning"
+    return "notice" if change.category in NOTICE else "warning"
 
 
 def make_annotations(verdict: Verdict, contracts_file: str = "contracts.toml") -> list[Annotation]:

@@ -13,10 +13,9 @@ from collections.abc import Callable, Sequence
 from kcgate.gate.model import CaseChange, Verdict
 from kcgate.render.escape import console_text, json_console_text, md_cell, md_code
 from kcgate.render.labels import factor_text
-from kcgate.vocab.categories import CATEGORIES
+from kcgate.vocab.categories import CATEGORIES, SILENT
 
 MAX_ROWS = 300  # rows of changes shown; the JSON format always has all of them
-QUIET = frozenset({"unchanged"})  # counted, never listed
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 
 
@@ -33,7 +32,7 @@ def budget(value: float | None) -> str:
 def listed(verdict: Verdict) -> list[CaseChange]:
     """Changes worth a row, blocking first, then by category order, runner and case."""
     order = {c: i for i, c in enumerate(CATEGORIES)}
-    rows = [c for c in verdict.changes if c.category not in QUIET or c.blocking]
+    rows = [c for c in verdict.changes if c.category not in SILENT or c.blocking]
     return sorted(rows, key=lambda c: (not c.blocking, order[c.category], c.runner, c.case_id))
 
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from kcgate.gate.model import CaseChange
-from kcgate.vocab.categories import CATEGORY_TABLE
+from kcgate.vocab.categories import CATEGORY_TABLE, QUIET
 
 # Most severe first: the order rows, annotations and test cases are listed in.
 SEVERITY = tuple(c.name for c in sorted(CATEGORY_TABLE, key=lambda c: c.severity))
 LABELS = {c.name: c.label for c in CATEGORY_TABLE}
 GOOD = frozenset(c.name for c in CATEGORY_TABLE if c.tone == "good")
-QUIET = frozenset(c.name for c in CATEGORY_TABLE if c.quiet)
 UNKNOWN = frozenset(c.name for c in CATEGORY_TABLE if c.tone == "unknown")  # never shown as good
 
 

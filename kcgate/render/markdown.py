@@ -22,6 +22,7 @@ from kcgate.plan import base_seed_for
 from kcgate.render.escape import is_sha, md_cell, md_code, md_text
 from kcgate.render.labels import SEVERITY, factor_text, icon, label, rank
 from kcgate.results.model import UNEVALUATED, Status
+from kcgate.vocab.categories import SILENT, UNKNOWN, WAIVER_APPLIED
 from kcgate.vocab.causes import CAUSE
 
 COMMENT_LIMIT = 65_536  # GitHub: characters in an issue comment body
@@ -289,7 +290,7 @@ _GROUP_HEAD = (
 
 
 def _sections(verdict: Verdict, ctx: RenderContext, collapse: bool) -> list[Section]:
-    changes = [c for c in verdict.changes if c.category != "unchanged"]
+    changes = [c for c in verdict.changes if c.category not in SILENT]
     blocking = group_changes(c for c in changes if c.blocking)
     others = group_changes(c for c in changes if not c.blocking)
     descriptions = dict(ctx.descriptions)
@@ -359,9 +360,9 @@ def _contract_cell(c: CaseChange, ctx: RenderContext, descriptions: dict[str, st
 def _change_cell(g: Group) -> str:
     c = g.first
     words = label(c.category)
-    if c.category in ("waived", "expired-waiver") and c.status in UNEVALUATED:
+    if c.category in WAIVER_APPLIED and c.status in UNEVALUATED:
         words += f" ({c.status})"
-    elif c.category in ("unverified", "incomparable") and c.status:
+    elif c.category in UNKNOWN and c.status:
         words += f" ({'fails' if c.status == Status.FAIL else c.status})"
     return words
 
@@ -446,7 +447,7 @@ def _runner_rows(verdict: Verdict, ctx: RenderContext) -> tuple[str, ...]:
 
 def _runner_row(r: RunnerDiff, device: str, log: str) -> str:
     blocking = sum(c.blocking for c in r.changes)
-    changed = sum(c.category != "unchanged" for c in r.changes)
+    changed = sum(c.category not in SILENT for c in r.changes)
     present = bool(r.fingerprint_key)
     cells = [
         md_cell(r.runner, 60),

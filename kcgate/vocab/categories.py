@@ -3,6 +3,7 @@ No torch."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -20,6 +21,12 @@ class Category:
     junit_skipped: bool  # a JUnit <skipped> test case when not blocking (no verdict to give)
     meaning: str
     rule: str = "policy.block_on"  # the [policy] rule that makes it block (the gate's reasons name it)
+    waiver: str = ""  # "applied": a waiver (live or expired) covers the case; "unused": it covers a pass
+
+    @property
+    def silent(self) -> bool:
+        """Nothing happened: counted, never listed or annotated."""
+        return self.quiet and self.tone == "good"
 
 
 # Every case lands in exactly one category (a property test checks exhaustiveness and exclusivity).
@@ -34,12 +41,12 @@ CATEGORY_TABLE: tuple[Category, ...] = (
     Category("still-failing",    7,  "still failing",       "warn",    False, True,  False, False,
              "failed in both"),
     Category("waived",           10, "waived",              "quiet",   True,  False, False, True,
-             "fails now, covered by a live waiver"),
+             "fails now, covered by a live waiver", waiver="applied"),
     Category("expired-waiver",   3,  "expired waiver",      "warn",    False, True,  True,  False,
              "fails now, its waiver has expired",
-             "policy.block_on, the waiver's until date has passed"),
+             "policy.block_on, the waiver's until date has passed", waiver="applied"),
     Category("unexpected-pass",  9,  "passes while waived", "warn",    False, True,  False, False,
-             "passes now while a waiver still covers it: remove the waiver"),
+             "passes now while a waiver still covers it: remove the waiver", waiver="unused"),
     Category("budget-drift",     8,  "budget drift",        "warn",    False, True,  False, False,
              "passes in both, but budget_used rose by more than policy.budget_drift (4x by default)",
              "policy.block_on, beyond policy.budget_drift"),
@@ -63,3 +70,17 @@ CATEGORY_TABLE: tuple[Category, ...] = (
 # fmt: on
 CATEGORY = {c.name: c for c in CATEGORY_TABLE}
 CATEGORIES = tuple(CATEGORY)
+
+
+def subset(test: Callable[[Category], bool]) -> frozenset[str]:
+    """The names of the categories a predicate over the table picks."""
+    return frozenset(c.name for c in CATEGORY_TABLE if test(c))
+
+
+QUIET = subset(lambda c: c.quiet)  # folded away in summaries
+SILENT = subset(lambda c: c.silent)  # not even listed: nothing changed
+NOTICE = subset(lambda c: c.tone in ("good", "quiet") and not c.silent)  # good news and waivers
+UNKNOWN = subset(lambda c: c.tone == "unknown")  # no comparable baseline
+WAIVER_APPLIED = subset(lambda c: c.waiver == "applied")
+WAIVER_DECIDED = subset(lambda c: bool(c.waiver))  # a waiver decides the category, applied or unused
+BLOCKS_BY_DEFAULT = subset(lambda c: c.blocks_by_default)

@@ -20,6 +20,7 @@ class Cause:
     label: str  # what it means, in one line (docs/signatures.md)
     issue: str = ""  # integrity only: the failure message the checks print
     keeps: bool = False  # says what happened more precisely than a later K sweep or probe could
+    nonfinite: bool = False  # names NaN/Inf where the oracle is finite
 
     @property
     def budget_meaningful(self) -> bool:
@@ -59,14 +60,16 @@ CAUSE_TABLE: tuple[Cause, ...] = (
     Cause("biased-rounding", "precision",
           "errors share a sign and grow ~K, not ~√K (truncation, round toward zero, stagnation)"),
     Cause("cancellation", "precision", "catastrophic cancellation: the error scales with |mean|/std or the inputs' offset"),
-    Cause("overflow", "structural", "an intermediate overflowed (inf or NaN where the oracle is finite)", keeps=True),
+    Cause("overflow", "structural", "an intermediate overflowed (inf or NaN where the oracle is finite)", keeps=True,
+          nonfinite=True),
     Cause("approximation", "precision", "a smooth, systematic error over the input range (a fast-math approximation)"),
     Cause("order-dependence", "precision", "the result depends on the reduction order beyond the non-associativity bound"),
     Cause("nondeterminism", "precision", "identical calls return different bits"),
     Cause("batch-dependence", "semantic", "a row's result depends on batch size, position or batch-mates"),
     Cause("tail-pattern", "structural", "errors concentrated in the last partial tile", keeps=True),
     Cause("tile-pattern", "structural", "errors repeat with a tile period along an index", keeps=True),
-    Cause("nan-pattern", "structural", "NaN/Inf appear or vanish against the declared policy", keeps=True),
+    Cause("nan-pattern", "structural", "NaN/Inf appear or vanish against the declared policy", keeps=True,
+          nonfinite=True),
     Cause("subnormal-flush", "precision", "subnormal inputs or outputs flushed to zero against the declared policy"),
     Cause("shape-overfitting", "semantic", "correct at the declared shapes, wrong at held-out shapes of the same class"),
     Cause("wrong-semantics", "semantic",
@@ -80,7 +83,7 @@ CAUSE_TABLE: tuple[Cause, ...] = (
     Cause("sparse", "semantic", "a few elements corrupted (their indices are named), the rest within the bound", keeps=True),
     Cause("noise", "precision", "diffuse, unbiased errors over many elements, not fitted by any accumulator width"),
     Cause("overflow-nan", "structural", "exp (or another intermediate) overflowed, giving NaN/Inf where the oracle is finite",
-          keeps=True),
+          keeps=True, nonfinite=True),
     Cause("row-scale", "precision",
           "each row is off by one common factor: the row's reduction (sum of squares, variance, normaliser) is imprecise"),
 )
@@ -96,3 +99,4 @@ def of_kind(kind: str) -> tuple[str, ...]:
 INTEGRITY = of_kind("integrity")  # also the order the first present issue is named in
 ISSUE_MESSAGES = {c.name: c.issue for c in CAUSE_TABLE if c.issue}
 KEPT = tuple(c.name for c in CAUSE_TABLE if c.keeps)  # the checks keep these over a later sweep's name
+NONFINITE = tuple(c.name for c in CAUSE_TABLE if c.nonfinite)

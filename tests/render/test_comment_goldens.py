@@ -106,7 +106,6 @@ def test_a_nan_failure_says_nan_and_never_shows_the_baselines_number() -> None:
     check_golden("comment-nan.md", text)
 
 
-
 def test_a_wrong_shape_failure_names_its_cause_never_nan() -> None:
     """An integrity failure has no budget because nothing was compared: the row says what the kernel did."""
     wrong = Signature("bad-output", "the kernel returned no tensor of the right shape")
@@ -125,6 +124,7 @@ def test_a_wrong_shape_failure_names_its_cause_never_nan() -> None:
     [row] = _rows(text, "Blocking")
     assert "NaN/Inf" not in row and "no tensor of the right shape" in row and "fail NaN/Inf" not in text
     check_golden("comment-bad-output.md", text)
+
 
 def test_a_missing_runner_says_no_results() -> None:
     base = [_run(r, fp, passing("gemm-bf16")) for r, fp in _RUNNERS]

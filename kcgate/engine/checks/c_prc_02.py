@@ -18,13 +18,13 @@ from kcgate.engine.trial import CaseContext, oracle, probe_offset
 from kcgate.numerics.ops.base import Tensors, draw
 from kcgate.results.model import Status
 from kcgate.vocab.catalogue import families
-from kcgate.vocab.causes import ISSUE_MESSAGES
+from kcgate.vocab.causes import ISSUE_MESSAGES, NONFINITE
 
 OVERFLOW_SHIFT = 100.0  # > ln(float32 max) = 88.7: exp(x) without max-subtraction overflows in fp32 and below
 EXP_FAMILIES = families("exp")
 NORM_FAMILIES = families("normalizes")
 # causes that already say what happened: kept, with the probe added to the summary
-NAN_CAUSES = ("overflow", "overflow-nan", "nan-pattern")
+NAN_CAUSES = NONFINITE
 NAMED = (*NAN_CAUSES, *ISSUE_MESSAGES)
 
 
