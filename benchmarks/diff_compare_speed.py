@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kcgate.contracts.policy import Policy
 from kcgate.gate.compare import compare_runs
-from kcgate.gate.diff import make_verdict
+from kcgate.gate.diff import make_diff
 from kcgate.render.compare_formats import render_markdown as compare_markdown
 from kcgate.render.diff_formats import render_markdown as diff_markdown
 from kcgate.results.baseline import load_sources, paused_gc
@@ -72,7 +72,7 @@ def once(base: Path, current: Path) -> float:
     start = time.perf_counter()
     with paused_gc():  # as the diff and compare commands do
         runs, baselines = load_sources([current, base])
-        verdict = make_verdict(runs, baselines, Policy(), dt.date(2026, 1, 1))
+        verdict = make_diff(runs, baselines, Policy(), dt.date(2026, 1, 1))
         comparison = compare_runs(runs)
         diff_markdown(verdict), compare_markdown(comparison)
     return time.perf_counter() - start

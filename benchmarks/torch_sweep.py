@@ -1,8 +1,8 @@
 """Sweep: torch's own implementation of every op family through kcgate's bounds, forward and backward.
 
 A false positive on torch's own kernel is a bug in a bound. For each family (default params, plus the
-variants tests/ops/test_families.py covers) x fp32/bf16/fp16 x forward/backward, over seeds 0..N-1, this runs
-the trial the way the harness measures it (tests/ops/test_families.budget and grad_budgets: fresh inputs, the
+variants tests/numerics/ops/test_families.py covers) x fp32/bf16/fp16 x forward/backward, over seeds 0..N-1, this runs
+the trial the way the harness measures it (tests/numerics/ops/test_families.budget and grad_budgets: fresh inputs, the
 family's call, fp64 oracle, the family's bound at the contract defaults: fp32 accumulator, λ = 8) and prints
 the worst budget over the seeds; rows over 0.5 are flagged. Also two eager composites people ship: an HF
 Llama RMSNorm module (fp32 compute, cast to the input dtype, then weight * h) and SiLU written as
@@ -10,7 +10,7 @@ x * sigmoid(x).
 
     python -m benchmarks.torch_sweep [--seeds 20] [--only rmsnorm,silu]
 
-Takes ~2-4 minutes on one thread; not part of the test suite (tests/ops/test_families.py pins 12 seeds).
+Takes ~2-4 minutes on one thread; not part of the test suite (tests/numerics/ops/test_families.py pins 12 seeds).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def grad_budgets(
     op: OpFamily, kernel: Any, shape: tuple[int, ...], dtype: torch.dtype, seed: int, floor: bool = True
 ) -> dict[str, float]:
     """Each differentiated input's budget, as kcgate.engine.backward measures it (seeded dY in the output dtype);
-    ``floor`` adds the subnormal floor kcgate.engine.backward.grad_allowance adds (tests/ops/test_families leaves it
+    ``floor`` adds the subnormal floor kcgate.engine.backward.grad_allowance adds (tests/numerics/ops/test_families leaves it
     out, a stricter check)."""
     from kcgate.engine.backward import subnormal_grad_floor
     from kcgate.numerics.metrics import compare
@@ -127,7 +127,7 @@ def budget(
     dist: str = "normal",
 ) -> float:
     """One trial as the harness runs it: fresh inputs, the family's call, fp64 oracle, the family's bound;
-    ``floor`` adds the subnormal floor kcgate.engine.harness.allowance adds (tests/ops/test_families leaves
+    ``floor`` adds the subnormal floor kcgate.engine.harness.allowance adds (tests/numerics/ops/test_families leaves
     it out, a stricter check)."""
     from kcgate.engine.trial import subnormal_floor
     from kcgate.numerics.metrics import compare

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_github import FakeGitHub
-from report_samples import SHA_NEW, write_results_pair
+
+from tests.testing.fake_github import FakeGitHub
+from tests.testing.report_samples import SHA_NEW, write_results_pair
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is needed to read action.yml (pip install pyyaml)")
 

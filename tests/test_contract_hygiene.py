@@ -11,7 +11,7 @@ from kcgate.contracts.load import load_project
 from kcgate.errors import ContractsError
 from kcgate.results.model import load_run
 from tests.conftest import ROOT, kcgate
-from tests.test_backward import run_contract
+from tests.engine.test_backward import run_contract
 
 
 @pytest.mark.parametrize("klass", ["C-PRC-01", "C-PRC-02", "C-ORD-02", "C-CMP-03"])
@@ -19,7 +19,7 @@ def test_fp64_output_for_an_fp32_contract_is_wrong_dtype_whatever_the_class(
     tmp_path: Path, klass: str
 ) -> None:
     op = "sum" if klass == "C-PRC-02" else "matmul"
-    kernel = f"tests.kernels.shipped:{op}_fp64"
+    kernel = f"tests.testing.kernels.shipped:{op}_fp64"
     shape = "[[16, 64]]" if op == "sum" else "[[16, 64, 8]]"
     body = (
         f'class = "{klass}"\nkernel = "{kernel}"\nop = "{op}"\nshapes = {shape}\nprotocol = {{ seeds = 1 }}'
@@ -31,7 +31,7 @@ def test_fp64_output_for_an_fp32_contract_is_wrong_dtype_whatever_the_class(
 
 def test_fp32_output_for_a_declared_bf16_output_is_wrong_dtype(tmp_path: Path) -> None:
     body = (
-        'class = "C-PRC-02"\nkernel = "tests.kernels.shipped:sum_fp32_out"\nop = "sum"\n'
+        'class = "C-PRC-02"\nkernel = "tests.testing.kernels.shipped:sum_fp32_out"\nop = "sum"\n'
         'dtypes = ["bfloat16"]\nout_dtype = "bfloat16"\nshapes = [[16, 64]]'
     )
     (r, *_) = run_contract(tmp_path, body)
@@ -76,7 +76,7 @@ def test_validate_names_file_line_key_and_fix(
 
 @pytest.mark.slow
 def test_env_is_set_in_the_worker_before_the_kernel_is_imported(tmp_path: Path) -> None:
-    body = 'class = "C-PRC-01"\nkernel = "tests.kernels.envprobe:matmul"\nop = "matmul"\nshapes = [[16, 64, 8]]\n'
+    body = 'class = "C-PRC-01"\nkernel = "tests.testing.kernels.envprobe:matmul"\nop = "matmul"\nshapes = [[16, 64, 8]]\n'
     body += "protocol = { seeds = 1, trials = 1 }\n"
     f = tmp_path / "contracts.toml"
     f.write_text(

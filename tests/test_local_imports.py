@@ -26,9 +26,9 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from report_samples import write_results_pair
 
 from tests.conftest import ROOT, kcgate
+from tests.testing.report_samples import write_results_pair
 
 PACKAGE = ROOT / "kcgate"
 # torch and what comes with it (vendor extensions), and the optional extras

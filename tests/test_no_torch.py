@@ -79,7 +79,7 @@ def _no_github_env(tmp_path: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_run_and_report_work_without_pygithub_and_publish_names_the_fix(tmp_path: Path) -> None:
-    from report_samples import write_results_pair
+    from tests.testing.report_samples import write_results_pair
 
     env = _no_github_env(tmp_path)
     proc = kcgate("run", "--contracts", str(ROOT / "tests" / "data" / "small.toml"), "--list", env=env)

@@ -1,4 +1,4 @@
-"""Held-out realistic bugs (tests/kernels/realistic.py), written after the thresholds were set and never tuned
+"""Held-out realistic bugs (tests/testing/kernels/realistic.py), written after the thresholds were set and never tuned
 against: each fails under its contract through ``kcgate run``, on every seed, and where the evidence names a
 cause the cause is the one named; where it does not, no rounding or accumulator is claimed."""
 

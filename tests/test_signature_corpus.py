@@ -1,12 +1,12 @@
 """The planted-fault corpus (tests/faults): signature accuracy >= 90%, the same name on every seed, and
-docs/signature-accuracy.md regenerated from it (python -m tests.faults.report)."""
+docs/signature-accuracy.md regenerated from it (python -m tests.testing.faults.report)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.faults import corpus as C
-from tests.faults import report
+from tests.testing.faults import corpus as C
+from tests.testing.faults import report
 
 
 def test_corpus_is_large_and_covers_every_new_cause() -> None:
@@ -55,5 +55,5 @@ def test_accuracy_and_the_doc() -> None:
     )
     text = report.render(results)
     assert report.DOC.read_text(encoding="utf-8") == text, (
-        "docs/signature-accuracy.md is stale: python -m tests.faults.report"
+        "docs/signature-accuracy.md is stale: python -m tests.testing.faults.report"
     )

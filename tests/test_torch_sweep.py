@@ -1,7 +1,7 @@
 """Torch's own kernels and the eager composites people ship pass their families' bounds over many seeds
 (benchmarks/torch_sweep.py measures all families; these are the rows that failed before docs/ops.md's
 "Torch's own kernels over many seeds" corrections). A correctly rounded output uses up to all of u_out·|y|, so
-the limit here is 1, not the 0.5 of tests/ops/test_families.py."""
+the limit here is 1, not the 0.5 of tests/numerics/ops/test_families.py."""
 
 from __future__ import annotations
 

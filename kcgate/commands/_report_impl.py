@@ -44,7 +44,7 @@ from kcgate.results.model import write_atomic
 if TYPE_CHECKING:
     from kcgate.contracts.policy import Policy
     from kcgate.gate.decide import GateVerdict
-    from kcgate.gate.model import Verdict
+    from kcgate.gate.model import Diff
     from kcgate.publish.outcome import Outcome
     from kcgate.results.model import RunResult
 
@@ -132,7 +132,7 @@ def _gate(
     expected: tuple[str, ...],
     fail_on: str,
     today: dt.date,
-) -> tuple[Verdict, GateVerdict, dict[str, RunResult], Policy, dict[str, str]]:
+) -> tuple[Diff, GateVerdict, dict[str, RunResult], Policy, dict[str, str]]:
     policy, baselines_dir, descriptions = project_facts(contracts)
     policy = apply_fail_on(policy, fail_on)
     with paused_gc():
@@ -204,7 +204,7 @@ def _base_source(settings: Settings, ref: str, contracts: str) -> str:
     return settings.blob_url(ref, contracts) if is_sha(ref) else ""
 
 
-def _job_urls(settings: Settings, event: dict[str, Any], verdict: Verdict) -> tuple[tuple[str, str], ...]:
+def _job_urls(settings: Settings, event: dict[str, Any], verdict: Diff) -> tuple[tuple[str, str], ...]:
     """Each runner's job log in the triggering run, for the comment's links (nothing without PyGithub)."""
     try:
         from kcgate.publish.github_pr import job_urls
@@ -224,7 +224,7 @@ def _device(run: RunResult) -> str:
 def _publish(
     settings: Settings,
     event: dict[str, Any],
-    verdict: Verdict,
+    verdict: Diff,
     ctx: RenderContext,
     publish: bool,
     comment_mode: str,
@@ -257,7 +257,7 @@ def _publish(
 
 
 def _write_files(
-    verdict: Verdict,
+    verdict: Diff,
     runs: dict[str, RunResult],
     ctx: RenderContext,
     comment_out: Path | None,
@@ -292,7 +292,7 @@ def _written(write: Callable[[], None]) -> bool:
 
 def _write_step_files(
     settings: Settings,
-    verdict: Verdict,
+    verdict: Diff,
     gate: GateVerdict,
     ctx: RenderContext,
     outcomes: list[Outcome],
@@ -314,7 +314,7 @@ def _write_step_files(
 
 
 def step_outputs(
-    verdict: Verdict, gate: GateVerdict, outcomes: list[Outcome], paths: dict[str, str]
+    verdict: Diff, gate: GateVerdict, outcomes: list[Outcome], paths: dict[str, str]
 ) -> dict[str, str]:
     """verdict, counts (JSON), blocking, the written paths, and the comment's URL when one was posted."""
     counts = {k: v for k, v in verdict.counts().items() if v}
@@ -338,9 +338,7 @@ def _md(text: str) -> str:
 # ---- stdout ---------------------------------------------------------------------------------------
 
 
-def _print(
-    verdict: Verdict, gate: GateVerdict, outcomes: list[Outcome], annotate: bool, contracts: str
-) -> None:
+def _print(verdict: Diff, gate: GateVerdict, outcomes: list[Outcome], annotate: bool, contracts: str) -> None:
     if annotate:
         kept, _omitted = select(make_annotations(verdict, contracts))
         typer.echo(render_workflow_commands(kept), nl=False)
@@ -356,7 +354,7 @@ def _print(
     typer.echo(verdict_line(verdict, gate))
 
 
-def verdict_line(verdict: Verdict, gate: GateVerdict) -> str:
+def verdict_line(verdict: Diff, gate: GateVerdict) -> str:
     """One plain line for the log: PASS/FAIL, blocking counts by category, runners and cases."""
     detail = ", ".join(
         f"{label(r.category)} {r.changes}" for r in sorted(gate.reasons, key=lambda r: r.category)

@@ -20,7 +20,7 @@ rms(z) and a correctly rounded output's; with ``excess_reference = "sequential"`
 ``excess_ratio`` = the larger of the two / the factor (``tolerance.excess``, 1.5); above 1 the case fails with
 ``excess-error``. Torch's result plus unbiased noise at 2x its error is √5 ≈ 2.24x torch's rms; correct
 tree, blocked, tiled, online and Liger-style orders measured at most 1.22x (docs/sensitivity.md,
-tests/checks/test_excess_power.py). A sequential order over a long fp32 reduction is 2-80x and fails unless
+tests/engine/checks/test_excess_power.py). A sequential order over a long fp32 reduction is 2-80x and fails unless
 declared; its failure says so (``Excess.order_hint``).
 """
 
@@ -45,7 +45,7 @@ from kcgate.vocab.catalogue import has
 
 FACTOR = EXCESS_FACTOR  # tolerance.excess's default: correct orders reach ≤ 1.22, torch + 2x noise ≈ 2.24
 # RMS of one rounding to nearest in units of u·|s|: 0.42 in theory (ulp/|s| ≈ 1.47·u, over √12); a
-# sequential fp32 sum measures 0.31 (tests/test_sensitivity.py: n = 4096 sums, K = 1024 dot products)
+# sequential fp32 sum measures 0.31 (tests/engine/test_sensitivity.py: n = 4096 sums, K = 1024 dot products)
 SEQ_ROUND = 0.31
 SEQ_C = 0.37  # the same model from the bound (Σ|t| ≈ 0.8·√n·‖t‖ for normal terms) for the other families
 SEQ_HINT = 1.5  # the failure names the sequential order when the kernel's rms z is within this

@@ -94,7 +94,7 @@ class WorkerDied(Exception):
     """The worker exited or was killed while running a case."""
 
 
-class Worker:
+class WorkerHandle:
     """One live worker process, its command pipe and its authenticated result channel."""
 
     def __init__(self, project: str, device: str, memory_limit: int, env: dict[str, str] | None) -> None:
@@ -282,7 +282,7 @@ class IsolatedExecutor:
         """``project_text``: ``project`` already encoded (``Project.to_json``), shared by the executors of a run."""
         self.project, self.device, self.memory_limit = project, device, memory_limit
         self.timeout, self.env = timeout, env
-        self.worker: Worker | None = None
+        self.worker: WorkerHandle | None = None
         self.project_text = project_text
         self.halted = False
 
@@ -290,7 +290,7 @@ class IsolatedExecutor:
         """Spawn the worker now (its torch import then overlaps the parent's); failures surface later."""
         if self.worker is None:
             self.project_text = self.project_text or json.dumps(self.project.to_json())  # once per executor
-            self.worker = Worker(self.project_text, self.device, self.memory_limit, self.env)
+            self.worker = WorkerHandle(self.project_text, self.device, self.memory_limit, self.env)
 
     def handshake(self) -> tuple[str, Fingerprint]:
         """The device the worker resolved and its fingerprint: the process that runs kernels describes itself."""
@@ -311,7 +311,7 @@ class IsolatedExecutor:
         the worker never idles while this process records a result; a case whose worker is replaced (a
         crash, a timeout, a bad channel, changed state) before it began is sent again to the fresh one."""
         queue, sent = deque(cases), deque[Sent]()
-        owner: Worker | None = None  # the worker the cases in ``sent`` were queued to
+        owner: WorkerHandle | None = None  # the worker the cases in ``sent`` were queued to
         while queue or sent:
             worker = self._worker()  # a fresh one if the last was replaced or died between answers
             if worker is not owner:  # what the old one had queued is sent again, as if never queued
@@ -323,7 +323,7 @@ class IsolatedExecutor:
             first = sent.popleft()
             yield self._answer(worker, first, case_timeout(self.project, first.case, self.timeout))
 
-    def _answer(self, worker: Worker, sent: Sent, limit: float) -> CaseResult:
+    def _answer(self, worker: WorkerHandle, sent: Sent, limit: float) -> CaseResult:
         t0 = time.perf_counter()
         try:
             result = CaseResult.from_json(worker.answer(sent, limit))
@@ -348,7 +348,7 @@ class IsolatedExecutor:
         full = message + (f"\n--- stderr tail ---\n{tail}" if tail else "")
         return error_result(sent.case, full, time.perf_counter() - t0)
 
-    def _worker(self) -> Worker:
+    def _worker(self) -> WorkerHandle:
         if self.halted:
             raise Halted("the run is stopping")
         if self.worker is not None and self.worker.hello is not None and not self.worker.alive():

@@ -1,7 +1,7 @@
 """The gate: every runner's diff under the policy, and the decision it gives. Pure: no I/O, no torch.
 
 ``decide`` takes the loaded current and baseline runs and the ``Policy`` and returns the diff
-(``diff_model.Verdict``, what the renderers draw) with a ``GateVerdict``: the blocking changes, the
+(``diff_model.Diff``, what the renderers draw) with a ``GateVerdict``: the blocking changes, the
 waivers applied, the reasons (one per blocking category, naming the policy rule) and the exit code.
 ``kcgate diff`` and ``kcgate report`` both call it; neither decides anything itself.
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 from kcgate.contracts.policy import BLOCKABLE, Policy
 from kcgate.errors import ExitCode, UsageError
-from kcgate.gate.diff import UNEVALUATED, make_verdict
-from kcgate.gate.model import CaseChange, Verdict
+from kcgate.gate.diff import UNEVALUATED, make_diff
+from kcgate.gate.model import CaseChange, Diff
 from kcgate.results.model import RunResult
 from kcgate.vocab.categories import CATEGORY, WAIVER_APPLIED
 
@@ -117,13 +117,13 @@ def decide(
     policy: Policy,
     today: dt.date,
     expected_runners: Iterable[str] = (),
-) -> tuple[Verdict, GateVerdict]:
+) -> tuple[Diff, GateVerdict]:
     """Diff every runner under the policy, then judge the diff."""
-    diff = make_verdict(current, baselines, policy, today, expected_runners)
+    diff = make_diff(current, baselines, policy, today, expected_runners)
     return diff, judge(diff, policy)
 
 
-def judge(diff: Verdict, policy: Policy) -> GateVerdict:
+def judge(diff: Diff, policy: Policy) -> GateVerdict:
     """The decision a diff gives: its blocking changes are the reasons; exit 1 when any, else 0."""
     blocking = diff.blocking
     return GateVerdict(

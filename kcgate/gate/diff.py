@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from kcgate.contracts.policy import DriftRule, Policy, Waiver
-from kcgate.gate.model import CaseChange, RunnerDiff, Verdict
+from kcgate.gate.model import CaseChange, Diff, RunnerDiff
 from kcgate.results.model import UNEVALUATED, RunResult, Status, build_frozen, index_cases
 from kcgate.results.table import CaseTable
 from kcgate.vocab.categories import WAIVER_DECIDED
@@ -57,13 +57,13 @@ def diff_runs(
     return RunnerDiff(runner, current.fingerprint.key(), base_key, tuple(changes))
 
 
-def make_verdict(
+def make_diff(
     current: Mapping[str, RunResult],
     baselines: Mapping[str, RunResult],
     policy: Policy,
     today: dt.date,
     expected_runners: Iterable[str] = (),
-) -> Verdict:
+) -> Diff:
     """Diff every runner seen on either side or expected; required patterns nobody answered are missing legs."""
     expected = tuple(expected_runners)
     policy = replace(
@@ -72,7 +72,7 @@ def make_verdict(
     names = sorted(set(current) | set(baselines) | set(expected))
     diffs = [diff_runs(baselines.get(n), current.get(n), n, policy, today) for n in names]
     diffs += [_missing_leg(None, p, policy) for p in _unanswered(policy.required_runners, names)]
-    return Verdict(tuple(diffs))
+    return Diff(tuple(diffs))
 
 
 def categorize(

@@ -75,8 +75,8 @@ class RunnerDiff:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """The gate's decision over all runners."""
+class Diff:
+    """The diff of every runner: each case change with its category (the gate decides over it)."""
 
     runners: tuple[RunnerDiff, ...]
 

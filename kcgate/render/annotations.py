@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from kcgate.gate.model import CaseChange, Verdict, declared_in
+from kcgate.gate.model import CaseChange, Diff, declared_in
 from kcgate.render.escape import annotation_property, annotation_text
 from kcgate.render.labels import SEVERITY, label, rank
 from kcgate.vocab.categories import NOTICE, SILENT
@@ -56,7 +56,7 @@ def level_of(change: CaseChange) -> str | None:
     return "notice" if change.category in NOTICE else "warning"
 
 
-def make_annotations(verdict: Verdict, contracts_file: str = "contracts.toml") -> list[Annotation]:
+def make_annotations(verdict: Diff, contracts_file: str = "contracts.toml") -> list[Annotation]:
     """Group changes by level, contract and category; most severe first."""
     groups: dict[tuple[str, str, str], list[CaseChange]] = {}
     for change in sorted(verdict.changes, key=rank):

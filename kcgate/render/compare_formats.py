@@ -25,7 +25,7 @@ ICONS: dict[str, str] = {
 
 
 def cell_text(cell: Cell | None, icons: bool) -> str:
-    """Verdict and worst budget used; a failing cell also says how many of its cases fail."""
+    """Diff and worst budget used; a failing cell also says how many of its cases fail."""
     if cell is None:
         return "—"
     verdict = ICONS[cell.verdict] if icons else cell.verdict

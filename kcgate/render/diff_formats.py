@@ -1,4 +1,4 @@
-"""Pure renderers for a diff Verdict: console text, GitHub Markdown and JSON (``FORMATS`` is the registry).
+"""Pure renderers for a diff Diff: console text, GitHub Markdown and JSON (``FORMATS`` is the registry).
 
 Every string from a results file is untrusted: Markdown goes through ``render.escape``, console text
 through ``plain`` (no terminal control sequences).
@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 
-from kcgate.gate.model import CaseChange, Verdict
+from kcgate.gate.model import CaseChange, Diff
 from kcgate.render.escape import console_text, json_console_text, md_cell, md_code
 from kcgate.render.labels import factor_text
 from kcgate.vocab.categories import CATEGORIES, SILENT
@@ -29,19 +29,19 @@ def budget(value: float | None) -> str:
     return "—" if value is None else f"{value:.3g}"
 
 
-def listed(verdict: Verdict) -> list[CaseChange]:
+def listed(verdict: Diff) -> list[CaseChange]:
     """Changes worth a row, blocking first, then by category order, runner and case."""
     order = {c: i for i, c in enumerate(CATEGORIES)}
     rows = [c for c in verdict.changes if c.category not in SILENT or c.blocking]
     return sorted(rows, key=lambda c: (not c.blocking, order[c.category], c.runner, c.case_id))
 
 
-def headline(verdict: Verdict) -> str:
+def headline(verdict: Diff) -> str:
     n = len(verdict.blocking)
     return f"BLOCKED: {n} blocking change{'s' if n != 1 else ''}" if n else "PASSED: nothing blocks"
 
 
-def count_line(verdict: Verdict) -> str:
+def count_line(verdict: Diff) -> str:
     counts = verdict.counts()
     return ", ".join(f"{c} {counts[c]}" for c in CATEGORIES if counts[c]) or "no cases"
 
@@ -49,7 +49,7 @@ def count_line(verdict: Verdict) -> str:
 # ---- console -------------------------------------------------------------------------------------
 
 
-def render_console(verdict: Verdict) -> str:
+def render_console(verdict: Diff) -> str:
     rows = listed(verdict)
     table: list[tuple[str, ...]] = [("", "RUNNER", "CATEGORY", "CONTRACT", "CASE", "BUDGET", "NOTE")]
     table += [_console_row(c) for c in rows[:MAX_ROWS]]
@@ -82,7 +82,7 @@ def align(rows: Sequence[tuple[str, ...]]) -> list[str]:
 # ---- Markdown ------------------------------------------------------------------------------------
 
 
-def render_markdown(verdict: Verdict) -> str:
+def render_markdown(verdict: Diff) -> str:
     mark = "❌" if verdict.blocking else "✅"
     parts = [f"### {mark} kcgate diff: {headline(verdict)}", "", _count_table(verdict), ""]
     rows = listed(verdict)
@@ -93,7 +93,7 @@ def render_markdown(verdict: Verdict) -> str:
     return console_text("\n".join(parts))  # printed by `kcgate diff --format markdown` too
 
 
-def _count_table(verdict: Verdict) -> str:
+def _count_table(verdict: Diff) -> str:
     counts = verdict.counts()
     blocking = {c.category for c in verdict.blocking}
     lines = ["| Category | Cases | Blocks |", "|---|---:|:---:|"]
@@ -127,11 +127,11 @@ def _md_row(c: CaseChange) -> str:
 # ---- JSON ----------------------------------------------------------------------------------------
 
 
-def render_json(verdict: Verdict) -> str:
+def render_json(verdict: Diff) -> str:
     return json_console_text(json.dumps(verdict.to_json(), indent=1, sort_keys=True, allow_nan=False) + "\n")
 
 
-FORMATS: dict[str, Callable[[Verdict], str]] = {
+FORMATS: dict[str, Callable[[Diff], str]] = {
     "console": render_console,
     "markdown": render_markdown,
     "json": render_json,

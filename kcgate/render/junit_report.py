@@ -2,7 +2,7 @@
 
 Built with the junit-xml package; each test case also carries <properties> (category, budget used,
 metrics) and each suite the runner's fingerprint, which junit-xml has no API for, so they are added
-to its element tree. Pure: a Verdict (and optionally the runs, for metrics) in, XML text out.
+to its element tree. Pure: a Diff (and optionally the runs, for metrics) in, XML text out.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from operator import attrgetter
 
 from junit_xml import TestCase, TestSuite
 
-from kcgate.gate.model import CaseChange, RunnerDiff, Verdict, declared_in
+from kcgate.gate.model import CaseChange, Diff, RunnerDiff, declared_in
 from kcgate.render.labels import label, rank
 from kcgate.results.model import CaseResult, RunResult, Status
 from kcgate.results.records import METRIC_COLUMNS, junit_properties
@@ -29,7 +29,7 @@ _TEXT_LIMIT = 2000
 
 
 def render_junit(
-    verdict: Verdict, runs: Mapping[str, RunResult] | None = None, contracts_file: str = "contracts.toml"
+    verdict: Diff, runs: Mapping[str, RunResult] | None = None, contracts_file: str = "contracts.toml"
 ) -> str:
     """The whole report as a JUnit XML document (UTF-8 text with an XML declaration)."""
     runs = runs or {}

@@ -1,6 +1,6 @@
-"""The PR comment and the job summary, rendered from a Verdict within a size budget.
+"""The PR comment and the job summary, rendered from a Diff within a size budget.
 
-Pure: a Verdict and a RenderContext in, Markdown out. Every string that came from a results file goes
+Pure: a Diff and a RenderContext in, Markdown out. Every string that came from a results file goes
 through ``kcgate.render.escape``; links are built only from the trusted context (settings, not results).
 Budgets are counted in UTF-8 bytes, which bounds GitHub's character limits too.
 
@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from kcgate.gate.model import CaseChange, RunnerDiff, Verdict
+from kcgate.gate.model import CaseChange, Diff, RunnerDiff
 from kcgate.plan import base_seed_for
 from kcgate.render.escape import is_sha, md_cell, md_code, md_text
 from kcgate.render.labels import SEVERITY, factor_text, icon, label, rank
@@ -64,18 +64,18 @@ class Section:
     tail: tuple[str, ...] = ()
 
 
-def render_comment(verdict: Verdict, ctx: RenderContext, budget: int = COMMENT_LIMIT) -> str:
+def render_comment(verdict: Diff, ctx: RenderContext, budget: int = COMMENT_LIMIT) -> str:
     """The sticky PR comment: blocking changes first, everything else as room allows."""
     return render_report(verdict, ctx, budget, collapse=True)
 
 
-def render_summary(verdict: Verdict, ctx: RenderContext, budget: int = SUMMARY_LIMIT - 4096) -> str:
+def render_summary(verdict: Diff, ctx: RenderContext, budget: int = SUMMARY_LIMIT - 4096) -> str:
     """The job summary: the same report with a larger budget and nothing folded away."""
     hint = "see the JUnit XML report"
     return render_report(verdict, _with_hint(ctx, hint), budget, collapse=False)
 
 
-def render_report(verdict: Verdict, ctx: RenderContext, budget: int, *, collapse: bool) -> str:
+def render_report(verdict: Diff, ctx: RenderContext, budget: int, *, collapse: bool) -> str:
     """Header, then sections in priority order, each cut to what fits, then one overflow line."""
     head = _header(verdict, ctx)
     sections = _sections(verdict, ctx, collapse)
@@ -135,7 +135,7 @@ LEGEND = (
 )
 
 
-def _header(verdict: Verdict, ctx: RenderContext) -> list[str]:
+def _header(verdict: Diff, ctx: RenderContext) -> list[str]:
     title = md_text(ctx.title, 80)
     n = len(verdict.blocking)
     if n:
@@ -163,7 +163,7 @@ def _header(verdict: Verdict, ctx: RenderContext) -> list[str]:
     return lines + [LEGEND, ""]
 
 
-def unverified_runners(verdict: Verdict) -> list[str]:
+def unverified_runners(verdict: Diff) -> list[str]:
     """Runners with results but no same-fingerprint baseline: their numbers are shown, never judged good."""
     return sorted(
         r.runner for r in verdict.runners if r.fingerprint_key and r.base_fingerprint_key != r.fingerprint_key
@@ -189,7 +189,7 @@ def _facts_line(ctx: RenderContext) -> str:
     return line[:1].upper() + line[1:]
 
 
-def _counts_line(verdict: Verdict) -> str:
+def _counts_line(verdict: Diff) -> str:
     counts = verdict.counts()
     blocking = {c.category for c in verdict.blocking}
     parts = []
@@ -289,7 +289,7 @@ _GROUP_HEAD = (
 )
 
 
-def _sections(verdict: Verdict, ctx: RenderContext, collapse: bool) -> list[Section]:
+def _sections(verdict: Diff, ctx: RenderContext, collapse: bool) -> list[Section]:
     changes = [c for c in verdict.changes if c.category not in SILENT]
     blocking = group_changes(c for c in changes if c.blocking)
     others = group_changes(c for c in changes if not c.blocking)
@@ -437,7 +437,7 @@ _RUNNER_HEAD = (
 )
 
 
-def _runner_rows(verdict: Verdict, ctx: RenderContext) -> tuple[str, ...]:
+def _runner_rows(verdict: Diff, ctx: RenderContext) -> tuple[str, ...]:
     devices, logs = dict(ctx.devices), dict(ctx.job_urls)
     return tuple(
         _runner_row(r, devices.get(r.runner, ""), logs.get(r.runner, ""))
@@ -477,7 +477,7 @@ def runner_status(r: RunnerDiff, blocking: int) -> str:
 # ---- the cross-vendor matrix --------------------------------------------------------------------
 
 
-def matrix(verdict: Verdict) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def matrix(verdict: Diff) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Contract × runner: each cell's status, then the number of the case that decides it."""
     runners = sorted({r.runner for r in verdict.runners})[:MATRIX_MAX_RUNNERS]
     absent = {r.runner for r in verdict.runners if not r.fingerprint_key}

@@ -17,13 +17,13 @@ from kcgate.contracts.load import load_project
 from kcgate.contracts.policy import Policy
 from kcgate.errors import ContractsError
 from kcgate.gate.diff import diff_runs
-from kcgate.gate.model import Verdict
+from kcgate.gate.model import Diff
 from kcgate.kernels import builtin as builtin_kernels
 from kcgate.render.annotations import make_annotations
 from kcgate.results.model import load_run
 from tests.conftest import ROOT
 from tests.conftest import kcgate as kcgate_cli
-from tests.kernels import accumulate
+from tests.testing.kernels import accumulate
 
 SMALL = {"protocol": {"seeds": 1, "trials": 2}}
 
@@ -54,7 +54,7 @@ def test_a_violation_raises_assertion_error_with_kcgates_summary() -> None:
     assert "kcgate: contract gemm violated: gemm/float32/16x2048x16/s0 (C-PRC-01, op matmul, float32)" in text
     assert "budget used" in text and "max ULP" in text and "worst element at index" in text
     # the summary names the violation signature: the K sweep fits a bf16 running sum rounded every 128 terms
-    # (tests/checks/test_accumulator_naming.py holds it on 24 seeds)
+    # (tests/engine/checks/test_accumulator_naming.py holds it on 24 seeds)
     assert "signature: low-precision-accumulator" in text and "bf16" in text
 
 
@@ -73,7 +73,7 @@ def test_check_returns_results_and_never_raises_for_a_violation() -> None:
 @pytest.mark.slow
 def test_process_isolation_runs_an_importable_kernel_in_a_worker() -> None:
     result = kcgate.check(
-        "tests.kernels.crashy:segfault",
+        "tests.testing.kernels.crashy:segfault",
         op="matmul",
         cls="C-PRC-01",
         shapes=[[8, 64, 8]],
@@ -82,7 +82,7 @@ def test_process_isolation_runs_an_importable_kernel_in_a_worker() -> None:
     )
     assert [c.status for c in result] == ["error"] and "SIGSEGV" in result.cases[0].message
     routed = kcgate.check(
-        "tests.kernels.envprobe:matmul",
+        "tests.testing.kernels.envprobe:matmul",
         op="matmul",
         cls="C-PRC-01",
         shapes=[[8, 64, 8]],
@@ -192,7 +192,7 @@ def test_discovered_contracts_run_and_fail_like_toml_ones(tmp_path: Path) -> Non
     gemm = next(c for c in run.cases if c.contract_id == "gemm-bf16acc")
     assert (gemm.source, gemm.line) == ("src/scratchk/ops.py", 14)
     base = run.with_cases([replace(c, status="pass") for c in run.cases])
-    verdict = Verdict((diff_runs(base, run, "cpu", Policy(), dt.date(2026, 1, 1)),))
+    verdict = Diff((diff_runs(base, run, "cpu", Policy(), dt.date(2026, 1, 1)),))
     (note,) = make_annotations(verdict, contracts_file="contracts.toml")
     assert (note.file, note.line, note.level) == ("src/scratchk/ops.py", 14, "error")
 

@@ -1,4 +1,4 @@
-"""`kcgate init` on a scratch kernel package (tests/kernels/scratchpkg): nothing edited by hand."""
+"""`kcgate init` on a scratch kernel package (tests/testing/kernels/scratchpkg): nothing edited by hand."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests.conftest import ROOT, kcgate
 
 pytestmark = pytest.mark.slow  # end to end: every test runs kcgate in subprocesses
 
-PKG = "tests.kernels.scratchpkg"
+PKG = "tests.testing.kernels.scratchpkg"
 KERNELS = f"{PKG}.kernels"
 
 

@@ -103,7 +103,7 @@ def test_repo_contracts_pass_under_xdist(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_broken_kernel_fails_exactly_its_contract_with_kcgates_message(tmp_path: Path) -> None:
     """The results file equals `kcgate run`'s case for case; JUnit carries the metrics."""
-    contracts = repo_contracts(tmp_path, broken="tests.kernels.accumulate:bf16_blocks")
+    contracts = repo_contracts(tmp_path, broken="tests.testing.kernels.accumulate:bf16_blocks")
     out, junit = tmp_path / "pytest.json", tmp_path / "junit.xml"
     proc = pytest_run(
         *PLUGIN,

@@ -69,9 +69,9 @@ paths = ["{root}"]
 id = "gemm-crash"
 class = "C-PRC-01"
 op = "matmul"
-kernel = "tests.kernels.crashy:good"
-good = "tests.kernels.crashy:good"
-bad = "tests.kernels.crashy:segfault"
+kernel = "tests.testing.kernels.crashy:good"
+good = "tests.testing.kernels.crashy:good"
+bad = "tests.testing.kernels.crashy:segfault"
 baseline = "kcgate.kernels.calibration.c_prc_01:baseline"
 shapes = [[32, 256, 32]]
 protocol = {{ seeds = 1, trials = 1 }}

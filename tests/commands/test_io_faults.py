@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from report_samples import write_results_pair
 
 from tests.conftest import DATA, kcgate
+from tests.testing.report_samples import write_results_pair
 
 RUN = ("run", "--contracts", "small.toml", "--seed", "1", "--timeout", "60")
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from conftest import kcgate
-from fake_github import FakeGitHub
-from report_samples import SHA_NEW, write_results_pair
 
 from kcgate.results.model import RunResult, write_run
+from tests.testing.fake_github import FakeGitHub
+from tests.testing.report_samples import SHA_NEW, write_results_pair
 
 
 def outputs(path: Path) -> dict[str, str]:

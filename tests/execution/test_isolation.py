@@ -233,7 +233,7 @@ def test_an_unavailable_device_is_reported_by_the_worker(tmp_path: Path) -> None
     assert "Traceback" not in proc.stderr and not (tmp_path / "r.json").exists()
 
 
-# ---- attacks on the harness (tests/kernels/attacks.py) ---------------------------------------------
+# ---- attacks on the harness (tests/testing/kernels/attacks.py) ---------------------------------------------
 
 
 @pytest.fixture(scope="module")

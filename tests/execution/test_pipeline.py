@@ -16,7 +16,7 @@ from kcgate.plan import make_plan
 DATA = Path(__file__).resolve().parent.parent / "data"
 pytestmark = pytest.mark.slow  # real worker processes
 
-SLEEP_S = 0.4  # tests.kernels.crashy:slow sleeps this long per call (one trial per case in slow.toml)
+SLEEP_S = 0.4  # tests.testing.kernels.crashy:slow sleeps this long per call (one trial per case in slow.toml)
 
 
 def _log(executor: IsolatedExecutor) -> str:

@@ -9,14 +9,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_github import BOT, FakeGitHub
-from report_samples import SHA_NEW, SHA_NEWER, SHA_OLD, big_verdict, sample_verdict
 
 from kcgate.publish import github_pr
 from kcgate.publish.github_pr import STICKY_MARKER, CommentMeta, publish_check_run, publish_comment
 from kcgate.publish.settings import Settings
 from kcgate.render.annotations import check_annotation, make_annotations
 from kcgate.render.markdown import COMMENT_BUDGET, COMMENT_LIMIT, RenderContext, render_comment
+from tests.testing.fake_github import BOT, FakeGitHub
+from tests.testing.report_samples import SHA_NEW, SHA_NEWER, SHA_OLD, big_verdict, sample_verdict
 
 NOW = dt.datetime(2026, 11, 2, 12, 0, tzinfo=dt.timezone.utc)
 

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_github import FakeGitHub
-from report_samples import SHA_NEW, write_results_pair
 from test_action import ROOT, report_env, run_action
 
 from kcgate.publish.github_pr import STICKY_MARKER, CommentMeta
+from tests.testing.fake_github import FakeGitHub
+from tests.testing.report_samples import SHA_NEW, write_results_pair
 
 yaml = pytest.importorskip("yaml")
 

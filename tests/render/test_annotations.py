@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from golden_files import check_golden
-from report_samples import big_verdict, change, hostile_verdict, sample_verdict
-
-from kcgate.gate.model import RunnerDiff, Verdict
+from kcgate.gate.model import Diff, RunnerDiff
 from kcgate.render.annotations import (
     Caps,
     batches,
@@ -15,6 +12,8 @@ from kcgate.render.annotations import (
     select,
     workflow_command,
 )
+from tests.testing.golden_files import check_golden
+from tests.testing.report_samples import big_verdict, change, hostile_verdict, sample_verdict
 
 
 def test_annotations_golden() -> None:
@@ -33,7 +32,7 @@ def test_caps_keep_errors_first_and_say_how_many_were_omitted() -> None:
     changes = [change("new-violation", contract=f"c{i:02d}", line=i + 1) for i in range(25)]
     changes += [change("budget-drift", contract=f"d{i:02d}", blocking=False) for i in range(25)]
     changes += [change("fixed", contract=f"f{i:02d}", blocking=False) for i in range(25)]
-    kept, omitted = select(make_annotations(Verdict((RunnerDiff("r", "k", "k", tuple(changes)),))))
+    kept, omitted = select(make_annotations(Diff((RunnerDiff("r", "k", "k", tuple(changes)),))))
     levels = [a.level for a in kept]
     assert levels.count("error") == 10 and levels.count("warning") == 9 and levels.count("notice") == 9
     assert levels == sorted(levels, key=["error", "warning", "notice"].index)
@@ -44,7 +43,7 @@ def test_caps_keep_errors_first_and_say_how_many_were_omitted() -> None:
 def test_job_cap_bounds_the_total() -> None:
     changes = [change("new-violation", contract=f"c{i:02d}") for i in range(30)]
     kept, _ = select(
-        make_annotations(Verdict((RunnerDiff("r", "k", "k", tuple(changes)),))), Caps(error=40, job=12)
+        make_annotations(Diff((RunnerDiff("r", "k", "k", tuple(changes)),))), Caps(error=40, job=12)
     )
     assert len(kept) == 12
 

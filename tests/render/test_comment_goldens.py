@@ -8,8 +8,14 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from golden_files import check_golden
-from report_samples import (
+from kcgate.contracts.policy import DriftRule, Policy, Waiver
+from kcgate.gate.diff import make_diff
+from kcgate.gate.model import Diff
+from kcgate.plan import base_seed_for
+from kcgate.render.markdown import RenderContext, render_comment
+from kcgate.results.model import CaseResult, Fingerprint, RunResult, Signature
+from tests.testing.golden_files import check_golden
+from tests.testing.report_samples import (
     DESCRIPTIONS,
     FP_AMD,
     FP_INTEL,
@@ -20,13 +26,6 @@ from report_samples import (
     regressed,
     scenario_case,
 )
-
-from kcgate.contracts.policy import DriftRule, Policy, Waiver
-from kcgate.gate.diff import make_verdict
-from kcgate.gate.model import Verdict
-from kcgate.plan import base_seed_for
-from kcgate.render.markdown import RenderContext, render_comment
-from kcgate.results.model import CaseResult, Fingerprint, RunResult, Signature
 
 TODAY = dt.date(2026, 12, 3)
 REPO = "https://github.com/acme/kernels"
@@ -53,8 +52,8 @@ def _run(runner: str, fp: Fingerprint, *groups: tuple[CaseResult, ...]) -> RunRe
 
 def _verdict(
     current: list[RunResult], base: list[RunResult], policy: Policy = Policy(), expect: tuple[str, ...] = ()
-) -> Verdict:
-    return make_verdict({r.runner: r for r in current}, {r.runner: r for r in base}, policy, TODAY, expect)
+) -> Diff:
+    return make_diff({r.runner: r for r in current}, {r.runner: r for r in base}, policy, TODAY, expect)
 
 
 def _rows(text: str, section: str) -> list[str]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
-from golden_files import check_golden
-from report_samples import big_verdict, hostile_verdict, sample_runs, sample_verdict
 
 from kcgate.render.junit_report import render_junit
+from tests.testing.golden_files import check_golden
+from tests.testing.report_samples import big_verdict, hostile_verdict, sample_runs, sample_verdict
 
 
 def test_junit_golden() -> None:

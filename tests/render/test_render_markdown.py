@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from golden_files import check_golden
-from report_samples import HOSTILE, SHA_NEW, big_verdict, hostile_verdict, passing_verdict, sample_verdict
 
 from kcgate.render.markdown import (
     COMMENT_BUDGET,
@@ -18,6 +16,15 @@ from kcgate.render.markdown import (
     render_comment,
     render_summary,
     safe_url,
+)
+from tests.testing.golden_files import check_golden
+from tests.testing.report_samples import (
+    HOSTILE,
+    SHA_NEW,
+    big_verdict,
+    hostile_verdict,
+    passing_verdict,
+    sample_verdict,
 )
 
 CTX = RenderContext(
@@ -113,14 +120,13 @@ def test_budget_text() -> None:
 
 
 def test_www_and_bare_domains_are_not_autolinked() -> None:
-    from report_samples import change
-
-    from kcgate.gate.model import RunnerDiff, Verdict
+    from kcgate.gate.model import Diff, RunnerDiff
     from kcgate.render.diff_formats import render_markdown as diff_markdown
+    from tests.testing.report_samples import change
 
     text = "see www.evil.example or phish.example.com/login"
     c = change("new-violation", runner="cpu-ci", contract="k", case="k-1", signature=text, message=text)
-    verdict = Verdict((RunnerDiff("cpu-ci", "eeeeeeeeeeee", "eeeeeeeeeeee", (c,)),))
+    verdict = Diff((RunnerDiff("cpu-ci", "eeeeeeeeeeee", "eeeeeeeeeeee", (c,)),))
     for out in (render_comment(verdict, CTX), render_summary(verdict, CTX), diff_markdown(verdict)):
         prose = re.sub(r"(?<!\\)`[^`\n]*`", "", out)
         assert "evil" in prose and "phish" in prose

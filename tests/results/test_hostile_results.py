@@ -20,7 +20,7 @@ from kcgate.cli import app
 from kcgate.contracts.policy import Policy
 from kcgate.errors import ResultsError
 from kcgate.gate.compare import compare_runs
-from kcgate.gate.diff import make_verdict
+from kcgate.gate.diff import make_diff
 from kcgate.render import compare_formats, diff_formats
 from kcgate.results.baseline import load_results
 from kcgate.results.model import CASE_FIELDS, MAX_TEXT, METRIC_FIELDS, load_run
@@ -108,7 +108,7 @@ def test_huge_strings_are_cut(tmp_path: Path, version: int) -> None:
     assert len(case.case_id) == MAX_TEXT
     run = load_results(path)
     text = compare_formats.render_markdown(compare_runs(run)) + diff_formats.render_markdown(
-        make_verdict(run, {}, Policy(), __import__("datetime").date(2026, 6, 1))
+        make_diff(run, {}, Policy(), __import__("datetime").date(2026, 6, 1))
     )
     assert max(len(line) for line in text.splitlines()) < 2000
 

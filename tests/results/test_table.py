@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from kcgate.contracts.policy import DriftRule, Policy
 from kcgate.errors import ResultsError
 from kcgate.gate.compare import compare_runs
-from kcgate.gate.diff import make_verdict
+from kcgate.gate.diff import make_diff
 from kcgate.render import compare_formats, diff_formats
 from kcgate.results.model import (
     MAX_TEXT,
@@ -144,7 +144,7 @@ def test_diff_and_compare_read_columns_only() -> None:
     current = parse_run(dumps_run(_run(drift=0.6)))
     others = {f"r{i}": parse_run(dumps_run(_run(drift=0.0, runner=f"r{i}"))) for i in range(3)}
     absolute = Policy(budget_drift=DriftRule(ratio=None, absolute=0.5))  # 0.2 -> 0.8: a rise of 0.6, 4x
-    verdict = make_verdict({"r": current}, {"r": base}, absolute, dt.date(2026, 1, 1))
+    verdict = make_diff({"r": current}, {"r": base}, absolute, dt.date(2026, 1, 1))
     comparison = compare_runs({"r": current, **others})
     diff_formats.render_markdown(verdict), compare_formats.render_markdown(comparison)
     assert verdict.counts()["budget-drift"] == 2 and verdict.counts()["removed"] == 1

@@ -109,7 +109,7 @@ _TINY_NORM = 2.0**-60  # a smaller fp32 row norm may have lost squares below fp3
 
 @dataclass(frozen=True)
 class FreivaldsResult:
-    """Verdict of one Freivalds check.
+    """Diff of one Freivalds check.
 
     ``budget_used`` is ``max_i residual_i / τ_i`` (≤ 1 passes). ``worst_row`` is the flat row index over
     ``(*batch, M)``; ``residual`` and ``threshold`` are that row's values. ``seed`` reproduces the vectors.
