@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kcgate.contracts.field_checks import Collector, unknown_keys, value
+from kcgate.contracts.field_checks import At, Collector, unknown_keys, value
 from kcgate.contracts.fields import (
     FILE_KEYS,
     PROJECT_FIELD,
@@ -76,14 +76,15 @@ def _no_cyclic_gc() -> Iterator[None]:
 
 
 def _project(path: Path, data: dict[str, Any], col: Collector) -> Project:
-    unknown_keys(data, FILE_KEYS, (), "", col)
-    proj = _table(data, "project", (), col)
-    unknown_keys(proj, PROJECT_FIELD.keys(), ("project",), "project", col)
+    top = At((), "", col)
+    unknown_keys(data, FILE_KEYS, top)
+    proj = _table(data, "project", top)
+    unknown_keys(proj, PROJECT_FIELD.keys(), top.key("project"))
     root = path.parent
     paths = tuple(root / p for p in _project_key(proj, "paths", col) or [])
     raw = data.get("contract", [])
     if not isinstance(raw, list) or not raw and not proj.get("discover"):
-        col.add((), "", "no [[contract]] entries", "add at least one [[contract]] table (see README)")
+        top.add("no [[contract]] entries", "add at least one [[contract]] table (see README)")
         raw = []
     contracts = [_contract(i, c, col, (root, *paths)) for i, c in enumerate(raw) if isinstance(c, dict)]
     _duplicates(contracts, col)
@@ -102,7 +103,7 @@ def _project(path: Path, data: dict[str, Any], col: Collector) -> Project:
 
 
 def _project_key(proj: dict[str, Any], key: str, col: Collector) -> Any:
-    return value(proj, PROJECT_FIELD[key], ("project",), "project", col)
+    return value(proj, PROJECT_FIELD[key], At(("project",), "project", col))
 
 
 def _discovered(

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kcgate.contracts import shape_class
-from kcgate.contracts.field_checks import Collector, given, read, unknown_keys, value, with_defaults
+from kcgate.contracts.field_checks import At, Collector, given, read, unknown_keys, value, with_defaults
 from kcgate.contracts.fields import (
     CONTRACT_FIELD,
     ID_PATTERN,
@@ -54,136 +54,127 @@ def validate_contract(
 
 
 def _contract(i: int, d: dict[str, Any], col: Collector, roots: tuple[Path, ...]) -> Contract | None:
-    p = ("contract", i)
     cid = d.get("id")
-    where = f"contract {cid!r}" if isinstance(cid, str) else f"contract #{i + 1}"
+    at = At(("contract", i), f"contract {cid!r}" if isinstance(cid, str) else f"contract #{i + 1}", col)
     before = len(col.problems)
-    unknown_keys(d, CONTRACT_FIELD.keys(), p, where, col)
+    unknown_keys(d, CONTRACT_FIELD.keys(), at)
     if not isinstance(cid, str) or not _ID.match(cid):
-        col.add(
-            p + ("id",),
-            where + ".id",
+        at.key("id").add(
             "missing or invalid id",
             "set id = \"a-stable-name\" (letters, digits, '.', '_', '-'; baselines are keyed on it)",
         )
-    klass = _key(d, "class", p, where, col)
-    op = _key(d, "op", p, where, col)
-    kernel = _import_string(d, "kernel", p, where, col, roots, required=True)
+    klass = _key(d, "class", at)
+    op = _key(d, "op", at)
+    kernel = _import_string(d, "kernel", at, roots, required=True)
     cls = CLASSES.get(klass or "")
     if cls and op and op not in cls.ops:
-        col.add(
-            p + ("op",),
-            where + ".op",
+        at.key("op").add(
             f"class {klass} does not apply to op {op!r}",
             f"use one of: {', '.join(cls.ops)}",
         )
-    sc = _table(d, "shape_class", p, col, where)
+    sc = _table(d, "shape_class", at)
     contract = Contract(
         id=cid if isinstance(cid, str) else f"#{i + 1}",
         klass=klass or "",
         kernel=kernel,
         op=op or "",
-        description=_read(d, "description", p, where, col),
-        devices=tuple(_read(d, "devices", p, where, col)) or CONTRACT_FIELD["devices"].choices,
-        dtypes=_read(d, "dtypes", p, where, col),
-        accumulate=_read(d, "accumulate", p, where, col),
-        out_dtype=_key(d, "out_dtype", p, where, col) or "",
-        shapes=_key(d, "shapes", p, where, col) or (),
-        distribution=_read(d, "distribution", p, where, col),
-        layout=_read(d, "layout", p, where, col),
-        postcondition=_key(d, "postcondition", p, where, col) or (cls.postcondition if cls else ""),
-        tolerance=_tolerance(d, p, where, col, _default_tolerance(cls, op), roots),
-        oracle=_key(d, "oracle", p, where, col) or (cls.oracle if cls else "fp64"),
-        reference=_import_string(d, "reference", p, where, col, roots),
-        inputs=_import_string(d, "inputs", p, where, col, roots),
-        protocol=_protocol(d, p, where, col, cls),
-        signature=tuple(_key(d, "signature", p, where, col) or ()),
-        params=_params(d, p, where, col, cls, op or ""),
-        call=_call_style(d, p, where, col),
-        good=_import_string(d, "good", p, where, col, roots),
-        bad=_import_string(d, "bad", p, where, col, roots),
-        baseline=_import_string(d, "baseline", p, where, col, roots),
-        direction=_read(d, "direction", p, where, col),
-        shape_constraints=_constraints(d, "shape_constraints", p, where, col, op),
-        shape_class=_constraints(sc, "dims", p + ("shape_class",), where + ".shape_class", col, op),
-        max_elements=_max_elements(d, sc, p, where, col),
-        **_call_table(d, op or "", p, where, col),
-        init=_mapping(d, "init", op or "", p, where, col),
-        env=_env(d, p, where, col),
-        line=col.lines.find(*p),
+        description=_read(d, "description", at),
+        devices=tuple(_read(d, "devices", at)) or CONTRACT_FIELD["devices"].choices,
+        dtypes=_read(d, "dtypes", at),
+        accumulate=_read(d, "accumulate", at),
+        out_dtype=_key(d, "out_dtype", at) or "",
+        shapes=_key(d, "shapes", at) or (),
+        distribution=_read(d, "distribution", at),
+        layout=_read(d, "layout", at),
+        postcondition=_key(d, "postcondition", at) or (cls.postcondition if cls else ""),
+        tolerance=_tolerance(d, at, _default_tolerance(cls, op), roots),
+        oracle=_key(d, "oracle", at) or (cls.oracle if cls else "fp64"),
+        reference=_import_string(d, "reference", at, roots),
+        inputs=_import_string(d, "inputs", at, roots),
+        protocol=_protocol(d, at, cls),
+        signature=tuple(_key(d, "signature", at) or ()),
+        params=_params(d, at, cls, op or ""),
+        call=_call_style(d, at),
+        good=_import_string(d, "good", at, roots),
+        bad=_import_string(d, "bad", at, roots),
+        baseline=_import_string(d, "baseline", at, roots),
+        direction=_read(d, "direction", at),
+        shape_constraints=_constraints(d, "shape_constraints", at, op),
+        shape_class=_constraints(sc, "dims", at.key("shape_class"), op),
+        max_elements=_max_elements(d, sc, at),
+        **_call_table(d, op or "", at),
+        init=_mapping(d, "init", op or "", at),
+        env=_env(d, at),
+        line=at.line,
     )
-    _cross_checks(contract, d, p, where, col)
+    _cross_checks(contract, d, at)
     return contract if len(col.problems) == before else None
 
 
-def _key(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: Collector) -> Any:
+def _key(d: dict[str, Any], key: str, at: At) -> Any:
     """A contract key checked as its row says (kcgate.contracts.fields); None when absent or wrong."""
     f = CONTRACT_FIELD[key]
-    return value(d, f, p, where, col) if key in d or f.required else None
+    return value(d, f, at) if key in d or f.required else None
 
 
-def _read(d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: Collector) -> Any:
+def _read(d: dict[str, Any], key: str, at: At) -> Any:
     """A contract key checked as its row says; the row's default when absent or wrong."""
-    return read(d, CONTRACT_FIELD[key], p, where, col) if key in d else CONTRACT_FIELD[key].default
+    return read(d, CONTRACT_FIELD[key], at) if key in d else CONTRACT_FIELD[key].default
 
 
-def _call_style(d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector) -> str:
+def _call_style(d: dict[str, Any], at: At) -> str:
     """``call = "return" | "out"``; a table is the argument mapping (its output is returned)."""
     if isinstance(d.get("call"), dict):
         return "return"
-    return _read(d, "call", p, where, col)  # type: ignore[no-any-return]
+    return _read(d, "call", at)  # type: ignore[no-any-return]
 
 
-def _call_table(d: dict[str, Any], op: str, p: tuple[Any, ...], where: str, col: Collector) -> dict[str, Any]:
+def _call_table(d: dict[str, Any], op: str, at: At) -> dict[str, Any]:
     t = d.get("call")
     if not isinstance(t, dict):
         return {}
-    tp, tw = p + ("call",), where + ".call"
-    unknown_keys(t, CONTRACT_FIELD["call"].keys, tp, tw, col)
+    tat = at.key("call")
+    unknown_keys(t, CONTRACT_FIELD["call"].keys, tat)
     args = t.get("args")
     if args is not None and not isinstance(args, list):
-        col.add(tp + ("args",), tw + ".args", "must be a list", 'args = ["x", ["{n}"], "w", "b"]')
+        tat.key("args").add("must be a list", 'args = ["x", ["{n}"], "w", "b"]')
         args = None
     if args is not None:
         for j, a in enumerate(args):
-            _check_value(a, op, tp + ("args",), f"{tw}.args[{j}]", col)
+            _check_value(a, op, tat.key("args", index=j))
     return {
         "call_args": None if args is None else freeze(args),
-        "call_kwargs": _mapping(t, "kwargs", op, tp, tw, col),
+        "call_kwargs": _mapping(t, "kwargs", op, tat),
     }
 
 
-def _mapping(
-    d: dict[str, Any], key: str, op: str, p: tuple[Any, ...], where: str, col: Collector
-) -> tuple[tuple[str, Any], ...]:
+def _mapping(d: dict[str, Any], key: str, op: str, at: At) -> tuple[tuple[str, Any], ...]:
     """A table of keyword arguments (``call.kwargs``, ``init``), values checked for placeholders."""
-    t = _table(d, key, p, col, where)
+    t = _table(d, key, at)
     for k, v in t.items():
-        _check_value(v, op, p + (key, k), f"{where}.{key}.{k}", col)
+        _check_value(v, op, at.key(key).key(k))
     return tuple(sorted((k, freeze(v)) for k, v in t.items()))
 
 
-def _check_value(v: Any, op: str, path: tuple[Any, ...], where: str, col: Collector) -> None:
+def _check_value(v: Any, op: str, at: At) -> None:
     """A "{size}" placeholder must name one of the family's dimensions."""
     if isinstance(v, list):
         for x in v:
-            _check_value(x, op, path, where, col)
+            _check_value(x, op, at)
     elif isinstance(v, dict):
-        col.add(path, where, "a table is not an argument value", "use a string, number, boolean or list")
+        at.add("a table is not an argument value", "use a string, number, boolean or list")
     elif isinstance(v, str) and (m := _PLACEHOLDER.match(v)) and op in CATALOGUE:
         if m.group(1) not in CATALOGUE[op].dim_sources and m.group(1) != "none":
             dims = ", ".join("{" + n + "}" for n in (*CATALOGUE[op].dim_sources, "none"))
-            col.add(path, where, f"{v!r} is not a size of op {op!r}", f"use one of: {dims}")
+            at.add(f"{v!r} is not a size of op {op!r}", f"use one of: {dims}")
 
 
-def _env(d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector) -> tuple[tuple[str, str], ...]:
-    t = _table(d, "env", p, col, where)
+def _env(d: dict[str, Any], at: At) -> tuple[tuple[str, str], ...]:
+    t = _table(d, "env", at)
     out = []
     for k, v in t.items():
         if not _ENV_NAME.match(k) or not isinstance(v, str):
-            col.add(
-                p + ("env", k),
-                f"{where}.env.{k}",
+            at.key("env").key(k).add(
                 'environment variables are NAME = "string"',
                 'env = { TRITON_INTERPRET = "1" }',
             )
@@ -198,102 +189,80 @@ def _default_tolerance(cls: Any, op: str | None) -> str:
     return (CATALOGUE[op].tolerance if op in CATALOGUE else method) if method == "error-bound" else method
 
 
-def _cross_checks(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector) -> None:
+def _cross_checks(c: Contract, d: dict[str, Any], at: At) -> None:
     if c.klass == "C-PRC-04" and c.param("overflow") == "inf":
         outs = (c.out_dtype,) if c.out_dtype else c.dtypes
         finite = [t for t in outs if t in dtypes.FORMATS and not dtypes.FORMATS[t].has_inf]
         if finite:
-            col.add(
-                p + ("params", "overflow"),
-                where + ".params.overflow",
+            at.key("params").key("overflow").add(
                 f'overflow = "inf" is impossible for {", ".join(finite)} output: the format has no infinity',
                 'declare overflow = "saturate" or "nan", or use a float8_e5m2 output',
             )
-    _nan_policy(c, d, p, where, col)
+    _nan_policy(c, d, at)
     if c.op == "custom" and not (c.reference and c.inputs):
-        col.add(
-            p + ("op",),
-            where + ".op",
+        at.key("op").add(
             "a custom op needs `reference` and `inputs` functions",
             'add reference = "pkg.mod:ref_fn" and inputs = "pkg.mod:make_inputs"',
         )
     if c.oracle == "user" and not c.reference:
-        col.add(
-            p + ("oracle",),
-            where + ".oracle",
+        at.key("oracle").add(
             "oracle = 'user' needs a `reference` function",
             'add reference = "pkg.mod:ref_fn"',
         )
     if c.oracle == "freivalds" and c.op not in MATMUL_LIKE:
-        col.add(
-            p + ("oracle",),
-            where + ".oracle",
+        at.key("oracle").add(
             f"the Freivalds oracle needs a matmul-shaped op, not {c.op!r}",
             'use oracle = "fp64"',
         )
     if c.backward and c.klass and c.klass not in backward_classes():
-        col.add(
-            p + ("direction",),
-            where + ".direction",
+        at.key("direction").add(
             f"class {c.klass} measures a forward path only",
             f'use direction = "forward", or a class that applies to backward: {", ".join(backward_classes())}',
         )
     if c.backward and c.op and not has(c.op, "backward"):
-        col.add(
-            p + ("direction",),
-            where + ".direction",
+        at.key("direction").add(
             f"op {c.op!r} has no backward contract",
             f'use direction = "forward", or one of the ops with a backward: {", ".join(families("backward"))}',
         )
     form = dims_of(c.op)
     for j, shape in enumerate(c.shapes):
         if form is not None and len(shape) != len(form):
-            col.add(
-                p + ("shapes",),
-                f"{where}.shapes[{j}]",
+            at.key("shapes", index=j).add(
                 f"{c.op} shapes have {len(form)} dimensions [{', '.join(form)}], not {len(shape)}: {list(shape)}",
                 f"write each shape as [{', '.join(form)}]",
             )
     if "shapes" not in d and c.op == "custom":
-        col.add(p, where + ".shapes", "a custom op needs `shapes`", "add shapes = [[...], ...]")
-    _shapes_in_class(c, d, p, where, col)
+        at.absent("shapes").add("a custom op needs `shapes`", "add shapes = [[...], ...]")
+    _shapes_in_class(c, d, at)
 
 
-def _nan_policy(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector) -> None:
+def _nan_policy(c: Contract, d: dict[str, Any], at: At) -> None:
     """C-EXC-01: nan = "mask" declares its masked value; mask_value means nothing without it."""
     if c.klass != "C-EXC-01":
         return
     declared = "mask_value" in dict(c.params)
     if c.param("nan") == "mask" and not declared:
-        col.add(
-            p + ("params", "nan"),
-            where + ".params.nan",
+        at.key("params").key("nan").add(
             'nan = "mask" needs the masked value',
             "add mask_value = 0.0 (or the value the kernel writes where IEEE gives NaN/Inf) to params",
         )
     elif declared and c.param("nan") != "mask":
-        col.add(
-            p + ("params", "mask_value"),
-            where + ".params.mask_value",
+        at.key("params").key("mask_value").add(
             f'mask_value applies to nan = "mask" only (nan = {c.param("nan")!r})',
             'set nan = "mask", or remove mask_value',
         )
 
 
-def _constraints(
-    d: dict[str, Any], key: str, p: tuple[Any, ...], where: str, col: Collector, op: str | None
-) -> tuple[tuple[int, str], ...]:
+def _constraints(d: dict[str, Any], key: str, at: At, op: str | None) -> tuple[tuple[int, str], ...]:
     """``{ dim = "constraint" }`` (dims by letter of the op's shape form or by index) -> (index, text)."""
-    t = _table(d, key, p, col, where)
+    t = _table(d, key, at)
     if not t:
         return ()
     names = dims_of(op or "")
     try:
         parsed = shape_class.parse(t, names, len(names) if names else None)
     except shape_class.ShapeSyntaxError as exc:
-        col.add(
-            p + (key,),
-            f"{where}.{key}",
+        at.key(key).add(
             str(exc),
             'write { dim = "constraint" }, e.g. { 3 = "even" } or { m = "multiple_of(16)", k = "range(16, 8192)" }',
         )
@@ -301,28 +270,22 @@ def _constraints(
     return tuple((i, " and ".join(t.text(names) for t in terms)) for i, terms in sorted(parsed.items()))
 
 
-def _max_elements(
-    d: dict[str, Any], t: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector
-) -> int:
-    unknown_keys(t, CONTRACT_FIELD["shape_class"].keys, p + ("shape_class",), where + ".shape_class", col)
+def _max_elements(d: dict[str, Any], t: dict[str, Any], at: At) -> int:
+    unknown_keys(t, CONTRACT_FIELD["shape_class"].keys, at.key("shape_class"))
     if "shape_class" in d and d.get("class") != "C-CMP-03":
-        col.add(
-            p + ("shape_class",),
-            where + ".shape_class",
+        at.key("shape_class").add(
             "shape_class applies to class C-CMP-03 only",
             'use class = "C-CMP-03", or shape_constraints for the shapes every class draws',
         )
     v = value(
         t,
         CONTRACT_FIELD["shape_class"].field("max_elements"),
-        p + ("shape_class",),
-        where + ".shape_class",
-        col,
+        at.key("shape_class"),
     )
     return v or 0
 
 
-def _shapes_in_class(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector) -> None:
+def _shapes_in_class(c: Contract, d: dict[str, Any], at: At) -> None:
     """Every declared shape satisfies the contract's shape constraints and its shape class."""
     names = dims_of(c.op)
     for key, pairs in (("shape_constraints", c.shape_constraints), ("shape_class", c.shape_class)):
@@ -331,18 +294,14 @@ def _shapes_in_class(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: 
         cons = shape_class.parse({str(i): text for i, text in pairs}, None, None)
         for j, shape in enumerate(c.shapes):
             if max(cons) >= len(shape):
-                col.add(
-                    p + (key,),
-                    f"{where}.{key}",
+                at.key(key).add(
                     f"dimension {max(cons)} is out of range for shape {list(shape)}",
                     "name a dimension the shapes have (0-based)",
                 )
                 continue
             broken = shape_class.violations(shape, cons, names)
             if broken:
-                col.add(
-                    p + ("shapes",),
-                    f"{where}.shapes[{j}]",
+                at.key("shapes", index=j).add(
                     f"shape {list(shape)} is outside its {key}: {'; '.join(broken)}",
                     f"declare a shape that satisfies {key}, or widen it",
                 )
@@ -354,30 +313,24 @@ def _duplicates(contracts: list[Contract | None], col: Collector) -> None:
         if c is None:
             continue
         if c.id in seen:
-            col.add(
-                ("contract", i, "id"),
-                f"contract {c.id!r}.id",
+            At(("contract", i), f"contract {c.id!r}", col).key("id").add(
                 f"duplicate id (first defined as contract #{seen[c.id] + 1})",
                 "ids must be unique: rename one of them",
             )
         seen.setdefault(c.id, i)
 
 
-def _tolerance(
-    d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector, default: str, roots: tuple[Path, ...]
-) -> Tolerance:
-    t = _table(d, "tolerance", p, col, where)
-    tp, tw = p + ("tolerance",), where + ".tolerance"
-    unknown_keys(t, CONTRACT_FIELD["tolerance"].keys, tp, tw, col)
-    nums = given(t, CONTRACT_FIELD["tolerance"], tp, tw, col)
+def _tolerance(d: dict[str, Any], at: At, default: str, roots: tuple[Path, ...]) -> Tolerance:
+    t = _table(d, "tolerance", at)
+    tat = at.key("tolerance")
+    unknown_keys(t, CONTRACT_FIELD["tolerance"].keys, tat)
+    nums = given(t, CONTRACT_FIELD["tolerance"], tat)
     method = nums.get("method") or default
     if method == "abs-rel" and nums.get("rtol") is None and nums.get("atol") is None:
-        col.add(tp, tw, "method 'abs-rel' needs rtol and/or atol", "add rtol = 1e-5 (and atol)")
+        tat.add("method 'abs-rel' needs rtol and/or atol", "add rtol = 1e-5 (and atol)")
     for key in ("factor", "baseline"):
         if key in t and method != "relative":
-            col.add(
-                tp + (key,),
-                f"{tw}.{key}",
+            tat.key(key).add(
                 f"`{key}` applies to method 'relative' only",
                 f'set method = "relative", or remove {key}',
             )
@@ -389,18 +342,18 @@ def _tolerance(
         rtol=got["rtol"],
         atol=got["atol"],
         factor=got["factor"],
-        baseline=_import_string(t, "baseline", tp, tw, col, roots),
+        baseline=_import_string(t, "baseline", tat, roots),
         excess=got["excess"],
         excess_reference=got["excess_reference"] or "composite",
     )
 
 
-def _protocol(d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector, cls: Any) -> Protocol:
-    t = _table(d, "protocol", p, col, where)
-    tp, tw = p + ("protocol",), where + ".protocol"
-    unknown_keys(t, CONTRACT_FIELD["protocol"].keys, tp, tw, col)
+def _protocol(d: dict[str, Any], at: At, cls: Any) -> Protocol:
+    t = _table(d, "protocol", at)
+    tat = at.key("protocol")
+    unknown_keys(t, CONTRACT_FIELD["protocol"].keys, tat)
     got = with_defaults(
-        CONTRACT_FIELD["protocol"], given(t, CONTRACT_FIELD["protocol"], tp, tw, col)
+        CONTRACT_FIELD["protocol"], given(t, CONTRACT_FIELD["protocol"], tat)
     )  # the row keys are Protocol's fields
     seeds, trials = got.pop("seeds"), got.pop("trials")  # no row default: the class's
     return Protocol(
@@ -408,39 +361,36 @@ def _protocol(d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector,
     )
 
 
-def _params(
-    d: dict[str, Any], p: tuple[Any, ...], where: str, col: Collector, cls: Any, op: str
-) -> tuple[tuple[str, Any], ...]:
-    t = _table(d, "params", p, col, where)
+def _params(d: dict[str, Any], at: At, cls: Any, op: str) -> tuple[tuple[str, Any], ...]:
+    t = _table(d, "params", at)
     if cls is None:
         return ()
-    tp, tw = p + ("params",), where + ".params"
+    tat = at.key("params")
     known = {**params_of(op), **cls.params}
     out = []
     for key, v in t.items():
         spec = known.get(key)
         if spec is None:
             fix = suggest(key, list(known)) if known else f"class {cls.id} and op {op!r} take no params"
-            col.add(tp + (key,), f"{tw}.{key}", f"unknown parameter for {cls.id} and op {op!r}", fix)
+            tat.key(key).add(f"unknown parameter for {cls.id} and op {op!r}", fix)
         elif not _is_type(v, spec.type) or (spec.choices and v not in spec.choices):
             allowed = ", ".join(map(repr, spec.choices)) if spec.choices else spec.type.__name__
-            col.add(tp + (key,), f"{tw}.{key}", f"invalid value {v!r}", f"use {allowed}")
+            tat.key(key).add(f"invalid value {v!r}", f"use {allowed}")
         else:
             out.append((key, freeze(v)))  # a list value is a tuple, as in call and init
     return tuple(sorted(out, key=lambda kv: kv[0]))
 
 
 def _policy(data: dict[str, Any], contracts: tuple[Contract, ...], col: Collector) -> Policy:
-    t = _table(data, "policy", (), col)
-    unknown_keys(t, POLICY_FIELD.keys(), ("policy",), "policy", col)
-    block_on = value(t, POLICY_FIELD["block_on"], ("policy",), "policy", col)
+    t = _table(data, "policy", At((), "", col))
+    at = At(("policy",), "policy", col)
+    unknown_keys(t, POLICY_FIELD.keys(), at)
+    block_on = value(t, POLICY_FIELD["block_on"], at)
     return Policy(
         block_on=tuple(block_on or ()) if "block_on" in t else Policy().block_on,
-        budget_drift=_drift(t, col),
-        required_runners=tuple(value(t, POLICY_FIELD["required_runners"], ("policy",), "policy", col) or ()),
-        acknowledge_removed=tuple(
-            value(t, POLICY_FIELD["acknowledge_removed"], ("policy",), "policy", col) or ()
-        ),
+        budget_drift=_drift(t, at),
+        required_runners=tuple(value(t, POLICY_FIELD["required_runners"], at) or ()),
+        acknowledge_removed=tuple(value(t, POLICY_FIELD["acknowledge_removed"], at) or ()),
         waivers=_waivers(data, contracts, col),
     )
 
@@ -448,27 +398,27 @@ def _policy(data: dict[str, Any], contracts: tuple[Contract, ...], col: Collecto
 _DRIFT_FIX = POLICY_FIELD["budget_drift"].example
 
 
-def _drift(t: dict[str, Any], col: Collector) -> DriftRule:
+def _drift(t: dict[str, Any], policy: At) -> DriftRule:
     """policy.budget_drift: a table with ``ratio`` (and ``floor``) and/or ``absolute``; a bare number is the
     absolute rule (kcgate 0.1's meaning, kept)."""
     v = t.get("budget_drift")
-    p, where = ("policy", "budget_drift"), "policy.budget_drift"
+    at = policy.key("budget_drift")
     if v is None:
         return DriftRule()
     row = POLICY_FIELD["budget_drift"]
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        amount = value(t, row, ("policy",), "policy", col)
+        amount = value(t, row, policy)
         return DriftRule(ratio=None, absolute=amount) if amount is not None else DriftRule()
     if not isinstance(v, dict):
-        col.add(p, where, f"must be a table or a number, not {v!r}", _DRIFT_FIX)
+        at.add(f"must be a table or a number, not {v!r}", _DRIFT_FIX)
         return DriftRule()
-    unknown_keys(v, POLICY_FIELD["budget_drift"].keys, p, where, col)
-    ratio, floor, amount = (value(v, row.field(k), p, where, col) for k in ("ratio", "floor", "absolute"))
+    unknown_keys(v, POLICY_FIELD["budget_drift"].keys, at)
+    ratio, floor, amount = (value(v, row.field(k), at) for k in ("ratio", "floor", "absolute"))
     if ratio is None and amount is None and not ({"ratio", "absolute"} & set(v)):
         if "floor" in v or set(v) - POLICY_FIELD["budget_drift"].keys:
             ratio = DriftRule().ratio  # a floor alone keeps the default ratio (unknown keys: reported above)
         else:
-            col.add(p, where, "names no rule", _DRIFT_FIX)
+            at.add("names no rule", _DRIFT_FIX)
     return DriftRule(ratio=ratio, floor=DriftRule().floor if floor is None else floor, absolute=amount)
 
 
@@ -480,9 +430,7 @@ def _waivers(data: dict[str, Any], contracts: tuple[Contract, ...], col: Collect
             continue
         ws = c["waiver"]
         if not isinstance(ws, list):
-            col.add(
-                ("contract", i, "waiver"),
-                f"contract {c.get('id')!r}.waiver",
+            At(("contract", i), f"contract {c.get('id')!r}", col).key("waiver").add(
                 "must be an array of tables",
                 "write each waiver as a [[contract.waiver]] table",
             )
@@ -492,11 +440,11 @@ def _waivers(data: dict[str, Any], contracts: tuple[Contract, ...], col: Collect
 
 
 def _waiver(cid: str, i: int, j: int, w: Any, col: Collector) -> Waiver | None:
-    p, where = ("contract", i, "waiver", j), f"contract {cid!r}.waiver[{j}]"
+    at = At(("contract", i, "waiver", j), f"contract {cid!r}.waiver[{j}]", col)
     if not isinstance(w, dict):
-        col.add(p, where, "must be a table", "use [[contract.waiver]]")
+        at.add("must be a table", "use [[contract.waiver]]")
         return None
-    unknown_keys(w, CONTRACT_FIELD["waiver"].keys, p, where, col)
+    unknown_keys(w, CONTRACT_FIELD["waiver"].keys, at)
     until = w.get("until")
     if isinstance(until, str):
         try:
@@ -504,18 +452,14 @@ def _waiver(cid: str, i: int, j: int, w: Any, col: Collector) -> Waiver | None:
         except ValueError:
             until = None
     if not isinstance(until, dt.date) or isinstance(until, dt.datetime):
-        col.add(
-            p + ("until",),
-            where + ".until",
+        at.key("until").add(
             "needs an expiry date",
             "until = 2027-03-01 (every waiver expires)",
         )
         return None
     runner, reason = w.get("runner"), w.get("reason")
     if not isinstance(runner, str) or not isinstance(reason, str) or not reason.strip():
-        col.add(
-            p,
-            where,
+        at.add(
             "needs `runner` (a pattern) and a non-empty `reason`",
             'runner = "apple-*", reason = "MPS bf16 accumulation, see issue 123"',
         )
@@ -523,26 +467,19 @@ def _waiver(cid: str, i: int, j: int, w: Any, col: Collector) -> Waiver | None:
     kinds = CONTRACT_FIELD["waiver"].field("kind").choices
     kind = w.get("kind", kinds[0])
     if kind not in kinds:
-        col.add(
-            p + ("kind",),
-            where + ".kind",
+        at.key("kind").add(
             f"must be one of: {', '.join(kinds)}",
             'kind = "error" covers cases that cannot run on this stack; omit it for a known violation',
         )
         return None
-    return Waiver(cid, runner, until, reason, str(w.get("owner", "")), col.lines.find(*p), kind)
+    return Waiver(cid, runner, until, reason, str(w.get("owner", "")), at.line, kind)
 
 
-def _table(
-    d: dict[str, Any], key: str, p: tuple[Any, ...], col: Collector, where: str = ""
-) -> dict[str, Any]:
+def _table(d: dict[str, Any], key: str, at: At) -> dict[str, Any]:
     v = d.get(key, {})
     if not isinstance(v, dict):
-        col.add(
-            p + (key,),
-            f"{where}.{key}" if where else key,
-            "must be a table",
-            f"write [{'contract.' if where else ''}{key}] with keys under it",
+        at.key(key).add(
+            "must be a table", f"write [{'contract.' if at.where else ''}{key}] with keys under it"
         )
         return {}
     return v
@@ -557,30 +494,24 @@ def _is_type(value: Any, t: type) -> bool:
 def _import_string(
     d: dict[str, Any],
     key: str,
-    p: tuple[Any, ...],
-    where: str,
-    col: Collector,
+    at: At,
     roots: tuple[Path, ...],
     required: bool = False,
 ) -> str:
     v = d.get(key)
     if v is None:
         if required:
-            col.add(
-                p, f"{where}.{key}", f"missing required key `{key}`", f'add {key} = "package.module:function"'
-            )
+            at.absent(key).add(f"missing required key `{key}`", f'add {key} = "package.module:function"')
         return ""
     if not isinstance(v, str) or not _IMPORT.match(v):
-        col.add(
-            p + (key,),
-            f"{where}.{key}",
+        at.key(key).add(
             f"{v!r} is not an import string",
             'write it as "package.module:function"',
         )
         return ""
-    problem = _located(v, roots, col) if col.locate else None
+    problem = _located(v, roots, at.col) if at.col.locate else None
     if problem and problem[0].startswith(_UNSEEN):
-        col.warn(p + (key,), f"{where}.{key}", problem[0], problem[1])
+        at.key(key).warn(*problem)
     elif problem:
-        col.add(p + (key,), f"{where}.{key}", problem[0], problem[1])
+        at.key(key).add(*problem)
     return v

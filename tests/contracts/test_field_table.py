@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from kcgate.contracts import load as spec
-from kcgate.contracts.field_checks import READERS, Collector, value
+from kcgate.contracts.field_checks import READERS, At, Collector, value
 from kcgate.contracts.fields import CONTRACT_FIELD, FILE_FIELDS, PROTOCOL_LIMITS, TYPES, Field
 from kcgate.errors import ContractsError
 from kcgate.render.schema import _TYPE_SCHEMAS, contracts_schema, field_schema
@@ -42,7 +42,7 @@ def _problems(tmp_path: Path, text: str) -> list[Any]:
 
 def _check(row: Field, given: Any) -> tuple[Any, list[Any]]:
     col = Collector("c.toml", tomlsrc.LineMap())
-    return value({row.key: given}, row, ("contract", 0), "contract 'm'", col), col.problems
+    return value({row.key: given}, row, At(("contract", 0), "contract 'm'", col)), col.problems
 
 
 def test_every_row_has_a_known_type_a_description_and_a_since_version() -> None:
