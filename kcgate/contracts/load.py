@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from kcgate.contracts.discover import discover
 from kcgate.contracts.field_checks import At, Collector, unknown_keys, value
 from kcgate.contracts.fields import (
     FILE_KEYS,
@@ -114,8 +115,6 @@ def _discovered(
     modules = _project_key(proj, "discover", col)
     if not modules:
         return []
-    from kcgate.contracts.discover import discover
-
     taken = {c.id for c in contracts if c is not None}
     found, problems, missing = discover(modules, roots, taken, len(contracts), col.locate)
     for module in missing:
