@@ -48,7 +48,7 @@ def _literal_lists(names: set[str], at_least: int) -> set[str]:
 
 @pytest.mark.slow
 def test_diff_categories_are_listed_only_by_their_table() -> None:
-    # diff_model.CATEGORY_TABLE holds one Category row per name; no module keeps a literal list of them
+    # vocab.categories.CATEGORY_TABLE holds one Category row per name; no module keeps a literal list of them
     assert _literal_lists(set(CATEGORIES), 4) == set()
     assert {c.name for c in CATEGORY_TABLE} == set(CATEGORIES) and len(CATEGORY_TABLE) == len(CATEGORIES)
     assert sorted(c.severity for c in CATEGORY_TABLE) == list(range(len(CATEGORIES)))

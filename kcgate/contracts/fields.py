@@ -2,7 +2,7 @@
 
 A row gives the key's type, default, allowed values (here, or read from the table that owns them: the op
 catalogue, the class table, the dtype and diff-category tables), limits, description and since-version.
-``kcgate.contracts.spec`` runs the generic checks from the rows (type, allowed value, range, unknown key with the
+``kcgate.contracts.validate`` runs the generic checks from the rows (type, allowed value, range, unknown key with the
 closest match) and words their messages from them; ``kcgate.render.schema`` generates the JSON Schema from them,
 with every row's description. Adding a key is one row here, plus a bespoke check in ``spec`` only if it
 needs one (a cross-check between keys).

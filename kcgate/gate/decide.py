@@ -1,7 +1,7 @@
 """The gate: every runner's diff under the policy, and the decision it gives. Pure: no I/O, no torch.
 
 ``decide`` takes the loaded current and baseline runs and the ``Policy`` and returns the diff
-(``diff_model.Diff``, what the renderers draw) with a ``GateVerdict``: the blocking changes, the
+(``gate.model.Diff``, what the renderers draw) with a ``GateVerdict``: the blocking changes, the
 waivers applied, the reasons (one per blocking category, naming the policy rule) and the exit code.
 ``kcgate diff`` and ``kcgate report`` both call it; neither decides anything itself.
 """

@@ -1,6 +1,6 @@
 """Diff each runner's current results against its baseline: exactly one category per case.
 
-Pure functions over frozen records (no files, no torch). The categories are ``diff_model.CATEGORIES``;
+Pure functions over frozen records (no files, no torch). The categories are ``vocab.categories.CATEGORIES``;
 the precedence that makes them mutually exclusive is in ``categorize`` and documented in docs/diff.md.
 """
 

@@ -2,8 +2,8 @@
 
 ``encode(obj)`` gives JSON-ready data (a dataclass as a dict of every field; tuples as lists; ``Path`` and
 ``datetime.date`` as strings); ``decode(cls, data)`` rebuilds an equal object. ``Any`` fields hold TOML values
-frozen as ``kcgate.contracts.spec`` freezes them: lists become tuples (nested too), a table stays a dict. Used to send
-the parsed contracts (``kcgate.contracts.spec.Project``) to the worker process instead of parsing the file again.
+frozen as ``kcgate.contracts.validate`` freezes them: lists become tuples (nested too), a table stays a dict. Used to send
+the parsed contracts (``kcgate.contracts.records.Project``) to the worker process instead of parsing the file again.
 Torch-free.
 """
 

@@ -1,6 +1,6 @@
 """The op catalogue: every op family's torch-free facts, one entry each. No torch.
 
-``kcgate.contracts.spec`` (op names, shape forms, placeholders, default tolerance, backward), ``kcgate.vocab.classes``
+``kcgate.contracts.validate`` (op names, shape forms, placeholders, default tolerance, backward), ``kcgate.vocab.classes``
 (which classes apply to which ops, from the traits below), ``kcgate.engine.checks`` (reduction axes, the reduction
 length's position, the exp and norm families of the C-PRC-02 probes), the harness (matmul-like ops for
 Freivalds), ``kcgate.engine.diagnosis``, ``kcgate.engine.sensitivity`` and ``kcgate.engine.backward`` (each gradient's reduction)

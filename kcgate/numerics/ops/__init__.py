@@ -1,6 +1,6 @@
 """Op families: call convention, input generator, fp64 oracle and per-element error bound.
 
-``OPS`` is the registry; the loader's list of op names (``kcgate.contracts.spec.OPS``) must match it (tested).
+``OPS`` is the registry; the loader's list of op names (``CONTRACT_FIELD["op"].choices``) must match it (tested).
 """
 
 from __future__ import annotations
