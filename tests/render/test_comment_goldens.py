@@ -85,8 +85,8 @@ def test_three_regressions_on_two_runners_are_three_rows_not_twelve() -> None:
 _RUNNERS = (("nvidia-h100", FP_NVIDIA), ("amd-mi300x", FP_AMD))
 
 
-def test_a_nan_failure_says_nan_and_never_shows_the_baselines_number() -> None:
-    nan = Signature("nan-pattern", "NaN/Inf at 12 of 524288 elements where the oracle is finite")
+def _one_failure_with_no_budget(signature: Signature) -> str:
+    """gemm-bf16 passed at budget 0.01 on the base and fails now with no budget (nothing finite to measure)."""
     base = [
         _run("nvidia-h100", FP_NVIDIA, (scenario_case("gemm-bf16", 0, "pass", 0.01),), passing("gelu-fp32"))
     ]
@@ -94,11 +94,17 @@ def test_a_nan_failure_says_nan_and_never_shows_the_baselines_number() -> None:
         _run(
             "nvidia-h100",
             FP_NVIDIA,
-            (scenario_case("gemm-bf16", 0, "fail", None, signature=nan),),
+            (scenario_case("gemm-bf16", 0, "fail", None, signature=signature),),
             passing("gelu-fp32"),
         )
     ]
-    text = render_comment(_verdict(now, base), CTX)
+    return render_comment(_verdict(now, base), CTX)
+
+
+def test_a_nan_failure_says_nan_and_never_shows_the_baselines_number() -> None:
+    text = _one_failure_with_no_budget(
+        Signature("nan-pattern", "NaN/Inf at 12 of 524288 elements where the oracle is finite")
+    )
     [row] = _rows(text, "Blocking")
     assert "| NaN/Inf |" in row and "0.01" not in row
     assert "❌ fail NaN/Inf" in text  # the matrix cell: status, then what it measured
@@ -107,19 +113,9 @@ def test_a_nan_failure_says_nan_and_never_shows_the_baselines_number() -> None:
 
 def test_a_wrong_shape_failure_names_its_cause_never_nan() -> None:
     """An integrity failure has no budget because nothing was compared: the row says what the kernel did."""
-    wrong = Signature("bad-output", "the kernel returned no tensor of the right shape")
-    base = [
-        _run("nvidia-h100", FP_NVIDIA, (scenario_case("gemm-bf16", 0, "pass", 0.01),), passing("gelu-fp32"))
-    ]
-    now = [
-        _run(
-            "nvidia-h100",
-            FP_NVIDIA,
-            (scenario_case("gemm-bf16", 0, "fail", None, signature=wrong),),
-            passing("gelu-fp32"),
-        )
-    ]
-    text = render_comment(_verdict(now, base), CTX)
+    text = _one_failure_with_no_budget(
+        Signature("bad-output", "the kernel returned no tensor of the right shape")
+    )
     [row] = _rows(text, "Blocking")
     assert "NaN/Inf" not in row and "no tensor of the right shape" in row and "fail NaN/Inf" not in text
     check_golden("comment-bad-output.md", text)
