@@ -62,6 +62,10 @@ UNEVALUATED = frozenset({Status.ERROR, Status.REFUSED})  # no verdict on the con
 # failure would have shown, and a refusal says only that the case cannot tell.
 SEVERITY: dict[str, int] = {Status.PASS: 0, Status.REFUSED: 1, Status.FAIL: 2, Status.ERROR: 3}
 VOLATILE_SUFFIXES = ("_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR", "device_count")
+# The `kcgate run` flags that override a contract's protocol and so can change a verdict: (flag, the run's
+# ``meta`` key that records the value used). Absent from meta: every contract's own value was used. The
+# PR comment's reproduce lines pass them again.
+OVERRIDES = (("--held-out", "override.held_out"), ("--timeout", "override.timeout_s"))
 GRAD_BUDGET = "grad_budget."  # metrics.extra key prefix: each input gradient's budget used (backward)
 
 
