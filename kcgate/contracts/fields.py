@@ -492,6 +492,19 @@ DRIFT_FIELDS = (
         since="0.2",
     ),
     _positive("absolute", "gate", "a rise of more than this amount is drift", since="0.2"),
+    Field(
+        "rounding_floor",
+        "gate",
+        "16- and 8-bit outputs: the share of elements not correctly rounded is compared by ratio too, both "
+        "sides floored at this share (and at 8 elements' worth) first: a correct kernel misses on a few elements",
+        type="number",
+        default=1e-3,
+        minimum=0,
+        maximum=1,
+        exclusive=True,
+        example="budget_drift = { ratio = 4.0, rounding_floor = 0.01 }",
+        since="0.2",
+    ),
 )
 POLICY_FIELDS = (
     Field(
