@@ -63,3 +63,16 @@ def test_a_failing_cases_two_seeds_say_which_is_which() -> None:
     assert "case seed 3121 (drew this case's inputs)" in text
     assert f"run seed {run_seed} (what `kcgate run --seed` takes" in text
     assert f"--seed {run_seed}" in text.splitlines()[-1]
+
+
+def test_the_console_table_shows_max_ulp_for_16_and_8_bit_cases_only() -> None:
+    from kcgate.render.console import render_run
+    from kcgate.results.model import Fingerprint, RunResult
+
+    cases = [
+        CaseResult(f"k/{d}/8/s0", "k", "C-PRC-01", "matmul", d, (8,), 1, "pass", Metrics(0.5, max_ulp=u))
+        for d, u in (("float32", 901_644_458.0), ("bfloat16", 3.0))
+    ]
+    text = render_run(RunResult("cpu", Fingerprint("cpu"), cases))
+    assert "901644458" not in text and "max ulp (16/8-bit)" in text
+    assert next(ln for ln in text.splitlines() if "k/bfloat16" in ln).split()[4] == "3"
