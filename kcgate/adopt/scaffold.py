@@ -21,6 +21,7 @@ from typing import Any
 from kcgate.adopt import tomlout
 from kcgate.contracts.fields import CONTRACT_FIELD
 from kcgate.errors import KcgateError, UsageError
+from kcgate.vocab.causes import CAUSE
 from kcgate.vocab.classes import CLASSES
 
 # The dtypes a first contract claims; others a kernel accepts are named in a comment (float16 kernels
@@ -291,8 +292,6 @@ NEXT_STEP = {
 def quick_run_advice(cases: Sequence[Any], contracts: str) -> list[str]:
     """One line per contract whose quick-run cases did not pass: its worst case's cause or message, and
     what that says to edit (``NEXT_STEP``); then how to rerun one contract."""
-    from kcgate.vocab.causes import CAUSE
-
     worst: dict[str, Any] = {}
     for c in cases:
         if not c.ok and c.contract_id not in worst:
