@@ -88,7 +88,7 @@ def report(o: Options) -> int:
     )
     event = _event(settings)
     ctx = _context(settings, event, runs, _contracts_name(o.contracts))
-    ctx = replace(ctx, contracts_file=_contracts_name(o.contracts))
+    ctx = replace(ctx, contracts_file=_from_root(_contracts_name(o.contracts)))
     ctx = replace(
         ctx,
         descriptions=tuple(sorted(descriptions.items())),
@@ -167,6 +167,18 @@ def _event(settings: Settings) -> dict[str, Any]:
 def _contracts_name(contracts: Path | None) -> str:
     """The path annotations point at: as given (relative to the repository root), or contracts.toml."""
     return contracts.as_posix() if contracts else "contracts.toml"
+
+
+def _from_root(path: str) -> str:
+    """The contracts file as a reproduce line names it: relative to the directory report runs in (the
+    repository root in CI), so an absolute CI path still runs on a reviewer's checkout."""
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            return p.relative_to(Path.cwd()).as_posix()
+        except ValueError:
+            return path
+    return path
 
 
 def _context(
