@@ -143,7 +143,10 @@ class KcgateState:
         return result
 
     def reproduce(self, case_id: str) -> str:
-        return f"kcgate run -c {self.path} -k '{case_id}' --seed {self.seed}"
+        """The command that reruns one case: ``--seed`` is the run seed, from which the case's own derives."""
+        device = self.config.getoption("kcgate_device")
+        on = f" --device {device}" if device else ""
+        return f"kcgate run -c {self.path}{on} -k '{case_id}' --seed {self.seed}"
 
     # -- hooks -------------------------------------------------------------------------------------
 

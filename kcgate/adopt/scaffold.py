@@ -21,6 +21,7 @@ from typing import Any
 from kcgate.adopt import tomlout
 from kcgate.contracts.fields import CONTRACT_FIELD
 from kcgate.errors import KcgateError, UsageError
+from kcgate.vocab.causes import CAUSE
 from kcgate.vocab.classes import CLASSES
 
 # The dtypes a first contract claims; others a kernel accepts are named in a comment (float16 kernels
@@ -266,3 +267,50 @@ def write_new(path: Path, text: str, force: bool) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+# What a quick run's failure says about the draft, by the cause's kind (kcgate.vocab.causes): whether to fix
+# the kernel or the contract, and which key. "raised" and an error are almost always a call the draft got wrong.
+NEXT_STEP = {
+    "integrity": "the kernel itself misbehaved: a finding about the kernel, not the draft",
+    "precision": (
+        "the kernel's error exceeds what the draft promises: a finding if the kernel should be this accurate; "
+        "if not, promise less (`accumulate`, or another `class`)"
+    ),
+    "semantic": (
+        "the output is not the op family's result: check `op`, and how `call` maps the family's inputs onto the "
+        "kernel's arguments"
+    ),
+    "structural": "the error follows the shape (a tile, a tail, an overflow): a finding about the kernel",
+    "call": (
+        "the kernel could not be called as the draft says: check `call` (argument order), `init`, and that it "
+        "accepts the `dtypes` and `shapes`"
+    ),
+}
+
+
+def quick_run_advice(cases: Sequence[Any], contracts: str) -> list[str]:
+    """One line per contract whose quick-run cases did not pass: its worst case's cause or message, and
+    what that says to edit (``NEXT_STEP``); then how to rerun one contract."""
+    worst: dict[str, Any] = {}
+    for c in cases:
+        if not c.ok and c.contract_id not in worst:
+            worst[c.contract_id] = c
+    lines = []
+    for cid, c in worst.items():
+        cause = c.signature.cause if c.signature else ""
+        kind = (
+            "call"
+            if c.status == "error" or cause == "raised"
+            else CAUSE[cause].kind
+            if cause in CAUSE
+            else ""
+        )
+        what = (c.signature.summary if c.signature else c.message.splitlines()[0] if c.message else c.status)[
+            :200
+        ]
+        step = NEXT_STEP.get(kind, "read the case's message")
+        lines.append(f"  {cid}: {c.status.upper()} {what}\n    -> {step}")
+    if worst:
+        lines.append(f"rerun one contract: kcgate run -c {contracts} -k {next(iter(worst))}")
+    return lines

@@ -33,6 +33,7 @@ from kcgate.render.markdown import (
     COMMENT_BUDGET,
     SUMMARY_LIMIT,
     RenderContext,
+    Rerun,
     render_comment,
     render_report,
     render_summary,
@@ -40,6 +41,7 @@ from kcgate.render.markdown import (
 from kcgate.results.artifacts import collect_results
 from kcgate.results.baseline import load_many, paused_gc, project_facts
 from kcgate.results.model import write_atomic
+from kcgate.results.records import OVERRIDES, VOLATILE_SUFFIXES
 
 if TYPE_CHECKING:
     from kcgate.contracts.policy import Policy
@@ -86,6 +88,7 @@ def report(o: Options) -> int:
     )
     event = _event(settings)
     ctx = _context(settings, event, runs, _contracts_name(o.contracts))
+    ctx = replace(ctx, contracts_file=_from_root(_contracts_name(o.contracts)))
     ctx = replace(
         ctx,
         descriptions=tuple(sorted(descriptions.items())),
@@ -166,11 +169,24 @@ def _contracts_name(contracts: Path | None) -> str:
     return contracts.as_posix() if contracts else "contracts.toml"
 
 
+def _from_root(path: str) -> str:
+    """The contracts file as a reproduce line names it: relative to the directory report runs in (the
+    repository root in CI), so an absolute CI path still runs on a reviewer's checkout."""
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            return p.relative_to(Path.cwd()).as_posix()
+        except ValueError:
+            return path
+    return path
+
+
 def _context(
     settings: Settings, event: dict[str, Any], runs: dict[str, RunResult], contracts: str
 ) -> RenderContext:
     sha = head_sha(settings, event)
     devices = tuple((name, _device(run)) for name, run in sorted(runs.items()))
+    reruns = tuple((name, rerun(run)) for name, run in sorted(runs.items()))
     vendor = dig(event, "workflow_run", "html_url")
     return RenderContext(
         title=settings.gate_name,
@@ -178,6 +194,7 @@ def _context(
         run_url=settings.run_url(),
         source_url=settings.blob_url(sha, contracts),
         devices=devices,
+        reruns=reruns,
         vendor_run_url=vendor
         if isinstance(vendor, str) and vendor.startswith(settings.server_url + "/")
         else "",
@@ -211,6 +228,26 @@ def _job_urls(settings: Settings, event: dict[str, Any], verdict: Diff) -> tuple
     except ImportError:
         return ()
     return tuple(sorted(job_urls(settings, event, [r.runner for r in verdict.runners]).items()))
+
+
+_ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,63}")  # a fingerprint flag that is an environment variable
+
+
+def rerun(run: RunResult) -> Rerun:
+    """How a runner ran its cases, for the reproduce lines: its device kind, the environment variables its
+    fingerprint recorded set (a device-selection one excepted: it names this machine's device, not the
+    numerics), and the command-line overrides its results recorded (``meta``: ``kcgate run``)."""
+    env = tuple(
+        (k, v)
+        for k, v in run.fingerprint.flags
+        if v and _ENV_NAME.fullmatch(k) and not k.endswith(VOLATILE_SUFFIXES)
+    )
+    meta = dict(run.meta)
+    options: list[str] = []
+    for flag, key in OVERRIDES:
+        if meta.get(key):
+            options += [flag, meta[key]]
+    return Rerun(run.fingerprint.backend, env, tuple(options))
 
 
 def _device(run: RunResult) -> str:

@@ -19,7 +19,8 @@ from kcgate.execution.runloop import execute_plan, new_run, resume_from
 from kcgate.render.console import render_plan, render_run
 from kcgate.render.escape import console_text
 from kcgate.render.junit import render_junit
-from kcgate.results.model import check_writable, write_atomic
+from kcgate.results.model import check_writable, load_run, write_atomic
+from kcgate.results.records import OVERRIDES
 from kcgate.vocab.catalogue import default_shapes
 
 
@@ -100,8 +101,8 @@ def _default_shapes() -> dict[str, tuple[tuple[int, ...], ...]]:
 def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-untyped-def]
     device, fingerprint = executor.handshake()  # from the process that runs the kernels
     runner = o.runner or f"{device}-{fingerprint.arch or 'generic'}".lower()
-    out = o.out or project.results_dir / f"{runner}.json"
-    run = new_run(runner, fingerprint, str(o.contracts), o.shard)
+    out = o.out or beside_fuller(project.results_dir / f"{runner}.json", cases, o.resume)
+    run = new_run(runner, fingerprint, str(o.contracts), o.shard, overrides(o))
     done = resume_from(out, run) if o.resume else {}
     _check_outputs(out, o.junit)
     result = execute_plan(
@@ -117,6 +118,39 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
     if o.junit:
         _write_junit(o.junit, result)
     return ExitCode.OK if all(c.ok for c in result.cases) else ExitCode.VIOLATION
+
+
+def overrides(o: Options) -> tuple[tuple[str, str], ...]:
+    """The flags given that override the contracts' protocol, as the run's meta records them."""
+    given = {"--held-out": o.held_out, "--timeout": o.timeout}
+    return tuple((key, f"{given[flag]:g}") for flag, key in OVERRIDES if given[flag] is not None)
+
+
+def beside_fuller(path: Path, cases, resume: bool) -> Path:  # type: ignore[no-untyped-def]
+    """The default results path, unless a run of fewer cases would replace a fuller file there.
+
+    A reproduce command (``-k CASE_ID``) selects one case; written over ``results/<runner>.json`` it would
+    drop every other case of the full run. Such a run writes ``results/repro/<runner>.json`` instead and
+    says so; an explicit ``--out`` and ``--resume`` are taken as given."""
+    if resume or not path.is_file():
+        return path
+    try:
+        held = load_run(path)
+    except (UsageError, IOFault, OSError):  # not a results file we can read: the run replaces it, as before
+        return path
+    planned = {c.case_id for c in cases}
+    dropped = sum(cid not in planned for cid in held.table.column("case_id"))
+    if not dropped:
+        return path
+    beside = path.parent / "repro" / path.name
+    typer.echo(
+        console_text(
+            f"note: writing {beside}, not {path}: that file holds {dropped:,} "
+            f"{'case' if dropped == 1 else 'cases'} this run did not select (pass --out to choose)"
+        ),
+        err=True,
+    )
+    return beside
 
 
 def _check_outputs(out: Path, junit: Path | None) -> None:

@@ -40,7 +40,8 @@ def init(
         help="NAME=LABEL[,LABEL...] per CI leg (repeatable; default cpu-ubuntu=ubuntu-latest).",
     ),
 ) -> None:
-    """Find kernels in PACKAGES, write a commented contracts.toml, validate it and run it once."""
+    """Find kernels in PACKAGES, write a commented contracts.toml, validate it and run it once (exit 0 when the
+    quick run passes, 1 when it finds violations, as `kcgate run`)."""
     from kcgate.adopt import scaffold
     from kcgate.contracts.load import load_project
 
@@ -67,8 +68,7 @@ def init(
     typer.echo(f"validate: {out} OK")
     if github:
         _write_workflows(root, repo, runner or list(DEFAULT_RUNNERS), force)
-    code = _quick_run(out) if run else ExitCode.OK
-    raise typer.Exit(int(ExitCode.OK if code in (ExitCode.OK, ExitCode.VIOLATION) else code))
+    raise typer.Exit(int(_quick_run(out) if run else ExitCode.OK))
 
 
 def _relative(p: Path, root: Path) -> str:
@@ -102,19 +102,27 @@ def _write_workflows(root: Path, repo: Optional[str], runners: list[str], force:
 
 
 def _quick_run(out: Path) -> int:
-    """The written file, run once as `kcgate run` would; results go to a temporary file."""
+    """The written file, run once as `kcgate run` would (results in a temporary file); its exit code is
+    init's, and each contract that did not pass is named with what its failure says to edit."""
+    from kcgate.adopt.scaffold import quick_run_advice
     from kcgate.commands._run_impl import Options, run_command
+    from kcgate.results.model import load_run
 
     typer.echo("quick run:")
     with tempfile.TemporaryDirectory(prefix="kcgate-init-") as tmp:
+        results = Path(tmp) / "init.json"
         opts = Options(
-            out, Path(tmp) / "init.json", None, None, None, None, [], False, None, False,
+            out, results, None, None, None, None, [], False, None, False,
             secrets.randbits(62), "process", None, 0.0, True,
         )  # fmt: skip
         code = run_command(opts)
-    if code == ExitCode.VIOLATION:
+        advice = quick_run_advice(load_run(results).cases, str(out)) if results.is_file() else []
+    if code != ExitCode.OK:
         typer.echo(
-            "the quick run found violations: each FAIL is a kernel that breaks its contract, or a contract "
-            "that promises too much (edit its class, dtypes or tolerance)"
+            f"the quick run did not pass (exit {int(code)}): {out} is written and valid; "
+            "each contract below is a kernel that breaks its contract, or a draft that says something the "
+            "kernel does not do:"
         )
+        for line in advice:
+            typer.echo(line)
     return code

@@ -148,7 +148,13 @@ TOLERANCE_FIELDS = (
         since="0.2",
     ),
 )
-PROTOCOL_LIMITS = {"seeds": 1000, "trials": 1000, "guard": 1 << 20, "freivalds_vectors": 256}
+PROTOCOL_LIMITS = {
+    "seeds": 1000,
+    "trials": 1000,
+    "guard": 1 << 20,
+    "freivalds_vectors": 256,
+    "held_out": 1000,
+}
 """Upper bounds on protocol sizes (README): a plan of 10^8 seeds would exhaust memory before it ran."""
 PROTOCOL_FIELDS = (
     Field(
@@ -177,7 +183,24 @@ PROTOCOL_FIELDS = (
         minimum=0,
         maximum=PROTOCOL_LIMITS["guard"],
     ),
-    _positive("timeout_s", "7 protocol", "seconds a case may take before it is an error", default=120.0),
+    _positive(
+        "timeout_s",
+        "7 protocol",
+        "seconds a case may take before it is an error (`kcgate run --timeout` overrides it; the results "
+        "record the override)",
+        default=120.0,
+    ),
+    Field(
+        "held_out",
+        "7 protocol",
+        "C-CMP-03: held-out shapes per seed besides the shape class's extremes (default: params.held_out, the "
+        "class's 3); `kcgate run --held-out` overrides it and the results record the override",
+        type="integer",
+        minimum=0,
+        maximum=PROTOCOL_LIMITS["held_out"],
+        example="protocol = { held_out = 8 }",
+        since="0.2",
+    ),
     Field(
         "k_sweep",
         "7 protocol",
@@ -469,6 +492,19 @@ DRIFT_FIELDS = (
         since="0.2",
     ),
     _positive("absolute", "gate", "a rise of more than this amount is drift", since="0.2"),
+    Field(
+        "rounding_floor",
+        "gate",
+        "16- and 8-bit outputs: the share of elements not correctly rounded is compared by ratio too, both "
+        "sides floored at this share (and at 8 elements' worth) first: a correct kernel misses on a few elements",
+        type="number",
+        default=1e-3,
+        minimum=0,
+        maximum=1,
+        exclusive=True,
+        example="budget_drift = { ratio = 4.0, rounding_floor = 0.01 }",
+        since="0.2",
+    ),
 )
 POLICY_FIELDS = (
     Field(

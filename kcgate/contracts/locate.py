@@ -1,5 +1,9 @@
-"""Static kernel location: ``pkg.mod:name`` -> the module's source file and its top-level names, read
-with ``ast`` and never imported (the reporting path must not run repository code).
+"""Static kernel location: ``pkg.mod:name`` -> the module's source file and its module-level names, read
+with ``ast`` and never imported (the reporting path must not run repository code, and validate stays
+torch-free and fast). Re-exports are followed: ``from x import *`` (the whole module's names, its literal
+``__all__`` included), names bound in ``if``/``try`` blocks, and the ``.pyi`` stubs of compiled modules, so
+``torch:matmul`` (torch/_C/_VariableFunctions.pyi) and ``torch.nn:LayerNorm`` (``from torch.nn.modules import
+*``) are seen.
 """
 
 from __future__ import annotations
@@ -8,11 +12,14 @@ import ast
 import functools
 import importlib.util
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from kcgate.contracts.field_checks import Collector
 
-_UNSEEN = "the static lookup cannot see"
+_UNSEEN = "the static lookup found no"
+_MAX_DEPTH = 12  # star imports followed (torch: torch -> torch._C -> stubs is three)
 
 
 def _located(target: str, roots: tuple[Path, ...], col: Collector) -> tuple[str, str] | None:
@@ -24,7 +31,12 @@ def _located(target: str, roots: tuple[Path, ...], col: Collector) -> tuple[str,
 
 
 def locate(target: str, roots: tuple[Path, ...]) -> tuple[str, str] | None:
-    """Find ``pkg.mod:fn`` statically: the module's source file and a top-level definition of fn."""
+    """Find ``pkg.mod:fn`` statically: the module's source file (or its ``.pyi`` stub, for a compiled module
+    such as ``torch._C._VariableFunctions``) and a definition of fn there or in what it re-exports.
+
+    A warning is given only where the name is really absent from what can be read: a module ``__getattr__``,
+    a compiled module without a stub, or an ``import *`` that cannot be followed leaves the lookup unable to
+    tell, and then it says nothing (``kcgate run`` imports the kernel and names a missing one)."""
     module, name = target.split(":")
     source = module_source(module, roots)
     if source is None:
@@ -32,35 +44,89 @@ def locate(target: str, roots: tuple[Path, ...]) -> tuple[str, str] | None:
             f"cannot find module {module!r}",
             "check the spelling, or add its directory to [project].paths, or install the package",
         )
-    if source.suffix != ".py":
-        return None  # compiled extension: cannot check statically; run will import it
-    names = _defined_names(source)
-    if isinstance(names, Exception):
-        return (f"module {module!r} ({source}) cannot be parsed: {names}", "fix the module's syntax")
-    if name not in names:
-        # re-exports, `import *` and module __getattr__ are invisible without importing: run imports it
+    if source.suffix not in (".py", ".pyi"):
+        return None  # compiled extension without a stub: cannot check statically; run will import it
+    facts = _facts(source)
+    if isinstance(facts, Exception):
+        return (f"module {module!r} ({source}) cannot be parsed: {facts}", "fix the module's syntax")
+    if provides(module, name, roots) is False:
         return (
-            f"{_UNSEEN} {name!r} in module {module!r} ({source}); `kcgate run` will import it",
-            f"check the spelling of {name!r}; nothing to do if it is a re-exported name",
+            f"{_UNSEEN} {name!r} in module {module!r} ({source}) nor in what it re-exports; "
+            "`kcgate run` will import it",
+            f"check the spelling of {name!r} (a name set through globals() is invisible to the static lookup)",
         )
     return None
 
 
-def _defined_names(source: Path) -> frozenset[str] | Exception:
-    """A module file's top-level names, parsed once per file version (10,000 contracts share a few modules)."""
+@dataclass(frozen=True)
+class _Facts:
+    """What a module file says about its names without running it."""
+
+    names: frozenset[str]  # defined or imported at module level (inside if/try/with blocks too)
+    stars: tuple[tuple[int, str], ...]  # each ``from X import *``: (relative level, X)
+    dynamic: bool  # a module-level ``__getattr__``: any name may exist
+
+
+def provides(module: str, name: str, roots: tuple[Path, ...], depth: int = 0) -> bool | None:
+    """Whether ``module`` has ``name``, read statically: True, False, or None when it cannot tell (a
+    compiled module without a stub, a module ``__getattr__``, an ``import *`` it cannot follow)."""
+    source = module_source(module, roots) if depth <= _MAX_DEPTH else None
+    if source is None or source.suffix not in (".py", ".pyi"):
+        return None
+    facts = _facts(source)
+    if isinstance(facts, Exception) or facts.dynamic:
+        return None
+    if name in facts.names or _is_submodule(source, name):
+        return True
+    answers = [
+        provides(_absolute(module, source, level, of), name, roots, depth + 1) for level, of in facts.stars
+    ]
+    if True in answers:
+        return True
+    return None if None in answers else False
+
+
+def _absolute(module: str, source: Path, level: int, of: str) -> str:
+    """The module a ``from <dots><of> import *`` in ``module`` (whose file is ``source``) names."""
+    if not level:
+        return of
+    package = module if source.stem == "__init__" else module.rpartition(".")[0]
+    parts = package.split(".")
+    base = parts[: len(parts) - (level - 1)] if level > 1 else parts
+    return ".".join([*base, of] if of else base)
+
+
+def _is_submodule(source: Path, name: str) -> bool:
+    """``pkg:sub`` names a submodule when pkg is a package with a ``sub`` module or package."""
+    if source.stem != "__init__":
+        return False
+    d = source.parent
+    return any(p.exists() for p in (d / f"{name}.py", d / f"{name}.pyi", d / name / "__init__.py"))
+
+
+def _facts(source: Path) -> _Facts | Exception:
+    """A module file's names, parsed once per file version (10,000 contracts share a few modules)."""
     try:
         stat = source.stat()
     except OSError as exc:
         return exc
-    return _parsed_names(source, stat.st_mtime_ns, stat.st_size)
+    return _parsed_facts(source, stat.st_mtime_ns, stat.st_size)
 
 
 @functools.lru_cache(maxsize=256)
-def _parsed_names(source: Path, mtime_ns: int, size: int) -> frozenset[str] | Exception:
+def _parsed_facts(source: Path, mtime_ns: int, size: int) -> _Facts | Exception:
     try:
-        return frozenset(_top_level_names(ast.parse(source.read_text(encoding="utf-8"))))
-    except (SyntaxError, UnicodeDecodeError, OSError) as exc:
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+    except (SyntaxError, UnicodeDecodeError, OSError, ValueError) as exc:
         return exc
+    names: set[str] = set()
+    stars: list[tuple[int, str]] = []
+    for node in _module_level(tree.body):
+        names |= _bound_names(node)
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            stars.append((node.level, node.module or ""))
+        names |= _all_entries(node)
+    return _Facts(frozenset(names), tuple(stars), "__getattr__" in names)
 
 
 _SOURCES: dict[tuple[str, tuple[Path, ...], tuple[str, ...]], Path] = {}
@@ -83,10 +149,15 @@ def module_source(module: str, roots: tuple[Path, ...]) -> Path | None:
 def _find_source(module: str, roots: tuple[Path, ...], sys_path: tuple[str, ...]) -> Path | None:
     rel = Path(*module.split("."))
     for root in (*roots, *(Path(p) for p in sys_path if p)):
-        for cand in (root / rel.with_suffix(".py"), root / rel / "__init__.py"):
+        for cand in _candidates(root / rel):
             if cand.is_file():
                 return cand
     return _installed_source(module)
+
+
+def _candidates(rel: Path) -> tuple[Path, ...]:
+    """A module's files, source first, then the stub a compiled module ships (``torch/_C/__init__.pyi``)."""
+    return (rel.with_suffix(".py"), rel / "__init__.py", rel.with_suffix(".pyi"), rel / "__init__.pyi")
 
 
 def _installed_source(module: str) -> Path | None:
@@ -102,21 +173,50 @@ def _installed_source(module: str) -> Path | None:
     if not rest:
         return Path(spec.origin) if spec.origin else None
     for base in spec.submodule_search_locations or []:
-        rel = Path(base, *rest)
-        for cand in (rel.with_suffix(".py"), rel / "__init__.py"):
+        for cand in _candidates(Path(base, *rest)):
             if cand.is_file():
                 return cand
     return None
 
 
-def _top_level_names(tree: ast.Module) -> set[str]:
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names |= {t.id for t in targets if isinstance(t, ast.Name)}
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    return names
+def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Statements run at module level: the body, and the bodies of its if/try/with blocks (``if
+    TYPE_CHECKING:``, ``try: from a import x except ImportError: ...``), never function or class bodies."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If):
+            yield from _module_level([*node.body, *node.orelse])
+        elif isinstance(node, ast.Try):
+            handlers = [stmt for h in node.handlers for stmt in h.body]
+            yield from _module_level([*node.body, *handlers, *node.orelse, *node.finalbody])
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            yield from _module_level(node.body)
+
+
+def _bound_names(node: ast.stmt) -> set[str]:
+    """The module-level names one statement binds."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
+    return set()
+
+
+def _all_entries(node: ast.stmt) -> set[str]:
+    """Literal strings put into ``__all__`` (``__all__ = [...]``, ``+= [...]``, ``.extend([...])``,
+    ``.append("x")``): names a module promises even where it binds them dynamically."""
+    value: ast.AST | None = None
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            value = node.value
+    elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        f = node.value.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "__all__":
+            value = ast.List(elts=list(node.value.args))
+    if value is None:
+        return set()
+    return {n.value for n in ast.walk(value) if isinstance(n, ast.Constant) and isinstance(n.value, str)}

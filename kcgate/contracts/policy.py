@@ -38,6 +38,9 @@ class Waiver:
         return today > self.until
 
 
+ROUNDING_MIN_MISSES = 8  # below 8 elements' worth, a change in how many miss correct rounding is noise
+
+
 @dataclass(frozen=True)
 class DriftRule:
     """When a case that passes in both runs has drifted (``policy.budget_drift``).
@@ -51,6 +54,10 @@ class DriftRule:
     ratio: float | None = 4.0
     floor: float = 1e-3
     absolute: float | None = None
+    # 16- and 8-bit outputs: the share of elements not correctly rounded is compared too (docs/diff.md),
+    # floored at 0.1% and at ROUNDING_MIN_MISSES elements' worth, so a correct kernel's few misses (0 on one
+    # seed, 2 of 4,096 on another) are not drift
+    rounding_floor: float = 1e-3
 
     def factor(self, base: float | None, now: float | None) -> float | None:
         """now / base with both floored: the factor the diff reports (None when a side has no budget)."""
@@ -66,10 +73,27 @@ class DriftRule:
         by_amount = self.absolute is not None and now - base > self.absolute
         return by_ratio or by_amount
 
+    def rounding_factor(self, base: float | None, now: float | None, elements: int = 0) -> float | None:
+        """now / base of the share of elements not correctly rounded (16- and 8-bit outputs), both floored at
+        ``rounding_floor`` and at ROUNDING_MIN_MISSES of the case's ``elements``."""
+        if base is None or now is None:
+            return None
+        floor = max(self.rounding_floor, ROUNDING_MIN_MISSES / elements if elements > 0 else 0.0)
+        return max(now, floor) / max(base, floor)
+
+    def rounding_drifted(self, base: float | None, now: float | None, elements: int = 0) -> bool:
+        """A low-precision output that misses the correctly rounded result more than ``ratio`` times as often:
+        a regression that budget used cannot show, since a correct kernel already sits near 1 there."""
+        factor = self.rounding_factor(base, now, elements)
+        return self.ratio is not None and factor is not None and factor > self.ratio
+
     def describe(self) -> str:
         rules = []
         if self.ratio is not None:
-            rules.append(f"a rise of more than {self.ratio:g}x (budgets floored at {self.floor:g})")
+            rules.append(
+                f"a rise of more than {self.ratio:g}x (budgets floored at {self.floor:g}; for 16- and 8-bit "
+                f"outputs also in the share of elements not correctly rounded, floored at {self.rounding_floor:.1%})"
+            )
         if self.absolute is not None:
             rules.append(f"a rise of more than {self.absolute:g} in budget used")
         return " or ".join(rules)

@@ -46,6 +46,7 @@ class Protocol:
     timeout_s: float = CONTRACT_FIELD["protocol"].field("timeout_s").default
     k_sweep: tuple[int, ...] = ()
     freivalds_vectors: int = FREIVALDS_VECTORS  # random vectors per Freivalds check (docs/freivalds.md)
+    held_out: int | None = None  # C-CMP-03's held-out shapes per seed; None: params.held_out (the class's)
 
 
 @dataclass(frozen=True)

@@ -413,13 +413,21 @@ def _drift(t: dict[str, Any], policy: At) -> DriftRule:
         at.add(f"must be a table or a number, not {v!r}", _DRIFT_FIX)
         return DriftRule()
     unknown_keys(v, POLICY_FIELD["budget_drift"].keys, at)
-    ratio, floor, amount = (value(v, row.field(k), at) for k in ("ratio", "floor", "absolute"))
+    ratio, floor, amount, rounding = (
+        value(v, row.field(k), at) for k in ("ratio", "floor", "absolute", "rounding_floor")
+    )
     if ratio is None and amount is None and not ({"ratio", "absolute"} & set(v)):
-        if "floor" in v or set(v) - POLICY_FIELD["budget_drift"].keys:
+        if {"floor", "rounding_floor"} & set(v) or set(v) - POLICY_FIELD["budget_drift"].keys:
             ratio = DriftRule().ratio  # a floor alone keeps the default ratio (unknown keys: reported above)
         else:
             at.add("names no rule", _DRIFT_FIX)
-    return DriftRule(ratio=ratio, floor=DriftRule().floor if floor is None else floor, absolute=amount)
+    default = DriftRule()
+    return DriftRule(
+        ratio=ratio,
+        floor=default.floor if floor is None else floor,
+        absolute=amount,
+        rounding_floor=default.rounding_floor if rounding is None else rounding,
+    )
 
 
 def _waivers(data: dict[str, Any], contracts: tuple[Contract, ...], col: Collector) -> tuple[Waiver, ...]:

@@ -110,7 +110,11 @@ def _with_grad(signature: Any, metrics: Metrics) -> Any:
     """A backward case's signature names the gradient it was measured on (``grad = "w"``), so the
     diff, report and PR comment say which gradient broke."""
     grad = metrics.worst_grad
-    if signature is None or not grad or any(k == "grad" for k, _ in signature.evidence):
+    if (
+        signature is None
+        or not grad
+        or any(k == "grad" or (k, v) == ("phase", "forward") for k, v in signature.evidence)
+    ):
         return signature
     evidence = tuple(sorted((*signature.evidence, ("grad", grad))))
     return Signature(signature.cause, f"gradient of {grad!r}: {signature.summary}", evidence)

@@ -226,9 +226,13 @@ def _call(
         )
     out = _first_tensor(trial, result)
     if out is not None and backward:
+        # a forward that overwrites an input (Liger's cross-entropy writes its gradient into the logits) is
+        # named on the forward, before the backward's gradients are measured on what it left
+        _mutated(ctx, trial, views, snapshots, "forward")
         run_backward(ctx, trial, out, leaves)
         _global_state(trial)
-    _integrity(trial, bufs, snapshots, guard)  # after the backward too: it must not write its inputs
+    _mutated(ctx, trial, views, snapshots, "backward" if out is not None and backward else "forward")
+    _out_of_bounds(trial, bufs, guard)  # after the backward too: it must not write outside its buffers
     return _as_output(ctx, trial, out)
 
 
@@ -250,17 +254,30 @@ def _poison(dtype: torch.dtype, device: Any, guard: int) -> torch.Tensor:
     return torch.full((guard,), float("nan") if dtype.is_floating_point else -1, dtype=dtype, device=device)
 
 
-def _integrity(
-    trial: Trial, bufs: list[tuple[torch.Tensor, torch.Tensor]], snaps: list[torch.Tensor], guard: int
-) -> None:
-    for (buf, view), snap in zip(bufs, snaps):
-        if not torch.equal(view, snap) and not torch.equal(  # bitwise equal (no NaN): unchanged, at once
-            view.nan_to_num(0.5) if view.is_floating_point() else view,
-            snap.nan_to_num(0.5) if snap.is_floating_point() else snap,
-        ):
-            issue(trial, "input-mutation")
-        if guard and not _margins_intact(buf, guard):
-            issue(trial, "out-of-bounds")
+def _mutated(ctx: CaseContext, trial: Trial, views: Tensors, snaps: list[torch.Tensor], phase: str) -> None:
+    """Name the inputs the kernel overwrote, and in which phase: its forward call or its backward. Checked
+    after each phase, so the first phase that wrote is the one reported."""
+    if "input-mutation" in trial.issues:
+        return
+    changed = [ctx.op.input_name(i) for i, (v, s) in enumerate(zip(views, snaps)) if _changed(v, s)]
+    if changed:
+        issue(trial, "input-mutation")
+        trial.found_in["input-mutation"] = phase
+        what = ", ".join(map(repr, changed))
+        trial.error = trial.error or f"the {phase} wrote into input{'s' * (len(changed) > 1)} {what}"
+
+
+def _changed(view: torch.Tensor, snap: torch.Tensor) -> bool:
+    """Not bitwise equal, NaN in the same places counting as equal (checked at once when there is none)."""
+    return not torch.equal(view, snap) and not torch.equal(
+        view.nan_to_num(0.5) if view.is_floating_point() else view,
+        snap.nan_to_num(0.5) if snap.is_floating_point() else snap,
+    )
+
+
+def _out_of_bounds(trial: Trial, bufs: list[tuple[torch.Tensor, torch.Tensor]], guard: int) -> None:
+    if guard and not all(_margins_intact(buf, guard) for buf, _view in bufs):
+        issue(trial, "out-of-bounds")
 
 
 def _margins_intact(buf: torch.Tensor, guard: int) -> bool:

@@ -100,6 +100,9 @@ class Trial:
     metrics: Metrics = field(default_factory=Metrics)
     error: str = ""  # the kernel raised: type and message
     issues: list[str] = field(default_factory=list)  # integrity findings: input-mutation, out-of-bounds, ...
+    found_in: dict[str, str] = field(
+        default_factory=dict
+    )  # issue -> the phase it was seen after: "forward"...
     kernel_s: float = 0.0
     oracle_s: float = 0.0
     salt: Any = 0

@@ -152,10 +152,17 @@ def _ordered(run: RunResult, cases: list[Case], results: dict[str, CaseResult], 
 
 
 def new_run(
-    runner: str, fingerprint: Fingerprint, contracts_file: str, shard: str | None = None
+    runner: str,
+    fingerprint: Fingerprint,
+    contracts_file: str,
+    shard: str | None = None,
+    overrides: tuple[tuple[str, str], ...] = (),
 ) -> RunResult:
-    """An empty run; each case records its own seed (plan.base_seed_for gives the --seed that reruns it)."""
-    meta = [("started", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))]
+    """An empty run; each case records its own seed (plan.base_seed_for gives the --seed that reruns it).
+
+    ``overrides``: (meta key, value) of each command-line flag that replaced the contracts' own value
+    (``records.OVERRIDES``), so the results say which value was used."""
+    meta = [("started", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())), *overrides]
     if shard:
         meta.append(("shard", shard))  # lets the report see a missing shard of a runner
     return RunResult(

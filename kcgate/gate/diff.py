@@ -76,11 +76,18 @@ def make_diff(
 
 
 def categorize(
-    status: str, contract_id: str, budget: float | None, base: tuple[str, float | None] | None, ctx: _Context
+    status: str,
+    contract_id: str,
+    budget: float | None,
+    base: tuple[str, float | None, float | None] | None,
+    ctx: _Context,
+    rounding: float | None = None,
+    elements: int = 0,
 ) -> str:
     """Precedence: facts about the current run alone, then baseline availability, then the comparison.
 
-    ``base`` is the baseline case's (status, budget used), None when the baseline lacks the case."""
+    ``base`` is the baseline case's (status, budget used, share not correctly rounded), None when the
+    baseline lacks the case; ``rounding`` is the current case's share (16- and 8-bit outputs, else None)."""
     if status in UNEVALUATED:
         return _error_category(contract_id, ctx)
     waived = _waiver_category(status, contract_id, ctx)
@@ -90,22 +97,39 @@ def categorize(
         return "unverified"
     if not ctx.comparable:
         return "incomparable"
-    return _compare(status, budget, base, ctx.policy.budget_drift)
+    return _compare(status, budget, base, ctx.policy.budget_drift, rounding, elements)
 
 
 def _compare(
-    status: str, budget: float | None, base: tuple[str, float | None] | None, drift: DriftRule
+    status: str,
+    budget: float | None,
+    base: tuple[str, float | None, float | None] | None,
+    drift: DriftRule,
+    rounding: float | None,
+    elements: int,
 ) -> str:
     """Both sides are evaluated on the same fingerprint; a baseline error/refusal counts as not failing."""
     failing = status == _FAIL
     if base is None:
         return "new-violation" if failing else "new"
-    base_status, base_budget = base
+    base_status, base_budget, base_rounding = base
     if failing:
         return "still-failing" if base_status == _FAIL else "new-violation"
     if base_status != _PASS:
         return "fixed"
-    return "budget-drift" if drift.drifted(base_budget, budget) else "unchanged"
+    drifted = drift.drifted(base_budget, budget) or drift.rounding_drifted(base_rounding, rounding, elements)
+    return "budget-drift" if drifted else "unchanged"
+
+
+def rounding_note(base: float | None, now: float | None, drift: DriftRule, elements: int) -> str:
+    """The message of a low-precision case whose share of elements not correctly rounded drifted."""
+    if base is None or now is None or not drift.rounding_drifted(base, now, elements):
+        return ""
+    factor = drift.rounding_factor(base, now, elements) or 0.0
+    return (
+        f"not correctly rounded: {base:.1%} -> {now:.1%} of elements (x{factor:.3g}); "
+        "the budget stays near 1 for any correct 16-bit kernel, this share shows the regression first"
+    )
 
 
 def _error_category(contract_id: str, ctx: _Context) -> str:
@@ -146,7 +170,9 @@ def _present(
     cases: CaseTable, base: CaseTable | None, base_at: Mapping[str, int], ctx: _Context
 ) -> list[CaseChange]:
     """One change per current case, from the columns both sides need."""
-    base_side = list(zip(base.column("status"), base.metric("budget_used"))) if base else []
+    base_side = (
+        list(zip(base.column("status"), base.metric("budget_used"), base.metric("cr_miss"))) if base else []
+    )
     columns = zip(
         *(
             cases.column(k)
@@ -166,6 +192,8 @@ def _present(
         cases.metric("budget_used"),
         cases.metric("max_ulp"),
         cases.metric("max_abs_err"),
+        cases.metric("cr_miss"),
+        cases.metric("elements"),
     )
     changes = []
     for (
@@ -182,10 +210,14 @@ def _present(
         budget,
         ulp,
         abs_err,
+        rounding,
+        elements,
     ) in columns:
         j = base_at.get(case_id)
         before = base_side[j] if j is not None else None
-        category = categorize(status, contract_id, budget, before, ctx)
+        category = categorize(status, contract_id, budget, before, ctx, rounding, elements)
+        if category == "budget-drift" and before is not None and not message:
+            message = rounding_note(before[2], rounding, ctx.policy.budget_drift, elements)
         if category in WAIVER_DECIDED and status in UNEVALUATED:
             note = _waiver_note(ctx.error_waivers.get(contract_id))
             message = f"{note}; {status}: {message}" if message else note

@@ -120,6 +120,9 @@ class Comparison:
     ulp: torch.Tensor
     ref: torch.Tensor
     finite: bool = False  # known: every element of the output and the reference is finite
+    # 16- and 8-bit float outputs only (None otherwise): the distance from the correctly rounded fp64 result
+    cr_ulp: float | None = None  # the largest, in ULPs of the output format
+    cr_miss: float | None = None  # the share of (finite) elements that are not the correctly rounded value
 
 
 @quiet
@@ -140,7 +143,44 @@ def compare(out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor, method:
         ratio = _ulp_ratio(ulp, allowed, err_t)
     else:
         ratio = tensor(_ratio(host(err_t), f64(allowed)))
-    return Comparison(err_t, signed, allowed, ratio, ulp, ref, finite)
+    cr_ulp, cr_miss = rounding(o, host(ref)) if o.is_floating_point() else (None, None)
+    return Comparison(err_t, signed, allowed, ratio, ulp, ref, finite, cr_ulp, cr_miss)
+
+
+@quiet
+def correctly_rounded(ref: np.ndarray, out_dtype: torch.dtype) -> np.ndarray:
+    """fp64 values rounded once, to nearest even, to the output format (subnormals included; beyond the
+    format's largest finite value, ±inf). Exact: a division and multiplication by a power of two, and
+    numpy's round, which rounds halves to even."""
+    spacing = format_ulp(ref, out_dtype)
+    cr = np.round(ref / spacing) * spacing
+    big = dtypes.FORMATS[str(out_dtype).removeprefix("torch.")].max
+    return np.where(np.abs(cr) > big, np.copysign(np.inf, cr), cr)
+
+
+@quiet
+def rounding(out: torch.Tensor, ref: np.ndarray) -> tuple[float | None, float | None]:
+    """For a 16- or 8-bit float output: (the largest distance from the correctly rounded fp64 result in
+    ULPs, the share of elements that are not that value), over the elements whose oracle is finite.
+
+    A correct low-precision kernel rounds once at the end, so it sits within about one rounding of the
+    oracle and its budget used is near 1 however good it is; how often it misses the correctly rounded
+    value still moves when a regression adds error well inside one rounding (docs/diff.md)."""
+    name = str(out.dtype).removeprefix("torch.")
+    if not dtypes.low_precision(name) or not out.numel():
+        return None, None
+    ref = np.broadcast_to(ref, tuple(out.shape)).reshape(-1)
+    finite = np.isfinite(ref)
+    n = int(np.count_nonzero(finite))
+    if not n:
+        return None, None
+    cr = correctly_rounded(ref, out.dtype)
+    o = f64(out).reshape(-1)
+    miss = (o != cr) & finite
+    if not miss.any():
+        return 0.0, 0.0
+    ulps = host(ulp_distance(out.reshape(-1)[torch.from_numpy(miss)], tensor(cr[miss])))
+    return float(np.nanmax(ulps)) if ulps.size else 0.0, int(np.count_nonzero(miss)) / n
 
 
 def _special(
@@ -203,6 +243,8 @@ def to_metrics(cmp: Comparison, extra: dict[str, float] | None = None) -> Metric
         worst_index=idx,
         allowed_at_worst=float(allowed),
         extra=tuple(sorted((extra or {}).items())),
+        cr_ulp=cmp.cr_ulp,
+        cr_miss=cmp.cr_miss,
     )
 
 
@@ -243,4 +285,13 @@ def merge_metrics(ms: list[Metrics]) -> Metrics:
         worst_index=worst.worst_index,
         allowed_at_worst=worst.allowed_at_worst,
         extra=worst.extra,
+        cr_ulp=max((m.cr_ulp for m in ms if m.cr_ulp is not None), default=None),
+        cr_miss=_share([(m.cr_miss, m.elements) for m in ms]),
     )
+
+
+def _share(parts: list[tuple[float | None, int]]) -> float | None:
+    """The share over all trials' elements, from each trial's share and element count."""
+    known = [(s, n) for s, n in parts if s is not None]
+    total = sum(n for _, n in known)
+    return sum(s * n for s, n in known) / total if total else None

@@ -24,6 +24,7 @@ from kcgate.render.labels import SEVERITY, factor_text, icon, label, rank
 from kcgate.results.model import UNEVALUATED, Status
 from kcgate.vocab.categories import SILENT, UNKNOWN, WAIVER_APPLIED
 from kcgate.vocab.causes import CAUSE
+from kcgate.vocab.dtypes import low_precision
 
 COMMENT_LIMIT = 65_536  # GitHub: characters in an issue comment body
 COMMENT_BUDGET = COMMENT_LIMIT - 300  # room for the publisher's hidden markers
@@ -32,6 +33,16 @@ CHECK_RUN_LIMIT = 65_535  # GitHub: bytes of a check run's output.summary
 MATRIX_MAX_RUNNERS = 12  # columns in the cross-vendor table; more do not read on a PR page
 _SAFE_URL = re.compile(r"^https://[A-Za-z0-9._~:/?#@!$&'*+,;=%-]+$")
 _RESERVE = 200  # bytes kept back for the overflow line
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """How one runner's cases were run, read from its results file, so a reproduce line runs them the same
+    way. Untrusted: every value is shell-quoted and the line escaped."""
+
+    backend: str = ""  # the fingerprint's device kind: --device
+    env: tuple[tuple[str, str], ...] = ()  # environment variables the fingerprint recorded set (NAME=value)
+    options: tuple[str, ...] = ()  # command-line settings that override the contract, e.g. --held-out 2
 
 
 @dataclass(frozen=True)
@@ -52,6 +63,8 @@ class RenderContext:
     job_urls: tuple[tuple[str, str], ...] = ()  # runner -> its leg's job log
     notes: tuple[str, ...] = ()  # trusted lines shown under the header (e.g. a watchdog's)
     check_run_url: str = ""  # the verdict's check run on the PR head
+    contracts_file: str = "contracts.toml"  # report's --contracts, as given: reproduce lines pass it with -c
+    reruns: tuple[tuple[str, Rerun], ...] = ()  # runner -> how its cases were run (from results: quoted)
 
 
 @dataclass(frozen=True)
@@ -131,7 +144,10 @@ def _overflow(omitted: dict[str, int], hint: str) -> list[str]:
 
 LEGEND = (
     "<sub>**budget used** = measured error ÷ allowed error at the worst element: ≤ 1 holds, > 1 violates; "
-    "“0.21 → 1.73” is baseline → now; **NaN/Inf**: non-finite output where the oracle is finite.</sub>"
+    "“0.21 → 1.73” is baseline → now; **NaN/Inf**: non-finite output where the oracle is finite; "
+    "**max ULP**: units in the last place, shown for 16- and 8-bit outputs only (in fp32 a tiny, allowed "
+    "error near zero spans millions of ULPs); **verified**: the baseline ran on the same device, driver, "
+    "torch version and numerics settings, so its numbers compare with these.</sub>"
 )
 
 
@@ -299,7 +315,7 @@ def _sections(verdict: Diff, ctx: RenderContext, collapse: bool) -> list[Section
     return [  # the runners table is short and says which numbers can be trusted: it never gets cut
         Section("runners", ("### Runners", "", *_RUNNER_HEAD), _runner_rows(verdict, ctx), ("",)),
         Section("rows", ("### Blocking", "", *_GROUP_HEAD), rows, ("",)),
-        Section("reproduce commands", ("**Reproduce** (the worst case of each row):", ""), repro, ("",)),
+        Section("reproduce commands", (REPRODUCE_HEAD, ""), repro, ("",)),
         _folded(
             "rows",
             f"Other changes ({len(others):,})",
@@ -328,7 +344,7 @@ def group_row(g: Group, ctx: RenderContext, descriptions: dict[str, str]) -> str
         md_cell(", ".join(g.runners), 200),
         _cases_cell(g),
         _budget_cell(g, worst),
-        _num(_max(c.max_ulp for c in g.changes)),
+        _num(_max(c.max_ulp for c in g.changes if low_precision(c.dtype))),
         _sci(_max(c.max_abs_err for c in g.changes)),
         md_cell(_cause_text(worst), 160),
     ]
@@ -381,19 +397,39 @@ def _cause_text(c: CaseChange) -> str:
     return c.signature or c.message
 
 
+REPRODUCE_HEAD = (
+    "**Reproduce** (the worst case of each row; run from the repository root on a machine like the runner's; "
+    "a rerun never replaces a fuller results file: it writes into a repro/ folder beside it and says so):"
+)
+
+
 def reproduce_line(g: Group, ctx: RenderContext) -> str:
     """A list item with the command that reruns the row's worst case, and its runner's job log."""
     c = g.worst
     if not (c.case_id and c.status and c.seed is not None):
         return ""
-    parts = ["kcgate run -k", shlex.quote(c.case_id), "--seed", str(base_seed_for(c.seed, c.case_id))]
-    if c.dtype:
-        parts += ["--dtype", shlex.quote(c.dtype)]
+    where = f" on {md_text(c.runner, 60)}"
+    command = reproduce_command(c, ctx.contracts_file, dict(ctx.reruns).get(c.runner, Rerun()))
     where = f" on {md_text(c.runner, 60)}"
     log = dict(ctx.job_urls).get(c.runner, "") or ctx.vendor_run_url
     if safe_url(log):
         where += f" ([job log]({log}))"
-    return f"- {md_text(c.contract_id, 80)}{where}: {md_code(' '.join(parts), 300)}"
+    return f"- {md_text(c.contract_id, 80)}{where}: {md_code(command, 600)}"
+
+
+def reproduce_command(c: CaseChange, contracts_file: str, rerun: Rerun) -> str:
+    """The shell command that reruns case ``c`` as its runner ran it: the contracts file, runner, device,
+    recorded environment and overriding options, the case id, the seed that gives it its seed, its dtype."""
+    env = [f"{name}={shlex.quote(value)}" for name, value in rerun.env]
+    parts = [*env, "kcgate run -c", shlex.quote(contracts_file or "contracts.toml")]
+    parts += ["--runner", shlex.quote(c.runner)]
+    if rerun.backend:
+        parts += ["--device", shlex.quote(rerun.backend)]
+    parts += map(shlex.quote, rerun.options)
+    parts += ["-k", shlex.quote(c.case_id), "--seed", str(base_seed_for(c.seed or 0, c.case_id))]
+    if c.dtype:
+        parts += ["--dtype", shlex.quote(c.dtype)]
+    return " ".join(parts)
 
 
 def budget_text(base: float | None, now: float | None) -> str:
@@ -468,9 +504,15 @@ def runner_status(r: RunnerDiff, blocking: int) -> str:
     if not r.base_fingerprint_key:
         state = "❔ unverified: no baseline"
     elif r.base_fingerprint_key != r.fingerprint_key:
-        state = f"❔ unverified: baseline has fingerprint {md_code(r.base_fingerprint_key, 16)}"
+        state = (
+            "❔ unverified: the baseline ran on other hardware or software "
+            f"(fingerprint {md_code(r.base_fingerprint_key, 16)}, now {md_code(r.fingerprint_key, 16)})"
+        )
     else:
-        state = f"✅ verified against {md_code(r.fingerprint_key, 16)}"
+        state = (
+            "✅ verified: baseline from the same device, driver, torch and settings "
+            f"(fingerprint {md_code(r.fingerprint_key, 16)})"
+        )
     return f"❌ blocking · {state[2:]}" if blocking else state
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kcgate.plan import base_seed_for
 from kcgate.render.console import fmt_budget
 from kcgate.results.model import CaseResult, Status
 
@@ -45,7 +46,10 @@ def render_violation(c: CaseResult, reproduce: str = "") -> str:
         lines += [f"    {k} = {v}" for k, v in c.signature.evidence]
     if c.message:
         lines += ["  " + ln for ln in c.message.splitlines()[:20]]
-    lines.append(f"  seed {c.seed}")
+    lines.append(
+        f"  case seed {c.seed} (drew this case's inputs); run seed {base_seed_for(c.seed, c.case_id)} "
+        "(what `kcgate run --seed` takes: it derives the case seed from the case id)"
+    )
     if reproduce:
         lines.append(f"  reproduce: {reproduce}")
     return "\n".join(lines)

@@ -27,6 +27,7 @@ from kcgate.results.records import (
     CASE_FIELDS,
     GRAD_BUDGET,
     METRIC_FIELDS,
+    METRICS_AT,
     SEVERITY,
     STATUSES,
     TIMINGS_AT,
@@ -147,25 +148,40 @@ def _case_table(d: dict[str, Any], version: int, cases: list[Any]) -> CaseTable:
     if version == 1:
         return CaseTable.from_records(map(CaseResult.from_json, cases))
     older = _appended_since(d.get("case_fields"))
+    older_metrics = _appended_since(d.get("metric_fields"), METRIC_FIELDS, "extra")
     for key, expected in (
         ("case_fields", CASE_FIELDS[: len(CASE_FIELDS) - older]),
-        ("metric_fields", METRIC_FIELDS),
+        ("metric_fields", METRIC_FIELDS[: len(METRIC_FIELDS) - older_metrics]),
     ):
         expect(
             d.get(key) == list(expected),
             f"{key} is not {', '.join(expected)} (this kcgate's schema {SCHEMA_VERSION} columns); "
             "re-run `kcgate run` with this version of kcgate",
         )
+    if older_metrics:
+        cases = _padded_metrics(cases, older_metrics)
     return CaseTable.from_rows(_padded(cases, older) if older else cases)
 
 
-def _appended_since(fields: Any) -> int:
-    """How many case columns this kcgate appended after the file was written: a file written before a
-    column existed (its case_fields a prefix of ours, at least up to ``line``) reads it as null, its default."""
-    oldest = CASE_FIELDS.index("line") + 1
-    if not isinstance(fields, list) or not oldest <= len(fields) < len(CASE_FIELDS):
+def _appended_since(fields: Any, ours: tuple[str, ...] = CASE_FIELDS, first: str = "line") -> int:
+    """How many columns this kcgate appended after the file was written: a file written before a column
+    existed (its fields a prefix of ours, at least up to ``first``) reads it as null, its default."""
+    oldest = ours.index(first) + 1
+    if not isinstance(fields, list) or not oldest <= len(fields) < len(ours):
         return 0
-    return len(CASE_FIELDS) - len(fields) if fields == list(CASE_FIELDS[: len(fields)]) else 0
+    return len(ours) - len(fields) if fields == list(ours[: len(fields)]) else 0
+
+
+def _padded_metrics(cases: list[Any], missing: int) -> list[Any]:
+    """Rows of an older file with the appended metric columns (cr_ulp, cr_miss) as nulls; a row of
+    another shape is left for the row check to name."""
+    out = []
+    for r in cases:
+        m = r[METRICS_AT] if isinstance(r, list) and len(r) > METRICS_AT else None
+        if isinstance(m, list) and len(m) == len(METRIC_FIELDS) - missing:
+            r = [*r[:METRICS_AT], m + [None] * missing, *r[METRICS_AT + 1 :]]
+        out.append(r)
+    return out
 
 
 def _padded(cases: list[Any], missing: int) -> list[Any]:

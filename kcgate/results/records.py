@@ -62,6 +62,10 @@ UNEVALUATED = frozenset({Status.ERROR, Status.REFUSED})  # no verdict on the con
 # failure would have shown, and a refusal says only that the case cannot tell.
 SEVERITY: dict[str, int] = {Status.PASS: 0, Status.REFUSED: 1, Status.FAIL: 2, Status.ERROR: 3}
 VOLATILE_SUFFIXES = ("_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR", "device_count")
+# The `kcgate run` flags that override a contract's protocol and so can change a verdict: (flag, the run's
+# ``meta`` key that records the value used). Absent from meta: every contract's own value was used. The
+# PR comment's reproduce lines pass them again.
+OVERRIDES = (("--held-out", "override.held_out"), ("--timeout", "override.timeout_s"))
 GRAD_BUDGET = "grad_budget."  # metrics.extra key prefix: each input gradient's budget used (backward)
 
 
@@ -149,6 +153,10 @@ class Metrics:
     worst_index: tuple[int, ...] = ()
     allowed_at_worst: float | None = None
     extra: tuple[tuple[str, float], ...] = ()
+    cr_ulp: float | None = (
+        None  # 16- and 8-bit outputs: the largest distance from the correctly rounded result
+    )
+    cr_miss: float | None = None  # 16- and 8-bit outputs: the share of elements not correctly rounded
 
     @property
     def worst_grad(self) -> str:
@@ -310,6 +318,17 @@ METRIC_COLUMNS: tuple[Column, ...] = (
     _metric("worst_index", INTS, "the index of the worst element"),
     _metric("allowed_at_worst", NUMBER, "the error allowed at the worst element", junit=_P),
     _metric("extra", EXTRA, "named measurements: grad_budget.<input> per gradient, out_budget, ..."),
+    # appended (a file written before them reads them as null): 16- and 8-bit float outputs only
+    _metric(
+        "cr_ulp",
+        NUMBER,
+        "16/8-bit outputs: the largest distance from the correctly rounded fp64 result, in ULPs",
+    ),
+    _metric(
+        "cr_miss",
+        NUMBER,
+        "16/8-bit outputs: the share of elements not correctly rounded (what budget drift compares)",
+    ),
 )
 _metric_row = row_encoder(METRIC_COLUMNS)
 METRICS = Kind(

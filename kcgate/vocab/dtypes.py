@@ -60,3 +60,11 @@ def canonical(name: str) -> str:
 
 def unit_roundoff(name: str) -> float:
     return FORMATS[canonical(name)].u
+
+
+def low_precision(name: str) -> bool:
+    """A float format of 11 significand bits or fewer (fp16, bf16, fp8): an error of a few units in the last
+    place is a scale a reviewer can read. In fp32 and wider, ULPs count grid points too fine to mean anything
+    beside the allowed error (an fp32 gradient within budget can be 10^8 ULP from the oracle near zero)."""
+    f = FORMATS.get(canonical(name))
+    return f is not None and f.kind == "float" and 0 < f.p <= 11

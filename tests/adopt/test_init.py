@@ -22,7 +22,9 @@ KERNELS = f"{PKG}.kernels"
 def initialised(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     root = tmp_path_factory.mktemp("init")
     proc = kcgate("init", PKG, "--path", str(ROOT), "--github", "--repo", "acme/kernels", cwd=root)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 1, (
+        proc.stdout + proc.stderr
+    )  # its quick run fails the broken kernel: so does init
     return root, proc.stdout
 
 
@@ -44,6 +46,17 @@ def test_init_writes_a_file_that_validates_and_whose_run_fails_only_the_broken_k
     assert ops["RMSNormFunction"] == "rmsnorm" and ops["RotaryEmbedding"] == "rope"
     assert {"rmsnorm-function", "rotary-embedding", "matmul", "softmax", "activation"} == set(statuses)
     assert "not placed" not in out
+
+
+def test_inits_hint_follows_its_quick_run(initialised: tuple[Path, str]) -> None:
+    """The failing contract is named with its cause and what that says to edit, and how to rerun it."""
+    out = initialised[1]
+    assert "the quick run did not pass (exit 1)" in out
+    hint = out.split("the quick run did not pass", 1)[1]
+    assert "fast-layer-norm: FAIL" in hint and "promise less (`accumulate`, or another `class`)" in hint
+    assert "rerun one contract: kcgate run -c contracts.toml -k fast-layer-norm" in hint
+    assert "matmul:" not in hint  # only the contracts that did not pass
+    assert "edit its class, dtypes or tolerance" not in out
 
 
 def test_init_comments_the_file_and_marks_backward(initialised: tuple[Path, str]) -> None:

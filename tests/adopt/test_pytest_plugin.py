@@ -128,6 +128,7 @@ def test_a_broken_kernel_fails_exactly_its_contract_with_kcgates_message(tmp_pat
     )
     assert "signature: " in proc.stdout and "Traceback" not in proc.stdout
     assert f"--seed {SEED}" in proc.stdout  # the reproduce line
+    assert f"run seed {SEED} (what `kcgate run --seed` takes" in proc.stdout  # each seed says which it is
     xml = junit.read_text()
     assert '<property name="kcgate.budget_used"' in xml and '<property name="kcgate.signature"' in xml
 

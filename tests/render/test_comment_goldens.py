@@ -12,7 +12,7 @@ from kcgate.contracts.policy import DriftRule, Policy, Waiver
 from kcgate.gate.diff import make_diff
 from kcgate.gate.model import Diff
 from kcgate.plan import base_seed_for
-from kcgate.render.markdown import RenderContext, render_comment
+from kcgate.render.markdown import RenderContext, Rerun, render_comment
 from kcgate.results.model import CaseResult, Fingerprint, RunResult, Signature
 from tests.testing.golden_files import check_golden
 from tests.testing.report_samples import (
@@ -42,6 +42,10 @@ CTX = RenderContext(
     job_urls=(
         ("nvidia-h100", f"{REPO}/actions/runs/41/job/9001"),
         ("amd-mi300x", f"{REPO}/actions/runs/41/job/9002"),
+    ),
+    reruns=(
+        ("nvidia-h100", Rerun("cuda", (("CUBLAS_WORKSPACE_CONFIG", ":4096:8"),))),
+        ("amd-mi300x", Rerun("rocm", (), ("--held-out", "2"))),
     ),
 )
 
@@ -76,7 +80,10 @@ def test_three_regressions_on_two_runners_are_three_rows_not_twelve() -> None:
     assert all("amd-mi300x, nvidia-h100" in row and "4 (s0, s1)" in row for row in rows)
     assert "bf16 GEMM with fp32 accumulation" in rows[0] and "1.5 → 70.5" not in rows[0]
     worst = next(c for c in verdict.blocking if c.runner == "amd-mi300x" and c.case_id.endswith("s1"))
-    command = f"kcgate run -k {worst.case_id} --seed {base_seed_for(worst.seed or 0, worst.case_id)} --dtype"
+    command = (
+        "kcgate run -c contracts.toml --runner amd-mi300x --device rocm --held-out 2 "
+        f"-k {worst.case_id} --seed {base_seed_for(worst.seed or 0, worst.case_id)} --dtype"
+    )
     assert command in text and "[job log](https://github.com/acme/kernels/actions/runs/41/job/9002)" in text
     assert f"Baselines from `{SHA_OLD[:12]}`" in text and "budget used** = measured error" in text
     check_golden("comment-regressions.md", text)

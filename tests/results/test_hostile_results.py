@@ -180,7 +180,10 @@ def test_a_file_written_before_a_column_was_appended_reads_it_as_its_default(tmp
             lambda d: d["cases"].__setitem__(0, {"case_id": "a"}),
             f"each case must be a list of the {len(CASE_FIELDS)} case_fields",
         ),
-        (lambda d: d["cases"][0][8].pop(), "case.metrics must be a list of the 9 metric_fields"),
+        (
+            lambda d: d["cases"][0][8].pop(),
+            f"case.metrics must be a list of the {len(METRIC_FIELDS)} metric_fields",
+        ),
         (lambda d: d["case_fields"].reverse(), "case_fields is not case_id, contract_id"),
         (lambda d: d.pop("metric_fields"), "metric_fields is not budget_used"),
         (lambda d: d.__setitem__("schema_version", True), "schema_version True is not supported"),

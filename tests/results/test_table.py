@@ -47,7 +47,9 @@ extras = st.one_of(
 )
 metric_rows = st.tuples(
     numbers, numbers, numbers, numbers, st.none() | st.integers(0, 9), st.none() | st.integers(0, 9)
-).flatmap(lambda head: st.tuples(int_lists, numbers, extras).map(lambda tail: [*head, *tail]))
+).flatmap(
+    lambda head: st.tuples(int_lists, numbers, extras, numbers, numbers).map(lambda tail: [*head, *tail])
+)
 signatures = st.one_of(
     st.none(), st.just({}), st.just({"cause": "overflow", "summary": "s", "evidence": {"n": 1}})
 )

@@ -58,7 +58,9 @@ def verdict(
     if issues:
         first = first_issue(issues)
         issues = [first, *(i for i in issues if i != first)]
-        sig = Signature(first, ISSUE_MESSAGES.get(first, first), (("issues", ", ".join(issues)),))
+        phase = next((t.found_in[first] for t in ts if first in t.found_in), "")  # forward or backward
+        said = ISSUE_MESSAGES.get(first, first) + (f" during the {phase}" if phase else "")
+        sig = Signature(first, said, (("issues", ", ".join(issues)), *((("phase", phase),) if phase else ())))
         detail = next((t.error for t in ts if t.error), "")
         return Finding(
             Status.FAIL,

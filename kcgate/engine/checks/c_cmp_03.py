@@ -34,7 +34,11 @@ def check(ctx: CaseContext) -> Finding:
         not bad
     ):  # the verdict is the declared shapes' (a held-out shape may be one with no signal, e.g. vocab 1)
         metrics = merge_metrics([t.metrics for t in declared + held])
-        return replace(first, metrics=replace(metrics, extra=first.metrics.extra))
+        extra = (
+            *first.metrics.extra,
+            ("held_out_shapes", float(len(held))),
+        )  # the shapes the verdict covered
+        return replace(first, metrics=replace(metrics, extra=extra))
     finding = verdict(ctx, declared + bad)
     if finding.signature and finding.signature.cause in (*ISSUE_MESSAGES, "excess-error"):
         return finding  # an integrity issue is named before the shape
@@ -84,10 +88,19 @@ def constraints(ctx: CaseContext) -> shape_class.Constraints:
 
 def held_out_shapes(ctx: CaseContext) -> list[tuple[int, ...]]:
     """The class's extremes, then ``held_out`` shapes drawn across it; reproducible from the case seed."""
-    n = ctx.case.held_out if ctx.case.held_out is not None else int(ctx.contract.param("held_out"))
+    n = held_out_count(ctx)
     seed = int(torch.randint(0, 2**62, (1,), generator=ctx.generator("held-out")))
     cap = ctx.contract.max_elements or shape_class.MAX_ELEMENTS
     return shape_class.held_out(ctx.case.shape, constraints(ctx), n, seed, cap, cost(ctx.contract.op))
+
+
+def held_out_count(ctx: CaseContext) -> int:
+    """``kcgate run --held-out`` if given, else the contract's ``protocol.held_out``, else its
+    ``params.held_out`` (the class's default)."""
+    for n in (ctx.case.held_out, ctx.contract.protocol.held_out):
+        if n is not None:
+            return int(n)
+    return int(ctx.contract.param("held_out"))
 
 
 # Families whose work grows with a dimension squared (attention's L x L scores): that dimension counts again,

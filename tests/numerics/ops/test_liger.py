@@ -2,10 +2,11 @@
 forward and backward, with no adapter module (tests/data/liger/contracts.toml). Skipped when
 liger-kernel or triton is not installed.
 
-Measured with Liger-Kernel 0.8.5 and Triton 3.9 on the CPU (docs/liger.md): softmax and rope pass in
-fp32 forward and backward; cross-entropy writes its gradient into its logits (input-mutation); bf16
-softmax and rope give NaN gradients in the interpreter; rms_norm, layer_norm, swiglu and geglu cannot
-run in the interpreter at all.
+Measured once, 2026-12-03, with Liger-Kernel 0.8.5, Triton 3.9 and torch 2.13.0+cpu on a 2-vCPU AMD EPYC VM
+(docs/liger.md): softmax and rope passed in fp32 forward and backward (rope later timed out on a 2-core
+machine: skipped here when it does); cross-entropy writes its gradient into its logits during the forward
+(input-mutation); bf16 softmax and rope give non-finite gradients in the interpreter; rms_norm, layer_norm,
+swiglu and geglu cannot run in the interpreter at all.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def liger(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CaseResult]:
 @pytest.mark.parametrize("kernel", ["liger-softmax", "liger-rope"])
 def test_fp32_forward_and_backward_pass(liger: dict[str, CaseResult], kernel: str) -> None:
     r = liger[f"{kernel}/float32"]
+    if r.status == "error" and "timed out" in r.message:
+        pytest.skip(f"{kernel} under the interpreter timed out on this machine: {r.message.splitlines()[0]}")
     assert r.status == "pass", r.message
     assert any(k.startswith("grad_budget.") for k, _ in r.metrics.extra)  # the gradients were compared
 
@@ -40,6 +43,8 @@ def test_fp32_forward_and_backward_pass(liger: dict[str, CaseResult], kernel: st
 def test_cross_entropy_writes_its_gradient_into_the_logits(liger: dict[str, CaseResult]) -> None:
     r = liger["liger-cross-entropy/float32"]
     assert r.status == "fail" and r.signature is not None and r.signature.cause == "input-mutation", r.message
+    # the forward writes the logits: reported on the forward, never as a gradient's finding
+    assert "during the forward" in r.signature.summary and "gradient of" not in r.signature.summary
 
 
 @pytest.mark.parametrize("kernel", ["liger-softmax", "liger-rope"])

@@ -159,3 +159,32 @@ class _BatchDx(torch.autograd.Function):
 
 def linear_batch_dx(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return _BatchDx.apply(x, w, b)  # type: ignore[no-any-return]
+
+
+class _SoftmaxWrites(torch.autograd.Function):
+    """A correct softmax and backward, except that one phase overwrites the input ``x``: the forward (as
+    Liger's cross-entropy stores its gradient in the logits) or the backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, phase: str) -> torch.Tensor:
+        y = torch.softmax(x, -1)
+        ctx.save_for_backward(y, x)
+        ctx.phase = phase
+        if phase == "forward":
+            x.data.copy_(y)
+        return y.clone()
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> Any:
+        y, x = ctx.saved_tensors
+        if ctx.phase == "backward":
+            x.data.zero_()
+        return y * (dy - (dy * y).sum(-1, keepdim=True)), None
+
+
+def softmax_writes_x_in_forward(x: torch.Tensor) -> torch.Tensor:
+    return _SoftmaxWrites.apply(x, "forward")  # type: ignore[no-any-return]
+
+
+def softmax_writes_x_in_backward(x: torch.Tensor) -> torch.Tensor:
+    return _SoftmaxWrites.apply(x, "backward")  # type: ignore[no-any-return]
