@@ -741,3 +741,54 @@ def test_cache_false_skips_the_cache(tmp_path: Path) -> None:
     with_ = {"mode": "report", "results-dir": str(artifacts), "baseline": str(base), "cache": "false"}
     _out, procs = run_action(with_, runner_env(tmp_path), tmp_path)
     assert [name for name, _ in ran(procs)] == ["Check the inputs", "Pip cache key", "Report"]
+
+
+# ---- the vendor container templates ----------------------------------------------------------------
+
+VENDOR_TEMPLATES = {
+    # template: (runners/*.md that points to it, image prefix, device options, the device tool, device input)
+    "kcgate-run-nvidia.yml": ("nvidia.md", "nvcr.io/nvidia/pytorch:", ["--gpus all"], "nvidia-smi", "cuda"),
+    "kcgate-run-amd.yml": (
+        "amd.md",
+        "rocm/pytorch:",
+        ["--device /dev/kfd", "--device /dev/dri", "--group-add video"],
+        "rocm-smi",
+        "rocm",
+    ),
+    "kcgate-run-intel.yml": (
+        "intel.md",
+        "intel/intel-extension-for-pytorch:",
+        ["--device /dev/dri"],
+        "xpu-smi",
+        "xpu",
+    ),
+    "kcgate-run-ascend.yml": (
+        "huawei.md",
+        "ascendai/cann:",
+        ["--device /dev/davinci0", "--device /dev/davinci_manager", "-v /usr/local/Ascend/driver/lib64"],
+        "npu-smi",
+        "npu",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VENDOR_TEMPLATES))
+def test_each_vendor_template_runs_in_the_vendors_container(name: str) -> None:
+    runner_doc, image, options, tool, device = VENDOR_TEMPLATES[name]
+    path = ROOT / "docs" / "templates" / name
+    assert path in WORKFLOWS  # so actionlint and zizmor check it (the two tests above)
+    wf = yaml.safe_load(path.read_text())
+    assert wf["name"] == "kcgate-run"  # the workflow kcgate-report.yml listens to
+    job = wf["jobs"]["contracts"]
+    assert job["container"]["image"].startswith(image) and "self-hosted" in job["runs-on"]
+    for option in options:
+        assert option in job["container"]["options"], f"{name}: no {option}"
+    first = job["steps"][0]
+    assert first["name"] == "Device" and first["run"].lstrip().startswith(tool)  # the device, before anything
+    [kcgate] = [s for s in job["steps"] if str(s.get("uses", "")).startswith("kcgate/kcgate@")]
+    assert kcgate["with"]["mode"] == "run" and kcgate["with"]["device"] == device
+    assert set(kcgate["with"]) <= set(load_action()["inputs"])
+    assert wf["jobs"]["legs"]["needs"] == "contracts"
+    doc = (ROOT / "runners" / runner_doc).read_text()
+    assert f"../docs/templates/{name}" in doc, f"runners/{runner_doc} does not point to {name}"
+    assert f"docs/templates/{name}" in (ROOT / "README.md").read_text()

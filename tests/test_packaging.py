@@ -84,11 +84,34 @@ def test_the_wheel_carries_every_data_file_kcgate_reads(wheel: zipfile.ZipFile) 
     tracked = subprocess.run(
         ["git", "ls-files", "kcgate"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
-    data = {p for p in tracked if not p.endswith(".py")}
-    assert data >= {"kcgate/py.typed", "kcgate/numerics/oracles/native.c"}
+    data = set()
+    for p in tracked:
+        if (ROOT / p).is_dir():  # kcgate/templates: a link to docs/templates, carried as its files
+            data |= {f"{p}/{f.name}" for f in (ROOT / p).iterdir() if f.suffix == ".yml"}
+        elif not p.endswith(".py"):
+            data.add(p)
+    assert data >= {"kcgate/py.typed", "kcgate/numerics/oracles/native.c", "kcgate/templates/kcgate-run.yml"}
     assert data <= set(wheel.namelist())
     for pattern in PYPROJECT["tool"]["setuptools"]["package-data"]["kcgate"]:  # no stale entries
         assert list((ROOT / "kcgate").glob(pattern)), f"package-data {pattern!r} matches nothing"
+
+
+def test_init_github_finds_the_templates_in_an_installed_wheel(
+    wheel: zipfile.ZipFile, tmp_path: Path
+) -> None:
+    """`kcgate init --github` writes the workflows from the templates the wheel carries (no checkout)."""
+    wheel.extractall(tmp_path / "site")
+    code = "from kcgate.adopt.scaffold import templates_dir; print(templates_dir())"
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert Path(proc.stdout.strip()) == tmp_path / "site" / "kcgate" / "templates"
 
 
 def test_a_changed_version_reaches_the_wheel(tmp_path: Path) -> None:
