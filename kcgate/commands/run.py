@@ -42,13 +42,19 @@ def run(
     memory_limit_gb: float = typer.Option(
         0.0, "--memory-limit-gb", help="Address-space cap per worker (0: half of RAM, shared by the workers)."
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="No progress lines (default: one per case; under CI=true, one every 10% of the cases or 30 s).",
+    ),
     held_out: Optional[int] = typer.Option(
         None, "--held-out", help="C-CMP-03: held-out shapes per case besides the class's extremes."
     ),
 ) -> None:
     """Run the contracts on this machine's device and write results (exit 1 on a violation)."""
     from kcgate.commands._run_impl import Options, run_command
+    from kcgate.render.console import in_ci
 
     opts = Options(
         contracts,
@@ -65,8 +71,9 @@ def run(
         isolation,
         timeout,
         memory_limit_gb,
-        quiet or not sys.stderr.isatty() and bool(os.environ.get("CI")),
+        quiet,
         held_out,
         workers,
+        ci_progress=in_ci(os.environ) and not sys.stderr.isatty(),
     )
     raise typer.Exit(run_command(opts))
