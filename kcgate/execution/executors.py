@@ -31,6 +31,7 @@ from kcgate.execution import channel
 from kcgate.execution.worker import thread_count
 from kcgate.plan import Case
 from kcgate.results.model import CaseResult, Fingerprint
+from kcgate.vocab.isolation import ISOLATION_MODES
 
 STARTUP_TIMEOUT_S = 120.0
 TAIL_CHARS = 2000
@@ -432,9 +433,6 @@ class InProcessExecutor:
 
     def close(self) -> None:
         pass
-
-
-ISOLATION_MODES = ("process", "none")
 
 
 def check_isolation(mode: str) -> None:
