@@ -144,3 +144,28 @@ def test_the_release_workflow_publishes_by_trusted_publishing() -> None:
     text = (ROOT / ".github" / "workflows" / "release.yml").read_text()
     assert "pypa/gh-action-pypi-publish@" in text and "password:" not in text
     assert "twine check" in text and "python -m build" in text
+
+
+def test_the_pre_commit_hook_runs_kcgate_validate(tmp_path: Path) -> None:
+    """The hook's entry, as pre-commit runs it (no file names): exit 0 on a valid contracts.toml, 2 with the
+    problem at its line on a broken one."""
+    yaml = pytest.importorskip("yaml")
+    [hook] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert (
+        hook["id"] == "kcgate-validate" and hook["language"] == "python" and hook["pass_filenames"] is False
+    )
+    assert re.search(hook["files"], "contracts.toml") and re.search(hook["files"], "src/ops/gemm.py")
+    program, *args = hook["entry"].split()
+    assert program == "kcgate" and PYPROJECT["project"]["scripts"]["kcgate"] == "kcgate.cli:main"
+    cmd = [sys.executable, "-m", "kcgate", *args]
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    shutil.copy(
+        ROOT / "tests" / "data" / "bad_contracts" / "02_unknown_class.toml", tmp_path / "contracts.toml"
+    )
+    bad = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "contracts.toml:7: contract 'a'.class: unknown class" in bad.stderr
+    (tmp_path / "contracts.toml").write_text(
+        '[[contract]]\nid = "mm"\nclass = "C-ORD-02"\nkernel = "kcgate.kernels.builtin:matmul"\nop = "matmul"\n'
+    )
+    good = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert good.returncode == 0 and "contracts.toml: OK: 1 contract" in good.stdout, good.stderr
