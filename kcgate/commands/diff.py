@@ -67,8 +67,8 @@ def _github(contracts: Path | None) -> Callable[..., str]:
     return render
 
 
-def pick_format(name: str, formats: Mapping[str, Callable[..., str]]) -> Callable[..., str]:
-    """Look a renderer up in a registry; an unknown name lists the choices."""
+def pick_format(name: str, formats: Mapping[str, T]) -> T:
+    """Look a format up in a registry (a renderer, or the name itself); an unknown name lists the choices."""
     if name not in formats:
         raise UsageError(f"--format {name[:40]!r} is not one of: {', '.join(formats)}")
     return formats[name]

@@ -9,7 +9,6 @@ lane ran it, but the lanes share the machine, so timing measurements (``kernel_s
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import threading
@@ -21,6 +20,7 @@ from typing import Any, Union
 
 from kcgate.devices import check_name
 from kcgate.errors import UsageError
+from kcgate.execution import handoff
 from kcgate.execution.executors import (
     EnvRouter,
     Executor,
@@ -283,7 +283,7 @@ def make_executor(
     limit = int(memory_limit_gb * 2**30) if memory_limit_gb > 0 else half_ram() // workers
     # under auto the first worker starts before the plan and the device are known: it keeps one worker's cap
     first = half_ram() if auto and memory_limit_gb <= 0 else limit
-    text = json.dumps(project.to_json())  # encoded once for every worker
+    text = handoff.encode(project)  # encoded once for every worker
     lanes = [
         isolated(project, device, first if i == 0 else limit, timeout, project_text=text)
         for i in range(workers)
