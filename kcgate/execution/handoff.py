@@ -4,9 +4,10 @@ Trusted at both ends: the worker is a child of this process, the same interprete
 and reads its init line from a pipe only the parent holds. Nothing that crosses a trust boundary changes:
 results come back over the signed JSON channel (``execution.channel``), and results files, baselines and
 artifacts stay JSON read as untrusted data. pickle replaced a JSON codec (``util.frozen_json``) here for its
-cost: at 10,000 contracts ``benchmarks/handoff.py`` measured a round trip (parent's encode, worker's decode)
-of 1,766 ms median for the JSON codec against 543 ms for pickle on the 2-vCPU VM (load average 14 at the
-time; minima 1,766 and 543 ms over 3 interleaved repeats), with equal projects back.
+cost: at 10,000 contracts, ``benchmarks/handoff.py`` (the 2-vCPU VM, load average 13.7, 7 interleaved
+repeats) measured a round trip (the parent's encode, the worker's decode) of 574 ms of CPU for the codec as
+it was against 177 ms for this (wall 2,124 against 667 ms), with equal projects back; pausing the GC alone
+brought the codec to 363 ms. The text is larger (5.1 MB against 2.3 MB), written once per worker to a pipe.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import base64
 import pickle
 
 from kcgate.contracts.spec import Project
+from kcgate.results.baseline import paused_gc
 
 
 def encode(project: Project) -> str:
@@ -23,8 +25,10 @@ def encode(project: Project) -> str:
 
 
 def decode(text: str) -> Project:
-    """The project ``encode`` sent (only ever text from this process's parent)."""
-    project = pickle.loads(base64.b64decode(text, validate=True))
+    """The project ``encode`` sent (only ever text from this process's parent). The cyclic GC is paused while
+    the records are built (an acyclic tree of frozen dataclasses): its full scans doubled the decode's CPU."""
+    with paused_gc():
+        project = pickle.loads(base64.b64decode(text, validate=True))
     if not isinstance(project, Project):
         raise TypeError(f"the init line's project is a {type(project).__name__}, not a Project")
     return project
