@@ -49,9 +49,7 @@ def validate(
 def _console(project, contracts: Path) -> None:  # type: ignore[no-untyped-def]
     for warning in project.warnings:
         typer.echo(f"warning: {warning.render()}", err=True)
-    n = len(project.contracts)
-    waivers = len(project.policy.waivers)
-    typer.echo(f"{contracts}: OK: {n} contract{'s' * (n != 1)}, {waivers} waiver{'s' * (waivers != 1)}")
+    typer.echo(_ok_line(contracts, len(project.contracts), len(project.policy.waivers)))
 
 
 def _machine(
@@ -85,8 +83,12 @@ def _machine(
         [note("error", p) for p in problems] + [note("warning", w) for w in warnings]
     )
     if counts:
-        out += f"{contracts}: OK: {counts[0]} contracts, {counts[1]} waivers\n"
+        out += _ok_line(contracts, *counts) + "\n"
     return out
+
+
+def _ok_line(contracts: Path, n: int, waivers: int) -> str:
+    return f"{contracts}: OK: {n} contract{'s' * (n != 1)}, {waivers} waiver{'s' * (waivers != 1)}"
 
 
 def _problem_json(p: Problem) -> dict[str, object]:
