@@ -48,7 +48,8 @@ def run(
         False,
         "--quiet",
         "-q",
-        help="No progress lines (default: one per case; under CI=true, one every 10% of the cases or 30 s).",
+        help="No progress (default: a live bar in a terminal; under CI=true, a line every 10% of the cases or 30 s; "
+        "else a line per case).",
     ),
     held_out: Optional[int] = typer.Option(
         None, "--held-out", help="C-CMP-03: held-out shapes per case besides the class's extremes."

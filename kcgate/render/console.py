@@ -142,3 +142,34 @@ class CiProgress:
     def _beat(self) -> None:
         while not self._stop.wait(min(1.0, self.interval / 4)):
             self.tick()
+
+
+class TerminalBar:
+    """A live bar on one terminal line (rewritten in place), with a line of its own for each case that is not
+    ok, so failures stay on screen: ``kcgate run`` in a terminal. ``write`` takes text without a newline."""
+
+    WIDTH = 30
+
+    def __init__(self, write: Callable[[str], None], clock: Callable[[], float] = time.monotonic) -> None:
+        self.write, self.clock = write, clock
+        self.start = clock()
+        self.not_ok = 0
+
+    def case_done(self, i: int, n: int, result: CaseResult) -> None:
+        if not result.ok:
+            self.not_ok += 1
+            line = f"{MARK.get(result.status, result.status.upper()):<7} {result.case_id} ({result.duration_s:.2f} s)"
+            self.write("\r\x1b[K" + console_text(line) + "\n")
+        self.write("\r\x1b[K" + self.bar(i, n))
+
+    def bar(self, i: int, n: int) -> str:
+        filled = self.WIDTH * i // max(n, 1)
+        bad = f", {self.not_ok} not ok" if self.not_ok else ""
+        elapsed = int(self.clock() - self.start)
+        return f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {100 * i // max(n, 1):3d}% {i}/{n} cases{bad}, {elapsed}s"
+
+    def __enter__(self) -> TerminalBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.write("\n")  # the table starts on a line of its own

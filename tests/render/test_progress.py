@@ -106,3 +106,24 @@ def test_a_run_under_ci_prints_progress_at_least_every_interval(tmp_path: Path) 
     assert len(progress) >= 7  # 7.5 s of cases at 1 s: timed lines between the cases' own
     assert not any(re.match(r"\[\d+/\d+\]", s) for _, s in stamped)  # no per-case lines under CI
     assert "all contracts hold" in out
+
+
+def test_the_terminal_bar_rewrites_one_line_and_keeps_failures() -> None:
+    from kcgate.render.console import TerminalBar
+
+    out: list[str] = []
+    clock = Clock()
+
+    class Case:
+        def __init__(self, ok: bool, status: str, case_id: str) -> None:
+            self.ok, self.status, self.case_id, self.duration_s = ok, status, case_id, 0.5
+
+    with TerminalBar(out.append, clock) as bar:
+        bar.case_done(1, 4, Case(True, "pass", "a"))  # type: ignore[arg-type]
+        clock.now += 3
+        bar.case_done(2, 4, Case(False, "fail", "b/float16"))  # type: ignore[arg-type]
+    screen = "".join(out)
+    assert out[0] == "\r\x1b[K[" + "#" * 7 + "." * 23 + "]  25% 1/4 cases, 0s"
+    assert "\r\x1b[KFAIL    b/float16 (0.50 s)\n" in screen  # a line of its own, above the bar
+    assert out[-2].endswith("]  50% 2/4 cases, 1 not ok, 3s") and out[-1] == "\n"
+    assert screen.count("\n") == 2  # the failure and the end: the bar itself never scrolls
