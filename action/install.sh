@@ -3,10 +3,13 @@
 # interpreter's torch. Reads KCGATE_* from the step's env; writes the venv to $RUNNER_TEMP/kcgate-venv.
 set -euo pipefail
 
-fail() {  # one ::error line and exit 3 (bad usage), as kcgate itself does
+fail() {  # one ::error line, outside the fold so it stays in sight, and exit 3 (bad usage), as kcgate does
+  echo "::endgroup::"
   echo "::error title=kcgate install::$1"
   exit 3
 }
+
+echo "::group::Install kcgate ($KCGATE_MODE mode)"
 
 action="${GITHUB_ACTION_PATH:?GITHUB_ACTION_PATH is not set}"
 venv="${RUNNER_TEMP:-/tmp}/kcgate-venv"
@@ -45,7 +48,10 @@ if [ -n "${KCGATE_WHEELHOUSE:-}" ]; then
   [ -d "$KCGATE_WHEELHOUSE" ] || fail "input wheelhouse: ${KCGATE_WHEELHOUSE//[^a-zA-Z0-9_.\/-]/?} is not a directory"
   args+=(--no-index --find-links "$KCGATE_WHEELHOUSE")
 fi
-if [ -n "${KCGATE_PIP_CACHE:-}" ]; then export PIP_CACHE_DIR="$KCGATE_PIP_CACHE"; fi
+if [ -n "${KCGATE_PIP_CACHE:-}" ]; then
+  mkdir -p "$KCGATE_PIP_CACHE"
+  export PIP_CACHE_DIR="$KCGATE_PIP_CACHE"
+fi
 target="$action"
 if [ "$KCGATE_MODE" = report ]; then target="$action[github]"; fi
 # kcgate is pure Python: setuptools (pinned) builds it in the venv, without a second, unpinned env.
@@ -67,4 +73,5 @@ if [ "$KCGATE_MODE" = run ]; then
   fi
   echo "$out"
 fi
+echo "::endgroup::"
 echo "kcgate installed in $venv for $python"

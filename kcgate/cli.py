@@ -60,7 +60,7 @@ app = typer.Typer(
     "Exit codes: 0 all hold, 1 violation, 2 bad contracts file, 3 bad usage or input file, "
     "4 internal error, 5 nothing selected, 6 under-specified contract (calibrate).",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # kcgate --install-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )

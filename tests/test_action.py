@@ -69,27 +69,73 @@ def substitute(text: str, inputs: dict[str, str], steps: dict[str, dict[str, str
     return EXPR.sub(lambda m: evaluate(m.group(1), inputs, steps), str(text))
 
 
-def condition(expr: str | None, inputs: dict[str, str]) -> bool:
+def condition(expr: str | None, inputs: dict[str, str], steps: dict[str, dict[str, str]]) -> bool:
+    """The if: forms action.yml uses: ``inputs.x == 'v'``, ``steps.id.outputs.x != 'v'``, joined by &&."""
     if not expr:
         return True
-    m = re.fullmatch(r"inputs\.([\w-]+) == '(\w+)'", expr.strip())
-    assert m, f"unexpected if: {expr!r}"
-    return inputs[m.group(1)] == m.group(2)
+    for part in expr.split("&&"):
+        m = re.fullmatch(r"((?:inputs|steps)\.[\w.-]+) (==|!=) '(\w+)'", part.strip())
+        assert m, f"unexpected if: {expr!r}"
+        value = _term(m.group(1), inputs, steps)
+        if (value == m.group(3)) != (m.group(2) == "=="):
+            return False
+    return True
+
+
+def fake_cache(uses: str, with_: dict[str, str], store: Path) -> tuple[dict[str, str], str]:
+    """actions/cache/restore and save against a directory standing for the repository's Actions cache.
+
+    As the service does: a key is written once (a second save of it is refused), and restore reports
+    cache-hit true only for its exact key."""
+    entry, path = store / with_["key"], Path(with_["path"])
+    assert with_["key"] and with_["path"], f"{uses}: empty key or path"
+    if uses.startswith("actions/cache/restore@"):
+        if not entry.is_dir():
+            return {"cache-hit": "false"}, f"Cache not found for input keys: {with_['key']}"
+        shutil.copytree(entry, path, dirs_exist_ok=True)
+        return {
+            "cache-hit": "true",
+            "cache-matched-key": with_["key"],
+        }, f"Cache restored from key: {with_['key']}"
+    assert uses.startswith("actions/cache/save@"), f"unexpected uses: {uses}"
+    if entry.exists():
+        return {}, f"Failed to save: cache entry {with_['key']} already exists"
+    if not path.is_dir():
+        return {}, f"Path Validation Error: {path} does not exist, not saving"
+    shutil.copytree(path, entry)
+    return {}, f"Cache saved with key: {with_['key']}"
 
 
 def run_action(
-    with_: dict[str, str], env: dict[str, str], tmp: Path, install: bool = False
+    with_: dict[str, str],
+    env: dict[str, str],
+    tmp: Path,
+    install: bool = False,
+    cache_store: Path | None = None,
 ) -> tuple[dict[str, str], list[subprocess.CompletedProcess[str]]]:
     """Run the action's steps in order; stop at the first failing one, as the runner does.
 
-    ``install``: run the install step too (else the kcgate under test stands in for the installed one)."""
+    ``install``: run the install step too (else the kcgate under test stands in for the installed one).
+    ``cache_store``: the directory standing for the Actions cache (default: one per ``tmp``)."""
+    store = cache_store or tmp / "actions-cache"
+    store.mkdir(parents=True, exist_ok=True)
     action = load_action()
     inputs = {k: str(v.get("default", "")) for k, v in action["inputs"].items()}
     inputs = {k: substitute(v, {}, {}) if "${{" in v else v for k, v in inputs.items()} | with_
     steps: dict[str, dict[str, str]] = {}
     procs: list[subprocess.CompletedProcess[str]] = []
     for step in action["runs"]["steps"]:
-        if (step["name"] == "Install kcgate" and not install) or not condition(step.get("if"), inputs):
+        if (step["name"] == "Install kcgate" and not install) or not condition(step.get("if"), inputs, steps):
+            continue
+        if "uses" in step:
+            uses = step["uses"]
+            step_with = {k: substitute(v, inputs, steps) for k, v in step["with"].items()}
+            outputs, log = fake_cache(uses, step_with, store)
+            used = subprocess.CompletedProcess(uses, 0, log + "\n", "")
+            used.step = step["name"]  # type: ignore[attr-defined]
+            procs.append(used)
+            if "id" in step:
+                steps[step["id"]] = outputs
             continue
         out = tmp / f"output-{len(procs)}"
         out.write_text("")
@@ -112,6 +158,28 @@ def run_action(
             break
     outputs = {k: substitute(v["value"], inputs, steps) for k, v in action["outputs"].items()}
     return outputs, procs
+
+
+RUN_STEPS = [
+    "Check the inputs",
+    "Pip cache key",
+    "Restore pip's cache",
+    "Device",
+    "Install kcgate",
+    "Save pip's cache",
+    "Run the contracts",
+]
+REPORT_STEPS = ["Check the inputs", "Pip cache key", "Restore pip's cache", "Save pip's cache", "Report"]
+
+
+def ran(procs: list[subprocess.CompletedProcess[str]]) -> list[tuple[str, int]]:
+    """The steps that ran, by name, with their exit codes."""
+    return [(p.step, p.returncode) for p in procs]  # type: ignore[attr-defined]
+
+
+def step_of(procs: list[subprocess.CompletedProcess[str]], name: str) -> subprocess.CompletedProcess[str]:
+    [proc] = [p for p in procs if p.step == name]  # type: ignore[attr-defined]
+    return proc
 
 
 def runner_env(tmp: Path, **extra: str) -> dict[str, str]:
@@ -213,7 +281,7 @@ def test_report_mode_passes_without_a_token(tmp_path: Path) -> None:
         runner_env(tmp_path),
         tmp_path,
     )
-    assert [p.returncode for p in procs] == [0, 0], procs[-1].stderr
+    assert ran(procs) == [(name, 0) for name in REPORT_STEPS], procs[-1].stderr
     assert outputs["verdict"] == "pass" and "contracts.toml not found" in procs[-1].stdout
 
 
@@ -225,6 +293,15 @@ def test_a_bad_mode_stops_before_anything_runs(tmp_path: Path) -> None:
 
 def test_inputs_reach_scripts_only_through_env() -> None:
     for step in load_action()["runs"]["steps"]:
+        if (
+            "uses" in step
+        ):  # the cache's restore and save: a pinned action, given only the computed key and dir
+            assert re.fullmatch(r"actions/cache/(restore|save)@[0-9a-f]{40}", step["uses"])
+            assert set(step["with"].values()) == {
+                "${{ steps.pipcache.outputs.dir }}",
+                "${{ steps.pipcache.outputs.key }}",
+            }
+            continue
         assert "${{" not in step["run"], f"step {step['name']!r} interpolates an expression into its script"
         assert step.get("shell") == "bash"
 
@@ -327,8 +404,9 @@ def test_run_leg_installs_into_a_venv_that_sees_the_interpreters_torch(tmp_path:
     if unpinned:
         pytest.skip(f"the install runs offline and this environment differs from the pins: {unpinned[:3]}")
     outputs, procs = _run_leg(tmp_path, sys.executable)
-    assert [p.returncode for p in procs] == [0, 0, 0], procs[-1].stdout + procs[-1].stderr
-    assert "kcgate installed" in procs[1].stdout
+    assert ran(procs) == [(name, 0) for name in RUN_STEPS], procs[-1].stdout + procs[-1].stderr
+    assert "kcgate installed" in step_of(procs, "Install kcgate").stdout
+    assert "Cache saved with key: kcgate-pip-" in step_of(procs, "Save pip's cache").stdout
     results = json.loads(Path(tmp_path / outputs["results-path"]).read_text())
     assert results["runner"] == "cpu-test" and results["cases"]
     assert outputs["artifact-name"] == "kcgate-results-cpu-test-shard-1-of-1"
@@ -377,7 +455,7 @@ def test_run_leg_without_torch_fails_in_the_install_step(tmp_path: Path) -> None
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
     outputs, procs = _run_leg(tmp_path, str(bare / "bin" / "python"))
-    assert [p.returncode for p in procs] == [0, 3]
+    assert ran(procs) == [(name, 0) for name in RUN_STEPS[:4]] + [("Install kcgate", 3)]
     assert procs[-1].step == "Install kcgate"  # type: ignore[attr-defined]
     [line] = [x for x in procs[-1].stdout.splitlines() if x.startswith("::error")]
     assert f"{bare}/bin/python cannot import torch" in line
@@ -418,8 +496,16 @@ def test_every_input_is_documented() -> None:
 
 
 def test_workflow_actions_are_pinned_by_sha() -> None:
+    """Other actions by commit SHA; kcgate itself, in the templates, by the release this checkout is."""
+    import kcgate
+
     for path in WORKFLOWS:
-        for uses in re.findall(r"uses:\s*(\S+)", path.read_text()):
+        for uses in re.findall(r"^\s*(?:- )?uses:\s*(\S+)", path.read_text(), flags=re.M):
+            if uses.startswith("kcgate/kcgate@"):
+                assert uses == f"kcgate/kcgate@v{kcgate.__version__}", (
+                    f"{path.name}: {uses} is not this release"
+                )
+                continue
             assert uses.startswith("./") or re.search(r"@[0-9a-f]{40}$", uses), (
                 f"{path.name}: {uses} is not pinned by SHA"
             )
@@ -453,3 +539,257 @@ def test_zizmor_passes_with_the_pedantic_persona() -> None:
         timeout=300,
     )
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+# ---- the run options: each input reaches `kcgate run` as its own argument ------------------------------
+
+
+def _recording_kcgate(tmp: Path) -> Path:
+    """Put a kcgate in the action's venv that records its arguments (one JSON list) and exits 0."""
+    log = tmp / "argv.json"
+    kcgate_bin = tmp / "runner-temp" / "kcgate-venv" / "bin" / "kcgate"
+    kcgate_bin.write_text(
+        f'#!{sys.executable}\nimport json, sys\nopen({str(log)!r}, "w").write(json.dumps(sys.argv[1:]))\n'
+    )
+    return log
+
+
+def _run_args(tmp: Path, **with_: str) -> tuple[list[str], list[subprocess.CompletedProcess[str]]]:
+    env = runner_env(tmp)
+    log = _recording_kcgate(tmp)
+    _outputs, procs = run_action({"mode": "run", "runner": "gpu-a", "cache": "false", **with_}, env, tmp)
+    return (json.loads(log.read_text()) if log.exists() else []), procs
+
+
+def _option(argv: list[str], flag: str) -> list[str]:
+    return [argv[i + 1] for i, word in enumerate(argv[:-1]) if word == flag]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "flag", "passed"),
+    [
+        ("timeout", "600", "--timeout", ["600"]),
+        ("timeout", "2.5", "--timeout", ["2.5"]),
+        ("filter", "matmul*; rm -rf /", "-k", ["matmul*; rm -rf /"]),  # one argument, never a shell word
+        ("dtype", "float16, bfloat16", "--dtype", ["float16", "bfloat16"]),
+        ("isolation", "none", "--isolation", ["none"]),
+        ("seed", "1234", "--seed", ["1234"]),
+        ("held-out", "3", "--held-out", ["3"]),
+    ],
+)
+def test_each_run_input_reaches_kcgate_run(
+    tmp_path: Path, name: str, value: str, flag: str, passed: list[str]
+) -> None:
+    argv, procs = _run_args(tmp_path, **{name: value})
+    assert all(p.returncode == 0 for p in procs), procs[-1].stdout + procs[-1].stderr
+    assert argv[0] == "run" and _option(argv, flag) == passed
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_run_inputs_left_empty_pass_nothing(tmp_path: Path) -> None:
+    argv, _procs = _run_args(tmp_path)
+    for flag in ("--timeout", "-k", "--dtype", "--seed", "--held-out"):
+        assert flag not in argv
+    assert _option(argv, "--isolation") == ["process"] and _option(argv, "--workers") == ["auto"]
+
+
+def test_args_pass_through_as_separate_words(tmp_path: Path) -> None:
+    argv, procs = _run_args(tmp_path, args="--memory-limit-gb 16  --quiet -k gelu* --resume")
+    assert all(p.returncode == 0 for p in procs)
+    assert argv[-6:] == ["--memory-limit-gb", "16", "--quiet", "-k", "gelu*", "--resume"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ("--quiet; touch pwned", "has a character outside"),
+        ("$(touch pwned)", "has a character outside"),
+        ("--seed `id`", "has a character outside"),
+        ("--quiet > out", "has a character outside"),
+        ("--out /tmp/x.json", "--out is set by the action"),
+        ("--device=cuda", "--device is set by the action"),
+        ("--runner other", "--runner is set by the action"),
+        ("--publish", "is not a kcgate run option the action passes through"),
+        ("stray", "is not a kcgate run option the action passes through"),
+        ("--quiet=yes", "is not a kcgate run option the action passes through"),
+        ("--timeout", "--timeout needs a value"),
+    ],
+)
+def test_a_bad_args_input_is_refused_before_anything_runs(tmp_path: Path, args: str, message: str) -> None:
+    argv, procs = _run_args(tmp_path, args=args)
+    assert ran(procs) == [("Check the inputs", 3)] and argv == []
+    assert "input args" in procs[0].stdout and message in procs[0].stdout
+    assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("timeout", "0"),
+        ("timeout", "ten"),
+        ("timeout", "-5"),
+        ("isolation", "thread"),
+        ("seed", "-1"),
+        ("seed", "0x10"),
+        ("held-out", "many"),
+        ("dtype", "float16;id"),
+        ("filter", "a\nb"),
+        ("cache", "yes"),
+    ],
+)
+def test_a_bad_run_input_is_an_error(tmp_path: Path, name: str, value: str) -> None:
+    argv, procs = _run_args(tmp_path, **{name: value})
+    assert ran(procs) == [("Check the inputs", 3)] and argv == []
+    assert f"input {name}" in procs[0].stdout
+
+
+def test_args_in_report_mode_is_an_error(tmp_path: Path) -> None:
+    _outputs, procs = run_action({"mode": "report", "args": "--quiet"}, runner_env(tmp_path), tmp_path)
+    assert procs[0].returncode == 3 and "args applies to run mode only" in procs[0].stdout
+
+
+def test_the_run_is_folded_and_its_outcome_follows(tmp_path: Path) -> None:
+    _argv, procs = _run_args(tmp_path)
+    out = step_of(procs, "Run the contracts").stdout.splitlines()
+    assert out[0].startswith("::group::kcgate run --contracts contracts.toml --runner gpu-a")
+    assert out[1] == "::endgroup::" and out[2].startswith("kcgate run: every contract held")
+
+
+# ---- the device step -----------------------------------------------------------------------------
+
+
+NVIDIA_SMI = """#!/bin/sh
+case "$1" in
+  --query-gpu=*) echo "550.54.15" ;;
+  *) echo "NVIDIA-SMI 550.54.15    Driver Version: 550.54.15    CUDA Version: 12.4"; echo "GPU 0: NVIDIA H100 80GB HBM3" ;;
+esac
+"""
+
+
+def test_the_device_step_prints_the_vendor_tool_folded(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "nvidia-smi").write_text(NVIDIA_SMI)
+    (tools / "nvidia-smi").chmod(0o755)
+    env = runner_env(tmp_path)
+    env["PATH"] = f"{tools}:{env['PATH']}"
+    _recording_kcgate(tmp_path)
+    _outputs, procs = run_action({"mode": "run", "runner": "gpu-a", "cache": "false"}, env, tmp_path)
+    out = step_of(procs, "Device").stdout
+    assert "::group::NVIDIA: nvidia-smi\nNVIDIA-SMI 550.54.15" in out and out.count("::endgroup::") == 2
+    assert "Driver Version: 550.54.15" in out and "No vendor device tool" not in out
+
+
+def test_the_device_step_on_a_runner_without_vendor_tools(tmp_path: Path) -> None:
+    env = runner_env(tmp_path)
+    env["PATH"] = "/usr/bin:/bin"  # a CPU runner: none of the vendor tools
+    if any(
+        shutil.which(t, path=env["PATH"])
+        for t in ("nvidia-smi", "rocm-smi", "amd-smi", "xpu-smi", "npu-smi", "sycl-ls")
+    ):
+        pytest.skip("this machine has a vendor tool in /usr/bin")
+    _recording_kcgate(tmp_path)
+    _outputs, procs = run_action({"mode": "run", "runner": "cpu-a", "cache": "false"}, env, tmp_path)
+    assert step_of(procs, "Device").returncode == 0
+    assert "No vendor device tool on PATH" in step_of(procs, "Device").stdout
+
+
+# ---- pip's cache ----------------------------------------------------------------------------------
+
+
+def test_the_second_run_restores_pips_cache_and_saves_nothing(tmp_path: Path) -> None:
+    """Two jobs on fresh runners (each its own RUNNER_TEMP) sharing the repository's Actions cache.
+
+    The first misses, and saves the directory pip filled (a file stands for pip's downloads: the install
+    step is the one step this simulation leaves out in report mode); the second restores it under the same
+    key and skips the save."""
+    base, artifacts = write_results_pair(tmp_path, regress=False)
+    store = tmp_path / "actions-cache"
+    with_ = {"mode": "report", "results-dir": str(artifacts), "baseline": str(base)}
+    first, second = tmp_path / "job1", tmp_path / "job2"
+    for job in (first, second):
+        job.mkdir()
+
+    _out, procs = run_action(with_, runner_env(first), first, cache_store=store)
+    key_step = step_of(procs, "Pip cache key")
+    [key] = [
+        line.split("=", 1)[1]
+        for line in (first / "output-1").read_text().splitlines()
+        if line.startswith("key=")
+    ]
+    assert "Cache not found" in step_of(procs, "Restore pip's cache").stdout and key_step.returncode == 0
+    assert "Path Validation Error" in step_of(procs, "Save pip's cache").stdout  # pip wrote nothing here
+    cache_dir = first / "runner-temp" / "kcgate-pip-cache"
+    (cache_dir / "http-v2").mkdir(parents=True)
+    (cache_dir / "http-v2" / "wheel").write_text("pip's download")
+    _out, procs = run_action(with_, runner_env(first), first, cache_store=store)
+    assert f"Cache saved with key: {key}" in step_of(procs, "Save pip's cache").stdout
+
+    _out, procs = run_action(with_, runner_env(second), second, cache_store=store)
+    assert f"Cache restored from key: {key}" in step_of(procs, "Restore pip's cache").stdout
+    assert "Save pip's cache" not in [name for name, _ in ran(procs)]  # a hit saves nothing
+    restored = second / "runner-temp" / "kcgate-pip-cache" / "http-v2" / "wheel"
+    assert restored.read_text() == "pip's download"
+    pins = subprocess.run(
+        ["sha256sum", str(ROOT / "action" / "constraints-report.txt")], capture_output=True, text=True
+    ).stdout[:16]
+    py = ".".join(map(str, sys.version_info[:2])) if Path(sys.executable).name == "python3" else ""
+    assert key.startswith("kcgate-pip-Linux-X64-py") and key.endswith(f"-report-{pins}") and py in key
+
+
+def test_cache_false_skips_the_cache(tmp_path: Path) -> None:
+    base, artifacts = write_results_pair(tmp_path, regress=False)
+    with_ = {"mode": "report", "results-dir": str(artifacts), "baseline": str(base), "cache": "false"}
+    _out, procs = run_action(with_, runner_env(tmp_path), tmp_path)
+    assert [name for name, _ in ran(procs)] == ["Check the inputs", "Pip cache key", "Report"]
+
+
+# ---- the vendor container templates ----------------------------------------------------------------
+
+VENDOR_TEMPLATES = {
+    # template: (runners/*.md that points to it, image prefix, device options, the device tool, device input)
+    "kcgate-run-nvidia.yml": ("nvidia.md", "nvcr.io/nvidia/pytorch:", ["--gpus all"], "nvidia-smi", "cuda"),
+    "kcgate-run-amd.yml": (
+        "amd.md",
+        "rocm/pytorch:",
+        ["--device /dev/kfd", "--device /dev/dri", "--group-add video"],
+        "rocm-smi",
+        "rocm",
+    ),
+    "kcgate-run-intel.yml": (
+        "intel.md",
+        "intel/intel-extension-for-pytorch:",
+        ["--device /dev/dri"],
+        "xpu-smi",
+        "xpu",
+    ),
+    "kcgate-run-ascend.yml": (
+        "huawei.md",
+        "ascendai/cann:",
+        ["--device /dev/davinci0", "--device /dev/davinci_manager", "-v /usr/local/Ascend/driver/lib64"],
+        "npu-smi",
+        "npu",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VENDOR_TEMPLATES))
+def test_each_vendor_template_runs_in_the_vendors_container(name: str) -> None:
+    runner_doc, image, options, tool, device = VENDOR_TEMPLATES[name]
+    path = ROOT / "docs" / "templates" / name
+    assert path in WORKFLOWS  # so actionlint and zizmor check it (the two tests above)
+    wf = yaml.safe_load(path.read_text())
+    assert wf["name"] == "kcgate-run"  # the workflow kcgate-report.yml listens to
+    job = wf["jobs"]["contracts"]
+    assert job["container"]["image"].startswith(image) and "self-hosted" in job["runs-on"]
+    for option in options:
+        assert option in job["container"]["options"], f"{name}: no {option}"
+    first = job["steps"][0]
+    assert first["name"] == "Device" and first["run"].lstrip().startswith(tool)  # the device, before anything
+    [kcgate] = [s for s in job["steps"] if str(s.get("uses", "")).startswith("kcgate/kcgate@")]
+    assert kcgate["with"]["mode"] == "run" and kcgate["with"]["device"] == device
+    assert set(kcgate["with"]) <= set(load_action()["inputs"])
+    assert wf["jobs"]["legs"]["needs"] == "contracts"
+    doc = (ROOT / "runners" / runner_doc).read_text()
+    assert f"../docs/templates/{name}" in doc, f"runners/{runner_doc} does not point to {name}"
+    assert f"docs/templates/{name}" in (ROOT / "README.md").read_text()

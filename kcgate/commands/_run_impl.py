@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ from kcgate.errors import ExitCode, IOFault, UsageError
 from kcgate.execution.executors import check_isolation
 from kcgate.execution.pool import make_executor, worker_count
 from kcgate.execution.runloop import execute_plan, new_run, resume_from
-from kcgate.render.console import render_plan, render_run
+from kcgate.render.console import CiProgress, TerminalBar, progress_interval, render_plan, render_run
 from kcgate.render.escape import console_text
 from kcgate.render.junit import render_junit
 from kcgate.results.model import check_writable, load_run, write_atomic
@@ -43,6 +44,7 @@ class Options:
     quiet: bool
     held_out: int | None = None
     workers: str = "auto"
+    ci_progress: bool = False  # a line every 10% or 30 s (render.console.CiProgress) instead of one per case
 
 
 def run_command(o: Options) -> int:
@@ -105,14 +107,17 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
     run = new_run(runner, fingerprint, str(o.contracts), o.shard, overrides(o))
     done = resume_from(out, run) if o.resume else {}
     _check_outputs(out, o.junit)
-    result = execute_plan(
-        cases,
-        executor,
-        run,
-        out,
-        done,
-        None if o.quiet else _progress,
-    )
+    if o.quiet:
+        result = execute_plan(cases, executor, run, out, done, None)
+    elif o.ci_progress:
+        todo = sum(c.case_id not in done for c in cases)
+        with CiProgress(todo, _echo_err, progress_interval(os.environ)) as ci:
+            result = execute_plan(cases, executor, run, out, done, ci.case_done)
+    elif sys.stderr.isatty():
+        with TerminalBar(_write_err) as bar:
+            result = execute_plan(cases, executor, run, out, done, bar.case_done)
+    else:  # a pipe outside CI (a script, a test): a line per case
+        result = execute_plan(cases, executor, run, out, done, _progress)
     typer.echo(render_run(result))
     typer.echo(console_text(f"results: {out}"))
     if o.junit:
@@ -170,6 +175,15 @@ def _write_junit(path: Path, result) -> None:  # type: ignore[no-untyped-def]
         )
         return
     typer.echo(console_text(f"junit: {path}"))
+
+
+def _echo_err(line: str) -> None:
+    typer.echo(console_text(line), err=True)
+
+
+def _write_err(text: str) -> None:  # TerminalBar's: carriage returns and erase-line codes kept
+    sys.stderr.write(text)
+    sys.stderr.flush()
 
 
 def _progress(i: int, n: int, result) -> None:  # type: ignore[no-untyped-def]

@@ -12,7 +12,10 @@ from typing import Optional
 
 import typer
 
+from kcgate.commands._options import completer, deprecated, format_option, isolation_option
+from kcgate.commands.diff import pick_format
 from kcgate.errors import ExitCode, UsageError
+from kcgate.vocab.device_kinds import DEVICES
 
 
 def register(app: typer.Typer) -> None:
@@ -25,15 +28,20 @@ def calibrate(
         "--contracts",
         help="Also calibrate this contracts.toml's contracts that name good/bad/baseline kernels.",
     ),
+    fmt: str = format_option("console", "json"),
     json_path: Optional[Path] = typer.Option(
-        None, "--json", help="Write the calibration matrix as JSON here."
+        None, "--json", help="Deprecated: --format json > PATH. Writes the matrix as JSON here.", hidden=True
     ),
     keyword: Optional[str] = typer.Option(None, "-k", help="Only contracts whose id or class matches."),
     builtin: bool = typer.Option(True, "--builtin/--no-builtin", help="Include the twelve built-in classes."),
-    backend: str = typer.Option("cpu", "--backend", help="Device backend to calibrate on."),
-    isolation: str = typer.Option(
-        "process", "--isolation", help="process (default: a crashing kernel costs one state) or none."
+    backend: str = typer.Option(
+        "cpu",
+        "--backend",
+        help="Device backend to calibrate on.",
+        autocompletion=completer(DEVICES),
+        metavar="[" + "|".join(DEVICES) + "]",
     ),
+    isolation: str = isolation_option("process (default: a crashing kernel costs one state) or none."),
 ) -> None:
     """Prove each contract accepts its good kernel and rejects its bad and baseline kernels."""
     from kcgate.calibration import calibrate as cal
@@ -43,6 +51,9 @@ def calibrate(
     from kcgate.results.model import write_atomic
 
     check_isolation(isolation)
+    pick_format(fmt, {"console": 0, "json": 1})
+    if json_path:
+        deprecated("--json PATH", "--format json > PATH")
     rows = []
     projects = ([load_project(cal.BUILTIN)] if builtin else []) + (
         [load_project(contracts)] if contracts else []
@@ -58,7 +69,7 @@ def calibrate(
             "no contract to calibrate: none names good/bad/baseline kernels or -k matched nothing; "
             'add good = "pkg.mod:fn" (and bad, baseline) to a contract'
         )
-    typer.echo(cal.render_matrix(rows))
+    typer.echo(cal.to_json(rows) if fmt == "json" else cal.render_matrix(rows), nl=fmt != "json")
     if json_path:
         write_atomic(json_path, cal.to_json(rows))
     if any(r.under_specified for r in rows):

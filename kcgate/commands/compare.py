@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from kcgate.commands._options import format_option
 from kcgate.commands.diff import pick_format
 from kcgate.errors import UsageError
 
@@ -22,7 +23,7 @@ def compare_command(
     results: list[str] = typer.Argument(
         ..., help="Results files or directories, one results file per runner."
     ),
-    fmt: str = typer.Option("console", "--format", help="Output format: console, markdown or json."),
+    fmt: str = format_option("console", "markdown", "json"),
     png: Path | None = typer.Option(
         None, "--png", help="Also write a PNG heatmap and K curves (needs kcgate[plot])."
     ),

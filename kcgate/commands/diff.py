@@ -9,6 +9,7 @@ from typing import TypeVar
 
 import typer
 
+from kcgate.commands._options import format_option
 from kcgate.errors import UsageError
 
 T = TypeVar("T")
@@ -28,7 +29,7 @@ def diff_command(
         "--contracts",
         help="contracts.toml with [policy] and waivers (default: ./contracts.toml if present).",
     ),
-    fmt: str = typer.Option("console", "--format", help="Output format: console, markdown or json."),
+    fmt: str = format_option("console", "markdown", "json", "github"),
     today: str = typer.Option(
         "", "--today", help="Date for waiver expiry, YYYY-MM-DD (default: today, UTC)."
     ),
@@ -41,7 +42,7 @@ def diff_command(
     from kcgate.render.diff_formats import FORMATS
     from kcgate.results.baseline import load_sources, paused_gc, project_settings
 
-    render = pick_format(fmt, FORMATS)
+    render = pick_format(fmt, {**FORMATS, "github": _github(contracts)})
     policy, _ = project_settings(contracts)
     with paused_gc():
         runs, baselines = load_sources([current, base])
@@ -53,8 +54,21 @@ def diff_command(
         raise typer.Exit(gate.exit_code)
 
 
-def pick_format(name: str, formats: Mapping[str, Callable[..., str]]) -> Callable[..., str]:
-    """Look a renderer up in a registry; an unknown name lists the choices."""
+def _github(contracts: Path | None) -> Callable[..., str]:
+    """Annotations on the contracts file's lines (GitHub's per-step caps applied), then the headline."""
+
+    def render(verdict) -> str:  # type: ignore[no-untyped-def]
+        from kcgate.render.annotations import make_annotations, render_workflow_commands, select
+        from kcgate.render.diff_formats import count_line, headline
+
+        kept, _omitted = select(make_annotations(verdict, str(contracts or "contracts.toml")))
+        return render_workflow_commands(kept) + f"kcgate diff: {headline(verdict)}; {count_line(verdict)}\n"
+
+    return render
+
+
+def pick_format(name: str, formats: Mapping[str, T]) -> T:
+    """Look a format up in a registry (a renderer, or the name itself); an unknown name lists the choices."""
     if name not in formats:
         raise UsageError(f"--format {name[:40]!r} is not one of: {', '.join(formats)}")
     return formats[name]

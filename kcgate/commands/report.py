@@ -14,6 +14,11 @@ from typing import Optional
 
 import typer
 
+from kcgate.commands._options import format_option
+from kcgate.commands.diff import pick_format
+
+REPORT_FORMATS = ("console", "github")
+
 
 def register(app: typer.Typer) -> None:
     app.command("report")(report_command)
@@ -46,10 +51,11 @@ def report_command(
     junit: Optional[Path] = typer.Option(
         None, "--junit", help="Write JUnit XML here (one test case per case change)."
     ),
+    fmt: Optional[str] = format_option(*REPORT_FORMATS, default=None),
     annotations: Optional[bool] = typer.Option(
         None,
         "--annotations/--no-annotations",
-        help="Print workflow-command annotations (default: on in GitHub Actions).",
+        help="The same as --format github / console (default: github in GitHub Actions, else console).",
     ),
     publish: bool = typer.Option(
         False, "--publish/--no-publish", help="Post to the pull request with GITHUB_TOKEN."
@@ -75,6 +81,8 @@ def report_command(
     """Gate a PR on every runner's results: exit 1 when a change blocks, 0 when none does, 3 on bad input."""
     from kcgate.commands._report_impl import Options, report
 
+    if fmt is not None and annotations is None:
+        annotations = pick_format(fmt, {f: f for f in REPORT_FORMATS}) == "github"
     options = Options(
         tuple(results),
         tuple(baseline),

@@ -10,6 +10,8 @@ from typing import Optional
 
 import typer
 
+from kcgate.commands._options import device_option, isolation_option
+
 
 def register(app: typer.Typer) -> None:
     app.command("run")(run)
@@ -21,7 +23,7 @@ def run(
         None, "--out", "-o", help="Results JSON (default results/<runner>.json)."
     ),
     runner: Optional[str] = typer.Option(None, "--runner", envvar="KCGATE_RUNNER", help="Runner name."),
-    device: Optional[str] = typer.Option(None, "--device", "-d", help="cpu, cuda, rocm, xpu, mps or npu."),
+    device: Optional[str] = device_option("--device", "-d", help="cpu, cuda, rocm, xpu, mps or npu."),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Also write JUnit XML here."),
     keyword: Optional[str] = typer.Option(None, "-k", help="Select cases by id substring/glob or class id."),
     dtype: Optional[list[str]] = typer.Option(None, "--dtype", help="Only these dtypes (repeatable)."),
@@ -29,7 +31,7 @@ def run(
     shard: Optional[str] = typer.Option(None, "--shard", help="Run shard i of N, e.g. 2/3."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted run in --out."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Base seed (default: unpredictable, recorded)."),
-    isolation: str = typer.Option("process", "--isolation", help="process (default) or none."),
+    isolation: str = isolation_option("process (default) or none."),
     workers: str = typer.Option(
         "auto",
         "--workers",
@@ -42,13 +44,20 @@ def run(
     memory_limit_gb: float = typer.Option(
         0.0, "--memory-limit-gb", help="Address-space cap per worker (0: half of RAM, shared by the workers)."
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="No progress (default: a live bar in a terminal; under CI=true, a line every 10% of the cases or 30 s; "
+        "else a line per case).",
+    ),
     held_out: Optional[int] = typer.Option(
         None, "--held-out", help="C-CMP-03: held-out shapes per case besides the class's extremes."
     ),
 ) -> None:
     """Run the contracts on this machine's device and write results (exit 1 on a violation)."""
     from kcgate.commands._run_impl import Options, run_command
+    from kcgate.render.console import in_ci
 
     opts = Options(
         contracts,
@@ -65,8 +74,9 @@ def run(
         isolation,
         timeout,
         memory_limit_gb,
-        quiet or not sys.stderr.isatty() and bool(os.environ.get("CI")),
+        quiet,
         held_out,
         workers,
+        ci_progress=in_ci(os.environ) and not sys.stderr.isatty(),
     )
     raise typer.Exit(run_command(opts))

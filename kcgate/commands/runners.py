@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, Optional
 
 import typer
 
+from kcgate.commands._options import deprecated, device_option, format_option
+from kcgate.commands.diff import pick_format
 from kcgate.errors import UsageError
 
 
@@ -19,12 +21,17 @@ def register(app: typer.Typer) -> None:
 
 
 def runners(
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
-    require: str = typer.Option(
-        "", "--require", help="Exit 3 unless this backend (cpu, cuda, rocm, xpu, mps, npu) is detected."
+    fmt: str = format_option("console", "json"),
+    as_json: bool = typer.Option(False, "--json", help="Deprecated: --format json.", hidden=True),
+    require: Optional[str] = device_option(
+        "--require", help="Exit 3 unless this backend (cpu, cuda, rocm, xpu, mps, npu) is detected."
     ),
 ) -> None:
     """List every device backend, whether it is detected here, and its fingerprint."""
+    if as_json:
+        deprecated("--json", "--format json")
+        fmt = "json"
+    pick_format(fmt, {"console": 0, "json": 1})
     from kcgate.devices import BACKENDS, check_name, default_backend
     from kcgate.devices.base import import_torch
 
@@ -33,7 +40,7 @@ def runners(
     torch = import_torch()  # exits 3 with the fix when torch is missing
     rows = [describe(name, cls(torch)) for name, cls in BACKENDS.items()]
     default = default_backend(r["backend"] for r in rows if r["detected"])
-    typer.echo(render_json(rows, default) if as_json else render_text(rows, default))
+    typer.echo(render_json(rows, default) if fmt == "json" else render_text(rows, default))
     if require:
         check_required(rows, require, torch.__version__)
 

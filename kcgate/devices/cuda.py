@@ -18,6 +18,7 @@ from kcgate.devices.base import (
     numerics_flags,
     read_attr,
 )
+from kcgate.devices.driver import nvidia_driver
 from kcgate.results.model import Fingerprint
 from kcgate.vocab.device_kinds import vendor
 
@@ -87,8 +88,7 @@ class CudaBackend(TorchBackend):
             vendor=vendor(self.name),
             device=call_text(torch, "cuda.get_device_name", 0),
             arch=sm_arch(torch),
-            # torch documents no API for the driver version; the CUDA runtime it was built with is known.
-            driver="",
+            driver=nvidia_driver(),  # nvidia-smi: torch documents no API for the driver version
             runtime=read_version(torch, "cuda"),
         )
 

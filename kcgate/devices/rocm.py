@@ -18,6 +18,7 @@ from kcgate.devices.base import (
     numerics_flags,
 )
 from kcgate.devices.cuda import blas_flags, cuda_api_available, is_rocm_build, read_version
+from kcgate.devices.driver import amd_driver
 from kcgate.results.model import Fingerprint
 from kcgate.vocab.device_kinds import vendor
 
@@ -55,7 +56,7 @@ class RocmBackend(TorchBackend):
             vendor=vendor(self.name),
             device=call_text(torch, "cuda.get_device_name", 0),
             arch=gcn.split(":", 1)[0],
-            driver="",  # torch documents no API for the amdgpu driver version
+            driver=amd_driver(),  # rocm-smi: torch documents no API for the amdgpu driver version
             runtime=read_version(torch, "hip"),
         )
 

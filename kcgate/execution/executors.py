@@ -27,10 +27,11 @@ from kcgate.contracts.records import Project
 from kcgate.devices import default_backend, get_backend
 from kcgate.engine.case import error_result, execute_case
 from kcgate.errors import ExitCode, KcgateError, UsageError
-from kcgate.execution import channel
+from kcgate.execution import channel, handoff
 from kcgate.execution.worker import thread_count
 from kcgate.plan import Case
 from kcgate.results.model import CaseResult, Fingerprint
+from kcgate.vocab.isolation import ISOLATION_MODES
 
 STARTUP_TIMEOUT_S = 120.0
 TAIL_CHARS = 2000
@@ -98,7 +99,7 @@ class WorkerHandle:
     """One live worker process, its command pipe and its authenticated result channel."""
 
     def __init__(self, project: str, device: str, memory_limit: int, env: dict[str, str] | None) -> None:
-        """``project``: the parsed contracts as JSON text (``Project.to_json``), sent in the init line."""
+        """``project``: the parsed contracts as ``handoff.encode`` text, sent in the init line."""
         self.log: IO[bytes] = tempfile.TemporaryFile()
         self.key = channel.new_key()
         r, w = os.pipe()
@@ -242,8 +243,9 @@ class WorkerHandle:
 
 
 def _init_line(fields: dict[str, Any], project: str) -> str:
-    """The worker's first line: ``fields`` and ``"project"`` (JSON text already) in one JSON object."""
-    return json.dumps(fields)[:-1] + ', "project": ' + project + "}\n"
+    """The worker's first line: ``fields`` and ``"project"`` (``handoff.encode``'s base64 text, spliced in as
+    a JSON string: it has nothing to escape) in one JSON object."""
+    return json.dumps(fields)[:-1] + ', "project": "' + project + '"}\n'
 
 
 def _exited_within(pid: int, seconds: float) -> bool:
@@ -279,7 +281,7 @@ class IsolatedExecutor:
         env: dict[str, str] | None = None,
         project_text: str = "",
     ) -> None:
-        """``project_text``: ``project`` already encoded (``Project.to_json``), shared by the executors of a run."""
+        """``project_text``: ``project`` already encoded (``handoff.encode``), shared by the executors of a run."""
         self.project, self.device, self.memory_limit = project, device, memory_limit
         self.timeout, self.env = timeout, env
         self.worker: WorkerHandle | None = None
@@ -289,7 +291,7 @@ class IsolatedExecutor:
     def start(self) -> None:
         """Spawn the worker now (its torch import then overlaps the parent's); failures surface later."""
         if self.worker is None:
-            self.project_text = self.project_text or json.dumps(self.project.to_json())  # once per executor
+            self.project_text = self.project_text or handoff.encode(self.project)  # once per executor
             self.worker = WorkerHandle(self.project_text, self.device, self.memory_limit, self.env)
 
     def handshake(self) -> tuple[str, Fingerprint]:
@@ -432,9 +434,6 @@ class InProcessExecutor:
 
     def close(self) -> None:
         pass
-
-
-ISOLATION_MODES = ("process", "none")
 
 
 def check_isolation(mode: str) -> None:

@@ -9,17 +9,18 @@ lane ran it, but the lanes share the machine, so timing measurements (``kernel_s
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import threading
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Union
 
 from kcgate.devices import check_name
 from kcgate.errors import UsageError
+from kcgate.execution import handoff
 from kcgate.execution.executors import (
     EnvRouter,
     Executor,
@@ -54,7 +55,7 @@ def worker_count(text: str, isolation: str, device: str | None = "cpu") -> int:
     it, a context each, and see each other's timings."""
     if text == "auto":
         on_cpu = device in (None, "auto", "cpu")
-        n = auto_workers(_cpus(), half_ram()) if on_cpu and isolation != "none" else 1
+        n = auto_workers(_cpus(), half_memory()) if on_cpu and isolation != "none" else 1
     elif text.isdigit() and int(text) > 0:
         n = int(text)
     else:
@@ -77,7 +78,61 @@ def auto_lanes(cases: int, most: int) -> int:
 
 
 def _cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """The CPUs this process may run on: its affinity, and inside a container the cgroup's CPU quota."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    quota = cgroup_cpus()
+    return min(cpus, quota) if quota else cpus
+
+
+def half_memory() -> int:
+    """Half the memory this process may use, for ``auto``'s count: the RAM, or a container's cgroup
+    ``memory.max`` where that is lower. (The workers' address-space cap stays ``half_ram``: a cap below the
+    virtual reservations torch and GPU runtimes make would fail them, and the cgroup bounds real memory.)"""
+    ram, limit = half_ram(), cgroup_memory()
+    return min(ram, limit // 2) if limit else ram
+
+
+# cgroup v2, where ``--workers auto`` finds a container's limits; KCGATE_CGROUP_ROOT moves it (tests)
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def _cgroup_dirs() -> list[Path]:
+    """This process's cgroup v2 directory and its ancestors up to the root (limits nest: the lowest holds)."""
+    root = Path(os.environ.get("KCGATE_CGROUP_ROOT") or CGROUP_ROOT)
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        lines = []
+    rel = next((line[3:].strip("/") for line in lines if line.startswith("0::")), "")
+    here = root / rel if rel and (root / rel).is_dir() else root  # in a container, "/" is its own cgroup
+    return [here, *[p for p in here.parents if p.is_relative_to(root)]]
+
+
+def _cgroup_values(name: str) -> list[str]:
+    values = []
+    for directory in _cgroup_dirs():
+        try:
+            values.append((directory / name).read_text().strip())
+        except OSError:  # not set at this level, no cgroup v2 (macOS, cgroup v1): no limit from here
+            continue
+    return values
+
+
+def cgroup_memory() -> int:
+    """The lowest cgroup v2 ``memory.max`` in bytes over this process's cgroup and its ancestors; 0: none."""
+    limits = [int(v) for v in _cgroup_values("memory.max") if v.isdigit()]  # "max": unlimited
+    return min(limits, default=0)
+
+
+def cgroup_cpus() -> int:
+    """The CPUs the lowest cgroup v2 ``cpu.max`` allows ("quota period": quota / period, rounded down, at
+    least 1); 0: no quota ("max period")."""
+    quotas = []
+    for value in _cgroup_values("cpu.max"):
+        quota, _, period = value.partition(" ")
+        if quota.isdigit() and period.isdigit() and int(period) > 0:
+            quotas.append(max(1, int(quota) // int(period)))
+    return min(quotas, default=0)
 
 
 def half_ram() -> int:
@@ -228,7 +283,7 @@ def make_executor(
     limit = int(memory_limit_gb * 2**30) if memory_limit_gb > 0 else half_ram() // workers
     # under auto the first worker starts before the plan and the device are known: it keeps one worker's cap
     first = half_ram() if auto and memory_limit_gb <= 0 else limit
-    text = json.dumps(project.to_json())  # encoded once for every worker
+    text = handoff.encode(project)  # encoded once for every worker
     lanes = [
         isolated(project, device, first if i == 0 else limit, timeout, project_text=text)
         for i in range(workers)

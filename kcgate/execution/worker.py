@@ -2,7 +2,7 @@
 
 Run as ``python -m kcgate.execution.worker --device D``. Its first stdin line (from the parent, never in
 argv or the environment) names the result pipe's fd and the channel key (``kcgate.execution.channel``) and carries
-the parent's parsed contracts (``Project.to_json``), which the worker rebuilds: it never reads
+the parent's parsed contracts (``execution.handoff``: pickled), which the worker rebuilds: it never reads
 contracts.toml. The worker then moves the command stream and the result pipe off fds 0 and the
 inherited number to private, non-inheritable fds, points fd 0 at /dev/null, and keeps copies of fds 1
 and 2 (the parent's log file) so a kernel that closes or redirects them is undone after its case.
@@ -27,11 +27,11 @@ import sys
 from collections.abc import Mapping
 from typing import IO, Any
 
-from kcgate.contracts.records import Project
 from kcgate.devices import default_backend, get_backend
 from kcgate.devices.base import import_torch
 from kcgate.engine.case import execute_case
 from kcgate.errors import KcgateError
+from kcgate.execution import handoff
 from kcgate.execution.channel import CASE_MARKER, sign
 from kcgate.plan import Case
 
@@ -63,14 +63,14 @@ def thread_count(env: Mapping[str, str]) -> int:
     return int(wanted) if wanted.isdigit() and int(wanted) > 0 else 1
 
 
-def _start(project_json: dict[str, Any], device: str) -> tuple[dict[str, Any], Any, Any]:
+def _start(project_text: str, device: str) -> tuple[dict[str, Any], Any, Any]:
     """The handshake payload, the project and the backend; a KcgateError becomes an error handshake."""
     import kcgate.engine.checks  # noqa: F401  (warm: what the first case would otherwise import)
     import kcgate.engine.harness  # noqa: F401
     from kcgate.numerics.ops import default_shapes
 
     backend = get_backend(default_backend() if device == "auto" else device)
-    project = Project.from_json(project_json)  # as the parent parsed it
+    project = handoff.decode(project_text)  # as the parent parsed it
     hello = {
         "ready": True,
         "device": backend.name,

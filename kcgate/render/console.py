@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 
 from kcgate.render.escape import console_text
 from kcgate.results.model import CaseResult, RunResult, Status
@@ -65,3 +67,115 @@ def summary_line(run: RunResult) -> str:
 def render_plan(cases: Sequence[object]) -> str:
     rows = [[c.case_id, c.klass, c.op, c.dtype, "x".join(map(str, c.shape))] for c in cases]  # type: ignore[attr-defined]
     return console_text(table(rows, ["case", "class", "op", "dtype", "shape"]) + f"\n{len(rows)} cases")
+
+
+# ---- progress in CI logs -----------------------------------------------------------------------------
+
+PROGRESS_S = 30.0  # under CI, a progress line at least this often, even while one long case runs
+PROGRESS_STEPS = 10  # and one each time another tenth of the cases has finished (pytest's [ 42%] lines)
+PROGRESS_ENV = "KCGATE_PROGRESS_S"  # seconds between lines at most, instead of PROGRESS_S
+
+
+def progress_interval(env: Mapping[str, str]) -> float:
+    """PROGRESS_S, or KCGATE_PROGRESS_S where it is a positive number of seconds."""
+    try:
+        value = float(env.get(PROGRESS_ENV, ""))
+    except ValueError:
+        return PROGRESS_S
+    return value if value > 0 else PROGRESS_S
+
+
+def in_ci(env: Mapping[str, str]) -> bool:
+    """CI=true (GitHub Actions, GitLab, Buildkite, ... set it); CI=false or 0 is not CI."""
+    return env.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+class CiProgress:
+    """A line every tenth of the cases or every ``interval_s``, whichever comes first: a CI log shows a run
+    is alive (a single slow case included) without a line per case. ``with`` starts the thread that writes
+    the timed lines; ``case_done`` is the run loop's progress callback. ``clock`` is injectable for tests."""
+
+    def __init__(
+        self,
+        total: int,
+        write: Callable[[str], None],
+        interval_s: float = PROGRESS_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.total, self.write, self.interval, self.clock = total, write, interval_s, clock
+        self.start = self.last = clock()
+        self.done = self.not_ok = self.step = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def case_done(self, i: int, n: int, result: CaseResult) -> None:
+        with self._lock:
+            self.done, self.total = i, n
+            self.not_ok += not result.ok
+            step = i * PROGRESS_STEPS // max(n, 1)
+            if step > self.step:
+                self.step = step
+                self._emit()
+
+    def tick(self) -> None:
+        """Write a line when none has been written for ``interval`` seconds."""
+        with self._lock:
+            if self.clock() - self.last >= self.interval:
+                self._emit()
+
+    def line(self) -> str:
+        pct = 100 * self.done // max(self.total, 1)
+        elapsed = int(self.clock() - self.start)
+        bad = f", {self.not_ok} not ok" if self.not_ok else ""
+        return f"[{pct:3d}%] {self.done}/{self.total} cases{bad}, {elapsed // 60}m{elapsed % 60:02d}s"
+
+    def _emit(self) -> None:
+        self.last = self.clock()
+        self.write(self.line())
+
+    def __enter__(self) -> CiProgress:
+        self.write(self.line() + f" (a line every {PROGRESS_STEPS}% of the cases or {self.interval:g} s)")
+        self._thread = threading.Thread(target=self._beat, name="kcgate-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(min(1.0, self.interval / 4)):
+            self.tick()
+
+
+class TerminalBar:
+    """A live bar on one terminal line (rewritten in place), with a line of its own for each case that is not
+    ok, so failures stay on screen: ``kcgate run`` in a terminal. ``write`` takes text without a newline."""
+
+    WIDTH = 30
+
+    def __init__(self, write: Callable[[str], None], clock: Callable[[], float] = time.monotonic) -> None:
+        self.write, self.clock = write, clock
+        self.start = clock()
+        self.not_ok = 0
+
+    def case_done(self, i: int, n: int, result: CaseResult) -> None:
+        if not result.ok:
+            self.not_ok += 1
+            line = f"{MARK.get(result.status, result.status.upper()):<7} {result.case_id} ({result.duration_s:.2f} s)"
+            self.write("\r\x1b[K" + console_text(line) + "\n")
+        self.write("\r\x1b[K" + self.bar(i, n))
+
+    def bar(self, i: int, n: int) -> str:
+        filled = self.WIDTH * i // max(n, 1)
+        bad = f", {self.not_ok} not ok" if self.not_ok else ""
+        elapsed = int(self.clock() - self.start)
+        return f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {100 * i // max(n, 1):3d}% {i}/{n} cases{bad}, {elapsed}s"
+
+    def __enter__(self) -> TerminalBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.write("\n")  # the table starts on a line of its own

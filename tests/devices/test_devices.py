@@ -460,3 +460,68 @@ def test_runners_require_names_the_missing_device_the_torch_and_the_interpreter(
     assert f"device {absent} is not available to torch" in proc.stderr and sys.executable in proc.stderr
     assert kcgate("runners", "--require", "cpu").returncode == 0
     assert kcgate("runners", "--require", "tpu").returncode == 3  # not a backend name
+
+
+# ---- the driver version, from the vendor's tool ----------------------------------------------------
+
+
+def _tool(dir_: Path, name: str, script: str) -> None:
+    path = dir_ / name
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+
+
+def test_cuda_fingerprint_records_the_driver_nvidia_smi_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _tool(
+        tmp_path, "nvidia-smi", 'test "$1" = --query-gpu=driver_version && echo 550.54.15 && echo 550.54.15\n'
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    fp = CudaBackend(fake_torch(cuda=True)).fingerprint()
+    assert (fp.driver, fp.runtime) == ("550.54.15", "12.4")  # one GPU's line, of two
+
+
+def test_rocm_fingerprint_records_the_driver_rocm_smi_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _tool(
+        tmp_path,
+        "rocm-smi",
+        'echo "============ ROCm System Management Interface ============"\necho "Driver version: 6.8.5"\n',
+    )
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    assert RocmBackend(fake_torch(cuda=True, hip="6.2.41133")).fingerprint().driver == "6.8.5"
+
+
+def test_a_failing_or_missing_driver_tool_reads_as_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kcgate.devices import driver
+
+    _tool(tmp_path, "nvidia-smi", "echo 'NVIDIA-SMI has failed'; exit 9\n")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(driver, "NVIDIA_PROC", tmp_path / "absent")
+    monkeypatch.setattr(driver, "AMDGPU_SYS", tmp_path / "absent")
+    assert driver.nvidia_driver() == "" and driver.amd_driver() == ""
+    proc = tmp_path / "version"
+    proc.write_text(
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024\n"
+    )
+    monkeypatch.setattr(driver, "NVIDIA_PROC", proc)
+    assert driver.nvidia_driver() == "535.183.01"  # the kernel module's file, when the tool fails
+
+
+def test_a_hung_driver_tool_costs_at_most_its_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from kcgate.devices import driver
+
+    _tool(tmp_path, "rocm-smi", "sleep 30\n")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(driver, "TOOL_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(driver, "AMDGPU_SYS", tmp_path / "absent")
+    start = time.monotonic()
+    assert driver.amd_driver() == "" and time.monotonic() - start < 10

@@ -38,7 +38,7 @@ def _case(i: int) -> Case:
 
 def test_worker_count_reads_numbers_and_auto() -> None:
     assert worker_count("3", "process") == 3
-    most = auto_workers(len(os.sched_getaffinity(0)), half_ram())
+    most = auto_workers(pooling._cpus(), pooling.half_memory())
     assert worker_count("auto", "process", "cpu") == worker_count("auto", "process", None) == most
     assert worker_count("auto", "process", "cuda") == worker_count("auto", "process", "mps") == 1
     assert worker_count("auto", "none", "cpu") == 1  # the default never refuses --isolation none
@@ -53,6 +53,54 @@ def test_auto_takes_a_worker_per_cpu_within_the_ram_and_the_ceiling(
     cpus: int, half_gib: float, most: int
 ) -> None:
     assert auto_workers(cpus, int(half_gib * 2**30)) == most
+
+
+def _cgroup(root: Path, memory_max: str, cpu_max: str) -> Path:
+    """A cgroup v2 tree as a container sees it: its own cgroup at the root of /sys/fs/cgroup."""
+    root.mkdir(exist_ok=True)
+    (root / "memory.max").write_text(memory_max + "\n")
+    (root / "cpu.max").write_text(cpu_max + "\n")
+    return root
+
+
+def test_auto_inside_a_container_with_2_gib_and_one_cpu_picks_one_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KCGATE_CGROUP_ROOT", str(_cgroup(tmp_path / "cg", str(2 * 2**30), "100000 100000")))
+    assert pooling.cgroup_memory() == 2 * 2**30 and pooling.cgroup_cpus() == 1
+    assert pooling.half_memory() == min(half_ram(), 2**30) and pooling._cpus() == 1
+    assert worker_count("auto", "process", "cpu") == 1
+    assert half_ram() == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2  # the cap: the host's
+
+
+@pytest.mark.parametrize(
+    ("memory_max", "cpu_max", "cpus", "half_gib"),
+    [
+        ("max", "max 100000", None, None),  # no limits: the host's CPUs and RAM
+        (str(64 * 2**30), "150000 100000", 1, 32),  # 1.5 CPUs: one (rounded down)
+        (str(3 * 2**30), "400000 100000", 4, 1.5),  # four CPUs, but 1.5 GiB of half the memory: one worker
+    ],
+)
+def test_auto_reads_cgroup_v2_limits_where_set(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    memory_max: str,
+    cpu_max: str,
+    cpus: int | None,
+    half_gib: float | None,
+) -> None:
+    host_cpus = len(os.sched_getaffinity(0))
+    monkeypatch.setenv("KCGATE_CGROUP_ROOT", str(_cgroup(tmp_path / "cg", memory_max, cpu_max)))
+    assert pooling._cpus() == (host_cpus if cpus is None else min(cpus, host_cpus))
+    half = half_ram() if half_gib is None else min(half_ram(), int(half_gib * 2**30))
+    assert pooling.half_memory() == half
+    assert worker_count("auto", "process", "cpu") == auto_workers(pooling._cpus(), half)
+
+
+def test_no_cgroup_v2_means_no_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KCGATE_CGROUP_ROOT", str(tmp_path / "absent"))  # macOS, cgroup v1: no files
+    assert pooling.cgroup_memory() == 0 and pooling.cgroup_cpus() == 0
+    assert pooling._cpus() == len(os.sched_getaffinity(0)) and pooling.half_memory() == half_ram()
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kcgate.contracts.load import load_project
+from kcgate.execution import handoff
 from kcgate.execution.executors import EnvRouter, _init_line
 from kcgate.execution.pool import make_executor
 from kcgate.plan import make_plan
@@ -53,7 +54,20 @@ def test_workers_run_the_parents_parse_after_the_file_changed(tmp_path: Path) ->
     ]
 
 
-def test_the_init_line_carries_the_project_as_one_json_object() -> None:
-    line = _init_line({"fd": 5, "key": "k", "nonce": "n"}, json.dumps({"name": "p"}))
+def test_the_init_line_carries_the_project_in_one_json_line(tmp_path: Path) -> None:
+    path = tmp_path / "contracts.toml"
+    path.write_text(CONTRACTS, encoding="utf-8")
+    project = load_project(path)
+    line = _init_line({"fd": 5, "key": "k", "nonce": "n"}, handoff.encode(project))
     assert line.endswith("\n") and line.count("\n") == 1
-    assert json.loads(line) == {"fd": 5, "key": "k", "nonce": "n", "project": {"name": "p"}}
+    init = json.loads(line)
+    assert {k: init[k] for k in ("fd", "key", "nonce")} == {"fd": 5, "key": "k", "nonce": "n"}
+    assert handoff.decode(init["project"]) == project
+
+
+def test_the_handoff_accepts_only_a_project() -> None:
+    import base64
+    import pickle
+
+    with pytest.raises(TypeError, match="not a Project"):
+        handoff.decode(base64.b64encode(pickle.dumps({"name": "p"})).decode("ascii"))

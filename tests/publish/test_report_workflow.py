@@ -106,7 +106,7 @@ def simulate(
             downloaded.mkdir(exist_ok=True)  # download-artifact v4: no matching artifact is not an error
             if artifacts is not None:
                 shutil.copytree(artifacts, downloaded, dirs_exist_ok=True)
-        elif uses.startswith("your-org/kcgate@"):
+        elif uses.startswith("kcgate/kcgate@"):
             with_ = {k: str(v) for k, v in step["with"].items()} | {"github-token": gh.token}
             env = report_env(tmp, tmp / "event.json", gh.base_url)
             _outputs, procs = run_action(with_, env, tmp)

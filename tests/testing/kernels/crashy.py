@@ -63,6 +63,12 @@ def slow(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a @ b
 
 
+def sleepy(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A kernel far slower than the progress interval: KCGATE_TEST_SLEEP_S seconds a call (default 2.5)."""
+    time.sleep(float(os.environ.get("KCGATE_TEST_SLEEP_S", "2.5")))
+    return a @ b
+
+
 _LATE: list[object] = []
 
 
