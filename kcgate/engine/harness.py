@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from kcgate.devices.base import is_out_of_memory
 from kcgate.engine import sensitivity, torch_state
 from kcgate.engine.backward import compare_grads, run_backward
 from kcgate.engine.trial import (
@@ -205,17 +206,17 @@ def _call(
     out_buf = _out_buffer(ctx, trial, guard) if ctx.contract.call == "out" else None
     backward = ctx.contract.backward
     leaves = _grad_leaves(ctx, views) if backward else []
+    watch = ctx.stopwatch()
     try:
-        t0 = time.perf_counter()
         with torch.set_grad_enabled(backward):
             extra = ctx.op.kwargs(trial.shape) if ctx.op.kwargs else {}
+            watch.start()  # after the arguments are built: the device's time in the kernel's own work
             result = kernel(*views, **extra, **kwargs, **({"out": out_buf[1]} if out_buf else {}))
             result = ctx.op.output(result) if ctx.op.output else result
-        ctx.synchronize()
-        trial.kernel_s = time.perf_counter() - t0
+        trial.kernel_s = watch.stop()  # waits for the device (an event, or a synchronize)
         ctx.kernel_s += trial.kernel_s
     except Exception as exc:  # the kernel's failure is a finding, not ours
-        trial.error = f"{type(exc).__name__}: {exc}"[:2000]
+        trial.error = _kernel_error(ctx, trial, exc)
         trial.issues.append("raised")
         _global_state(trial)
         return None
@@ -230,6 +231,19 @@ def _call(
         _global_state(trial)
     _integrity(trial, bufs, snapshots, guard)  # after the backward too: it must not write its inputs
     return _as_output(ctx, trial, out)
+
+
+def _kernel_error(ctx: CaseContext, trial: Trial, exc: Exception) -> str:
+    """What the kernel raised, in one line; an allocation failure says so and what to do, since at
+    production shapes it is the device's memory, not the kernel's arithmetic, that gave out."""
+    text = f"{type(exc).__name__}: {exc}"
+    if is_out_of_memory(exc):
+        shapes = ", ".join(str(tuple(t.shape)) for t in trial.inputs)
+        text = (
+            f"out of memory on {ctx.device} with inputs {shapes} ({text}); fix: a smaller shape in the "
+            "contract, or free the device's memory (another process, or fewer --workers on it)"
+        )
+    return text[:2000]
 
 
 def _grad_leaves(ctx: CaseContext, views: Tensors) -> list[tuple[int, torch.Tensor]]:
