@@ -33,9 +33,12 @@ from kcgate.engine.trial import (
 from kcgate.numerics.metrics import (
     NUMPY_DTYPES,
     compare,
+    compare_on_device,
     f64,
     host,
+    metrics_on_device,
     to_metrics,
+    verify_on_device,
 )
 from kcgate.numerics.ops.base import Tensors, upcast
 from kcgate.numerics.oracles.freivalds import freivalds_check, freivalds_linear, row_errors, use_freivalds
@@ -72,10 +75,14 @@ def run_trial(
     trial.oracle_s = time.perf_counter() - t0
     if not _shape_ok(ctx, trial, out, trial.ref):
         return trial
-    trial.cmp = compare(out, trial.ref, allowed, ctx.contract.tolerance.method)
+    on_device = verify_on_device()  # the torch-op comparison (bitwise the same results; numerics/metrics.py)
+    trial.cmp = (compare_on_device if on_device else compare)(
+        out, trial.ref, allowed, ctx.contract.tolerance.method
+    )
     trial.tensors["out"], trial.cmps["out"] = out, trial.cmp
     trial.signals["out"] = signal(trial.cmp)
-    trial.metrics = to_metrics(trial.cmp, {"reduction_len": float(ctx.op.reduction_len(shape))})
+    extra = {"reduction_len": float(ctx.op.reduction_len(shape))}
+    trial.metrics = (metrics_on_device if on_device else to_metrics)(trial.cmp, extra)
     if ctx.contract.tolerance.method == "relative":
         _relative(ctx, trial)
     if ctx.contract.backward:
