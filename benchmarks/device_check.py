@@ -40,7 +40,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-SECTIONS = ("environment", "runners", "contracts", "freivalds", "families")  # the cheap ones first
+SECTIONS = (
+    "environment",
+    "runners",
+    "contracts",
+    "freivalds",
+    "families",
+    "verify-paths",
+)  # cheap ones first
 FREIVALDS_N = (4096, 8192, 16384)
 FREIVALDS_N_SMOKE = (64, 128, 256)
 
@@ -179,6 +186,35 @@ def contracts(check: Check) -> dict[str, Any]:
     (check.out / "contracts.md").write_text(_table(cases), "utf-8")
     statuses = [c["status"] for c in cases]
     return {**found, "cases": len(cases), **{s: statuses.count(s) for s in sorted(set(statuses))}}
+
+
+def verify_paths(check: Check) -> dict[str, Any]:
+    """contracts.toml again with the comparison as torch ops where the output lives (KCGATE_VERIFY=device):
+    every case the same as the host path's run (timings aside; the Freivalds case draws its vectors from
+    os.urandom, so its budget differs from run to run on either path)."""
+    host = check.out / "contracts.json"
+    out = check.out / "contracts-device-verify.json"
+    args = ("run", "-c", "contracts.toml", "--device", check.device, "--out", str(out), "--seed", "1", "-q")
+    os.environ["KCGATE_VERIFY"] = "device"
+    try:
+        proc = kcgate(*args, "--timeout", str(check.case_timeout_s), timeout=check.left())
+    finally:
+        del os.environ["KCGATE_VERIFY"]
+    found = _saved(check, "contracts-device-verify", proc)
+    a, b = (_comparable(rows(p)) for p in (host, out))
+    differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+    (check.out / "verify-paths.json").write_text(json.dumps({"compared": len(a), "differ": differ}, indent=1))
+    if differ:
+        raise AssertionError(f"{len(differ)} case(s) differ between the host and device paths: {differ[:5]}")
+    return {**found, "compared": len(a), "differ": 0}
+
+
+def _comparable(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        c["case_id"]: {k: v for k, v in c.items() if not k.endswith("_s")}
+        for c in cases
+        if not c["case_id"].startswith("matmul-large-freivalds/")
+    }
 
 
 def families(check: Check) -> dict[str, Any]:
@@ -350,8 +386,16 @@ RUNS: dict[str, Callable[[Check], dict[str, Any]]] = {
     "contracts": contracts,
     "families": families,
     "freivalds": freivalds,
+    "verify-paths": verify_paths,
 }
-NEEDS_S = {"environment": 0.0, "runners": 10.0, "contracts": 30.0, "families": 60.0, "freivalds": 20.0}
+NEEDS_S = {
+    "environment": 0.0,
+    "runners": 10.0,
+    "contracts": 30.0,
+    "families": 60.0,
+    "freivalds": 20.0,
+    "verify-paths": 30.0,
+}
 
 
 # ---- the record -------------------------------------------------------------------------------------

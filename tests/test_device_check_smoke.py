@@ -47,7 +47,9 @@ def test_the_shell_wrapper_runs_every_section_at_smoke_shapes(tmp_path: Path) ->
         "contracts": "ok",
         "families": "ok",
         "freivalds": "ok",
+        "verify-paths": "ok",
     }
+    assert summary["sections"]["verify-paths"]["compared"] >= 40  # the host and device comparison paths agree
     assert summary["sections"]["contracts"]["cases"] == summary["sections"]["contracts"]["pass"] > 0
     assert "cpu" in json.loads((out / "runners.json").read_text())["backends"][-1]["backend"]
     cases = json.loads((out / "families-cases.json").read_text())
