@@ -120,8 +120,11 @@ class Transfers(TorchFunctionMode):
 
     READS = frozenset({"cpu", "numpy", "tolist", "__array__", "item", "__bool__", "__float__", "__int__"})
 
-    def __init__(self) -> None:
+    def __init__(self, smallest: int = 2) -> None:
         super().__init__()
+        self.smallest = (
+            smallest  # fewer elements is a summary (Freivalds' up to 8 flagged rows), not a tensor
+        )
         self.seen: list[str] = []
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -129,7 +132,7 @@ class Transfers(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         t = args[0] if args and isinstance(args[0], torch.Tensor) else None
         to_cpu = name == "to" and any(str(a) == "cpu" for a in (*args[1:], *kwargs.values()))
-        if t is not None and t.numel() > 1 and (name in self.READS or to_cpu):
+        if t is not None and t.numel() >= self.smallest and (name in self.READS or to_cpu):
             self.seen.append(f"{name}{tuple(t.shape)}")
         return func(*args, **kwargs)
 
@@ -174,3 +177,56 @@ def test_ulp_keys_agree_with_numpy_on_negative_zero_and_extremes() -> None:
         a = torch.tensor([-0.0, 0.0, fi.max, -fi.max, fi.tiny, -fi.tiny, fi.eps], dtype=dtype)
         b = torch.tensor([0.0, -0.0, float("inf"), -fi.max, 0.0, fi.tiny, 1.0], dtype=torch.float64)
         np.testing.assert_array_equal(ulp_distance(a, b).numpy(), ulp_distance_on_device(a, b).numpy())
+
+
+FREIVALDS = """
+[project]
+name = "fv"
+
+[[contract]]
+id = "mm"
+class = "C-PRC-01"
+kernel = "kcgate.kernels.builtin:matmul"
+op = "matmul"
+oracle = "freivalds"
+shapes = [[96, 128, 80]]
+protocol = { seeds = 1, trials = 1 }
+"""
+
+
+def test_a_freivalds_trial_checks_the_kernels_own_tensors_and_reads_back_no_full_tensor(
+    tmp_path: Path,
+) -> None:
+    """The output stays where the kernel left it (no ``.cpu()``), and Freivalds' check reads the guarded inputs
+    the kernel saw: on a device only its summary (and up to 8 flagged rows' indices) comes back. (The kernel
+    call's own phase moves the inputs host to device and reads the guard bands, through numpy on the CPU
+    only; the counter cannot tell those from reads here, so it checks the ``.cpu()`` copy there.)"""
+    from kcgate.contracts.spec import load_project
+    from kcgate.devices.cpu import CpuBackend
+    from kcgate.engine.case import make_context
+    from kcgate.engine.harness import _call, _freivalds_trial
+    from kcgate.engine.trial import Trial
+    from kcgate.plan import make_plan
+
+    found = {}
+    for oracle in ("freivalds", "fp64"):
+        toml = tmp_path / f"{oracle}.toml"
+        toml.write_text(FREIVALDS.replace('oracle = "freivalds"', f'oracle = "{oracle}"'))
+        project = load_project(toml)
+        (case,) = make_plan(project, 1, {})
+        ctx = make_context(project, case, CpuBackend())
+        inputs = ctx.inputs(case.shape, 0)
+        trial = Trial(shape=tuple(case.shape), inputs=inputs)
+        with Transfers(smallest=16) as call_phase:
+            trial.out = _call(ctx, trial, ctx.kernel, {})
+        found[oracle] = [s for s in call_phase.seen if s.startswith("cpu")]
+    assert found == {"freivalds": [], "fp64": ["cpu(96, 80)"]}  # the counter sees the copy it replaces
+    with Transfers(smallest=16) as verify_phase:
+        _freivalds_ctx = make_context(load_project(tmp_path / "freivalds.toml"), case, CpuBackend())
+        trial = Trial(shape=tuple(case.shape), inputs=inputs)
+        trial.out = _call(_freivalds_ctx, trial, _freivalds_ctx.kernel, {})
+        verify_phase.seen.clear()  # from here: the check only
+        _freivalds_trial(_freivalds_ctx, trial)
+    assert trial.ok and trial.freivalds is not None and verify_phase.seen == []
+    assert [torch.equal(a, b) for a, b in zip(trial.on_device, inputs)] == [True, True]
+    assert all(a.data_ptr() != b.data_ptr() for a, b in zip(trial.on_device, inputs))  # the guarded copies

@@ -106,6 +106,8 @@ class Trial:
     kernel_s: float = 0.0
     oracle_s: float = 0.0
     salt: Any = 0
+    # the inputs as the kernel saw them: the guarded copies on the case's device (Freivalds reads them there)
+    on_device: Tensors = ()
     up: Tensors = ()  # the inputs upcast to float64, once (kcgate's bound and sensitivity gate read them)
     freivalds: Any = None  # the FreivaldsResult of a Freivalds trial (its sensitivity statistics)
     # backward: the upstream gradient, the kernel's gradient of each differentiated input (by index;
