@@ -107,20 +107,27 @@ class Check:
 # ---- running kcgate -------------------------------------------------------------------------------
 
 
-def kcgate(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    """``python -m kcgate ARGS`` from the repository root (its exit code is the caller's to read)."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "kcgate", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=max(timeout, 1.0),
-    )
+def kcgate(*args: str, timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m kcgate ARGS`` from the repository root (its exit code is the caller's to read). Past
+    ``timeout`` it gets SIGTERM, on which ``kcgate run`` saves the finished cases and kills its workers (their
+    own process groups, which a kill of this child alone would leave holding the GPU); SIGKILL 30 s later."""
+    path = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
+    cmd = [sys.executable, "-m", "kcgate", *args]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": path, **(env or {})}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=max(timeout, 1.0))
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        err += f"\n[device_check: stopped after {timeout:.0f} s, the budget left]"
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def rows(results: Path) -> list[dict[str, Any]]:
@@ -195,11 +202,8 @@ def verify_paths(check: Check) -> dict[str, Any]:
     host = check.out / "contracts.json"
     out = check.out / "contracts-device-verify.json"
     args = ("run", "-c", "contracts.toml", "--device", check.device, "--out", str(out), "--seed", "1", "-q")
-    os.environ["KCGATE_VERIFY"] = "device"
-    try:
-        proc = kcgate(*args, "--timeout", str(check.case_timeout_s), timeout=check.left())
-    finally:
-        del os.environ["KCGATE_VERIFY"]
+    verify = {"KCGATE_VERIFY": "device"}
+    proc = kcgate(*args, "--timeout", str(check.case_timeout_s), timeout=check.left(), env=verify)
     found = _saved(check, "contracts-device-verify", proc)
     a, b = (_comparable(rows(p)) for p in (host, out))
     differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
@@ -430,6 +434,7 @@ def run_section(check: Check, name: str) -> None:
     t0 = time.perf_counter()
     if check.left() < NEEDS_S[name]:
         check.sections[name] = {"status": "skipped", "why": f"under {NEEDS_S[name]:.0f} s of the budget left"}
+        check.sections[name]["seconds"] = 0.0
         return
     try:
         if name in check.fail:
