@@ -230,3 +230,31 @@ def test_a_freivalds_trial_checks_the_kernels_own_tensors_and_reads_back_no_full
     assert trial.ok and trial.freivalds is not None and verify_phase.seen == []
     assert [torch.equal(a, b) for a, b in zip(trial.on_device, inputs)] == [True, True]
     assert all(a.data_ptr() != b.data_ptr() for a, b in zip(trial.on_device, inputs))  # the guarded copies
+
+
+def test_under_verify_device_a_bounded_forward_trial_verifies_where_it_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``on_device``: the oracle, bound and comparison of a forward contract under a bound run on the kernel's
+    own (guarded) inputs where it ran, the CPU here, with the same metrics as the host path; method relative
+    and backward contracts keep the host path, and so does a device without fast fp64."""
+    from kcgate.contracts.spec import load_project
+    from kcgate.devices.cpu import CpuBackend
+    from kcgate.engine.case import make_context
+    from kcgate.engine.harness import on_device, run_trial
+    from kcgate.plan import make_plan
+
+    toml = tmp_path / "c.toml"
+    toml.write_text(FREIVALDS.replace('oracle = "freivalds"', 'oracle = "fp64"'))
+    project = load_project(toml)
+    (case,) = make_plan(project, 1, {})
+    ctx = make_context(project, case, CpuBackend())
+    inputs = ctx.inputs(case.shape, 0)
+    assert not on_device(ctx)
+    host = run_trial(ctx, inputs=inputs)
+    monkeypatch.setenv(VERIFY_ENV, "device")
+    assert on_device(ctx)
+    dev = run_trial(make_context(project, case, CpuBackend()), inputs=inputs)
+    assert host.ok and _same_metrics(host.metrics, dev.metrics) and _same(host.ref, dev.ref)
+    ctx.fp64_on_device = False  # an RTX or L40S: the oracle stays on the host
+    assert not on_device(ctx)

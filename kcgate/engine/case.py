@@ -33,6 +33,7 @@ def make_context(project: Project, case: Case, backend: Any, kernel: str | None 
         device=device,
         synchronize=backend.synchronize,
         stopwatch=getattr(backend, "stopwatch", None) or _host_stopwatch(backend),
+        fp64_on_device=bool(getattr(backend, "fast_fp64", lambda: False)()),
     )
 
 

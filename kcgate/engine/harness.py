@@ -69,20 +69,21 @@ def run_trial(
     if _wants_freivalds(ctx, shape) and not ctx.contract.backward:
         return _freivalds_trial(ctx, trial)
     t0 = time.perf_counter()
-    trial.up = upcast(inputs)  # once per trial: the bound, the oracle and the sensitivity gate read it
-    trial.ref = oracle(ctx, inputs, trial.up if _builtin_oracle(ctx) else None)
-    allowed = allowance(ctx, inputs, trial.ref, trial.up)
+    x = _kernels_inputs(trial) if on_device(ctx) else inputs  # where the oracle and the bound run
+    trial.up = upcast(x)  # once per trial: the bound, the oracle and the sensitivity gate read it
+    trial.ref = oracle(ctx, x, trial.up if _builtin_oracle(ctx) else None)
+    allowed = allowance(ctx, x, trial.ref, trial.up)
     trial.oracle_s = time.perf_counter() - t0
     if not _shape_ok(ctx, trial, out, trial.ref):
         return trial
-    on_device = verify_on_device()  # the torch-op comparison (bitwise the same results; numerics/metrics.py)
-    trial.cmp = (compare_on_device if on_device else compare)(
+    torch_ops = verify_on_device()  # the torch-op comparison (bitwise the same results; numerics/metrics.py)
+    trial.cmp = (compare_on_device if torch_ops else compare)(
         out, trial.ref, allowed, ctx.contract.tolerance.method
     )
     trial.tensors["out"], trial.cmps["out"] = out, trial.cmp
     trial.signals["out"] = signal(trial.cmp)
     extra = {"reduction_len": float(ctx.op.reduction_len(shape))}
-    trial.metrics = (metrics_on_device if on_device else to_metrics)(trial.cmp, extra)
+    trial.metrics = (metrics_on_device if torch_ops else to_metrics)(trial.cmp, extra)
     if ctx.contract.tolerance.method == "relative":
         _relative(ctx, trial)
     if ctx.contract.backward:
@@ -105,6 +106,22 @@ def _relative(ctx: CaseContext, trial: Trial) -> None:
     trial.signals["out"] = signal(trial.cmp, rel["relative_allowed"])
 
 
+def on_device(ctx: CaseContext) -> bool:
+    """Whether a trial's oracle, bound and comparison run where the kernel ran, on the guarded inputs it saw
+    (its output never copied to the host): under ``KCGATE_VERIFY=device``, on a device with fast fp64
+    (``Backend.fast_fp64``: data-centre GPUs, and the CPU itself), for a forward contract held to a bound
+    (method ``relative`` and backward contracts keep the host path: their baselines and gradients are
+    computed there). Elsewhere the output is copied back and all of it runs on the host."""
+    method = ctx.contract.tolerance.method
+    return verify_on_device() and ctx.fp64_on_device and not ctx.contract.backward and method != "relative"
+
+
+def _kernels_inputs(trial: Trial) -> Tensors:
+    """The inputs as the kernel saw them, on its device (bitwise the drawn ones), or the drawn ones where the
+    kernel wrote its inputs or none were recorded."""
+    return trial.on_device if trial.on_device and "input-mutation" not in trial.issues else trial.inputs
+
+
 def _wants_freivalds(ctx: CaseContext, shape: tuple[int, ...]) -> bool:
     """oracle = "freivalds", or "auto" above FREIVALDS_AUTO_MIN_FLOPS, on a matmul-like op."""
     op = CATALOGUE.get(ctx.op.name)
@@ -118,8 +135,7 @@ def _freivalds_trial(ctx: CaseContext, trial: Trial) -> Trial:
     flags (up to 8) are recomputed in fp64, so the metrics count elements, not trials."""
     assert trial.out is not None
     t0 = time.perf_counter()
-    # the kernel's own inputs on its device, bitwise the drawn ones unless it wrote them (then the drawn ones)
-    x = trial.on_device if trial.on_device and "input-mutation" not in trial.issues else trial.inputs
+    x = _kernels_inputs(trial)
     c = trial.out.to(ctx.out_dtype)
     x = tuple(t.detach() if t.device == c.device else t.to(c.device) for t in x)
     kw = {
@@ -348,7 +364,7 @@ def _as_output(ctx: CaseContext, trial: Trial, out: torch.Tensor | None) -> torc
             f"kernel returned {_name(out.dtype)}, the contract declares {_name(ctx.out_dtype)}"
         )
         issue(trial, "wrong-dtype")
-    if not ctx.contract.backward and _wants_freivalds(ctx, trial.shape):
+    if on_device(ctx) or (not ctx.contract.backward and _wants_freivalds(ctx, trial.shape)):
         return out.detach()
     return out.detach().cpu()  # itself when already there (half the cost of .to("cpu"))
 

@@ -37,6 +37,7 @@ class CaseContext:
     synchronize: Callable[[], None] = lambda: None
     # a timer of the kernel's device work: CUDA/HIP events on those backends, else wall time after a sync
     stopwatch: Callable[[], Stopwatch] = HostStopwatch
+    fp64_on_device: bool = False  # the device runs fp64 at a useful rate (Backend.fast_fp64)
     # earlier trials' compared tensors with their oracle values and allowances (None: not compared)
     previous_outputs: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]] = field(
         default_factory=list

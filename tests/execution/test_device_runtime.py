@@ -68,7 +68,7 @@ def test_cuda_and_rocm_are_not_capped_and_time_with_events() -> None:
     assert _limit_memory(2**40, CudaBackend(torch)) == 0  # would fail CUDA's first launch: not applied
     assert _limit_memory(0, CpuBackend(torch)) == 0
     assert isinstance(CpuBackend(torch).stopwatch(), HostStopwatch)
-    assert not CpuBackend(torch).fast_fp64()
+    assert CpuBackend(torch).fast_fp64() and not CudaBackend(torch).caps_address_space
 
 
 def test_the_cpu_worker_is_capped() -> None:
