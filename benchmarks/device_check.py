@@ -97,6 +97,7 @@ class Check:
     budget_s: float
     case_timeout_s: float
     fail: frozenset[str] = frozenset()  # sections made to crash, to test the traceback path
+    verify: str = "host"  # KCGATE_VERIFY for the families: host, or device (the oracle where the kernel ran)
     t0: float = field(default_factory=time.perf_counter)
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -227,7 +228,7 @@ def families(check: Check) -> dict[str, Any]:
     out = check.out / "families.json"
     proc = kcgate(
         "run", "-c", str(toml), "--device", check.device, "--out", str(out), "--seed", "1", "-q",
-        "--timeout", str(check.case_timeout_s), timeout=check.left(),
+        "--timeout", str(check.case_timeout_s), timeout=check.left(), env={"KCGATE_VERIFY": check.verify},
     )  # fmt: skip
     found = _saved(check, "families", proc)
     cases = rows(out) if out.exists() else []
@@ -453,6 +454,7 @@ def summary(check: Check) -> dict[str, Any]:
     doc = {
         "device": check.device,
         "smoke": check.smoke,
+        "verify": check.verify,
         "budget_s": check.budget_s,
         "seconds": round(time.perf_counter() - check.t0, 3),
         "sections": check.sections,
@@ -478,6 +480,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--case-timeout-s", type=float, default=60.0, help="kcgate run --timeout for each case")
     ap.add_argument("--sections", default=",".join(SECTIONS))
     ap.add_argument("--fail", default="", help="sections to crash on purpose (a test of the traceback path)")
+    ap.add_argument(
+        "--verify", choices=("host", "device"), default="host", help="KCGATE_VERIFY for the families"
+    )
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -492,6 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         args.budget_s,
         args.case_timeout_s,
         frozenset(filter(None, args.fail.split(","))),
+        args.verify,
     )
     for name in args.sections.split(","):
         run_section(check, name)

@@ -355,8 +355,8 @@ def _first_tensor(trial: Trial, result: Any) -> torch.Tensor | None:
 
 
 def _as_output(ctx: CaseContext, trial: Trial, out: torch.Tensor | None) -> torch.Tensor | None:
-    """The output on the CPU, or where it is for a Freivalds trial (the check runs on the device, and only
-    its summary comes back); its dtype is part of every postcondition (the declared out_dtype)."""
+    """The output on the CPU, or where it is when the trial is verified there (``on_device``, or a Freivalds
+    trial: only the summary comes back); its dtype is part of every postcondition (the declared out_dtype)."""
     if out is None:
         return None
     if out.dtype != ctx.out_dtype:
