@@ -69,6 +69,7 @@ def describe(name: str, backend: Any) -> dict[str, Any]:
     row["error"] = ""
     if row["detected"]:
         try:
+            getattr(backend, "configure", lambda: None)()  # a worker's settings: the key its results carry
             fp = backend.fingerprint()
             row["fingerprint"], row["fingerprint_key"] = fp.to_json(), fp.key()
         except Exception as exc:  # one broken stack must not hide the others; shown in the row

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
@@ -34,6 +35,75 @@ class Backend(Protocol):
     def empty_cache(self) -> None: ...
 
     def fingerprint(self) -> Fingerprint: ...
+
+    def configure(self) -> None: ...
+
+    def stopwatch(self) -> Stopwatch: ...
+
+    def fast_fp64(self) -> bool: ...
+
+
+class Stopwatch(Protocol):
+    """Times one stretch of device work: ``start()``, the work, then ``stop()`` gives its seconds."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> float: ...
+
+
+class HostStopwatch:
+    """Wall time around a stretch of work, after the device has finished it (``synchronize``): the timer of a
+    device without events, and of the CPU, where every op is synchronous."""
+
+    def __init__(self, synchronize: Any = None) -> None:
+        self._sync = synchronize
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def stop(self) -> float:
+        if self._sync is not None:
+            self._sync()
+        return time.perf_counter() - self._t0
+
+
+class EventStopwatch:
+    """Device time between two events recorded on the current stream (``torch.cuda.Event`` on CUDA and on
+    ROCm, where it is a HIP event): what the device spent, without the host's launch and Python costs.
+    ``stop`` waits for the end event, so it also synchronizes."""
+
+    def __init__(self, runtime: Any) -> None:
+        self._start = runtime.Event(enable_timing=True)
+        self._end = runtime.Event(enable_timing=True)
+
+    def start(self) -> None:
+        self._start.record()
+
+    def stop(self) -> float:
+        self._end.record()
+        self._end.synchronize()
+        return float(self._start.elapsed_time(self._end)) / 1e3  # elapsed_time is in milliseconds
+
+
+# What the out-of-memory errors of torch's allocators say: torch.OutOfMemoryError (CUDA, ROCm, XPU, MPS)
+# subclasses RuntimeError; older builds and other backends raise a plain RuntimeError with this text.
+_OOM_TEXT = (
+    "out of memory",
+    "not enough memory",
+    "failed to allocate",
+    "cannot allocate memory",
+    "can't allocate memory",
+)
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says an allocation failed: a MemoryError (the host allocator, or RLIMIT_AS),
+    torch.OutOfMemoryError, or a RuntimeError whose message says so."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(t in text for t in _OOM_TEXT)
 
 
 def import_torch() -> Any:
@@ -88,6 +158,25 @@ class TorchBackend:
 
     def fingerprint(self) -> Fingerprint:
         raise NotImplementedError
+
+    # An RLIMIT_AS cap on the worker (``--memory-limit``) is safe: allocations beyond it fail as a
+    # MemoryError in one case. Not on CUDA and ROCm, whose runtimes reserve virtual address space far beyond
+    # the memory they use (unified addressing maps the device's memory and more): under a cap of half the
+    # RAM, CUDA's first kernel launch or cuBLAS handle fails with "out of memory" (docs/runners.md).
+    caps_address_space = True
+
+    def configure(self) -> None:
+        """Set the process-wide numerics settings kcgate runs kernels under, before the fingerprint is read
+        and torch's state captured (the worker calls it once): none on most backends."""
+
+    def stopwatch(self) -> Stopwatch:
+        """A timer of device work: events where the runtime has them, else wall time after a synchronize."""
+        return HostStopwatch(self.synchronize)
+
+    def fast_fp64(self) -> bool:
+        """Whether this device runs fp64 at a useful rate (the oracle could run there): data-centre parts
+        only. False by default: the oracle runs on the host."""
+        return False
 
 
 def read_attr(root: Any, path: str) -> Any:

@@ -6,9 +6,12 @@ torch.version.hip tells the two apart, so this backend reports unavailable on a 
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from kcgate.devices.base import (
+    EventStopwatch,
+    Stopwatch,
     TorchBackend,
     attr_text,
     call_text,
@@ -48,6 +51,36 @@ BLAS_FLAGS = {
 }
 
 
+# The numerics kcgate runs kernels under on CUDA and ROCm, set by the worker before any case (and recorded in
+# the fingerprint by BLAS_FLAGS): fp32 GEMMs and convolutions in IEEE fp32, not TF32 (torch's default since
+# 1.12 for matmul, but cuDNN's allow_tf32 defaults to True), and fp16/bf16 GEMMs reduced in fp32, not in
+# reduced precision (torch's default allows split-K reductions in fp16/bf16): a contract's ``accumulate``
+# is then what torch's own GEMMs do, so a failure is the kernel's. torch's "Numerical accuracy" and "CUDA
+# semantics" notes document these flags; a kernel that changes them is a global-state finding.
+PRECISION = {
+    "backends.cuda.matmul.allow_tf32": False,
+    "backends.cudnn.allow_tf32": False,
+    "backends.cuda.matmul.allow_fp16_reduced_precision_reduction": False,
+    "backends.cuda.matmul.allow_bf16_reduced_precision_reduction": False,
+}
+# cuBLAS is bitwise reproducible run to run only with a fixed workspace per stream (cuBLAS "Results
+# reproducibility"; torch's reproducibility notes ask for :4096:8 or :16:8, and raise under
+# torch.use_deterministic_algorithms(True) without it). It must be set before the first cuBLAS handle:
+# the worker sets it before its first case. kcgate never turns deterministic algorithms on itself: C-ORD-02
+# measures the kernel as it ships (the fingerprint's ``deterministic`` flag records the mode).
+CUBLAS_WORKSPACE = ":4096:8"
+
+
+def configure_blas(torch: Any, env: Any = os.environ) -> None:
+    """Set PRECISION and the cuBLAS workspace (a value the runner's environment gives is kept)."""
+    env.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+    for path, value in PRECISION.items():
+        owner, _, name = path.rpartition(".")
+        target = read_attr(torch, owner)
+        if target is not None and hasattr(target, name):  # a flag this torch lacks stays unset (and reads "")
+            setattr(target, name, value)
+
+
 def is_rocm_build(torch: Any) -> bool:
     return bool(read_version(torch, "hip"))
 
@@ -70,12 +103,27 @@ def blas_flags(torch: Any) -> dict[str, str]:
     return flags
 
 
+# Compute capabilities whose fp64 runs at half the fp32 rate or better (P100, V100, A100, H100/H200,
+# B100/B200); every other part (GeForce, RTX, A10, L4, L40S: sm_86/sm_89) runs fp64 at 1/32 to 1/64.
+FAST_FP64_SM = frozenset({"sm_60", "sm_70", "sm_80", "sm_90", "sm_100"})
+
+
 class CudaBackend(TorchBackend):
     name = "cuda"
     device_string = "cuda"
+    caps_address_space = False  # see TorchBackend.caps_address_space
 
     def _probe(self) -> bool:
         return not is_rocm_build(self.torch) and cuda_api_available(self.torch)
+
+    def configure(self) -> None:
+        configure_blas(self.torch)
+
+    def stopwatch(self) -> Stopwatch:
+        return EventStopwatch(self.torch.cuda)
+
+    def fast_fp64(self) -> bool:
+        return sm_arch(self.torch) in FAST_FP64_SM
 
     def fingerprint(self) -> Fingerprint:
         torch = self.torch

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from kcgate.devices.base import (
+    EventStopwatch,
+    Stopwatch,
     TorchBackend,
     attr_text,
     call_text,
@@ -17,7 +19,7 @@ from kcgate.devices.base import (
     make_fingerprint,
     numerics_flags,
 )
-from kcgate.devices.cuda import blas_flags, cuda_api_available, is_rocm_build, read_version
+from kcgate.devices.cuda import blas_flags, configure_blas, cuda_api_available, is_rocm_build, read_version
 from kcgate.devices.driver import amd_driver
 from kcgate.results.model import Fingerprint
 from kcgate.vocab.device_kinds import vendor
@@ -36,12 +38,26 @@ ROCM_ENV = (
 )
 
 
+# Instinct parts with full-rate fp64 (MI100, MI200, MI300, MI350); Radeon parts run it at 1/16 to 1/32.
+FAST_FP64_GFX = frozenset({"gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950"})
+
+
 class RocmBackend(TorchBackend):
     name = "rocm"
     device_string = "cuda"  # ROCm torch reuses the CUDA device type
+    caps_address_space = False  # HIP reserves virtual address space as CUDA does
 
     def _probe(self) -> bool:
         return is_rocm_build(self.torch) and cuda_api_available(self.torch)
+
+    def configure(self) -> None:
+        configure_blas(self.torch)  # hipBLAS(Lt) reads the same torch flags; the env is CUDA's name
+
+    def stopwatch(self) -> Stopwatch:
+        return EventStopwatch(self.torch.cuda)  # HIP events behind torch.cuda.Event
+
+    def fast_fp64(self) -> bool:
+        return gcn_arch_name(self.torch).split(":", 1)[0] in FAST_FP64_GFX
 
     def fingerprint(self) -> Fingerprint:
         torch = self.torch

@@ -32,7 +32,15 @@ def make_context(project: Project, case: Case, backend: Any, kernel: str | None 
         op=op,
         device=device,
         synchronize=backend.synchronize,
+        stopwatch=getattr(backend, "stopwatch", None) or _host_stopwatch(backend),
+        fp64_on_device=bool(getattr(backend, "fast_fp64", lambda: False)()),
     )
+
+
+def _host_stopwatch(backend: Any) -> Any:
+    from kcgate.devices.base import HostStopwatch
+
+    return lambda: HostStopwatch(backend.synchronize)
 
 
 def _dtype(name: str) -> Any:
@@ -125,7 +133,10 @@ def error_result(case: Case, message: str, duration: float = 0.0) -> CaseResult:
 
 
 def _result(case: Case, **outcome: Any) -> CaseResult:
-    """A case's result: its identity from the plan, the outcome from the run."""
+    """A case's result: its identity from the plan, the outcome from the run (kcgate's own share of its
+    time, ``harness_s``, is what the kernel and the oracle did not take)."""
+    spent = outcome.get("kernel_s", 0.0) + outcome.get("oracle_s", 0.0)
+    outcome.setdefault("harness_s", max(0.0, outcome.get("duration_s", 0.0) - spent))
     return CaseResult(
         case_id=case.case_id,
         contract_id=case.contract_id,

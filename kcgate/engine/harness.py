@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from kcgate.devices.base import is_out_of_memory
 from kcgate.engine import sensitivity, torch_state
 from kcgate.engine.backward import compare_grads, run_backward
 from kcgate.engine.trial import (
@@ -32,9 +33,12 @@ from kcgate.engine.trial import (
 from kcgate.numerics.metrics import (
     NUMPY_DTYPES,
     compare,
+    compare_on_device,
     f64,
     host,
+    metrics_on_device,
     to_metrics,
+    verify_on_device,
 )
 from kcgate.numerics.ops.base import Tensors, upcast
 from kcgate.numerics.oracles.freivalds import freivalds_check, freivalds_linear, row_errors, use_freivalds
@@ -65,16 +69,21 @@ def run_trial(
     if _wants_freivalds(ctx, shape) and not ctx.contract.backward:
         return _freivalds_trial(ctx, trial)
     t0 = time.perf_counter()
-    trial.up = upcast(inputs)  # once per trial: the bound, the oracle and the sensitivity gate read it
-    trial.ref = oracle(ctx, inputs, trial.up if _builtin_oracle(ctx) else None)
-    allowed = allowance(ctx, inputs, trial.ref, trial.up)
+    x = _kernels_inputs(trial) if on_device(ctx) else inputs  # where the oracle and the bound run
+    trial.up = upcast(x)  # once per trial: the bound, the oracle and the sensitivity gate read it
+    trial.ref = oracle(ctx, x, trial.up if _builtin_oracle(ctx) else None)
+    allowed = allowance(ctx, x, trial.ref, trial.up)
     trial.oracle_s = time.perf_counter() - t0
     if not _shape_ok(ctx, trial, out, trial.ref):
         return trial
-    trial.cmp = compare(out, trial.ref, allowed, ctx.contract.tolerance.method)
+    torch_ops = verify_on_device()  # the torch-op comparison (bitwise the same results; numerics/metrics.py)
+    trial.cmp = (compare_on_device if torch_ops else compare)(
+        out, trial.ref, allowed, ctx.contract.tolerance.method
+    )
     trial.tensors["out"], trial.cmps["out"] = out, trial.cmp
     trial.signals["out"] = signal(trial.cmp)
-    trial.metrics = to_metrics(trial.cmp, {"reduction_len": float(ctx.op.reduction_len(shape))})
+    extra = {"reduction_len": float(ctx.op.reduction_len(shape))}
+    trial.metrics = (metrics_on_device if torch_ops else to_metrics)(trial.cmp, extra)
     if ctx.contract.tolerance.method == "relative":
         _relative(ctx, trial)
     if ctx.contract.backward:
@@ -97,6 +106,22 @@ def _relative(ctx: CaseContext, trial: Trial) -> None:
     trial.signals["out"] = signal(trial.cmp, rel["relative_allowed"])
 
 
+def on_device(ctx: CaseContext) -> bool:
+    """Whether a trial's oracle, bound and comparison run where the kernel ran, on the guarded inputs it saw
+    (its output never copied to the host): under ``KCGATE_VERIFY=device``, on a device with fast fp64
+    (``Backend.fast_fp64``: data-centre GPUs, and the CPU itself), for a forward contract held to a bound
+    (method ``relative`` and backward contracts keep the host path: their baselines and gradients are
+    computed there). Elsewhere the output is copied back and all of it runs on the host."""
+    method = ctx.contract.tolerance.method
+    return verify_on_device() and ctx.fp64_on_device and not ctx.contract.backward and method != "relative"
+
+
+def _kernels_inputs(trial: Trial) -> Tensors:
+    """The inputs as the kernel saw them, on its device (bitwise the drawn ones), or the drawn ones where the
+    kernel wrote its inputs or none were recorded."""
+    return trial.on_device if trial.on_device and "input-mutation" not in trial.issues else trial.inputs
+
+
 def _wants_freivalds(ctx: CaseContext, shape: tuple[int, ...]) -> bool:
     """oracle = "freivalds", or "auto" above FREIVALDS_AUTO_MIN_FLOPS, on a matmul-like op."""
     op = CATALOGUE.get(ctx.op.name)
@@ -110,8 +135,9 @@ def _freivalds_trial(ctx: CaseContext, trial: Trial) -> Trial:
     flags (up to 8) are recomputed in fp64, so the metrics count elements, not trials."""
     assert trial.out is not None
     t0 = time.perf_counter()
-    x = trial.inputs
+    x = _kernels_inputs(trial)
     c = trial.out.to(ctx.out_dtype)
+    x = tuple(t.detach() if t.device == c.device else t.to(c.device) for t in x)
     kw = {
         "accumulate": ctx.contract.accumulate,
         "lam": ctx.contract.tolerance.lam,
@@ -205,17 +231,17 @@ def _call(
     out_buf = _out_buffer(ctx, trial, guard) if ctx.contract.call == "out" else None
     backward = ctx.contract.backward
     leaves = _grad_leaves(ctx, views) if backward else []
+    watch = ctx.stopwatch()
     try:
-        t0 = time.perf_counter()
         with torch.set_grad_enabled(backward):
             extra = ctx.op.kwargs(trial.shape) if ctx.op.kwargs else {}
+            watch.start()  # after the arguments are built: the device's time in the kernel's own work
             result = kernel(*views, **extra, **kwargs, **({"out": out_buf[1]} if out_buf else {}))
             result = ctx.op.output(result) if ctx.op.output else result
-        ctx.synchronize()
-        trial.kernel_s = time.perf_counter() - t0
+        trial.kernel_s = watch.stop()  # waits for the device (an event, or a synchronize)
         ctx.kernel_s += trial.kernel_s
     except Exception as exc:  # the kernel's failure is a finding, not ours
-        trial.error = f"{type(exc).__name__}: {exc}"[:2000]
+        trial.error = _kernel_error(ctx, trial, exc)
         trial.issues.append("raised")
         _global_state(trial)
         return None
@@ -233,7 +259,21 @@ def _call(
         _global_state(trial)
     _mutated(ctx, trial, views, snapshots, "backward" if out is not None and backward else "forward")
     _out_of_bounds(trial, bufs, guard)  # after the backward too: it must not write outside its buffers
+    trial.on_device = views
     return _as_output(ctx, trial, out)
+
+
+def _kernel_error(ctx: CaseContext, trial: Trial, exc: Exception) -> str:
+    """What the kernel raised, in one line; an allocation failure says so and what to do, since at
+    production shapes it is the device's memory, not the kernel's arithmetic, that gave out."""
+    text = f"{type(exc).__name__}: {exc}"
+    if is_out_of_memory(exc):
+        shapes = ", ".join(str(tuple(t.shape)) for t in trial.inputs)
+        text = (
+            f"out of memory on {ctx.device} with inputs {shapes} ({text}); fix: a smaller shape in the "
+            "contract, or free the device's memory (another process, or fewer --workers on it)"
+        )
+    return text[:2000]
 
 
 def _grad_leaves(ctx: CaseContext, views: Tensors) -> list[tuple[int, torch.Tensor]]:
@@ -332,7 +372,8 @@ def _first_tensor(trial: Trial, result: Any) -> torch.Tensor | None:
 
 
 def _as_output(ctx: CaseContext, trial: Trial, out: torch.Tensor | None) -> torch.Tensor | None:
-    """The output on the CPU; its dtype is part of every postcondition (the declared out_dtype)."""
+    """The output on the CPU, or where it is when the trial is verified there (``on_device``, or a Freivalds
+    trial: only the summary comes back); its dtype is part of every postcondition (the declared out_dtype)."""
     if out is None:
         return None
     if out.dtype != ctx.out_dtype:
@@ -340,6 +381,8 @@ def _as_output(ctx: CaseContext, trial: Trial, out: torch.Tensor | None) -> torc
             f"kernel returned {_name(out.dtype)}, the contract declares {_name(ctx.out_dtype)}"
         )
         issue(trial, "wrong-dtype")
+    if on_device(ctx) or (not ctx.contract.backward and _wants_freivalds(ctx, trial.shape)):
+        return out.detach()
     return out.detach().cpu()  # itself when already there (half the cost of .to("cpu"))
 
 
@@ -370,7 +413,7 @@ def _stale_check(ctx: CaseContext, trial: Trial) -> None:
             t = t.nan_to_num(0.25)
         ref, allowed = (c.ref, c.allowed) if c is not None else (None, None)
         # a repeat outside this trial's own bound is no value a correct kernel returns: stale, as before
-        within = c is not None and bool((host(c.err) <= f64(c.allowed)).all())
+        within = c is not None and _within(c.err, c.allowed)
         stale |= any(
             p.shape == t.shape
             and torch.equal(p, t)
@@ -380,6 +423,14 @@ def _stale_check(ctx: CaseContext, trial: Trial) -> None:
         ctx.previous_outputs.append((t.clone(), ref, allowed))
     if stale:
         issue(trial, "stale-output")
+
+
+def _within(err: torch.Tensor, allowed: torch.Tensor) -> bool:
+    """Every error within its allowance: through numpy on the host path, as torch ops where the tensors live
+    under KCGATE_VERIFY=device (the same comparisons, one bool back)."""
+    if verify_on_device():
+        return bool((err <= allowed.to(device=err.device, dtype=torch.float64)).all())
+    return bool((host(err) <= f64(allowed)).all())
 
 
 def _distinguishable(

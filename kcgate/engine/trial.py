@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from kcgate.contracts.records import Contract
+from kcgate.devices.base import HostStopwatch, Stopwatch, is_out_of_memory
 from kcgate.numerics.metrics import Comparison, f64, host, quiet, spread, sum_squares
 from kcgate.numerics.ops.base import BoundArgs, OpFamily, Tensors, draw, underflow, upcast
 from kcgate.plan import Case
@@ -34,11 +35,14 @@ class CaseContext:
     op: OpFamily
     device: str = "cpu"
     synchronize: Callable[[], None] = lambda: None
+    # a timer of the kernel's device work: CUDA/HIP events on those backends, else wall time after a sync
+    stopwatch: Callable[[], Stopwatch] = HostStopwatch
+    fp64_on_device: bool = False  # the device runs fp64 at a useful rate (Backend.fast_fp64)
     # earlier trials' compared tensors with their oracle values and allowances (None: not compared)
     previous_outputs: list[tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]] = field(
         default_factory=list
     )
-    kernel_s: float = 0.0  # seconds inside the kernel, all calls of this case (synchronized)
+    kernel_s: float = 0.0  # seconds of the kernel's device work, all calls of this case (``stopwatch``)
     oracle_s: float = 0.0  # seconds in the fp64 oracle or the Freivalds check, all calls of this case
 
     @property
@@ -106,6 +110,8 @@ class Trial:
     kernel_s: float = 0.0
     oracle_s: float = 0.0
     salt: Any = 0
+    # the inputs as the kernel saw them: the guarded copies on the case's device (Freivalds reads them there)
+    on_device: Tensors = ()
     up: Tensors = ()  # the inputs upcast to float64, once (kcgate's bound and sensitivity gate read them)
     freivalds: Any = None  # the FreivaldsResult of a Freivalds trial (its sensitivity statistics)
     # backward: the upstream gradient, the kernel's gradient of each differentiated input (by index;
@@ -138,10 +144,23 @@ def oracle(ctx: CaseContext, inputs: Tensors, up: Tensors | None = None) -> torc
     """The fp64 reference: the op's oracle on inputs upcast exactly to float64 (``up``: already upcast)."""
     t0 = time.perf_counter()
     up = up or upcast(inputs)
-    with torch.no_grad():
-        ref = ctx.op.oracle(*up).to(torch.float64)
+    try:
+        with torch.no_grad():
+            ref = ctx.op.oracle(*up).to(torch.float64)
+    except Exception as exc:
+        if is_out_of_memory(exc):  # the case is lost, with what to change; the run goes on
+            raise OracleOutOfMemory(
+                f"out of memory in the fp64 oracle at shape {tuple(ctx.case.shape)} ({type(exc).__name__}: "
+                f'{str(exc)[:300]}); fix: oracle = "freivalds" for a matmul, a smaller shape, or a larger '
+                "--memory-limit"
+            ) from exc
+        raise
     ctx.oracle_s += time.perf_counter() - t0
     return ref
+
+
+class OracleOutOfMemory(MemoryError):
+    """The fp64 oracle could not allocate: the case is an error naming the shape and the fix."""
 
 
 def allowance(

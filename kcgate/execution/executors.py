@@ -399,6 +399,7 @@ class InProcessExecutor:
     def __init__(self, project: Any, device: str = "auto") -> None:
         self.project = project
         self.backend = get_backend(default_backend() if device == "auto" else device)
+        self.backend.configure()  # as a worker does: kcgate's numerics settings before the state is captured
         from kcgate.engine import torch_state
 
         torch_state.capture()  # a kernel's changes are restored and recorded, though the process is shared

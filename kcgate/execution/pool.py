@@ -181,12 +181,16 @@ class WorkerPool:
         return self.lanes[0].run(case, kernel)
 
     def lanes_for(self, cases: int) -> int:
-        """How many lanes a plan of ``cases`` uses: all, or under ``auto`` one per AUTO_CASES_PER_WORKER cases
-        when the first worker runs on the CPU and one when it found an accelerator."""
-        if not self.auto:
-            return len(self.lanes)
+        """How many lanes a plan of ``cases`` uses: one when the first worker found an accelerator, whatever
+        ``--workers`` says (workers are not pinned to devices, so more would all run on its device 0, a CUDA
+        context each, timing each other's kernels); on the CPU all, or under ``auto`` one per
+        AUTO_CASES_PER_WORKER cases."""
+        if len(self.lanes) == 1:
+            return 1
         device, _ = self.lanes[0].handshake()  # the device the first worker resolved (it is started)
-        return auto_lanes(cases, len(self.lanes)) if device == "cpu" else 1
+        if device != "cpu":
+            return 1
+        return auto_lanes(cases, len(self.lanes)) if self.auto else len(self.lanes)
 
     def run_many(self, cases: list[Case], kernel: str | None = None) -> Iterator[CaseResult]:
         """The results of ``cases`` as they finish, from every lane at once. A call abandons any earlier one:

@@ -40,10 +40,15 @@ from kcgate.plan import Case
 # stays inside the functions main() calls in order (import, thread count, warm-up, state capture).
 
 
-def _limit_memory(limit_bytes: int) -> None:
-    if limit_bytes <= 0:
-        return
+def _limit_memory(limit_bytes: int, backend: Any = None) -> int:
+    """Cap the worker's address space (RLIMIT_AS), so a kernel that allocates without end costs one case
+    (a MemoryError), not the machine; the cap applied (0: none). Not on a backend whose runtime reserves far
+    more address space than it uses (CUDA and ROCm: ``caps_address_space``), where any cap below that
+    reservation fails the first kernel launch; the device's own allocator bounds device memory there."""
+    if limit_bytes <= 0 or not getattr(backend, "caps_address_space", True):
+        return 0
     resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+    return limit_bytes
 
 
 def _set_threads() -> int:
@@ -70,6 +75,7 @@ def _start(project_text: str, device: str) -> tuple[dict[str, Any], Any, Any]:
     from kcgate.numerics.ops import default_shapes
 
     backend = get_backend(default_backend() if device == "auto" else device)
+    backend.configure()  # kcgate's numerics settings, before the fingerprint reads them and any cuBLAS handle
     project = handoff.decode(project_text)  # as the parent parsed it
     hello = {
         "ready": True,
@@ -172,7 +178,7 @@ def main() -> None:
     from kcgate.engine import torch_state
 
     torch_state.capture()
-    _limit_memory(args.memory_limit)
+    _limit_memory(args.memory_limit, backend)
     channel.send(init["nonce"], hello)
     serve(channel, stdio, project, backend)
     _exit_now()

@@ -295,3 +295,164 @@ def _share(parts: list[tuple[float | None, int]]) -> float | None:
     known = [(s, n) for s, n in parts if s is not None]
     total = sum(n for _, n in known)
     return sum(s * n for s, n in known) / total if total else None
+
+
+# ---- the same comparison as torch ops, where the tensors live --------------------------------------
+# ``compare`` and ``to_metrics`` above read tensors through numpy on the host: the fastest path for the small
+# CPU tensors most cases compare, but on an accelerator every read is a copy of a full tensor. The functions
+# below compute the same Comparison and the same Metrics with torch ops on the tensors' own device, and bring
+# back only scalars (the summary's numbers, and the worst element's index). They give bitwise the same
+# results as the numpy path (elementwise IEEE arithmetic, maxima, first-index argmax, exact counts);
+# tests/engine/test_device_verification.py checks that on random and special values and on the repository's
+# contracts, and counts that no full tensor crosses to the host. ``KCGATE_VERIFY=device`` makes the harness
+# use them for a case's forward comparison (``verify_on_device``); the default stays the numpy path.
+
+VERIFY_ENV = "KCGATE_VERIFY"
+
+
+def verify_on_device() -> bool:
+    """Whether the harness compares with torch ops where the output lives (``KCGATE_VERIFY=device``)."""
+    import os
+
+    return os.environ.get(VERIFY_ENV, "host") == "device"
+
+
+def compare_on_device(out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor, method: str) -> Comparison:
+    """``compare`` as torch ops on ``out``'s device (``ref`` and ``allowed`` are moved there once)."""
+    o = out.detach()
+    ref = _onto(ref, o.device).to(torch.float64)
+    ref = ref.expand_as(o) if ref.shape != o.shape else ref
+    allowed = _onto(allowed, o.device)
+    o64 = o.to(torch.float64)
+    diff = o64 - ref
+    err = diff.abs()
+    if not err.numel() or bool(err.max().isfinite()):  # one scalar back: all finite (max propagates NaN)
+        ulp = ulp_distance_on_device(o, ref) if o.is_floating_point() else err
+        signed, finite = diff, True
+    else:
+        same_class = (o64.isnan() == ref.isnan()) & (o64.isinf() == ref.isinf())
+        both_special = (o64.isnan() & ref.isnan()) | (o64.isinf() & (o64 == ref))
+        diff = torch.where(both_special, torch.zeros_like(o64), diff)
+        err = torch.where(same_class, diff.abs(), torch.full_like(o64, float("inf")))
+        ulp = ulp_distance_on_device(o, ref) if o.is_floating_point() else diff.abs()
+        ulp = torch.where(both_special, torch.zeros_like(ulp), ulp)
+        ulp = torch.where(same_class, ulp, torch.full_like(ulp, float("inf")))
+        signed, finite = torch.where(same_class, diff, torch.nan), False
+    allowed64 = allowed.to(torch.float64)
+    if method in ("exact", "ulp"):
+        ratio = _ratio_on_device(torch.where(err.isinf(), torch.inf, ulp), allowed64)
+    else:
+        ratio = _ratio_on_device(err, allowed64)
+    cr_ulp, cr_miss = rounding_on_device(o, ref) if o.is_floating_point() else (None, None)
+    return Comparison(err, signed, allowed, ratio, ulp, ref, finite, cr_ulp, cr_miss)
+
+
+def _onto(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``t`` on ``device``: moved there (host to device: the oracle's values and the allowance) only when it
+    is elsewhere."""
+    return t if t.device == device else t.to(device)
+
+
+def format_ulp_on_device(values: torch.Tensor, out_dtype: torch.dtype) -> torch.Tensor:
+    """``format_ulp`` as torch ops where ``values`` (float64) live: the same exponent-bit arithmetic."""
+    tiny, scale = _ulp_constants(out_dtype)
+    a = torch.clamp(values.abs(), min=tiny)
+    ulp = (a.view(torch.int64) & _EXPONENT).view(torch.float64) * scale
+    return torch.where(a.isfinite(), ulp, a)
+
+
+def rounding_on_device(out: torch.Tensor, ref: torch.Tensor) -> tuple[float | None, float | None]:
+    """``rounding`` as torch ops where ``out`` lives: only the two summary numbers come back."""
+    name = str(out.dtype).removeprefix("torch.")
+    if not dtypes.low_precision(name) or not out.numel():
+        return None, None
+    ref = ref.to(torch.float64).expand(out.shape).reshape(-1)
+    finite = ref.isfinite()
+    n = int(finite.sum())
+    if not n:
+        return None, None
+    spacing = format_ulp_on_device(ref, out.dtype)
+    cr = torch.round(ref / spacing) * spacing  # torch.round: halves to even, as numpy's
+    big = dtypes.FORMATS[name].max
+    cr = torch.where(cr.abs() > big, torch.copysign(torch.full_like(cr, math.inf), cr), cr)
+    miss = (out.reshape(-1).to(torch.float64) != cr) & finite
+    misses = int(miss.sum())
+    if not misses:
+        return 0.0, 0.0
+    ulps = ulp_distance_on_device(out.reshape(-1)[miss], cr[miss])
+    return float(ulps.nan_to_num(nan=-math.inf).max()), misses / n
+
+
+def ulp_distance_on_device(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``ulp_distance`` as torch ops: b rounded to a's dtype (to nearest even, as numpy rounds), the keys'
+    distance as float64."""
+    if a.dtype not in _INT_VIEW:
+        a = a.to(torch.float32)
+    rounded = _to_half(b) if a.dtype == torch.float16 and b.dtype == torch.float64 else b.to(a.dtype)
+    d = _keys_on_device(a) - _keys_on_device(rounded)
+    return d.abs().to(torch.float64)
+
+
+def _to_half(b: torch.Tensor) -> torch.Tensor:
+    """float64 to float16 rounded once, to nearest even, as numpy rounds (torch's cast goes through float32
+    and rounds twice: 1 + 2^-11 + 2^-40 becomes 1, not 1 + 2^-10): round to odd into float32 first (toward
+    zero, the last bit set where inexact), whose 24 bits then round correctly to float16's 11."""
+    f = b.to(torch.float32)
+    back = f.to(torch.float64)
+    toward_zero = torch.where(back.abs() > b.abs(), torch.nextafter(f, torch.zeros_like(f)), f)
+    inexact = (toward_zero.to(torch.float64) != b) & b.isfinite()
+    odd = toward_zero.view(torch.int32) | inexact.to(torch.int32)
+    return odd.view(torch.float32).to(torch.float16)
+
+
+def _keys_on_device(x: torch.Tensor) -> torch.Tensor:
+    """``_keys`` on the bit patterns, in torch (arithmetic shifts on the signed view, as numpy's)."""
+    bits = x.contiguous().view(_INT_VIEW[x.dtype])
+    width = bits.element_size() * 8
+    return (bits ^ ((bits >> (width - 1)) & _MAGNITUDE[bits.element_size()])).to(torch.int64)
+
+
+def _ratio_on_device(err: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """``_ratio`` as torch ops (one scalar back: whether every allowance is positive)."""
+    if bool((allowed > 0).all()):
+        return err / allowed
+    allowed = allowed.expand_as(err)
+    safe = torch.where(allowed > 0, allowed, 1.0)
+    zero_or_inf = torch.where(err > 0, torch.inf, 0.0).to(err.dtype)
+    return torch.where(allowed > 0, err / safe, zero_or_inf)
+
+
+def metrics_on_device(cmp: Comparison, extra: dict[str, float] | None = None) -> Metrics:
+    """``to_metrics`` as torch ops on the comparison's device: only the summary's scalars come back."""
+    ratio = cmp.ratio.reshape(-1)
+    n = ratio.numel()
+    extras = tuple(sorted((extra or {}).items()))
+    if n == 0:
+        return Metrics(budget_used=0.0, elements=0, extra=extras)
+    worst = int(ratio.argmax())  # the first largest; the first NaN where there is one (as numpy)
+    budget = float(ratio[worst])
+    if not math.isfinite(budget):  # NaN or inf: the first inf or NaN, NaN counted as inf
+        worst = int(ratio.nan_to_num(nan=math.inf).argmax())
+    idx = _unravel(worst, cmp.ratio.shape)
+    err = cmp.err.reshape(-1)
+    mag = cmp.ref.reshape(-1).abs()
+    if bool(mag.min() > 0):
+        rel = float((err / mag).max())
+    else:
+        nz = mag > 0
+        rel = float((err[nz] / mag[nz]).max()) if bool(nz.any()) else 0.0
+    allowed = cmp.allowed.to(torch.float64)
+    at_worst = allowed if allowed.dim() == 0 else allowed.expand(cmp.ratio.shape)[idx]
+    return Metrics(
+        budget_used=budget,
+        max_abs_err=float(err.max()),
+        max_rel_err=rel,
+        max_ulp=float(cmp.ulp.max()),
+        mismatches=0 if budget <= 1 else int((ratio > 1).count_nonzero()),
+        elements=n,
+        worst_index=idx,
+        allowed_at_worst=float(at_worst),
+        extra=extras,
+        cr_ulp=cmp.cr_ulp,
+        cr_miss=cmp.cr_miss,
+    )

@@ -216,6 +216,9 @@ class CaseResult:
     oracle_s: float = 0.0  # inside the fp64 oracle or the Freivalds check
     line: int | None = None  # line of the contract in contracts.toml (or in source), for annotations
     source: str = ""  # the .py a discovered contract is declared in (Contract.source); "": contracts.toml
+    harness_s: float = (
+        0.0  # kcgate's own share: duration_s less kernel_s and oracle_s (inputs, checks, compare)
+    )
 
     @property
     def ok(self) -> bool:
@@ -377,6 +380,12 @@ CASE_COLUMNS: tuple[Column, ...] = (
         "source",
         TEXT,
         "the file a discovered contract is declared in, relative to the contracts file's directory; empty: the contracts file",
+    ),
+    _case(
+        "harness_s",
+        SECONDS,
+        "kcgate's own share of the case: duration_s less kernel_s and oracle_s (inputs, guard bands, checks, "
+        "comparisons); 0 in files written before it was recorded",
     ),
 )
 CASE_FIELDS: tuple[str, ...] = names(CASE_COLUMNS)

@@ -241,6 +241,8 @@ def test_auto_keeps_one_worker_when_the_first_found_an_accelerator(device: str) 
     assert pool.lanes_for(50_000) == 1
     assert list(pool.run_many([_case(i) for i in range(3000)])) == [] and (first.ran, second.ran) == (3000, 0)
     assert WorkerPool([_AcceleratorLane("cpu"), second], auto=True).lanes_for(3000) == 2  # type: ignore[list-item]
+    # a number of workers too: they are not pinned to devices, so they would all share this one
+    assert WorkerPool([_AcceleratorLane(device), second], auto=False).lanes_for(3000) == 1  # type: ignore[list-item]
 
 
 def test_auto_keeps_the_first_workers_memory_cap_and_shares_the_rest() -> None:

@@ -78,6 +78,7 @@ def rows(draw: Any) -> list[list[Any]]:
                 draw(numbers),
                 draw(st.none() | st.integers(1, 99)),
                 draw(texts),
+                draw(numbers),
             ]
         )
     return out
