@@ -6,6 +6,7 @@ headers and ``key =`` lines. It is a locator for messages, not a second parser.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,14 @@ _HEADER = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]\]?\s*(#.*)?$")
 _HEADER_LINE = re.compile(r"^[ \t]*\[[^\n]*", re.M)
 _KEY = re.compile(r"^\s*([A-Za-z0-9_\-\"']+)\s*=")
 _ERR_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
+# What can hide a line from the locator: comments and one-line strings (skipped whole, so a quote or # in
+# them opens nothing) and the openings of multi-line strings, whose ends _CLOSE finds (escapes in basic
+# strings; a closing run of up to five quotes leaves the first one or two in the string, as TOML says).
+_TOKEN = re.compile(r"#[^\n]*|\"\"\"|'''|\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'")
+_CLOSE = {
+    '"""': re.compile(r'(?:[^"\\]|\\[\s\S]|"(?!""))*"""(?:"{0,2})'),
+    "'''": re.compile(r"(?:[^']|'(?!''))*'''(?:'{0,2})"),
+}
 
 
 @dataclass
@@ -81,12 +90,38 @@ def _depth(value: Any) -> int:
     return depth
 
 
+def _multiline_strings(text: str) -> list[tuple[int, int]]:
+    """(start, end) offsets of each multi-line string: a line that starts inside one is text, not TOML (a
+    description quoting ``dtypes = [...]`` or ``[contract.tolerance]`` must not move a later key's line)."""
+    if '"""' not in text and "'''" not in text:
+        return []  # the common case: one substring search, no scan
+    spans: list[tuple[int, int]] = []
+    at = 0
+    while m := _TOKEN.search(text, at):
+        at = m.end()
+        if m.group() in _CLOSE:
+            end = _CLOSE[m.group()].match(text, at)
+            at = end.end() if end else len(text)  # unterminated: tomli has refused the file already
+            spans.append((m.start(), at))
+    return spans
+
+
+def _inside(spans: list[tuple[int, int]], offset: int) -> bool:
+    """Whether ``offset`` (where a line's text starts) lies inside one of ``spans`` (sorted, disjoint)."""
+    i = bisect.bisect_left(spans, (offset, -1)) - 1
+    return i >= 0 and offset < spans[i][1]
+
+
 def _scan(text: str) -> dict[tuple[Any, ...], int]:
     """Every header's and ``key =`` line's key path -> line (lines counted by "\n", as TOML counts them)."""
     lines: dict[tuple[Any, ...], int] = {}
     counts: dict[str, int] = {}
     table: tuple[Any, ...] = ()
+    spans, offset = _multiline_strings(text), 0
     for no, raw in enumerate(text.split("\n"), start=1):
+        start, offset = offset, offset + len(raw) + 1
+        if spans and _inside(spans, start):
+            continue
         if raw.lstrip()[:1] == "[":  # a header (a key never starts with "["), else perhaps a key
             if h := _HEADER.match(raw):
                 table = _header_path(h.group(1) == "[[", h.group(2), counts, table)
@@ -103,8 +138,11 @@ def _scan_headers(text: str) -> dict[tuple[Any, ...], int]:
     counts: dict[str, int] = {}
     table: tuple[Any, ...] = ()
     no, at = 1, 0
+    spans = _multiline_strings(text)
     for m in _HEADER_LINE.finditer(text):
         no, at = no + text.count("\n", at, m.start()), m.start()
+        if spans and _inside(spans, m.start()):
+            continue
         if h := _HEADER.match(m.group()):
             table = _header_path(h.group(1) == "[[", h.group(2), counts, table)
             lines.setdefault(table, no)
