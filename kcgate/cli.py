@@ -67,7 +67,8 @@ app = typer.Typer(
     name="kcgate",
     help="Kernel contracts: run them on every vendor's hardware, diff against the base commit, gate PRs.\n\n"
     "Exit codes: 0 all hold, 1 violation, 2 bad contracts file, 3 bad usage or input file, "
-    "4 internal error, 5 nothing selected, 6 under-specified contract (calibrate).",
+    "4 internal error, 5 nothing selected, 6 under-specified contract (calibrate), "
+    "7 a worker could not start because of a contract's env or a package's import.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
