@@ -6,10 +6,10 @@ tests/commands/test_cli_versions.py."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -59,12 +59,12 @@ _VALUES = st.recursive(
 def test_the_toml_writer_round_trips_any_key_and_string(keys: dict, note: str) -> None:  # type: ignore[type-arg]
     """``café`` was written as a bare key and DEL raw: tomli rejected both."""
     text = tomlout.table("[t]", keys, {k: note for k in keys})
-    assert tomllib.loads(text)["t"] == keys, text
+    assert tomli.loads(text)["t"] == keys, text
 
 
 @pytest.mark.parametrize("text", ["café", "a\x7fb", "\x00\x1f", "x\u2028y", "\\u0041"])
 def test_the_toml_writer_quotes_what_tomli_rejects_bare_or_raw(text: str) -> None:
-    assert tomllib.loads(tomlout.table("[t]", {text: text}))["t"] == {text: text}
+    assert tomli.loads(tomlout.table("[t]", {text: text}))["t"] == {text: text}
 
 
 def test_a_lone_surrogate_is_refused_not_written() -> None:
