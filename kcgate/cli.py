@@ -27,13 +27,16 @@ def _typers_click() -> Any:
     """The click that typer itself runs on: typer >= 0.24 vendors it as ``typer._click`` (a standalone
     ``click`` installed beside it is another copy, whose exceptions typer never raises); older typer
     imports the standalone ``click`` as ``typer.core.click``. Never prefer a standalone click."""
-    return getattr(typer.core, "_click", None) or typer.core.click
+    core: Any = typer.core
+    return getattr(core, "_click", None) or core.click
 
 
 click = _typers_click()
 # click < 8.2 (the floor's click 8.1.x) has no NoArgsIsHelpError: there a bare ``kcgate`` prints the help
 # and exits 0 itself; an ``except`` naming an attribute that does not exist would raise AttributeError.
-_NoArgsIsHelp: type[BaseException] = getattr(click.exceptions, "NoArgsIsHelpError", type("_Never", (Exception,), {}))
+_NoArgsIsHelp: type[BaseException] = getattr(
+    click.exceptions, "NoArgsIsHelpError", type("_Never", (Exception,), {})
+)
 
 
 def failure(exc: Exception) -> tuple[str, ExitCode]:

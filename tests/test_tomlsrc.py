@@ -58,7 +58,9 @@ def test_text_inside_multi_line_strings_is_not_toml() -> None:
     """A description that quotes TOML moved contract b's error into contract a's string (issue 35 #10):
     basic strings with an escaped quote, literal strings (no escapes) and a closing run of five quotes."""
     data, lines = tomlsrc.parse(HIDDEN)
-    assert [c["id"] for c in data["contract"]] == ["a", "b"] and "\n[[contract]]" in data["contract"][0]["notes"]
+    assert [c["id"] for c in data["contract"]] == ["a", "b"] and "\n[[contract]]" in data["contract"][0][
+        "notes"
+    ]
     assert lines.find("contract", 1) == 19 and lines.find("contract", 1, "tolerance") == 23
     assert lines.find("contract", 1, "dtypes") == 21 and lines.find("contract", 1, "tolerance", "ulp") == 24
     assert lines.find("contract", 0, "dtypes") == 17 and lines.find("contract", 0, "notes") == 12

@@ -102,7 +102,10 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
     runner = o.runner or f"{device}-{fingerprint.arch or 'generic'}".lower()
     out = o.out or project.results_dir / f"{runner}.json"
     run = new_run(runner, fingerprint, str(o.contracts), o.shard)
-    done = resume_from(out, run) if o.resume else {}
+    resumed = resume_from(out, run, cases) if o.resume else None
+    if resumed and resumed.notice():
+        typer.echo(console_text(resumed.notice()), err=True)
+    done = resumed.done if resumed else {}
     _check_outputs(out, o.junit)
     result = execute_plan(
         cases,

@@ -450,7 +450,11 @@ def check_isolation(mode: str) -> None:
         raise UsageError(f"--isolation {mode!r}: choose 'process' or 'none'")
 
 
-_SHADOWABLE = ("torch", "kcgate", "numpy")  # what the worker imports before any case: a contract must not hide them
+_SHADOWABLE = (
+    "torch",
+    "kcgate",
+    "numpy",
+)  # what the worker imports before any case: a contract must not hide them
 _PATH_VARS = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "LD_PRELOAD", "LD_LIBRARY_PATH")
 
 
@@ -467,9 +471,12 @@ class EnvBlame:
         env = dict(self.env)
         shadows = _shadows(env.get("PYTHONPATH", ""))
         if shadows:
-            var, fix = "PYTHONPATH", (
-                f"{shadows[0]} shadows the real {Path(shadows[0]).stem}: remove that directory from the "
-                "contract's env.PYTHONPATH, or keep only the kernel's own modules there"
+            var, fix = (
+                "PYTHONPATH",
+                (
+                    f"{shadows[0]} shadows the real {Path(shadows[0]).stem}: remove that directory from the "
+                    "contract's env.PYTHONPATH, or keep only the kernel's own modules there"
+                ),
             )
         else:
             var = next((k for k in _PATH_VARS if k in env), ", ".join(env))

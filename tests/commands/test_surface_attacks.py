@@ -6,6 +6,13 @@ tests/commands/test_cli_versions.py."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +22,9 @@ from hypothesis import strategies as st
 
 from kcgate.adopt import scaffold, tomlout
 from kcgate.contracts.fields import ID_PATTERN
-from tests.conftest import ROOT, kcgate
+from kcgate.results.journal import journal_path
+from kcgate.results.model import load_run
+from tests.conftest import DATA, ROOT, kcgate
 
 # ---- init: its ids and its TOML writer (#6, #11) --------------------------------------------------------
 
@@ -142,3 +151,151 @@ def test_an_env_pythonpath_that_shadows_torch_is_the_contracts_fault(tmp_path: P
     assert "contract 'shadowed'" in proc.stderr and "PYTHONPATH" in proc.stderr
     assert f"{shadow / 'torch'} shadows the real torch" in proc.stderr and "fix:" in proc.stderr
     assert "internal error" not in proc.stderr and "bug in kcgate" not in proc.stderr
+
+
+# ---- discover reads bounded sources (#1) ------------------------------------------------------------------
+
+_DECORATED = 'import kcgate\n\n@kcgate.contract(op="softmax", cls="C-PRC-02", dtypes={dtypes})\ndef softmax(x):\n    return x\n'
+
+
+def _discovering(tmp_path: Path, source: str) -> Path:
+    pkg = tmp_path / "src" / "big"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ops.py").write_text(source)
+    contracts = tmp_path / "contracts.toml"
+    contracts.write_text('[project]\nname = "p"\npaths = ["src"]\ndiscover = ["big"]\n')
+    return contracts
+
+
+def test_a_huge_discovered_module_is_exit_2_naming_the_file_and_cap(tmp_path: Path) -> None:
+    """A 40 MB module took 15.8 GB and 110 s, then exit 4 under a memory limit; a 3 MB one is refused
+    while reading (counted, not trusted from st_size), in well under a second of parsing."""
+    from kcgate.contracts.discover import MAX_SOURCE_BYTES
+
+    body = _DECORATED.format(dtypes='["float32"]') + "x = 1\n" * (MAX_SOURCE_BYTES // 6 + 1)
+    contracts = _discovering(tmp_path, body)
+    proc = kcgate("validate", str(contracts), cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "ops.py" in proc.stderr and f"{MAX_SOURCE_BYTES}-byte cap" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [
+        ("x = " + "-" * 100_000 + "1\n", "nested too deeply"),
+        ("x = " + "+".join(["1"] * 100_000) + "\n", "nested too deeply"),
+        (_DECORATED.format(dtypes="[" * 90 + "]" * 90), "nested more than 32 deep"),
+    ],
+    ids=["unary-chain", "binop-chain", "deep-decorator-value"],
+)
+def test_deeply_nested_discovered_sources_are_exit_2(tmp_path: Path, source: str, words: str) -> None:
+    """MemoryError or RecursionError in ast.parse or literal_eval were exit 4 ("a bug in kcgate")."""
+    proc = kcgate("validate", str(_discovering(tmp_path, source)), cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2 and words in proc.stderr and "ops.py" in proc.stderr, proc.stderr
+
+
+# ---- the journal (#2, #4, #5, and the lock) -----------------------------------------------------------------
+
+
+def _run(out: Path, contracts: str, *extra: str, timeout: float = 300):  # type: ignore[no-untyped-def]
+    return kcgate("run", "--contracts", contracts, "--out", str(out), *extra, cwd=DATA, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_a_kernel_cannot_add_a_pass_row_to_the_journal(tmp_path: Path) -> None:
+    """The kernel appends a ``pass`` row for the next case (whose kernel returns zeros), unsigned and with a
+    made-up MAC, and SIGKILLs ``kcgate run``. Before: ``--resume`` recorded the zeros kernel as ``pass``
+    (exit 0). Now both rows fail verification, the case runs (and fails), and the count is said."""
+    out = tmp_path / "r.json"
+    killed = _run(out, "journal_attack.toml", "-q")
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    resumed = _run(out, "journal_attack.toml", "--resume", "-q")
+    assert resumed.returncode == 1, resumed.stdout + resumed.stderr
+    assert "resume: 2 finished result(s)" in resumed.stderr and "run again" in resumed.stderr
+    statuses = {c.contract_id: c.status for c in load_run(out).cases}
+    assert statuses == {"forge-journal": "pass", "zeros": "fail"}
+
+
+def _killed_mid_run(out: Path) -> list[str]:
+    """``kcgate run`` on slow.toml, SIGKILLed after two cases: the journal's case ids."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kcgate", "run", "--contracts", "slow.toml", "--out", str(out), "-q"],
+        cwd=DATA,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(_rows(out)) < 2:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return [json.loads(r.partition(b" ")[2])[0] for r in _rows(out)]
+
+
+def _rows(out: Path) -> list[bytes]:
+    path = journal_path(out)
+    return path.read_bytes().split(b"\n")[1:-1] if path.exists() else []
+
+
+@pytest.mark.slow
+def test_tampering_with_a_killed_runs_files_reruns_what_was_touched(tmp_path: Path) -> None:
+    """A 100,000-deep row (exit 4 before), a row whose status was changed, and a results file edited to hold
+    a case: each is rerun and counted; the rows left alone are kept."""
+    out = tmp_path / "slow.json"
+    journaled = _killed_mid_run(out)
+    rows = _rows(out)
+    header = journal_path(out).read_bytes().split(b"\n")[0]
+    changed = rows[0].replace(b'"pass"', b'"fail"')
+    deep = b"0" * 64 + b" " + b"[" * 100_000 + b"]" * 100_000
+    journal_path(out).write_bytes(b"\n".join([header, changed, *rows[1:], deep]) + b"\n")
+    resumed = kcgate(
+        "run", "--contracts", "slow.toml", "--out", str(out), "--resume", cwd=DATA, env=_PROGRESS
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    ran = re.findall(r"^\[\d+/\d+\] \w+ +(\S+)", resumed.stderr, re.M)
+    assert journaled[0] in ran and not set(ran) & set(journaled[1:]) and len(ran) == 8 - len(journaled) + 1
+    assert "resume: 2 finished result(s)" in resumed.stderr
+    assert load_run(out).complete
+
+
+_PROGRESS = {**os.environ, "CI": ""}  # the per-case progress lines, which CI with a non-tty stderr leaves out
+
+
+@pytest.mark.slow
+def test_a_journal_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """Before: ``--resume`` blocked forever opening it. Now exit 3 at once, naming it."""
+    out = tmp_path / "r.json"
+    os.mkfifo(journal_path(out))
+    proc = _run(out, "small.toml", "--resume", "-q", "-k", "matmul", timeout=120)
+    assert proc.returncode == 3 and "FIFO" in proc.stderr and str(journal_path(out)) in proc.stderr, (
+        proc.stderr
+    )
+
+
+@pytest.mark.slow
+def test_a_second_run_on_the_same_out_does_not_truncate_the_first(tmp_path: Path) -> None:
+    """Before: the second run's O_TRUNC emptied the first one's journal. Now it stops with exit 3."""
+    slow = (DATA / "slow.toml").read_text().replace('paths = ["../.."]', f'paths = ["{ROOT}"]')
+    contracts = tmp_path / "slow.toml"  # 40 cases of 0.4 s: the first run outlasts the second's start
+    contracts.write_text(
+        slow + "".join(slow.split("\n\n", 1)[1].replace('id = "slow-', f'id = "more{i}-') for i in range(4))
+    )
+    out = tmp_path / "slow.json"
+    first = subprocess.Popen(
+        [sys.executable, "-m", "kcgate", "run", "--contracts", str(contracts), "--out", str(out), "-q"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(_rows(out)) < 1:
+        time.sleep(0.02)
+    second = kcgate("run", "--contracts", str(contracts), "--out", str(out), "-q", cwd=tmp_path)
+    kept = len(_rows(out))
+    _, err = first.communicate(timeout=300)
+    assert second.returncode == 3 and "another kcgate run is writing it" in second.stderr, second.stderr
+    assert kept >= 1 and first.returncode == 0, err
+    assert load_run(out).complete and len(load_run(out).cases) == 40
