@@ -108,7 +108,7 @@ def _start_slow_run(out: Path, *extra: str, tag: str = "") -> subprocess.Popen[s
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        env={**os.environ, "CI": "", "KCGATE_TEST_TAG": tag},  # os.environ now: the session's KCGATE_CACHE_DIR
+        env={**os.environ, "CI": "", "KCGATE_TEST_TAG": tag},  # now: with the session's KCGATE_CACHE_DIR
     )
 
 
