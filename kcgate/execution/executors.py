@@ -413,7 +413,8 @@ class InProcessExecutor:
         pass
 
     def handshake(self) -> tuple[str, Fingerprint]:
-        return self.backend.name, self.backend.fingerprint()
+        envs = {c.id: c.env for c in self.project.contracts if c.env}
+        return self.backend.name, self.backend.fingerprint().with_contract_envs(envs)
 
     def default_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
         from kcgate.numerics.ops import default_shapes
@@ -513,7 +514,10 @@ class EnvRouter:
         self.first.start()
 
     def handshake(self) -> tuple[str, Fingerprint]:
-        return self.first.handshake()
+        """The first worker's device and fingerprint, with each contract's env recorded (digested) in it: the
+        diff never compares a case computed under another env as unchanged."""
+        device, fingerprint = self.first.handshake()
+        return device, fingerprint.with_contract_envs(self.envs)
 
     def default_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
         return self.first.default_shapes()

@@ -299,3 +299,59 @@ def test_a_second_run_on_the_same_out_does_not_truncate_the_first(tmp_path: Path
     assert second.returncode == 3 and "another kcgate run is writing it" in second.stderr, second.stderr
     assert kept >= 1 and first.returncode == 0, err
     assert load_run(out).complete and len(load_run(out).cases) == 40
+
+
+# ---- numerics the fingerprint did not see (#3) ---------------------------------------------------------------
+
+_ENV_RUN = """[project]
+paths = ["{root}"]
+
+[[contract]]
+id = "gelu"
+class = "C-ORD-02"
+kernel = "kcgate.kernels.builtin:gelu"
+op = "gelu"
+dtypes = ["float32"]
+protocol = {{ seeds = 1, trials = 1 }}
+{env}
+"""
+
+
+def _run_with(tmp_path: Path, name: str, env: str, runner_env: dict[str, str] | None = None) -> Path:
+    contracts = tmp_path / f"{name}.toml"
+    contracts.write_text(_ENV_RUN.format(root=ROOT, env=env))
+    out = tmp_path / name / "cpu.json"
+    proc = kcgate(
+        "run", "--contracts", str(contracts), "--out", str(out), "--runner", "cpu", "-q", "--seed", "1",
+        cwd=tmp_path, env=runner_env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
+@pytest.mark.slow
+def test_a_contracts_env_that_changes_numerics_makes_its_cases_incomparable(tmp_path: Path) -> None:
+    """The same contract run with ``env = { ATEN_CPU_CAPABILITY = "default" }`` and without: before, the
+    diff called it unchanged (exit 0, same fingerprint); now its cases are incomparable, with the reason."""
+    base = _run_with(tmp_path, "base", "")
+    current = _run_with(
+        tmp_path, "current", 'env = { ATEN_CPU_CAPABILITY = "default", OMP_NUM_THREADS = "2" }'
+    )
+    proc = kcgate("diff", str(base), str(current), "--format", "json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr  # incomparable does not block by default (docs/diff.md)
+    (runner,) = json.loads(proc.stdout)["runners"]
+    assert {c["category"] for c in runner["changes"]} == {"incomparable"}, runner["changes"]
+    assert all("the contract's env changed since the baseline" in c["message"] for c in runner["changes"])
+
+
+@pytest.mark.slow
+def test_a_runner_level_onednn_isa_cap_is_in_the_fingerprint(tmp_path: Path) -> None:
+    """``ONEDNN_MAX_CPU_ISA`` changes fp32 gelu's bits on an AVX-512 host (runners/cpu.md) but was not
+    recorded: runs with and without it compared as the same runner."""
+    base = _run_with(tmp_path, "base", "")
+    current = _run_with(tmp_path, "current", "", {"ONEDNN_MAX_CPU_ISA": "AVX2"})
+    assert load_run(base).fingerprint.key() != load_run(current).fingerprint.key()
+    proc = kcgate("diff", str(base), str(current), "--format", "json", cwd=tmp_path)
+    (runner,) = json.loads(proc.stdout)["runners"]
+    (change,) = runner["changes"]
+    assert change["category"] == "incomparable" and "ONEDNN_MAX_CPU_ISA '' -> 'AVX2'" in change["message"]
