@@ -355,3 +355,43 @@ def test_a_runner_level_onednn_isa_cap_is_in_the_fingerprint(tmp_path: Path) -> 
     (runner,) = json.loads(proc.stdout)["runners"]
     (change,) = runner["changes"]
     assert change["category"] == "incomparable" and "ONEDNN_MAX_CPU_ISA '' -> 'AVX2'" in change["message"]
+
+
+# ---- the CLI beside a standalone click (#8, #12; other versions: test_cli_versions.py) ---------------------
+
+
+def test_the_cli_runs_on_typers_click_not_a_standalone_one() -> None:
+    import typer
+
+    from kcgate import cli
+
+    core: object = typer.core
+    assert cli.click is (getattr(core, "_click", None) or core.click)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "words"),
+    [
+        (("run", "--results", "x"), 3, "No such option: --results"),
+        (("diff", "--bogus", "a", "b"), 3, "No such option: --bogus"),
+        (("--bogus",), 3, "No such option: --bogus"),
+        ((), 0, "Usage:"),
+    ],
+)
+def test_a_standalone_click_beside_typer_changes_nothing(
+    tmp_path: Path, args: tuple[str, ...], code: int, words: str
+) -> None:
+    """A click installed beside a typer that vendors its own (typer 0.29 with click 8.5 in an ML venv):
+    ``cli.py`` imported it first, so typer's usage errors were "internal error ... bug in kcgate" (exit 4)
+    or a traceback. Here the standalone click is a stand-in with click's names, first on the path."""
+    fake = tmp_path / "click"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("from click import exceptions\nfrom click.exceptions import *\n")
+    (fake / "exceptions.py").write_text(
+        "class ClickException(Exception):\n    pass\n\nclass UsageError(ClickException):\n    pass\n\n"
+        "class NoArgsIsHelpError(UsageError):\n    pass\n"
+    )
+    proc = kcgate(*args, env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}, cwd=tmp_path)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == code and words in said, said
+    assert "Traceback" not in said and "internal error:" not in said
