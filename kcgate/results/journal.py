@@ -56,7 +56,8 @@ def key_path(out: Path) -> Path:
     cache = os.environ.get("KCGATE_CACHE_DIR") or (
         Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kcgate"
     )
-    name = hashlib.sha256(os.fsencode(os.path.abspath(journal_path(out)))).hexdigest()[:32]
+    where = os.path.join(os.path.realpath(out.parent), journal_path(out).name)  # however --out is spelled
+    name = hashlib.sha256(os.fsencode(where)).hexdigest()[:32]
     return Path(cache) / "journal-keys" / f"{name}.key"
 
 
@@ -104,7 +105,13 @@ class Journal:
     def __init__(self, out: Path, run: RunResult, compacted: Iterable[CaseResult] = ()) -> None:
         self.path, self.key_file = journal_path(out), key_path(out)
         self.run, self.key = run, secrets.token_bytes(32)
-        _write_key(self.key_file, self.key)  # before any case: the workers are started, never told of it
+        # before any case (the workers are started, never told of it); where kcgate's cache cannot be written
+        # the journal still holds every case, but --resume then finds no key and runs every case again
+        try:
+            _write_key(self.key_file, self.key)
+        except OSError:
+            with contextlib.suppress(OSError):
+                self.key_file.unlink()  # an older run's key must not vouch for this journal's header
         try:  # never follow or truncate what is there (a symlink, a FIFO, another run's file): replace it
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
@@ -158,18 +165,19 @@ class Journal:
 
 def _write_key(path: Path, key: bytes) -> None:
     """The key, 0600 in a 0700 directory, written through a fresh file (never a planted one) and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path.parent, 0o700)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(path.parent, 0o700)
-        tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
         try:
             os.write(fd, key.hex().encode())
         finally:
             os.close(fd)
         os.replace(tmp, path)
-    except OSError as exc:
-        raise IOFault(path, exc, "make kcgate's cache writable or set KCGATE_CACHE_DIR") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)  # gone already after the rename
 
 
 def _read_key(path: Path) -> bytes | None:
@@ -190,6 +198,7 @@ def _header(run: RunResult) -> dict[str, object]:
         "version": VERSION,
         "runner": run.runner,
         "fingerprint_key": run.fingerprint.key(),
+        "contract_envs": run.fingerprint.contract_envs(),  # a contract whose env changed: its rows run again
         "case_fields": list(CASE_FIELDS),
     }
 
