@@ -74,10 +74,10 @@ def test_validate_names_the_contract_whose_key_is_wrong(tmp_path) -> None:  # ty
     text = (
         f'[project]\npaths = ["{ROOT}"]\n\n[[contract]]\nid = "a"\nclass = "C-ORD-02"\n'
         'kernel = "kcgate.kernels.builtin:matmul"\nop = "matmul"\ndtypes = ["float32"]\n'
-        'description = """Was:\ndtypes = ["float99"]\n[contract.tolerance]\n"""\n\n'
+        'description = """Was:\n[[contract]]\ndtypes = ["float99"]\n[contract.tolerance]\n"""\n\n'
         '[[contract]]\nid = "b"\nclass = "C-ORD-02"\nkernel = "kcgate.kernels.builtin:matmul"\nop = "matmul"\n'
         'dtypes = ["float99"]\n'
     )
     (tmp_path / "c.toml").write_text(text)
     proc = kcgate("validate", str(tmp_path / "c.toml"))
-    assert proc.returncode == 2 and "c.toml:20: contract 'b'.dtypes" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "c.toml:21: contract 'b'.dtypes" in proc.stderr, proc.stderr
