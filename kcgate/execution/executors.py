@@ -483,7 +483,7 @@ class EnvBlame:
             var = next((k for k in _PATH_VARS if k in env), ", ".join(env))
             fix = f"correct or remove env.{var.split(', ')[0]} in the contract, then `kcgate run -c ID` alone"
         return KernelStartError(
-            f"contract {ids}: its worker could not start under the contract's env ({var}): {said}\n"
+            f"contract {ids}: its worker failed to start under the contract's env ({var}): {said}\n"
             f"    fix: {fix}"
         )
 
