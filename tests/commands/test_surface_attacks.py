@@ -232,7 +232,7 @@ def _killed_mid_run(out: Path) -> list[str]:
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    return [json.loads(r.partition(b" ")[2])[0] for r in _rows(out)]
+    return [re.search(rb'"(slow-[^"]+)"', r).group(1).decode() for r in _rows(out)]  # type: ignore[union-attr]
 
 
 def _rows(out: Path) -> list[bytes]:
@@ -259,6 +259,19 @@ def test_tampering_with_a_killed_runs_files_reruns_what_was_touched(tmp_path: Pa
     assert journaled[0] in ran and not set(ran) & set(journaled[1:]) and len(ran) == 8 - len(journaled) + 1
     assert "resume: 2 finished result(s)" in resumed.stderr
     assert load_run(out).complete
+
+
+@pytest.mark.slow
+def test_a_100000_deep_journal_row_is_not_exit_4(tmp_path: Path) -> None:
+    """Before: ``--resume`` parsed the row and died of RecursionError, "a bug in kcgate" (exit 4). Now an
+    unsigned row is never parsed: it is counted and the run finishes."""
+    out = tmp_path / "slow.json"
+    journaled = _killed_mid_run(out)
+    with open(journal_path(out), "ab") as fh:
+        fh.write(b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    resumed = kcgate("run", "--contracts", "slow.toml", "--out", str(out), "--resume", "-q", cwd=DATA)
+    assert resumed.returncode == 0 and "internal error" not in resumed.stderr, resumed.stderr
+    assert len(journaled) >= 2 and load_run(out).complete
 
 
 _PROGRESS = {**os.environ, "CI": ""}  # the per-case progress lines, which CI with a non-tty stderr leaves out
