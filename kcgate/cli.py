@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 import typer
+import typer.core
 from typer.core import TyperGroup
 
 import kcgate.commands
@@ -21,10 +22,21 @@ from kcgate import __version__
 from kcgate.errors import ExitCode, KcgateError, os_error
 from kcgate.render.escape import console_text
 
-try:
-    import click
-except ImportError:  # typer >= 0.24 vendors click as typer._click
-    from typer import _click as click  # type: ignore[no-redef]
+
+def _typers_click() -> Any:
+    """The click that typer itself runs on: typer >= 0.24 vendors it as ``typer._click`` (a standalone
+    ``click`` installed beside it is another copy, whose exceptions typer never raises); older typer
+    imports the standalone ``click`` as ``typer.core.click``. Never prefer a standalone click."""
+    core: Any = typer.core
+    return getattr(core, "_click", None) or core.click
+
+
+click = _typers_click()
+# click < 8.2 (the floor's click 8.1.x) has no NoArgsIsHelpError: there a bare ``kcgate`` prints the help
+# and exits 0 itself; an ``except`` naming an attribute that does not exist would raise AttributeError.
+_NoArgsIsHelp: type[BaseException] = getattr(
+    click.exceptions, "NoArgsIsHelpError", type("_Never", (Exception,), {})
+)
 
 
 def failure(exc: Exception) -> tuple[str, ExitCode]:
@@ -58,7 +70,8 @@ app = typer.Typer(
     name="kcgate",
     help="Kernel contracts: run them on every vendor's hardware, diff against the base commit, gate PRs.\n\n"
     "Exit codes: 0 all hold, 1 violation, 2 bad contracts file, 3 bad usage or input file, "
-    "4 internal error, 5 nothing selected, 6 under-specified contract (calibrate).",
+    "4 internal error, 5 nothing selected, 6 under-specified contract (calibrate), "
+    "7 a worker could not start because of a contract's env or a package's import.",
     no_args_is_help=True,
     add_completion=True,  # kcgate --install-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
@@ -94,8 +107,9 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: click usage errors exit 3 (bad usage), not click's 2 (kcgate's bad contracts)."""
     try:
         rv = app(args=argv, standalone_mode=False)
-    except click.exceptions.NoArgsIsHelpError as exc:
-        typer.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+    except _NoArgsIsHelp as exc:
+        ctx = getattr(exc, "ctx", None)
+        typer.echo(ctx.get_help() if ctx else str(exc))
         sys.exit(int(ExitCode.OK))
     except click.ClickException as exc:
         exc.show()

@@ -17,6 +17,7 @@ class ExitCode(enum.IntEnum):
     INTERNAL = 4  # a bug in kcgate itself
     NOTHING_SELECTED = 5  # filters selected no case
     UNDER_SPECIFIED = 6  # calibrate: a bad implementation was accepted
+    KERNEL_START = 7  # a worker could not start because of a contract's env or a kernel package's import
     INTERRUPTED = 130  # SIGINT: the finished cases are saved; --resume runs the rest
     TERMINATED = 143  # SIGTERM: likewise
 
@@ -76,6 +77,13 @@ class IOFault(UsageError):
         fix = fix or "free space, fix the permissions or choose another path"
         super().__init__(f"{path}: {os_error(exc)}; {fix}")
         self.path, self.error = path, exc
+
+
+class KernelStartError(KcgateError):
+    """A worker (or init's probe) could not start because of what a contract or package brings: its ``env``
+    (a PYTHONPATH shadowing torch), or an import that exits. Not a kcgate bug (exit 4 stays for those)."""
+
+    exit_code = ExitCode.KERNEL_START
 
 
 class RunInterrupted(KcgateError):

@@ -300,16 +300,15 @@ def main() -> None:
     for package in args.packages:
         try:
             found = list(kernels([package]))
-        except Exception as exc:  # noqa: BLE001 — a package that fails to import is a finding
+        except (Exception, SystemExit) as exc:  # a package that fails to import (or exits) is a finding
             tail = traceback.format_exc(limit=3)[-600:]
+            why = (
+                f"its import called sys.exit({exc.code!r})"
+                if isinstance(exc, SystemExit)
+                else f"{type(exc).__name__}: {exc}"
+            )
             print(
-                json.dumps(
-                    {
-                        "package": package,
-                        "error": f"cannot import {package}: {type(exc).__name__}: {exc}",
-                        "detail": tail,
-                    }
-                ),
+                json.dumps({"package": package, "error": f"cannot import {package}: {why}", "detail": tail}),
                 flush=True,
             )
             continue

@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 
 from kcgate.adopt import tomlout
 from kcgate.contracts.fields import CONTRACT_FIELD
-from kcgate.errors import KcgateError, UsageError
+from kcgate.errors import KcgateError, KernelStartError, UsageError
 from kcgate.vocab.causes import CAUSE
 from kcgate.vocab.classes import CLASSES
 
@@ -97,9 +98,16 @@ def probe(packages: Sequence[str], paths: Sequence[Path], timeout: float = PROBE
             errors.append(str(d["error"]))
         else:
             placements.append(Placement.from_json(d))
-    if proc.returncode != 0 and not placements:
+    if proc.returncode != 0 and not placements and not errors:
         tail = proc.stderr.strip()[-1500:]
-        raise KcgateError(f"the probe process failed (exit {proc.returncode}):\n{tail}")
+        if "Traceback" in tail:  # the probe itself raised: kcgate's bug (exit 4), with the traceback
+            raise KcgateError(f"the probe process failed (exit {proc.returncode}):\n{tail}")
+        names = " ".join(packages)
+        raise KernelStartError(  # no traceback: something it imported ended the process (os._exit, a signal)
+            f"importing {names} ended the probe process (exit {proc.returncode}) before it could report"
+            + (f":\n{tail}" if tail else "")
+            + f"\n    fix: make `python -c 'import {packages[0]}'` run to the end (no os._exit or sys.exit at import)"
+        )
     return Probed(tuple(placements), tuple(errors))
 
 
@@ -111,16 +119,25 @@ def pick_class(op: str) -> str:
 
 
 def contract_id(kernel: str, taken: set[str]) -> str:
-    module, name = kernel.split(":")
-    base = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", name).lower().replace("_", "-")
+    """An id validate accepts (ID_PATTERN: ASCII) for a kernel of any name: ``café_matmul`` -> ``cafe-matmul``."""
+    module, _, name = kernel.rpartition(":")
+    base = _ascii_id(re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", name).lower().replace("_", "-"))
     cid = base
     if cid in taken:
-        cid = f"{module.rsplit('.', 1)[-1]}.{base}"
+        cid = _ascii_id(f"{module.rsplit('.', 1)[-1]}.{base}")
     n = 2
     while cid in taken:
         cid, n = f"{base}-{n}", n + 1
     taken.add(cid)
     return cid
+
+
+def _ascii_id(text: str) -> str:
+    """Accents dropped (NFKD), any other character outside ``[A-Za-z0-9._-]`` a dash, at most 90 characters
+    (room for a ``-N`` suffix), starting with a letter or digit."""
+    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    cid = re.sub(r"[^A-Za-z0-9._-]+", "-", folded).lstrip("._-")[:90].rstrip("._-")
+    return cid or "kernel"
 
 
 def render_contracts(

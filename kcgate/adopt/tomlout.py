@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
+
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def value(v: Any) -> str:
@@ -20,7 +25,7 @@ def value(v: Any) -> str:
             raise ValueError(f"TOML value {v!r}: only finite numbers are written")
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+        return _string(v)
     if isinstance(v, Mapping):
         return "{ " + ", ".join(f"{key(k)} = {value(x)}" for k, x in v.items()) + " }" if v else "{}"
     if isinstance(v, (list, tuple)):
@@ -29,7 +34,17 @@ def value(v: Any) -> str:
 
 
 def key(k: str) -> str:
-    return k if k.replace("_", "a").replace("-", "a").isalnum() else json.dumps(k)
+    """A bare key when TOML allows one (ASCII letters, digits, ``_`` and ``-`` only: ``str.isalnum`` would
+    pass ``café``, which tomli rejects bare), else a quoted key."""
+    return k if _BARE.fullmatch(k) else _string(k)
+
+
+def _string(s: str) -> str:
+    """A TOML basic string: JSON's escapes, plus DEL, which JSON leaves raw and TOML forbids. Non-ASCII text
+    stays readable; a lone surrogate (not text, no UTF-8 for it) is refused."""
+    if _SURROGATE.search(s):
+        raise ValueError(f"TOML string {s[:40]!r}: holds a lone surrogate, which is not text")
+    return json.dumps(s, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def table(header: str, keys: Mapping[str, Any], comments: Mapping[str, str] | None = None) -> str:
@@ -37,5 +52,6 @@ def table(header: str, keys: Mapping[str, Any], comments: Mapping[str, str] | No
     lines = [header]
     for k, v in keys.items():
         note = (comments or {}).get(k)
+        note = _CONTROL.sub(" ", note) if note else note  # a comment ends at a newline; TOML forbids controls
         lines.append(f"{key(k)} = {value(v)}" + (f"  # {note}" if note else ""))
     return "\n".join(lines) + "\n"

@@ -105,7 +105,10 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
     runner = o.runner or f"{device}-{fingerprint.arch or 'generic'}".lower()
     out = o.out or beside_fuller(project.results_dir / f"{runner}.json", cases, o.resume)
     run = new_run(runner, fingerprint, str(o.contracts), o.shard, overrides(o))
-    done = resume_from(out, run) if o.resume else {}
+    resumed = resume_from(out, run, cases) if o.resume else None
+    if resumed and resumed.notice():
+        typer.echo(console_text(resumed.notice()), err=True)
+    done = resumed.done if resumed else {}
     _check_outputs(out, o.junit)
     if o.quiet:
         result = execute_plan(cases, executor, run, out, done, None)

@@ -20,9 +20,25 @@ from typing import Any
 from kcgate.contracts.locate import module_source
 from kcgate.contracts.validate import validate_contract
 from kcgate.errors import Problem
+from kcgate.util import bounded
 from kcgate.util.tomlsrc import LineMap
 
 ALIASES = {"cls": "class"}  # keyword arguments that are Python keywords as TOML keys
+MAX_SOURCE_BYTES = 2 << 20  # 2 MiB: 50,000 lines of kernels; parsing costs a few hundred times the bytes
+MAX_DEPTH = 32  # a decorator value's nesting, as contracts.toml's (tomlsrc.MAX_DEPTH)
+_SOURCE_FIX = (
+    f"discover reads modules of at most {MAX_SOURCE_BYTES} bytes: move the @contract declarations into "
+    "a smaller module and name it in [project] discover"
+)
+
+
+def _depth(node: ast.AST) -> int:
+    """How deeply ``node``'s sub-nodes nest, one level at a time (no recursion on untrusted depth)."""
+    depth, level = 0, [node]
+    while level and depth <= MAX_DEPTH:
+        depth += 1
+        level = [child for n in level for child in ast.iter_child_nodes(n)]
+    return depth
 
 
 def discover(
@@ -70,10 +86,18 @@ class Declaration:
 
 
 def declarations(path: Path, module: str, problems: list[Problem]) -> list[Declaration]:
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (SyntaxError, UnicodeDecodeError, OSError) as exc:
+    try:  # untrusted like contracts.toml: capped while reading (a 40 MB module once took 15.8 GB to parse)
+        tree = ast.parse(bounded.read_capped(path, MAX_SOURCE_BYTES).decode("utf-8"))
+    except bounded.Refused as exc:
+        problems.append(Problem(str(path), None, "", f"not read: {exc}", _SOURCE_FIX))
+        return []
+    except (SyntaxError, UnicodeDecodeError) as exc:
         problems.append(Problem(str(path), getattr(exc, "lineno", None) or 1, "", f"cannot parse: {exc}"))
+        return []
+    except (RecursionError, MemoryError):  # the parser's own depth limits: expressions nested by the thousand
+        problems.append(
+            Problem(str(path), None, "", "cannot parse: expressions nested too deeply", _SOURCE_FIX)
+        )
         return []
     names, modules = _contract_names(tree)
     out = []
@@ -128,9 +152,20 @@ def _declaration(path: Path, module: str, name: str, dec: ast.Call, problems: li
             )
             continue
         key = ALIASES.get(kw.arg, kw.arg)
+        if _depth(kw.value) > MAX_DEPTH:
+            problems.append(
+                Problem(
+                    str(path),
+                    kw.value.lineno,
+                    f"{where}.{key}",
+                    f"nested more than {MAX_DEPTH} deep (a contract needs 4)",
+                    "write the value as a flat literal",
+                )
+            )
+            continue
         try:
             decl.keys[key] = ast.literal_eval(kw.value)
-        except (ValueError, SyntaxError):
+        except (ValueError, SyntaxError, RecursionError):
             problems.append(
                 Problem(
                     str(path),

@@ -15,13 +15,18 @@ import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 # Held-out shapes keep the product of their dimensions at most this (or the declared shape's product
 # if larger), so an extreme shape stays affordable for the fp64 oracle on a 2-core CPU (README, C-CMP-03).
 MAX_ELEMENTS = 1 << 22
 DEFAULT_SPAN = 8  # a dimension with no declared range spans range(1, max(8 x declared, 512))
 DEFAULT_HI = 512
+MAX_NUMBER = 1 << 40  # no dimension, step or ratio is larger: bigger numbers are typos, never shapes
+MAX_DIGITS = 20  # read no longer run of digits (int() of thousands of digits is slow or refused)
 TERMS = ("even", "pow2", "multiple_of", "range", "same_as", "ratio")
+_DIGITS = re.compile(f"[0-9]{{1,{MAX_DIGITS}}}")
+_RATIO = re.compile(f"({_DIGITS.pattern}(?:\\.{_DIGITS.pattern})?)(?:/({_DIGITS.pattern}))?")
 _CALL = re.compile(r"^\s*([a-z_0-9]+)\s*(?:\((.*)\))?\s*$")
 
 
@@ -59,15 +64,23 @@ class Term:
         if self.kind in ("even", "pow2"):
             return self.kind
         if self.kind == "range":
-            return f"range({self.a:g}, {self.b:g})"
+            return f"range({int(self.a)}, {int(self.b)})"
         if self.kind == "multiple_of":
-            return f"multiple_of({ref if self.ref >= 0 else f'{self.a:g}'})"
+            return f"multiple_of({ref if self.ref >= 0 else int(self.a)})"
         if self.kind == "same_as":
             return f"same_as({ref})"
-        return f"ratio({ref}, {self.a:g})"
+        return f"ratio({ref}, {_number(self.a)})"
 
 
 Constraints = dict[int, tuple[Term, ...]]
+
+
+def _number(r: float) -> str:
+    """A ratio as the grammar reads it back (never ``1e+06``, which ``:g`` would write)."""
+    if r == int(r):
+        return str(int(r))
+    text = repr(r)
+    return text if "e" not in text else str(Fraction(r).limit_denominator(MAX_NUMBER))
 
 
 def _name(i: int, names: Sequence[str] | None) -> str:
@@ -79,7 +92,7 @@ def dim_index(key: str | int, names: Sequence[str] | None, ndim: int | None) -> 
     text = str(key).strip().removeprefix("#")  # "#2": dimension 2 where a bare number would be a size
     if names and text in names:
         return list(names).index(text)
-    if re.fullmatch(r"\d+", text):
+    if _DIGITS.fullmatch(text):
         i = int(text)
         if ndim is None or i < ndim:
             return i
@@ -122,16 +135,22 @@ def _term(text: str, names: Sequence[str] | None, ndim: int | None) -> Term:
 
 
 def _int(s: str, text: str) -> int:
-    if not re.fullmatch(r"\d+", s):
-        raise ShapeSyntaxError(f"{text!r}: {s!r} is not a positive integer")
+    if not _DIGITS.fullmatch(s):
+        raise ShapeSyntaxError(f"{text!r}: {s!r} is not a positive integer (at most {MAX_NUMBER})")
+    if int(s) > MAX_NUMBER:
+        raise ShapeSyntaxError(f"{text!r}: {s!r} is over {MAX_NUMBER}, larger than any dimension")
     return int(s)
 
 
 def _ratio(s: str, text: str) -> float:
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)(?:/(\d+))?", s)
-    if not m or float(m.group(1)) <= 0:
-        raise ShapeSyntaxError(f"{text!r}: the ratio {s!r} must be a positive number or a fraction like 1/4")
-    return float(m.group(1)) / float(m.group(2) or 1)
+    m = _RATIO.fullmatch(s)
+    r = float(m.group(1)) / float(m.group(2) or 1) if m and float(m.group(2) or 1) > 0 else 0.0
+    if not 1 / MAX_NUMBER <= r <= MAX_NUMBER:
+        raise ShapeSyntaxError(
+            f"{text!r}: the ratio {s!r} must be a positive number or a fraction like 1/4 "
+            f"(between 1/{MAX_NUMBER} and {MAX_NUMBER})"
+        )
+    return r
 
 
 def _forms() -> list[str]:
@@ -148,6 +167,8 @@ def _forms() -> list[str]:
 
 def _example(kind: str) -> str:
     return {
+        "even": "even",
+        "pow2": "pow2",
         "multiple_of": "multiple_of(16)",
         "range": "range(16, 8192)",
         "same_as": "same_as(k)",

@@ -291,7 +291,7 @@ def _shapes_in_class(c: Contract, d: dict[str, Any], at: At) -> None:
     for key, pairs in (("shape_constraints", c.shape_constraints), ("shape_class", c.shape_class)):
         if not pairs:
             continue
-        cons = shape_class.parse({str(i): text for i, text in pairs}, None, None)
+        cons = shape_class.parse({str(i): text for i, text in pairs}, names, len(names) if names else None)
         for j, shape in enumerate(c.shapes):
             if max(cons) >= len(shape):
                 at.key(key).add(

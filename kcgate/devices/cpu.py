@@ -1,4 +1,5 @@
-"""The CPU backend: always available; the fingerprint records ISA level, threads and oneDNN mode.
+"""The CPU backend: always available; the fingerprint records ISA level, threads and oneDNN mode (its ISA
+cap and fp32 math mode variables too).
 
 ATEN_CPU_CAPABILITY genuinely changes which vectorized kernels run (exp, tanh, erf, cumsum and
 float sums differ bitwise between "default" and "avx2"), so it is part of the fingerprint.
@@ -19,7 +20,16 @@ from kcgate.devices.base import (
 )
 from kcgate.results.model import Fingerprint
 
-CPU_ENV = ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+CPU_ENV = (
+    "ATEN_CPU_CAPABILITY",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "KCGATE_THREADS",  # the worker's thread count (worker.thread_count), before OMP_NUM_THREADS
+    "ONEDNN_MAX_CPU_ISA",  # oneDNN's own ISA cap: AVX2 changes fp32 gelu's bits on an AVX-512 host
+    "DNNL_MAX_CPU_ISA",  # its older name, still read
+    "ONEDNN_DEFAULT_FPMATH_MODE",  # BF16/TF32 lets oneDNN round fp32 operands down
+    "DNNL_DEFAULT_FPMATH_MODE",
+)
 
 
 class CpuBackend(TorchBackend):
@@ -58,6 +68,7 @@ def cpu_flags(torch: Any) -> dict[str, str]:
     flags["mkldnn_enabled"] = attr_text(torch, "backends.mkldnn.enabled")
     # oneDNN may run fp32 matmul/conv in bf16 or tf32 when this is not "ieee"/"none" (torch >= 2.9).
     flags["mkldnn_fp32_precision"] = attr_text(torch, "backends.mkldnn.fp32_precision")
+    flags["mkldnn_matmul_fp32_precision"] = attr_text(torch, "backends.mkldnn.matmul.fp32_precision")
     flags["mkl"] = call_text(torch, "backends.mkl.is_available")
     flags.update(env_flags(CPU_ENV))
     return flags

@@ -9,6 +9,7 @@ contracts.toml is parsed once per run, not again by every worker.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import os
@@ -21,12 +22,13 @@ import time
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any, Protocol
 
 from kcgate.contracts.records import Project
 from kcgate.devices import default_backend, get_backend
 from kcgate.engine.case import error_result, execute_case
-from kcgate.errors import ExitCode, KcgateError, UsageError
+from kcgate.errors import ExitCode, KcgateError, KernelStartError, UsageError
 from kcgate.execution import channel, handoff
 from kcgate.execution.worker import thread_count
 from kcgate.plan import Case
@@ -287,6 +289,7 @@ class IsolatedExecutor:
         self.worker: WorkerHandle | None = None
         self.project_text = project_text
         self.halted = False
+        self.blame: EnvBlame | None = None  # the contracts whose env this worker runs under, if any
 
     def start(self) -> None:
         """Spawn the worker now (its torch import then overlaps the parent's); failures surface later."""
@@ -363,14 +366,19 @@ class IsolatedExecutor:
             tail = self.worker.stderr_tail().strip().splitlines()[-1:] if self.worker else []
             self._discard()
             said = f"; it said: {tail[0][:300]}" if tail else ""
+            if self.blame:
+                raise self.blame.error(f"{exc or 'timeout'}{said}") from None
             raise KcgateError(
                 f"the worker process ({sys.executable}) failed to start ({exc or 'timeout'}){said}; "
                 "run with --isolation none to see the error in this process"
             ) from None
         if not hello.get("ready"):
             self._discard()
+            said = str(hello.get("error", "the worker refused to start"))
+            if self.blame:
+                raise self.blame.error(said)
             error = UsageError if hello.get("exit_code") == ExitCode.BAD_USAGE else KcgateError
-            raise error(str(hello.get("error", "the worker refused to start")))
+            raise error(said)
         return self.worker
 
     def _discard(self) -> None:
@@ -408,7 +416,8 @@ class InProcessExecutor:
         pass
 
     def handshake(self) -> tuple[str, Fingerprint]:
-        return self.backend.name, self.backend.fingerprint()
+        envs = {c.id: c.env for c in self.project.contracts if c.env}
+        return self.backend.name, self.backend.fingerprint().with_contract_envs(envs)
 
     def default_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
         from kcgate.numerics.ops import default_shapes
@@ -442,6 +451,57 @@ def check_isolation(mode: str) -> None:
         raise UsageError(f"--isolation {mode!r}: choose 'process' or 'none'")
 
 
+_SHADOWABLE = (
+    "torch",
+    "kcgate",
+    "numpy",
+)  # what the worker imports before any case: a contract must not hide them
+_PATH_VARS = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "LD_PRELOAD", "LD_LIBRARY_PATH")
+
+
+@dataclass(frozen=True)
+class EnvBlame:
+    """Contracts whose ``env`` a worker runs under: when it cannot start, theirs is the cause (exit 7, not
+    kcgate's exit 4), and the message names them, the variable or shadowed module, and the fix."""
+
+    contracts: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+
+    def error(self, said: str) -> KernelStartError:
+        ids = ", ".join(repr(c) for c in self.contracts[:5]) + (" ..." if len(self.contracts) > 5 else "")
+        env = dict(self.env)
+        shadows = _shadows(env.get("PYTHONPATH", ""))
+        if shadows:
+            var, fix = (
+                "PYTHONPATH",
+                (
+                    f"{shadows[0]} shadows the real {Path(shadows[0]).stem}: remove that directory from the "
+                    "contract's env.PYTHONPATH, or keep only the kernel's own modules there"
+                ),
+            )
+        else:
+            var = next((k for k in _PATH_VARS if k in env), ", ".join(env))
+            fix = f"correct or remove env.{var.split(', ')[0]} in the contract, then `kcgate run -c ID` alone"
+        return KernelStartError(
+            f"contract {ids}: its worker failed to start under the contract's env ({var}): {said}\n"
+            f"    fix: {fix}"
+        )
+
+
+def _shadows(pythonpath: str) -> list[str]:
+    """Modules in a PYTHONPATH's directories named like one the worker needs (``dir/torch``, ``dir/torch.py``)
+    that are not the one this process finds (a PYTHONPATH naming kcgate's own checkout shadows nothing)."""
+    out = []
+    for name in _SHADOWABLE:
+        spec = importlib.util.find_spec(name)
+        real = Path(spec.origin).resolve() if spec and spec.origin else None
+        for entry in filter(None, pythonpath.split(os.pathsep)):
+            for candidate in (Path(entry) / name / "__init__.py", Path(entry) / f"{name}.py"):
+                if candidate.exists() and candidate.resolve() != real:
+                    out.append(str(candidate.parent if candidate.name == "__init__.py" else candidate))
+    return out
+
+
 class EnvRouter:
     """Cases of contracts that set ``env`` run in a worker of their own environment (one per distinct
     ``env``, started when its first case comes), set before the worker imports torch or any kernel."""
@@ -454,7 +514,10 @@ class EnvRouter:
         self.first.start()
 
     def handshake(self) -> tuple[str, Fingerprint]:
-        return self.first.handshake()
+        """The first worker's device and fingerprint, with each contract's env recorded (digested) in it: the
+        diff never compares a case computed under another env as unchanged."""
+        device, fingerprint = self.first.handshake()
+        return device, fingerprint.with_contract_envs(self.envs)
 
     def default_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
         return self.first.default_shapes()
@@ -477,9 +540,11 @@ class EnvRouter:
                 raise Halted("the run is stopping")
             f = self.first
             env = {**(f.env or os.environ), **dict(key)}
-            self.by_env[key] = IsolatedExecutor(  # the project encoded once for every worker
+            executor = IsolatedExecutor(  # the project encoded once for every worker
                 f.project, f.device, f.memory_limit, f.timeout, env, f.project_text
             )
+            executor.blame = EnvBlame(tuple(c for c, e in self.envs.items() if e == key), key)
+            self.by_env[key] = executor
         return self.by_env[key]
 
     def halt(self) -> None:

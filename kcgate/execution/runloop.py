@@ -7,33 +7,62 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from kcgate import __version__
 from kcgate.errors import ExitCode, RunInterrupted, UsageError
 from kcgate.execution.executors import Executor
 from kcgate.plan import Case
-from kcgate.results.journal import Journal, read_journal
+from kcgate.results.journal import Journal, Journaled, RunLock, case_digest, read_journal
 from kcgate.results.model import CaseResult, Fingerprint, RunResult, load_run, write_run
 
 
-def resume_from(path: Path, run: RunResult) -> dict[str, CaseResult]:
+@dataclass(frozen=True)
+class Resumed:
+    """What ``--resume`` keeps (``done``) and how many finished cases it could not verify (they run again)."""
+
+    done: dict[str, CaseResult]
+    unverified: int = 0
+
+    def notice(self) -> str:
+        if not self.unverified:
+            return ""
+        return (
+            f"resume: {self.unverified} finished result(s) (journal rows or results-file cases) do not verify "
+            "against the run's signed journal (written by something else, or by an older kcgate): "
+            "those cases run again"
+        )
+
+
+def resume_from(path: Path, run: RunResult, cases: list[Case] | None = None) -> Resumed:
     """Results already on disk for this runner and fingerprint (the results file and the journal beside
-    it); anything else is refused, not mixed."""
-    done: dict[str, CaseResult] = {}
+    it); anything else is refused, not mixed. A case is kept only when the signed journal vouches for it
+    (``results.journal``): a results-file case whose digest its header holds, or a row whose MAC verifies;
+    only cases of this plan (``cases``) count."""
+    planned = {c.case_id for c in cases} if cases is not None else None
+    prior: Sequence[CaseResult] = ()
     if path.exists():
-        prior = load_run(path)
-        if prior.runner != run.runner or prior.fingerprint.key() != run.fingerprint.key():
+        loaded = load_run(path)
+        if loaded.runner != run.runner or loaded.fingerprint.key() != run.fingerprint.key():
             raise UsageError(
-                f"{path}: cannot resume: it was written by runner {prior.runner!r} with fingerprint "
-                f"{prior.fingerprint.key()}, this is {run.runner!r} with {run.fingerprint.key()}; "
+                f"{path}: cannot resume: it was written by runner {loaded.runner!r} with fingerprint "
+                f"{loaded.fingerprint.key()}, this is {run.runner!r} with {run.fingerprint.key()}; "
                 "remove the file or write to another --out"
             )
-        done = {c.case_id: c for c in prior.cases}
-    for case in read_journal(path, run) or ():
-        done[case.case_id] = case
-    return done
+        prior = loaded.cases
+    journaled = read_journal(path, run) or Journaled()
+    done = {k: c for k, c in journaled.cases.items() if planned is None or k in planned}
+    unverified = journaled.rejected
+    for case in prior:
+        if case.case_id in done or (planned is not None and case.case_id not in planned):
+            continue  # a later row of the journal, or not in this plan
+        if journaled.compacted.get(case.case_id) == case_digest(case):
+            done[case.case_id] = case
+        else:
+            unverified += 1
+    return Resumed(done, unverified)
 
 
 def execute_plan(
@@ -78,6 +107,7 @@ class Store:
 
     def __init__(self, out: Path, run: RunResult, cases: list[Case]) -> None:
         self.out, self.run, self.cases = out, run, cases
+        self.lock = RunLock(out)  # before anything is written: a second run on --out stops here (exit 3)
         self.journal: Journal | None = None
 
     def add(self, case: CaseResult) -> None:
@@ -87,16 +117,18 @@ class Store:
 
     def compact(self, results: dict[str, CaseResult]) -> None:
         """Write every finished case into the results file (atomically), then start the journal afresh."""
-        write_run(self.out, _ordered(self.run, self.cases, results, complete=False))
+        written = _ordered(self.run, self.cases, results, complete=False)
+        write_run(self.out, written)
         if self.journal is None:
-            self.journal = Journal(self.out, self.run)
+            self.journal = Journal(self.out, self.run, written.cases)
         else:
-            self.journal.restart()
+            self.journal.restart(written.cases)
 
     def finish(self, results: dict[str, CaseResult]) -> None:
         write_run(self.out, _ordered(self.run, self.cases, results, complete=True))
         if self.journal is not None:
             self.journal.remove()
+        self.lock.close()
 
 
 def _save(store: Store | None, results: dict[str, CaseResult]) -> None:
@@ -110,6 +142,7 @@ def _save(store: Store | None, results: dict[str, CaseResult]) -> None:
         pass
     if store.journal is not None:
         store.journal.close()
+    store.lock.close()
 
 
 def _interrupted(signum: int, finished: int, total: int, out: Path | None) -> RunInterrupted:

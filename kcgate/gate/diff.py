@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from kcgate.contracts.policy import DriftRule, Policy, Waiver
 from kcgate.gate.model import CaseChange, Diff, RunnerDiff
 from kcgate.results.model import UNEVALUATED, RunResult, Status, build_frozen, index_cases
+from kcgate.results.records import CONTRACT_ENV, VOLATILE_SUFFIXES
 from kcgate.results.table import CaseTable
 from kcgate.vocab.categories import WAIVER_DECIDED
 
@@ -33,6 +34,8 @@ class _Context:
     today: dt.date
     has_base: bool
     comparable: bool  # the baseline has the same fingerprint key
+    env_changed: Mapping[str, str]  # contract id -> why its cases are incomparable: its env changed
+    incomparable: str  # why the whole runner is (the fingerprint fields that differ), "" when comparable
     waivers: Mapping[str, Waiver | None]  # contract id -> the waiver covering its violations on this runner
     error_waivers: Mapping[str, Waiver | None]  # contract id -> the waiver (kind "error") covering its errors
     failing_contracts: frozenset[str]  # contracts with a failing case now: their waivers are still needed
@@ -95,7 +98,7 @@ def categorize(
         return waived
     if not ctx.has_base:
         return "unverified"
-    if not ctx.comparable:
+    if not ctx.comparable or contract_id in ctx.env_changed:
         return "incomparable"
     return _compare(status, budget, base, ctx.policy.budget_drift, rounding, elements)
 
@@ -160,9 +163,51 @@ def _context(
         today=today,
         has_base=base is not None,
         comparable=base is not None and base.fingerprint.key() == current.fingerprint.key(),
+        env_changed=_env_changes(base, current),
+        incomparable=_fingerprint_changes(base, current),
         waivers={cid: policy.waiver_for(cid, runner) for cid in set(contracts)},
         error_waivers={cid: policy.waiver_for(cid, runner, "error") for cid in set(contracts)},
         failing_contracts=frozenset(c for c, s in zip(contracts, statuses) if s == _FAIL),
+    )
+
+
+def _env_changes(base: RunResult | None, current: RunResult) -> dict[str, str]:
+    """Contracts whose ``env`` (a digest in the fingerprint) differs from the baseline's: their cases ran
+    under other numerics (a thread count, ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA), so they are incomparable."""
+    if base is None:
+        return {}
+    before, now = base.fingerprint.contract_envs(), current.fingerprint.contract_envs()
+    changed = {}
+    for cid in set(before) | set(now):
+        if before.get(cid) != now.get(cid):
+            was, new = before.get(cid) or "no env", now.get(cid) or "no env"
+            changed[cid] = (
+                f"incomparable: the contract's env changed since the baseline (env {was} -> {new}); "
+                "results computed under another environment are not compared"
+            )
+    return changed
+
+
+def _fingerprint_changes(base: RunResult | None, current: RunResult) -> str:
+    """What differs between the baseline's fingerprint and this run's (the keyed fields only), as one line."""
+    if base is None or base.fingerprint.key() == current.fingerprint.key():
+        return ""
+    was, now = base.fingerprint.to_json(), current.fingerprint.to_json()
+    flags_was, flags_now = was.pop("flags"), now.pop("flags")
+    diffs = [f"{k} {was[k]!r} -> {now[k]!r}" for k in now if was.get(k) != now[k]]
+    keyed = [
+        k
+        for k in sorted(set(flags_was) | set(flags_now))
+        if not k.endswith(VOLATILE_SUFFIXES) and not k.startswith(CONTRACT_ENV)
+    ]
+    diffs += [
+        f"{k} {flags_was.get(k, '(not recorded)')!r} -> {flags_now.get(k, '(not recorded)')!r}"
+        for k in keyed
+        if flags_was.get(k) != flags_now.get(k)
+    ]
+    shown = "; ".join(diffs[:4]) + (f"; and {len(diffs) - 4} more" if len(diffs) > 4 else "")
+    return (
+        f"incomparable: the baseline's fingerprint differs ({shown or 'its key'}): a new baseline is needed"
     )
 
 
@@ -223,6 +268,9 @@ def _present(
             message = f"{note}; {status}: {message}" if message else note
         elif category in WAIVER_DECIDED:
             message = _waiver_note(ctx.waivers.get(contract_id))
+        elif category == "incomparable":
+            why = ctx.env_changed.get(contract_id) or ctx.incomparable
+            message = f"{why}; {message}" if message else why
         changes.append(
             build_frozen(  # one per case, 10^5 per report: skip the frozen __init__
                 CaseChange,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from operator import attrgetter
 from typing import Any
@@ -66,6 +66,10 @@ VOLATILE_SUFFIXES = ("_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELE
 # ``meta`` key that records the value used). Absent from meta: every contract's own value was used. The
 # PR comment's reproduce lines pass them again.
 OVERRIDES = (("--held-out", "override.held_out"), ("--timeout", "override.timeout_s"))
+
+# A flag per contract that sets ``env``: a digest of that env, the numerics its cases ran under. Not in the
+# runner's key (one contract's env must not make every case incomparable); the diff compares it per contract.
+CONTRACT_ENV = "contract_env:"
 GRAD_BUDGET = "grad_budget."  # metrics.extra key prefix: each input gradient's budget used (backward)
 
 
@@ -89,9 +93,23 @@ class Fingerprint:
         are recorded but not keyed, so a pool of identical machines stays comparable.
         """
         d = self.to_json()
-        d["flags"] = {k: v for k, v in d["flags"].items() if not k.endswith(VOLATILE_SUFFIXES)}
+        d["flags"] = {
+            k: v
+            for k, v in d["flags"].items()
+            if not k.endswith(VOLATILE_SUFFIXES) and not k.startswith(CONTRACT_ENV)
+        }
         blob = json.dumps(d, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
+
+    def contract_envs(self) -> dict[str, str]:
+        """Contract id -> the digest of its ``env`` (only contracts that set one)."""
+        return {k[len(CONTRACT_ENV) :]: v for k, v in self.flags if k.startswith(CONTRACT_ENV)}
+
+    def with_contract_envs(self, envs: Mapping[str, Iterable[tuple[str, str]]]) -> Fingerprint:
+        """This fingerprint with a ``contract_env:<id>`` flag per contract that sets ``env``."""
+        extra = {f"{CONTRACT_ENV}{cid}": env_digest(env) for cid, env in envs.items() if env}
+        kept = tuple((k, v) for k, v in self.flags if not k.startswith(CONTRACT_ENV))
+        return replace(self, flags=tuple(sorted(kept + tuple(extra.items()))))
 
     def to_json(self) -> dict[str, Any]:
         d = {
@@ -118,6 +136,11 @@ class Fingerprint:
                 )
             ),
         )
+
+
+def env_digest(env: Iterable[tuple[str, str]]) -> str:
+    """A short, order-free digest of an environment's variables."""
+    return hashlib.sha256(json.dumps(sorted(env)).encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)

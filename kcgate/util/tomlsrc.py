@@ -6,6 +6,7 @@ headers and ``key =`` lines. It is a locator for messages, not a second parser.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,15 @@ _HEADER = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\-\"' ]+?)\s*\]\]?\s*(#.*)?$")
 _HEADER_LINE = re.compile(r"^[ \t]*\[[^\n]*", re.M)
 _KEY = re.compile(r"^\s*([A-Za-z0-9_\-\"']+)\s*=")
 _ERR_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
+# What can hide a line from the locator: comments and one-line strings (skipped whole, so a quote or # in
+# them opens nothing) and the openings of multi-line strings, whose ends _CLOSE finds (escapes in basic
+# strings; a closing run of up to five quotes leaves the first one or two in the string, as TOML says).
+_TOKEN = re.compile(r"#[^\n]*|\"\"\"|'''|\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'")
+_TRIPLE = re.compile("\"\"\"|'''")
+_CLOSE = {
+    '"""': re.compile(r'(?:[^"\\]|\\[\s\S]|"(?!""))*"""(?:"{0,2})'),
+    "'''": re.compile(r"(?:[^']|'(?!''))*'''(?:'{0,2})"),
+}
 
 
 @dataclass
@@ -31,13 +41,14 @@ class LineMap:
 
     lines: dict[tuple[Any, ...], int] = field(default_factory=dict)
     source: str = ""
+    strings: list[tuple[int, int]] = field(default_factory=list)  # source's multi-line strings (parse found)
 
     def find(self, *path: Any) -> int | None:
         """The line of the longest known prefix of ``path``."""
         if path in self.lines:
             return self.lines[path]  # a header (every contract's own line): no key scan needed
         if self.source:
-            self.lines, self.source = _scan(self.source), ""
+            self.lines, self.source = _scan(self.source, self.strings), ""
         for n in range(len(path), 0, -1):
             if path[:n] in self.lines:
                 return self.lines[path[:n]]
@@ -65,7 +76,8 @@ def parse(text: str) -> tuple[dict[str, Any], LineMap]:
         ) from None
     if _depth(data) > MAX_DEPTH:
         raise TomlSyntaxError(f"arrays or tables nested more than {MAX_DEPTH} deep", None)
-    return data, LineMap(_scan_headers(text), text)
+    strings = _multiline_strings(text)  # once: the header map now, the key scan if a lookup needs it
+    return data, LineMap(_scan_headers(text, strings), text, strings)
 
 
 def _depth(value: Any) -> int:
@@ -81,12 +93,54 @@ def _depth(value: Any) -> int:
     return depth
 
 
-def _scan(text: str) -> dict[tuple[Any, ...], int]:
+def _multiline_strings(text: str) -> list[tuple[int, int]]:
+    """(start, end) offsets of each multi-line string: a line that starts inside one is text, not TOML (a
+    description quoting ``dtypes = [...]`` or ``[contract.tolerance]`` must not move a later key's line)."""
+    if '"""' not in text and "'''" not in text:
+        return []  # the common case: one substring search, no scan
+    spans: list[tuple[int, int]] = []
+    at = 0
+    while m := _TRIPLE.search(text, at):
+        # a line's start (or a string's end) is outside any string: tokenize from there to the opening, so
+        # only lines holding triple quotes are read token by token (a quote inside a comment opens nothing)
+        tok = _TOKEN.search(text, max(text.rfind("\n", 0, m.start()) + 1, at))
+        while tok and tok.group() not in _CLOSE:
+            tok = _TOKEN.search(text, tok.end())
+        if tok is None:
+            break
+        end = _CLOSE[tok.group()].match(text, tok.end())
+        at = end.end() if end else len(text)  # unterminated: tomli has refused the file already
+        spans.append((tok.start(), at))
+    return spans
+
+
+def _inside(spans: list[tuple[int, int]], offset: int) -> bool:
+    """Whether ``offset`` (where a line's text starts) lies inside one of ``spans`` (sorted, disjoint)."""
+    i = bisect.bisect_left(spans, (offset, -1)) - 1
+    return i >= 0 and offset < spans[i][1]
+
+
+def _hidden_lines(text: str, spans: list[tuple[int, int]]) -> set[int]:
+    """The lines that start inside a multi-line string (1-based), newlines counted once, in order."""
+    hidden: set[int] = set()
+    line, at = 1, 0
+    for start, end in spans:
+        line += text.count("\n", at, start)
+        last = line + text.count("\n", start, end - 1)
+        hidden.update(range(line + 1, last + 1))
+        line, at = last, end - 1
+    return hidden
+
+
+def _scan(text: str, spans: list[tuple[int, int]] | None = None) -> dict[tuple[Any, ...], int]:
     """Every header's and ``key =`` line's key path -> line (lines counted by "\n", as TOML counts them)."""
     lines: dict[tuple[Any, ...], int] = {}
     counts: dict[str, int] = {}
     table: tuple[Any, ...] = ()
+    hidden = _hidden_lines(text, _multiline_strings(text) if spans is None else spans)
     for no, raw in enumerate(text.split("\n"), start=1):
+        if no in hidden:
+            continue
         if raw.lstrip()[:1] == "[":  # a header (a key never starts with "["), else perhaps a key
             if h := _HEADER.match(raw):
                 table = _header_path(h.group(1) == "[[", h.group(2), counts, table)
@@ -96,7 +150,7 @@ def _scan(text: str) -> dict[tuple[Any, ...], int]:
     return lines
 
 
-def _scan_headers(text: str) -> dict[tuple[Any, ...], int]:
+def _scan_headers(text: str, spans: list[tuple[int, int]]) -> dict[tuple[Any, ...], int]:
     """The table headers' key paths -> line: what ``_scan`` finds for them, visiting only lines that start
     with "[" (10,000 contracts: 10,000 headers among 100,000 lines)."""
     lines: dict[tuple[Any, ...], int] = {}
@@ -105,6 +159,8 @@ def _scan_headers(text: str) -> dict[tuple[Any, ...], int]:
     no, at = 1, 0
     for m in _HEADER_LINE.finditer(text):
         no, at = no + text.count("\n", at, m.start()), m.start()
+        if spans and _inside(spans, m.start()):
+            continue
         if h := _HEADER.match(m.group()):
             table = _header_path(h.group(1) == "[[", h.group(2), counts, table)
             lines.setdefault(table, no)

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kcgate.contracts import shape_class as sc
 from kcgate.contracts.load import load_project
@@ -272,3 +274,112 @@ def test_custom_ops_relate_dims_by_index() -> None:
     assert len(shapes) >= 8
     for s in shapes:
         assert s[1] % s[2] == 0 and 2 * s[0] == s[2] and s[0] % 2 == 0, s
+
+
+# ---- the grammar under fuzzing (issue 35) -------------------------------------------------------------
+
+_NAMES = [*sc.TERMS, "odd", "", "ratio ", "EVEN", "multiple_of_"]
+_ARGS = [
+    "",
+    "0",
+    "1",
+    "2",
+    "16",
+    "1/0",
+    "0/0",
+    "1/2",
+    "1.5",
+    "1.5/0",
+    "k",
+    "m",
+    "n",
+    "#2",
+    "#9",
+    "-1",
+    "1e3",
+    "9" * 25,
+    "1" * 5000,
+    "\u0663",
+    "(",
+    ")",
+    ",",
+    " ",
+    "k, 1/0",
+]
+
+
+@st.composite
+def _constraint(draw: st.DrawFn) -> str:
+    """A constraint near the grammar (a known or unknown name, 0-3 arguments from awkward tokens), or any
+    text at all."""
+    if draw(st.integers(0, 4)) == 0:
+        return draw(st.text(max_size=30))
+    name = draw(st.sampled_from(_NAMES))
+    args = draw(st.lists(st.one_of(st.sampled_from(_ARGS), st.text(max_size=6)), max_size=3))
+    if not args and draw(st.booleans()):
+        return name
+    return f"{name}({', '.join(args)})"
+
+
+_TABLES = st.dictionaries(
+    st.one_of(
+        st.sampled_from(["m", "k", "n", "0", "1", "2", "3", "#1", "x", "99999999999999999999999"]),
+        st.text(max_size=4),
+    ),
+    st.one_of(_constraint(), st.lists(_constraint(), max_size=3), st.integers(), st.none()),
+    max_size=3,
+)
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    table=_TABLES, shape=st.lists(st.integers(0, 1 << 45), min_size=3, max_size=3), by_letter=st.booleans()
+)
+def test_only_the_grammars_syntax_error_escapes(table: dict, shape: list[int], by_letter: bool) -> None:  # type: ignore[type-arg]
+    """Any table of constraints either parses or raises ShapeSyntaxError (validate's exit 2 with the line),
+    never KeyError or ZeroDivisionError (issue 35: ``even(2)``, ``pow2(1)``, ``ratio(k, 1/0)`` exited 4).
+    What parses is usable: checked against a shape, and its text parses again (validate re-reads it)."""
+    names = MNK if by_letter else None
+    try:
+        cons = sc.parse(table, names, 3 if by_letter else None)
+    except sc.ShapeSyntaxError:
+        return
+    sc.violations(shape, cons, names)
+    again = {str(i): " and ".join(t.text(names) for t in terms) for i, terms in cons.items()}
+    assert {
+        i: [t.kind for t in ts] for i, ts in sc.parse(again, names, 3 if by_letter else None).items()
+    } == {i: [t.kind for t in ts] for i, ts in cons.items()}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "even(2)",
+        "pow2(1)",
+        "ratio(k, 1/0)",
+        "ratio(k, 0/0)",
+        "range(1, " + "9" * 5000 + ")",
+        "multiple_of(1e3)",
+    ],
+)
+def test_issue_35_grammar_crashes_are_syntax_errors(text: str) -> None:
+    with pytest.raises(sc.ShapeSyntaxError):
+        sc.parse({"n": text}, MNK, 3)
+
+
+@pytest.mark.parametrize(
+    "text", ["ratio(k, 1/2)", "range(1, 100000000)", "ratio(k, 1000000)", "ratio(k, 1/3)"]
+)
+def test_issue_35_validate_reads_back_what_it_wrote(tmp_path: Path, text: str) -> None:
+    """validate re-parses each constraint's text to check the declared shapes: a dimension named by letter
+    and a number ``:g`` wrote as ``1e+08`` broke that read (exit 4)."""
+    path = tmp_path / "c.toml"
+    path.write_text(
+        f'[project]\npaths = ["{ROOT}"]\n\n[[contract]]\nid = "mm"\nclass = "C-ORD-02"\n'
+        'kernel = "kcgate.kernels.builtin:matmul"\nop = "matmul"\ndtypes = ["float32"]\n'
+        f'shapes = [[64, 64, 32]]\nshape_constraints = {{ n = "{text}" }}\n'
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "kcgate", "validate", str(path)], capture_output=True, text=True, cwd=ROOT
+    )
+    assert proc.returncode in (0, 2) and "internal error" not in proc.stderr, proc.stderr

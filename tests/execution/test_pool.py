@@ -177,7 +177,9 @@ def test_a_lane_whose_worker_cannot_start_stops_the_run_as_one_worker_does(tmp_p
         proc = kcgate(*args, "--workers", workers, cwd=DATA)  # two cases: each lane gets one
         results[workers] = proc
         assert "failed to start" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
-    assert results["1"].returncode == results["2"].returncode == 4
+    # the contract's env (a broken PYTHONHOME) stops its worker: exit 7 naming it, not kcgate's exit 4
+    assert results["1"].returncode == results["2"].returncode == 7
+    assert "contract 'nostart'" in results["2"].stderr and "PYTHONHOME" in results["2"].stderr
 
 
 @pytest.mark.slow

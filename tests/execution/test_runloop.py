@@ -3,14 +3,15 @@ the first case and at the end (or on a signal), and every case in plan order at 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from kcgate.contracts.load import load_project
 from kcgate.execution.executors import InProcessExecutor
-from kcgate.execution.runloop import execute_plan, new_run
+from kcgate.execution.runloop import execute_plan, new_run, resume_from
 from kcgate.plan import make_plan
-from kcgate.results.journal import journal_path
-from kcgate.results.model import load_run
+from kcgate.results.journal import journal_path, key_path
+from kcgate.results.model import CaseResult, load_run, write_run
 
 CONTRACTS = """
 [[contract]]
@@ -45,3 +46,64 @@ def test_the_journal_grows_per_case_and_the_results_file_is_written_at_the_ends(
     assert on_disk.complete and [c.case_id for c in on_disk.cases] == [c.case_id for c in cases]
     assert [(c.case_id, c.status) for c in on_disk.cases] == [(c.case_id, c.status) for c in final.cases]
     assert not journal_path(out).exists()  # compacted into the results file
+
+
+def _killed_after(tmp_path: Path, n: int):  # type: ignore[no-untyped-def]
+    """The files a kill -9 after ``n`` finished cases leaves (snapshotted mid-run: results, journal, key)."""
+    (tmp_path / "contracts.toml").write_text(CONTRACTS.replace("seeds = 8", "seeds = 1"))
+    project = load_project(tmp_path / "contracts.toml")
+    executor = InProcessExecutor(project, "cpu")
+    cases = make_plan(project, 1, executor.default_shapes())
+    out = tmp_path / "r.json"
+    snapshot: dict[Path, bytes] = {}
+
+    def progress(i: int, total: int, result: object) -> None:
+        if i == n:
+            snapshot.update({p: p.read_bytes() for p in (out, journal_path(out), key_path(out))})
+
+    run = new_run("cpu-x", *executor.handshake()[1:], "c")
+    execute_plan(cases, executor, run, out, None, progress)
+    for path, data in snapshot.items():
+        path.write_bytes(data)
+    key_path(out).chmod(0o600)
+    return out, run, cases
+
+
+def test_resume_keeps_what_the_signed_journal_vouches_for_and_counts_the_rest(tmp_path: Path) -> None:
+    """Issue 35 #2: rows appended or edited by anything but the run are run again, and counted."""
+    out, run, cases = _killed_after(tmp_path, 3)
+    kept = resume_from(out, run, cases)
+    assert sorted(kept.done) == sorted(c.case_id for c in cases[:3]) and kept.unverified == 0
+    journal = journal_path(out)
+    lines = journal.read_bytes().split(b"\n")
+    row = json.loads(lines[1].partition(b" ")[2])
+    forged = [cases[4].case_id, *row[1:]]
+    edited = lines[2].replace(b'"pass"', b'"fail"') if b'"pass"' in lines[2] else lines[2] + b"x"
+    journal.write_bytes(
+        b"\n".join([lines[0], lines[1], edited, lines[3], json.dumps(forged).encode(), b"f" * 64 + b" []"])
+        + b"\n"
+    )
+    tampered = resume_from(out, run, cases)
+    assert (
+        sorted(tampered.done) == sorted(c.case_id for c in (cases[0], cases[2])) and tampered.unverified == 3
+    )
+    assert "3 finished result(s)" in tampered.notice()
+    # a results file given a case the journal's header does not vouch for
+    write_run(out, load_run(out).with_cases((CaseResult(**{**row_case(row), "case_id": cases[3].case_id}),)))
+    assert cases[3].case_id not in resume_from(out, run, cases).done
+
+
+def test_resume_trusts_nothing_when_the_key_is_not_the_runs_own(tmp_path: Path) -> None:
+    out, run, cases = _killed_after(tmp_path, 3)
+    key_path(out).chmod(0o644)  # readable by others: not a key kcgate wrote
+    resumed = resume_from(out, run, cases)
+    assert resumed.done == {} and resumed.unverified == 0  # an unverifiable header: nothing to count
+    key_path(out).chmod(0o600)
+    key_path(out).write_text("00" * 32)  # another key: the header does not verify
+    assert resume_from(out, run, cases).done == {}
+
+
+def row_case(row: list) -> dict:  # type: ignore[type-arg]
+    from kcgate.results.model import CaseResult as C
+
+    return {f: getattr(C.from_row(row), f) for f in C.__dataclass_fields__}

@@ -142,3 +142,41 @@ def fill_disk(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         except OSError:
             pass
     return honest(a, b)
+
+
+# ---- the journal (issue 35) ---------------------------------------------------------------------------
+
+
+def _parent_out() -> str:
+    """The parent's --out, read from its command line as an attacker would."""
+    ppid = os.getppid()
+    args = open(f"/proc/{ppid}/cmdline", "rb").read().split(b"\0")  # noqa: SIM115
+    out = args[args.index(b"--out") + 1].decode()
+    return out if os.path.isabs(out) else os.path.join(os.readlink(f"/proc/{ppid}/cwd"), out)
+
+
+def forge_journal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Append a ``pass`` row for the next contract's case (whose kernel returns zeros) to the run's journal,
+    unsigned and with a made-up MAC, then SIGKILL ``kcgate run``: ``--resume`` must run that case, not trust
+    the row. Once only (a marker beside the journal): the resumed run finds an honest kernel."""
+    from kcgate.plan import case_id
+    from kcgate.results.records import CaseResult
+
+    out = _parent_out()
+    journal = os.path.join(os.path.dirname(out), f".{os.path.basename(out)}.journal")
+    marker = journal + ".forged"
+    if os.path.exists(marker):
+        return _MM(a, b)
+    open(marker, "w").close()  # noqa: SIM115
+    shape = (a.shape[0], a.shape[1], b.shape[1])
+    cid = case_id("zeros", "float32", shape, 0)
+    row = CaseResult(cid, "zeros", "C-PRC-01", "matmul", "float32", shape, 1, "pass").to_row()
+    line = json.dumps(row).encode()
+    with open(journal, "ab") as fh:
+        fh.write(line + b"\n" + b"0" * 64 + b" " + line + b"\n")  # as kcgate 0.1 wrote it, and "signed"
+    os.kill(os.getppid(), 9)
+    return _MM(a, b)
+
+
+def zeros(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype)
