@@ -228,6 +228,14 @@ def module_file(module: str, roots: tuple[Path, ...]) -> Path | None:
     return None
 
 
+def _owned(path: Path, project: Project) -> bool:
+    """The module is the project's own: under its contracts file's directory or one of [project].paths.
+    An installed package (torch's own functions) is not mutated."""
+    roots = [project.path.parent, *project.paths]
+    here = path.resolve()
+    return any(here.is_relative_to(r.resolve()) for r in roots)
+
+
 def _defines(stmt: ast.stmt) -> set[str]:
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return {stmt.name}
@@ -402,6 +410,9 @@ def prepare(project: Project, c: Contract, rules: tuple[Rule, ...], seed: int) -
     path = module_file(module, project.paths)
     if path is None:
         return _Target(project, c, replace(base, skipped=f"cannot find module {module!r}"), [])
+    if not _owned(path, project):
+        outside = f"{module} is outside the project's directory and [project].paths (an installed package)"
+        return _Target(project, c, replace(base, module_path=str(path), skipped=outside), [])
     try:
         text = path.read_text(encoding="utf-8")
         ast.parse(text)
@@ -411,7 +422,10 @@ def prepare(project: Project, c: Contract, rules: tuple[Rule, ...], seed: int) -
     h = source_hash(norm)
     salt = f"{CACHE_VERSION}|{h}|{contract_hash(c)}|{seed}"
     mutants = generate(norm, name, c.id, rules, salt, path.name)
-    skipped = "" if mutants else f"no rule applies to {name!r} in {path.name} (or it is not defined there)"
+    skipped = ""
+    if not mutants:
+        defined = any(name in _defines(s) for s in ast.parse(norm).body)
+        skipped = f"no rule applies to {name!r} in {path.name}" if defined else f"{name!r} is not defined in {path.name}"
     report = replace(base, module_path=str(path), source_hash=h, skipped=skipped)
     return _Target(project, c, report, mutants, salt)
 
@@ -484,12 +498,10 @@ def mutate(
     cache = Cache(cache_dir)
     with tempfile.TemporaryDirectory(prefix="kcgate-mutants-") as tmp:
         here = Path(tmp)
-        targets = [
-            prepare(replace(p, paths=(here, *p.paths)), c, rules, seed)
-            for p in projects
-            for c in p.contracts
-            if _selected(c, keyword)
-        ]
+        targets = [prepare(p, c, rules, seed) for p in projects for c in p.contracts if _selected(c, keyword)]
+        runs = {id(p): replace(p, paths=(here, *p.paths)) for p in projects}  # the mutants' modules first
+        for t in targets:
+            t.project = runs[id(t.project)]
         results: dict[str, MutantResult] = {}
         todo = []
         for t in targets:
@@ -535,7 +547,11 @@ def _report(t: _Target, results: dict[str, MutantResult], cache: Cache) -> Contr
         counted: tuple[int, int | None] = (cases, alarms)
     else:
         counted = cache.original(t.original_key) or (0, None)
-    return replace(t.report, cases=counted[0], false_alarms=counted[1], mutants=tuple(results[m.key] for m in t.mutants))
+    skipped = t.report.skipped
+    if counted[0] and counted[0] == counted[1]:
+        skipped = f"the unmutated kernel passes none of its {counted[0]} case(s): no mutant can be judged"
+    mutants = tuple(results[m.key] for m in t.mutants)
+    return replace(t.report, cases=counted[0], false_alarms=counted[1], mutants=mutants, skipped=skipped)
 
 
 def _selected(c: Contract, keyword: str | None) -> bool:
@@ -610,7 +626,7 @@ def _advise_survivors(
     deadline: float | None,
     clock: Callable[[], float],
 ) -> dict[str, MutantResult]:
-    """Measured advice for each survivor (``kcgate.calibration.advice``): a remedy that rejects the mutant
+    """Measured advice for each survivor, within rounding too (``kcgate.calibration.advice``): a remedy that rejects the mutant
     and still accepts the unmutated kernel. Runs in process, like calibrate's advice."""
 
     def run(variant: Project, kernel: str) -> list[Any]:
@@ -621,7 +637,7 @@ def _advise_survivors(
     for t in targets:
         for m in t.mutants:
             r = out[m.key]
-            if r.outcome != SURVIVED or r.advice or r.advice_note:
+            if r.outcome not in (SURVIVED, ROUNDED) or r.advice or r.advice_note:
                 continue
             if deadline is not None and clock() >= deadline:
                 out[m.key] = replace(r, advice_note="advice not measured: the budget was spent")

@@ -26,6 +26,8 @@ def _counts(d: dict[str, Any]) -> str:
 
 def _alarms(c: dict[str, Any]) -> str:
     fa = c["false_alarms"]
+    if c["skipped"]:
+        return "-"
     return "not run (cached)" if fa is None else f"{fa}/{c['cases']}"
 
 
@@ -91,7 +93,7 @@ def markdown(doc: dict[str, Any]) -> str:
             )
             for a in m["advice"]:
                 out.append(f"  - what would kill it: {md_cell(a)}")
-            if outcome == "survived" and not m["advice"]:
+            if not m["advice"]:
                 out.append(f"  - {md_cell(m['advice_note'] or 'advice not asked for (--no-advice)')}")
             diff = m["diff"].splitlines()
             cut = diff[:MAX_DIFF_LINES] + (["..."] if len(diff) > MAX_DIFF_LINES else [])
