@@ -24,11 +24,14 @@ def rmsnorm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:
-    """A row softmax as one Triton program per row computes it: fp32, the row's max subtracted."""
-    xf = x.float()
+    """A row softmax as one Triton program per row computes it: the row padded to a power-of-two block
+    with -inf (``tl.load(..., other=-inf)``), in fp32, the row's max subtracted."""
+    n = x.shape[-1]
+    width = 1 << (n - 1).bit_length()
+    xf = torch.nn.functional.pad(x.float(), (0, width - n), value=-math.inf)
     z = xf - xf.amax(-1, keepdim=True)
     num = torch.exp(z)
-    return (num / num.sum(-1, keepdim=True)).to(x.dtype)
+    return (num / num.sum(-1, keepdim=True))[..., :n].to(x.dtype)
 
 
 def online_logsumexp(x: torch.Tensor) -> torch.Tensor:
@@ -71,6 +74,20 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor
     s = s - s.amax(-1, keepdim=True)
     p = torch.exp(s)
     return ((p / p.sum(-1, keepdim=True)) @ v.float()).to(q.dtype)
+
+
+def rope(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """NeoX rotary embedding (rotate-half) computed in fp32."""
+    cos, sin = cos.unsqueeze(1).float(), sin.unsqueeze(1).float()
+
+    def rotate_half(x: torch.Tensor) -> torch.Tensor:
+        half = x.shape[-1] // 2
+        return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+    qf, kf = q.float(), k.float()
+    return (qf * cos + rotate_half(qf) * sin).to(q.dtype), (kf * cos + rotate_half(kf) * sin).to(k.dtype)
 
 
 class _SiLU(torch.autograd.Function):

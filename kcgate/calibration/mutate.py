@@ -297,7 +297,28 @@ def walk(stmts: list[ast.stmt]) -> Iterator[tuple[ast.AST, Where]]:
 
 # ---- generating mutants -----------------------------------------------------------------------------
 
-_ATOMS = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Slice, ast.List, ast.Tuple)
+# binding strength of an expression (Python's operator precedence, loosest first): a replacement needs
+# parentheses only when it binds more loosely than the node it replaces
+_BINOP = {ast.Add: 10, ast.Sub: 10, ast.Mult: 11, ast.Div: 11, ast.FloorDiv: 11, ast.Mod: 11, ast.MatMult: 11}
+_BINOP.update({ast.BitOr: 6, ast.BitXor: 7, ast.BitAnd: 8, ast.LShift: 9, ast.RShift: 9, ast.Pow: 13})
+
+
+def _binding(node: ast.AST) -> int:
+    if isinstance(node, (ast.Lambda, ast.NamedExpr)):
+        return 0
+    if isinstance(node, ast.IfExp):
+        return 1
+    if isinstance(node, ast.BoolOp):
+        return 2 if isinstance(node.op, ast.Or) else 3
+    if isinstance(node, ast.UnaryOp):
+        return 4 if isinstance(node.op, ast.Not) else 12
+    if isinstance(node, ast.Compare):
+        return 5
+    if isinstance(node, ast.BinOp):
+        return _BINOP.get(type(node.op), 0)
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and node.value < 0:
+        return 12  # printed with a unary minus
+    return 14  # atoms: names, attributes, calls, subscripts, constants, displays
 
 
 def _offsets(text: bytes) -> list[int]:
@@ -309,17 +330,14 @@ def _offsets(text: bytes) -> list[int]:
 
 
 def splice(source: str, node: ast.AST, new: ast.AST) -> str:
-    """``source`` with ``node``'s text replaced by ``new`` (parenthesized unless atomic); AST offsets are
-    UTF-8 byte offsets, so the splice is done on bytes."""
+    """``source`` with ``node``'s text replaced by ``new`` (parenthesized when it binds more loosely than
+    ``node``); AST offsets are UTF-8 byte offsets, so the splice is done on bytes."""
     raw = source.encode("utf-8")
     lines = _offsets(raw)
     start = lines[node.lineno - 1] + node.col_offset  # type: ignore[attr-defined]
     end = lines[node.end_lineno - 1] + node.end_col_offset  # type: ignore[attr-defined]
     text = ast.unparse(ast.fix_missing_locations(new))
-    atomic = isinstance(new, (ast.stmt, *_ATOMS)) or (
-        isinstance(new, ast.Constant) and not (isinstance(new.value, (int, float)) and new.value < 0)
-    )
-    if not atomic:
+    if isinstance(new, ast.expr) and _binding(new) < _binding(node):
         text = f"({text})"
     return (raw[:start] + text.encode("utf-8") + raw[end:]).decode("utf-8")
 
