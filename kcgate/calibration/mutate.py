@@ -45,7 +45,13 @@ CACHE_VERSION = 1
 PREFIX = "kcgate_mutant_"  # the synthetic modules' names: never a real module's
 
 # a mutant's outcome
-KILLED, SURVIVED, ROUNDED, EQUIVALENT, NOT_RUN = "killed", "survived", "within-rounding", "equivalent", "not-run"
+KILLED, SURVIVED, ROUNDED, EQUIVALENT, NOT_RUN = (
+    "killed",
+    "survived",
+    "within-rounding",
+    "equivalent",
+    "not-run",
+)
 OUTCOMES = (KILLED, SURVIVED, ROUNDED, EQUIVALENT, NOT_RUN)
 
 
@@ -105,7 +111,14 @@ class MutantResult:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> MutantResult:
         m = Mutant(
-            d["contract_id"], d["rule"], d["family"], d["site"], int(d["line"]), d["change"], d["diff"], d["key"]
+            d["contract_id"],
+            d["rule"],
+            d["family"],
+            d["site"],
+            int(d["line"]),
+            d["change"],
+            d["diff"],
+            d["key"],
         )
         return cls(
             m,
@@ -170,7 +183,9 @@ class MutationReport:
             r.name: {
                 "family": r.family,
                 "bug": r.bug,
-                "counts": {o: sum(1 for m in ms if m.mutant.rule == r.name and m.outcome == o) for o in OUTCOMES},
+                "counts": {
+                    o: sum(1 for m in ms if m.mutant.rule == r.name and m.outcome == o) for o in OUTCOMES
+                },
                 "kill_rate": kill_rate([m for m in ms if m.mutant.rule == r.name]),
             }
             for r in RULES
@@ -266,7 +281,10 @@ def _rescales(fn: ast.AST) -> frozenset[str]:
     for n in ast.walk(fn):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
             v = n.value
-            if isinstance(v, ast.Call) and getattr(v.func, "attr", getattr(v.func, "id", "")) in ("exp", "exp2"):
+            if isinstance(v, ast.Call) and getattr(v.func, "attr", getattr(v.func, "id", "")) in (
+                "exp",
+                "exp2",
+            ):
                 if v.args and isinstance(v.args[0], ast.BinOp) and isinstance(v.args[0].op, ast.Sub):
                     out.add(n.targets[0].id)
     return frozenset(out)
@@ -285,10 +303,18 @@ def walk(stmts: list[ast.stmt]) -> Iterator[tuple[ast.AST, Where]]:
                 if not isinstance(child, ast.AST):
                     continue
                 test = isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)) and name == "test"
-                arg = isinstance(node, ast.Call) and name in ("args", "keywords") or isinstance(node, ast.keyword)
+                arg = (
+                    isinstance(node, ast.Call)
+                    and name in ("args", "keywords")
+                    or isinstance(node, ast.keyword)
+                )
                 yield from visit(
                     child,
-                    replace(where, in_test=where.in_test or test, call_arg=arg and not isinstance(child, ast.keyword)),
+                    replace(
+                        where,
+                        in_test=where.in_test or test,
+                        call_arg=arg and not isinstance(child, ast.keyword),
+                    ),
                 )
 
     for stmt in stmts:
@@ -350,7 +376,9 @@ def absolute_imports(source: str, module: str, is_package: bool) -> str:
         (n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level), key=lambda n: -n.lineno
     ):
         base = package[: len(package) - node.level + 1]
-        absolute = ast.ImportFrom(module=".".join([*base, *([node.module] if node.module else [])]), names=node.names, level=0)
+        absolute = ast.ImportFrom(
+            module=".".join([*base, *([node.module] if node.module else [])]), names=node.names, level=0
+        )
         source = splice(source, node, absolute)
     return source
 
@@ -443,7 +471,11 @@ def prepare(project: Project, c: Contract, rules: tuple[Rule, ...], seed: int) -
     skipped = ""
     if not mutants:
         defined = any(name in _defines(s) for s in ast.parse(norm).body)
-        skipped = f"no rule applies to {name!r} in {path.name}" if defined else f"{name!r} is not defined in {path.name}"
+        skipped = (
+            f"no rule applies to {name!r} in {path.name}"
+            if defined
+            else f"{name!r} is not defined in {path.name}"
+        )
     report = replace(base, module_path=str(path), source_hash=h, skipped=skipped)
     return _Target(project, c, report, mutants, salt)
 
@@ -617,7 +649,16 @@ def _worst_budget(results: list[CaseResult]) -> float | None:
 
 def _measured(r: CaseResult) -> tuple[Any, ...]:
     m = r.metrics
-    return (r.status, m.budget_used, m.max_abs_err, m.max_rel_err, m.max_ulp, m.mismatches, m.worst_index, m.extra)
+    return (
+        r.status,
+        m.budget_used,
+        m.max_abs_err,
+        m.max_rel_err,
+        m.max_ulp,
+        m.mismatches,
+        m.worst_index,
+        m.extra,
+    )
 
 
 def classify(original: list[CaseResult], mutant: list[CaseResult]) -> str:
@@ -664,7 +705,9 @@ def _advise_survivors(
             try:
                 lines = advise(_single(t), t.contract, [f"{m.module}:{name}"], t.contract.kernel, run)
             except Exception as exc:  # noqa: BLE001 — a variant that cannot run is no advice, not the end
-                out[m.key] = replace(r, advice_note=f"advice could not be measured: {type(exc).__name__}: {exc}")
+                out[m.key] = replace(
+                    r, advice_note=f"advice could not be measured: {type(exc).__name__}: {exc}"
+                )
                 continue
             note = "" if lines else "no probe or parameter kcgate tried catches it"
             out[m.key] = replace(r, advice=tuple(lines), advice_note=note)

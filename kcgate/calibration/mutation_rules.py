@@ -13,6 +13,7 @@ import ast
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 FAMILIES = ("precision", "masks", "constants", "stability", "accumulation", "backward")
 
@@ -75,7 +76,10 @@ def _func(node: ast.AST) -> str:
     return _name(node.func) if isinstance(node, ast.Call) else ""
 
 
-def _c(x: ast.AST) -> ast.AST:
+N = TypeVar("N", bound=ast.AST)
+
+
+def _c(x: N) -> N:
     return copy.deepcopy(x)
 
 
@@ -83,19 +87,28 @@ def _num(value: float) -> ast.expr:
     return ast.Constant(value=value)
 
 
-def _add(node: ast.AST, k: int) -> ast.expr:
+def _add(node: ast.expr, k: int) -> ast.expr:
     op: ast.operator = ast.Add() if k > 0 else ast.Sub()
-    return ast.BinOp(left=_c(node), op=op, right=_num(abs(k)))  # type: ignore[arg-type]
+    return ast.BinOp(left=_c(node), op=op, right=_num(abs(k)))
 
 
 def _is_neg_inf(node: ast.AST) -> bool:
     """``-inf`` however a kernel spells it: -math.inf, -torch.inf, -float("inf"), float("-inf")."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        o = node.operand
-        return _name(o) == "inf" or (
-            _func(o) == "float" and bool(o.args) and getattr(o.args[0], "value", "") == "inf"  # type: ignore[attr-defined]
-        )
-    return _func(node) == "float" and bool(node.args) and getattr(node.args[0], "value", "") == "-inf"  # type: ignore[attr-defined]
+        return _name(node.operand) == "inf" or _float_of(node.operand) == "inf"
+    return _float_of(node) == "-inf"
+
+
+def _float_of(node: ast.AST) -> object:
+    """The constant argument of ``float(<constant>)``, else None."""
+    if (
+        isinstance(node, ast.Call)
+        and _func(node) == "float"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+    ):
+        return node.args[0].value
+    return None
 
 
 def _has_call(node: ast.AST, names: frozenset[str]) -> bool:
@@ -118,7 +131,11 @@ def _is_factor(node: ast.AST) -> bool:
         return True
     if isinstance(node, ast.BinOp):
         if isinstance(node.op, ast.Pow):
-            return abs(getattr(node.right, "value", 0) or 0) == 0.5 if isinstance(node.right, ast.Constant) else False
+            return (
+                abs(getattr(node.right, "value", 0) or 0) == 0.5
+                if isinstance(node.right, ast.Constant)
+                else False
+            )
         return isinstance(node.op, ast.Div) and isinstance(node.left, ast.Constant) and _is_factor(node.right)
     ident = _name(node).lower()
     return bool(ident) and any(w in ident for w in SCALE_WORDS)
@@ -155,7 +172,9 @@ def accumulator_dropped(node: ast.AST, where: Where) -> list[Change]:
             new = _c(node)
             assert isinstance(new, ast.Call)
             if _func(node) in CONSTRUCTORS and isinstance(kw.value, ast.Attribute):
-                new.keywords[i].value = ast.Attribute(value=_c(kw.value.value), attr="bfloat16", ctx=ast.Load())  # type: ignore[arg-type]
+                new.keywords[i].value = ast.Attribute(
+                    value=_c(kw.value.value), attr="bfloat16", ctx=ast.Load()
+                )
                 return [(new, f"accumulator dtype {ast.unparse(kw.value)} -> bfloat16")]
             del new.keywords[i]
             return [(new, f"dtype={ast.unparse(kw.value)} removed: computed in the input dtype")]
@@ -169,8 +188,13 @@ def neg_inf_to_zero(node: ast.AST, where: Where) -> list[Change]:
     return []
 
 
-_FLIP: dict[type, type] = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
-_SYMBOL = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+_FLIP: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+}
+_SYMBOL: dict[type[ast.cmpop], str] = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
 def mask_boundary(node: ast.AST, where: Where) -> list[Change]:
@@ -188,7 +212,11 @@ def mask_boundary(node: ast.AST, where: Where) -> list[Change]:
 
 def offset_off_by_one(node: ast.AST, where: Where) -> list[Change]:
     """An offset ± 1: ``pid * BLOCK + tl.arange(0, BLOCK)`` + 1 / - 1; a slice bound ``x[:k]`` ± 1."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and (_is_arange(node.left) or _is_arange(node.right)):
+    if (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Add)
+        and (_is_arange(node.left) or _is_arange(node.right))
+    ):
         return [(_add(node, 1), "offsets + 1"), (_add(node, -1), "offsets - 1")]
     if isinstance(node, ast.Slice):
         out: list[Change] = []
@@ -210,13 +238,18 @@ def tail_dropped(node: ast.AST, where: Where) -> list[Change]:
     if not isinstance(node, (ast.Call, ast.BinOp)):
         return []
     if isinstance(node, ast.Call) and _func(node) == "cdiv" and len(node.args) == 2:
-        return [(ast.BinOp(left=_c(node.args[0]), op=ast.FloorDiv(), right=_c(node.args[1])), "cdiv(n, B) -> n // B")]  # type: ignore[arg-type]
+        return [
+            (
+                ast.BinOp(left=_c(node.args[0]), op=ast.FloorDiv(), right=_c(node.args[1])),
+                "cdiv(n, B) -> n // B",
+            )
+        ]
     if isinstance(node, ast.Call) and _func(node) in RANGES and node.args:
         new = _c(node)
         assert isinstance(new, ast.Call)
         stop_at = 1 if len(node.args) >= 2 else 0
         step = node.args[2] if len(node.args) >= 3 else _num(1)
-        new.args[stop_at] = ast.BinOp(left=_c(node.args[stop_at]), op=ast.Sub(), right=_c(step))  # type: ignore[arg-type]
+        new.args[stop_at] = ast.BinOp(left=_c(node.args[stop_at]), op=ast.Sub(), right=_c(step))
         return [(new, "loop stops one step early")]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv):
         left = node.left
@@ -227,7 +260,12 @@ def tail_dropped(node: ast.AST, where: Where) -> list[Change]:
             and isinstance(left.left, ast.BinOp)
             and isinstance(left.left.op, ast.Add)
         ):
-            return [(ast.BinOp(left=_c(left.left.left), op=ast.FloorDiv(), right=_c(node.right)), "ceil division -> floor")]  # type: ignore[arg-type]
+            return [
+                (
+                    ast.BinOp(left=_c(left.left.left), op=ast.FloorDiv(), right=_c(node.right)),
+                    "ceil division -> floor",
+                )
+            ]
     return []
 
 
@@ -291,7 +329,7 @@ def rescale_removed(node: ast.AST, where: Where) -> list[Change]:
 def accumulate_overwrites(node: ast.AST, where: Where) -> list[Change]:
     """``acc += x`` -> ``acc = x``; ``acc = acc + x`` -> ``acc = x``: the accumulation lost."""
     if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
-        return [(ast.Assign(targets=[_c(node.target)], value=_c(node.value), lineno=node.lineno), "+= -> =")]  # type: ignore[list-item,arg-type]
+        return [(ast.Assign(targets=[_c(node.target)], value=_c(node.value), lineno=node.lineno), "+= -> =")]
     if (
         isinstance(node, ast.Assign)
         and len(node.targets) == 1
@@ -299,7 +337,12 @@ def accumulate_overwrites(node: ast.AST, where: Where) -> list[Change]:
         and isinstance(node.value.op, ast.Add)
         and ast.dump(node.value.left) == ast.dump(_load(node.targets[0]))
     ):
-        return [(ast.Assign(targets=[_c(node.targets[0])], value=_c(node.value.right), lineno=node.lineno), "acc = acc + x -> acc = x")]  # type: ignore[list-item,arg-type]
+        return [
+            (
+                ast.Assign(targets=[_c(node.targets[0])], value=_c(node.value.right), lineno=node.lineno),
+                "acc = acc + x -> acc = x",
+            )
+        ]
     return []
 
 
@@ -314,9 +357,15 @@ def _load(target: ast.AST) -> ast.AST:
 
 def gradient_term_dropped(node: ast.AST, where: Where) -> list[Change]:
     """In a backward (a function named ``backward`` / ``*_bwd``): one term of a ``+`` / ``-`` dropped."""
-    if not where.in_backward or not isinstance(node, ast.BinOp) or not isinstance(node.op, (ast.Add, ast.Sub)):
+    if (
+        not where.in_backward
+        or not isinstance(node, ast.BinOp)
+        or not isinstance(node.op, (ast.Add, ast.Sub))
+    ):
         return []
-    right = _c(node.right) if isinstance(node.op, ast.Add) else ast.UnaryOp(op=ast.USub(), operand=_c(node.right))
+    right = (
+        _c(node.right) if isinstance(node.op, ast.Add) else ast.UnaryOp(op=ast.USub(), operand=_c(node.right))
+    )
     return [
         (_c(node.left), f"term {ast.unparse(node.right)} dropped"),
         (right, f"term {ast.unparse(node.left)} dropped"),
@@ -326,34 +375,97 @@ def gradient_term_dropped(node: ast.AST, where: Where) -> list[Change]:
 # ---- the table --------------------------------------------------------------------------------------
 
 RULES: tuple[Rule, ...] = (
-    Rule("upcast-dropped", "precision", "an upcast dropped: the math runs in the input's low precision",
-         "x.float(), x.double(), x.to(torch.float32 | tl.float32)", upcast_dropped),
-    Rule("accumulator-dropped", "precision",
-         "an fp32 accumulator or reduction dtype dropped: the sum runs in the input dtype",
-         "dtype=float32 in a call; tl.zeros / torch.zeros(..., dtype=float32) accumulators", accumulator_dropped),
-    Rule("neg-inf-to-zero", "masks", "a masked-out lane filled with 0.0 instead of -inf (it joins the max and sum)",
-         "a -inf argument: other=-inf of tl.load, masked_fill, where", neg_inf_to_zero),
-    Rule("mask-boundary", "masks", "an off-by-one mask: < where <= was meant, or the other way round",
-         "a <, <=, >, >= comparison computed as a value (not an if / while / assert test)", mask_boundary),
-    Rule("offset-off-by-one", "masks", "an offset one element off: the block reads its neighbour's data",
-         "offsets built on arange (pid * BLOCK + tl.arange(0, BLOCK)); slice bounds", offset_off_by_one),
-    Rule("tail-dropped", "masks", "a loop bound or grid that drops the last (partial) block",
-         "range / tl.range / tl.static_range stops; cdiv(n, B); (n + B - 1) // B", tail_dropped),
-    Rule("constant-changed", "constants", "a scale or eps off by a factor (x 2, x 1/2; 1e-6 <-> 1e-5)",
-         "float constants", constant_changed),
-    Rule("factor-dropped", "constants", "a factor dropped: 0.5 *, a softmax scale, 1/sqrt(d)",
-         "a product or quotient with a float constant, a (r)sqrt, ** 0.5, or a name saying scale", factor_dropped),
-    Rule("sign-flipped", "constants", "a sign flipped (rotate-half, an exponent, a gradient)",
-         "unary minus on an expression", sign_flipped),
-    Rule("max-subtraction-removed", "stability", "softmax / logsumexp without the max subtraction: exp overflows",
-         "a - b whose b is a max (a max / amax call, or m_i, row_max, ...)", max_subtraction_removed),
-    Rule("rescale-removed", "stability", "an online softmax that forgets to rescale its running sums",
-         "a product with a name assigned exp(a - b) in the same function", rescale_removed),
-    Rule("accumulate-overwrites", "accumulation", "+= written as =: only the last block is kept",
-         "acc += x; acc = acc + x", accumulate_overwrites),
-    Rule("gradient-term-dropped", "backward", "a term dropped from a gradient expression",
-         "a + or - inside a function named backward or *_bwd (an autograd.Function, a Triton backward kernel)",
-         gradient_term_dropped),
+    Rule(
+        "upcast-dropped",
+        "precision",
+        "an upcast dropped: the math runs in the input's low precision",
+        "x.float(), x.double(), x.to(torch.float32 | tl.float32)",
+        upcast_dropped,
+    ),
+    Rule(
+        "accumulator-dropped",
+        "precision",
+        "an fp32 accumulator or reduction dtype dropped: the sum runs in the input dtype",
+        "dtype=float32 in a call; tl.zeros / torch.zeros(..., dtype=float32) accumulators",
+        accumulator_dropped,
+    ),
+    Rule(
+        "neg-inf-to-zero",
+        "masks",
+        "a masked-out lane filled with 0.0 instead of -inf (it joins the max and sum)",
+        "a -inf argument: other=-inf of tl.load, masked_fill, where",
+        neg_inf_to_zero,
+    ),
+    Rule(
+        "mask-boundary",
+        "masks",
+        "an off-by-one mask: < where <= was meant, or the other way round",
+        "a <, <=, >, >= comparison computed as a value (not an if / while / assert test)",
+        mask_boundary,
+    ),
+    Rule(
+        "offset-off-by-one",
+        "masks",
+        "an offset one element off: the block reads its neighbour's data",
+        "offsets built on arange (pid * BLOCK + tl.arange(0, BLOCK)); slice bounds",
+        offset_off_by_one,
+    ),
+    Rule(
+        "tail-dropped",
+        "masks",
+        "a loop bound or grid that drops the last (partial) block",
+        "range / tl.range / tl.static_range stops; cdiv(n, B); (n + B - 1) // B",
+        tail_dropped,
+    ),
+    Rule(
+        "constant-changed",
+        "constants",
+        "a scale or eps off by a factor (x 2, x 1/2; 1e-6 <-> 1e-5)",
+        "float constants",
+        constant_changed,
+    ),
+    Rule(
+        "factor-dropped",
+        "constants",
+        "a factor dropped: 0.5 *, a softmax scale, 1/sqrt(d)",
+        "a product or quotient with a float constant, a (r)sqrt, ** 0.5, or a name saying scale",
+        factor_dropped,
+    ),
+    Rule(
+        "sign-flipped",
+        "constants",
+        "a sign flipped (rotate-half, an exponent, a gradient)",
+        "unary minus on an expression",
+        sign_flipped,
+    ),
+    Rule(
+        "max-subtraction-removed",
+        "stability",
+        "softmax / logsumexp without the max subtraction: exp overflows",
+        "a - b whose b is a max (a max / amax call, or m_i, row_max, ...)",
+        max_subtraction_removed,
+    ),
+    Rule(
+        "rescale-removed",
+        "stability",
+        "an online softmax that forgets to rescale its running sums",
+        "a product with a name assigned exp(a - b) in the same function",
+        rescale_removed,
+    ),
+    Rule(
+        "accumulate-overwrites",
+        "accumulation",
+        "+= written as =: only the last block is kept",
+        "acc += x; acc = acc + x",
+        accumulate_overwrites,
+    ),
+    Rule(
+        "gradient-term-dropped",
+        "backward",
+        "a term dropped from a gradient expression",
+        "a + or - inside a function named backward or *_bwd (an autograd.Function, a Triton backward kernel)",
+        gradient_term_dropped,
+    ),
 )
 
 BY_NAME = {r.name: r for r in RULES}

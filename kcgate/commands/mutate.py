@@ -40,14 +40,18 @@ def mutate(
     cache: Path = typer.Option(DEFAULT_CACHE, "--cache", help="Directory of the cache (mutate.json)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the cache."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the report as JSON here."),
-    markdown_path: Optional[Path] = typer.Option(None, "--markdown", help="Write the report as Markdown here."),
+    markdown_path: Optional[Path] = typer.Option(
+        None, "--markdown", help="Write the report as Markdown here."
+    ),
     advice: bool = typer.Option(True, "--advice/--no-advice", help="Measure what would kill each survivor."),
     backend: str = typer.Option("cpu", "--backend", help="Device backend the mutants run on."),
     isolation: str = typer.Option(
         "process", "--isolation", help="process (default: a crashing mutant costs one case) or none."
     ),
     timeout: Optional[float] = typer.Option(
-        None, "--timeout", help="Per-case timeout in seconds (default: the contract's); a hang costs one case."
+        None,
+        "--timeout",
+        help="Per-case timeout in seconds (default: the contract's); a hang costs one case.",
     ),
 ) -> None:
     """Mutate each contract's kernel source and report which planted bugs the contracts let through."""

@@ -23,7 +23,7 @@ from tests.conftest import ROOT
 EXAMPLE = ROOT / "examples" / "mutation" / "contracts.toml"
 
 TORCH = textwrap.dedent(
-    '''
+    """
     import math
     import torch
 
@@ -68,12 +68,12 @@ TORCH = textwrap.dedent(
 
     def silu(x):
         return Silu.apply(x)
-    '''
+    """
 )
 
 # Triton source text: the rules read it as an AST, Triton need not be installed
 TRITON = textwrap.dedent(
-    '''
+    """
     import torch
     import triton
     import triton.language as tl
@@ -99,7 +99,7 @@ TRITON = textwrap.dedent(
         grid = (triton.cdiv(x.numel(), x.shape[1]),)
         _online_softmax[grid](out, x, x.shape[1], BLOCK=128)
         return out
-    '''
+    """
 )
 
 # (rule, source, kernel, a line the mutant must contain): each rule's intended mutant
@@ -153,7 +153,10 @@ def test_scope_is_the_kernel_and_what_it_reaches_in_its_module() -> None:
     names = [getattr(s, "name", "") for s in mut.scope(tree, "online_softmax")]
     assert names == ["_online_softmax", "online_softmax"]  # the launcher and the @triton.jit kernel it calls
     tree = ast.parse(TORCH)
-    assert [getattr(s, "name", "") for s in mut.scope(tree, "silu")] == ["Silu", "silu"]  # the autograd Function
+    assert [getattr(s, "name", "") for s in mut.scope(tree, "silu")] == [
+        "Silu",
+        "silu",
+    ]  # the autograd Function
     assert not any("unrelated" in m.diff for m in mut.generate(TORCH, "rmsnorm"))
 
 
@@ -178,7 +181,9 @@ def test_splice_keeps_precedence() -> None:
     src = "def f(x, m):\n    return 2.0 * (x - m) ** 2\n"
     for m in mut.generate(src, "f"):
         ast.parse(m.source)
-    (drop,) = mut.generate("def f(x, m):\n    return x * (2.0 * m)\n", "f", rules=(BY_NAME["factor-dropped"],))
+    (drop,) = mut.generate(
+        "def f(x, m):\n    return x * (2.0 * m)\n", "f", rules=(BY_NAME["factor-dropped"],)
+    )
     assert "return x * (m)" in drop.source
 
 
