@@ -65,7 +65,7 @@ class Mutant:
     contract_id: str
     rule: str
     family: str
-    site: str  # "L<line>C<col>#<variant>" in the kernel's module
+    site: str  # "L<line>C<col>-L<end line>C<end col>#<variant>" in the kernel's module
     line: int
     change: str  # what changed, in words
     diff: str  # unified diff against the unmutated module
@@ -403,7 +403,7 @@ def generate(
     one variant each; mutants whose text repeats an earlier one are left out."""
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
-    seen = {source}
+    seen, keys = {source}, set()
     out = []
     for node, where in walk(scope(tree, name)):
         for rule in rules:
@@ -417,8 +417,12 @@ def generate(
                     continue
                 seen.add(text)
                 line, col = node.lineno, node.col_offset  # type: ignore[attr-defined]
-                site = f"L{line}C{col}#{k}"
+                # the span, not only its start: `a + b + c` holds two sums that start at one column
+                site = f"L{line}C{col}-L{node.end_lineno}C{node.end_col_offset}#{k}"  # type: ignore[attr-defined]
                 key = hashlib.sha256(f"{key_salt}|{contract_id}|{rule.name}|{site}".encode()).hexdigest()[:16]
+                if key in keys:
+                    continue  # the same rule at the same span twice would be the same mutant
+                keys.add(key)
                 diff = "".join(
                     difflib.unified_diff(
                         lines, text.splitlines(keepends=True), f"a/{label}", f"b/{label}", n=1

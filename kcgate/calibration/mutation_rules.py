@@ -28,6 +28,10 @@ SCALE_WORDS = ("scale", "inv_", "rsqrt", "norm")
 ROOTS = frozenset({"sqrt", "rsqrt"})
 RANGES = frozenset({"range", "static_range"})  # ``range``, ``tl.range``, ``tl.static_range``
 BACKWARD_WORDS = ("backward", "bwd")  # a function whose name holds one is a gradient expression
+# a sum in a backward that names one of these is address or index arithmetic, not a gradient's term
+INDEX_WORDS = ("ptr", "stride", "offs", "offset", "idx", "index", "row", "col", "pid", "program_id", "arange")
+INDEX_WORDS += ("block", "start", "n_", "num_", "size", "shape", "numel")
+POINTER_WORDS = ("ptr", "offs", "offset", "idx", "stride")  # a name advanced by += that is not an accumulator
 
 
 @dataclass(frozen=True)
@@ -327,7 +331,11 @@ def rescale_removed(node: ast.AST, where: Where) -> list[Change]:
 
 
 def accumulate_overwrites(node: ast.AST, where: Where) -> list[Change]:
-    """``acc += x`` -> ``acc = x``; ``acc = acc + x`` -> ``acc = x``: the accumulation lost."""
+    """``acc += x`` -> ``acc = x``; ``acc = acc + x`` -> ``acc = x``: the accumulation lost. A pointer or
+    offset advanced (``q_ptr += stride``) is not an accumulator: left alone."""
+    target = node.target if isinstance(node, ast.AugAssign) else getattr(node, "targets", [None])[0]
+    if target is None or any(w in _name(target).lower() for w in POINTER_WORDS):
+        return []
     if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
         return [(ast.Assign(targets=[_c(node.target)], value=_c(node.value), lineno=node.lineno), "+= -> =")]
     if (
@@ -355,12 +363,22 @@ def _load(target: ast.AST) -> ast.AST:
     return t
 
 
+def _is_index_arithmetic(node: ast.AST) -> bool:
+    """A sum of pointers, offsets or sizes (``X_ptr + row * stride``), or of integer constants only."""
+    idents = [_name(n).lower() for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))]
+    if any(w in i for i in idents for w in INDEX_WORDS):
+        return True
+    consts = [n for n in ast.walk(node) if isinstance(n, ast.Constant)]
+    return not idents and all(type(c.value) is int for c in consts)
+
+
 def gradient_term_dropped(node: ast.AST, where: Where) -> list[Change]:
     """In a backward (a function named ``backward`` / ``*_bwd``): one term of a ``+`` / ``-`` dropped."""
     if (
         not where.in_backward
         or not isinstance(node, ast.BinOp)
         or not isinstance(node.op, (ast.Add, ast.Sub))
+        or _is_index_arithmetic(node)
     ):
         return []
     right = (

@@ -166,6 +166,16 @@ def test_rules_outside_their_place_do_not_fire() -> None:
     assert mut.generate(src, "backward_free", rules=(BY_NAME["sign-flipped"],)) == []  # a constant -1
     plain = "def f(a, b):\n    return a + b\n"
     assert mut.generate(plain, "f", rules=(BY_NAME["gradient-term-dropped"],)) == []  # not a backward
+    index = "def _bwd(dx_ptr, row, stride, dy, y):\n    dx_ptr += row * stride\n    return dy - y + 1\n"
+    grads = mut.generate(
+        index, "_bwd", rules=(BY_NAME["gradient-term-dropped"], BY_NAME["accumulate-overwrites"])
+    )
+    assert {g.change for g in grads} == {
+        "term 1 dropped",
+        "term dy - y dropped",
+        "term y dropped",
+        "term dy dropped",
+    }
 
 
 def test_splice_keeps_precedence() -> None:
