@@ -29,8 +29,8 @@ ROOTS = frozenset({"sqrt", "rsqrt"})
 RANGES = frozenset({"range", "static_range"})  # ``range``, ``tl.range``, ``tl.static_range``
 BACKWARD_WORDS = ("backward", "bwd")  # a function whose name holds one is a gradient expression
 # a sum in a backward that names one of these is address or index arithmetic, not a gradient's term
-INDEX_WORDS = ("ptr", "stride", "offs", "offset", "idx", "index", "row", "col", "pid", "program_id", "arange")
-INDEX_WORDS += ("block", "start", "n_", "num_", "size", "shape", "numel")
+INDEX_WORDS: tuple[str, ...] = ("ptr", "stride", "offs", "offset", "idx", "index", "row", "col", "pid")
+INDEX_WORDS += ("program_id", "arange", "block", "start", "n_", "num_", "size", "shape", "numel")
 POINTER_WORDS = ("ptr", "offs", "offset", "idx", "stride")  # a name advanced by += that is not an accumulator
 
 
