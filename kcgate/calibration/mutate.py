@@ -538,6 +538,7 @@ def mutate(
     budget_s: float | None = None,
     cache_dir: Path | None = None,
     advice: bool = True,
+    probe_equivalent: bool = False,
     device: str = "cpu",
     max_mutants: int | None = None,
     clock: Callable[[], float] = time.monotonic,
@@ -585,7 +586,7 @@ def mutate(
             for e in executors.values():
                 e.close()
         if advice:
-            results = _advise_survivors(targets, results, seed, device, deadline, clock)
+            results = _advise_survivors(targets, results, seed, device, deadline, clock, probe_equivalent)
         reports = tuple(_report(t, results, cache) for t in targets)
         for r in results.values():
             cache.put(r)
@@ -688,9 +689,13 @@ def _advise_survivors(
     device: str,
     deadline: float | None,
     clock: Callable[[], float],
+    probe_equivalent: bool = False,
 ) -> dict[str, MutantResult]:
-    """Measured advice for each survivor, within rounding too (``kcgate.calibration.advice``): a remedy that rejects the mutant
-    and still accepts the unmutated kernel. Runs in process, like calibrate's advice."""
+    """Measured advice (``kcgate.calibration.advice``): a remedy that rejects the mutant and still accepts
+    the unmutated kernel, for each survivor, within rounding too. An equivalent mutant is probed the same
+    way with ``probe_equivalent``: equal on the contract's own inputs, it may differ on a remedy's (a
+    held-out shape with a tail block, an overflow probe); when a remedy tells it apart it was no
+    equivalent but a survivor, and is reported as one. Runs in process, like calibrate's advice."""
 
     def run(variant: Project, kernel: str) -> list[Any]:
         executor = InProcessExecutor(variant, device)
@@ -700,7 +705,8 @@ def _advise_survivors(
     for t in targets:
         for m in t.mutants:
             r = out[m.key]
-            if r.outcome not in (SURVIVED, ROUNDED) or r.advice or r.advice_note:
+            wanted = (SURVIVED, ROUNDED, EQUIVALENT) if probe_equivalent else (SURVIVED, ROUNDED)
+            if r.outcome not in wanted or r.advice or r.advice_note:
                 continue
             if deadline is not None and clock() >= deadline:
                 out[m.key] = replace(r, advice_note="advice not measured: the budget was spent")
@@ -711,6 +717,14 @@ def _advise_survivors(
             except Exception as exc:  # noqa: BLE001 — a variant that cannot run is no advice, not the end
                 out[m.key] = replace(
                     r, advice_note=f"advice could not be measured: {type(exc).__name__}: {exc}"
+                )
+                continue
+            if r.outcome == EQUIVALENT:
+                told = "equal on the contract's inputs, told apart by a remedy's"
+                out[m.key] = (
+                    replace(r, outcome=SURVIVED, advice=tuple(lines), advice_note=told)
+                    if lines
+                    else replace(r, advice_note="no remedy's inputs tell it apart either")
                 )
                 continue
             note = "" if lines else "no probe or parameter kcgate tried catches it"

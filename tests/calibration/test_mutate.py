@@ -312,3 +312,27 @@ def test_installed_modules_are_not_mutated(tmp_path: Path) -> None:
     )
     target = mut.prepare(load_project(toml), load_project(toml).contracts[0], RULES, 0)
     assert target.mutants == [] and "outside the project" in target.report.skipped
+
+
+@pytest.mark.slow
+def test_an_equivalent_mutant_told_apart_by_a_remedy_is_a_survivor(tmp_path: Path) -> None:
+    """At a width that is a multiple of the block, ``offs <= n`` masks nothing more than ``offs < n``: equal
+    on the contract's inputs. A held-out shape with a tail block (the C-CMP-03 remedy) tells it apart."""
+    (tmp_path / "kernels.py").write_text((EXAMPLE.parent / "kernels.py").read_text())
+    toml = tmp_path / "contracts.toml"
+    toml.write_text(
+        '[project]\nname = "t"\npaths = ["."]\n\n[[contract]]\nid = "row-sum"\nclass = "C-PRC-01"\nop = "sum"\n'
+        'kernel = "kernels:row_sum"\ndtypes = ["bfloat16"]\naccumulate = "float32"\nshapes = [[8, 256]]\n'
+        "protocol = { seeds = 1 }\n"
+    )
+    run = lambda probe: mut.mutate(  # noqa: E731
+        [load_project(toml)],
+        lambda p: make_executor("process", p, "cpu"),
+        rules=(BY_NAME["mask-boundary"],),
+        probe_equivalent=probe,
+    )
+    (plain,) = run(False).mutants
+    assert plain.outcome == mut.EQUIVALENT
+    (probed,) = run(True).mutants
+    assert probed.outcome == mut.SURVIVED and "told apart" in probed.advice_note
+    assert any("C-CMP-03" in a for a in probed.advice)
