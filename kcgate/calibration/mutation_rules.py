@@ -305,10 +305,20 @@ def factor_dropped(node: ast.AST, where: Where) -> list[Change]:
 
 
 def sign_flipped(node: ast.AST, where: Where) -> list[Change]:
-    """A sign flipped: ``-x`` -> ``x`` (a rotate-half, an exponent, a gradient's sign)."""
+    """A sign flipped: ``-x`` -> ``x``; ``a * c - b * s`` -> ``a * c + b * s`` (a rotation's sign, an
+    exponent, a gradient's sign). Not on a constant (``dim=-1`` stays) or address arithmetic."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         if not isinstance(node.operand, ast.Constant) and not _is_neg_inf(node):
             return [(_c(node.operand), f"-{ast.unparse(node.operand)} -> {ast.unparse(node.operand)}")]
+    if (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Sub)
+        and isinstance(node.right, ast.BinOp)
+        and isinstance(node.right.op, ast.Mult)
+        and not _is_index_arithmetic(node)
+    ):
+        flipped = ast.BinOp(left=_c(node.left), op=ast.Add(), right=_c(node.right))
+        return [(flipped, f"- {ast.unparse(node.right)} -> + {ast.unparse(node.right)}")]
     return []
 
 

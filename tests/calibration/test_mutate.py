@@ -102,6 +102,23 @@ TRITON = textwrap.dedent(
     """
 )
 
+ROPE_TRITON = textwrap.dedent(
+    """
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _rope_kernel(q_ptr, cos_ptr, sin_ptr, half: tl.constexpr):
+        offs = tl.arange(0, half)
+        q1 = tl.load(q_ptr + offs)
+        q2 = tl.load(q_ptr + half + offs)
+        cos = tl.load(cos_ptr + offs)
+        sin = tl.load(sin_ptr + offs)
+        tl.store(q_ptr + offs, q1 * cos - q2 * sin)
+        tl.store(q_ptr + half + offs, q2 * cos + q1 * sin)
+    """
+)
+
 # (rule, source, kernel, a line the mutant must contain): each rule's intended mutant
 CASES = [
     ("upcast-dropped", TORCH, "rmsnorm", "xf = x\n"),
@@ -119,6 +136,7 @@ CASES = [
     ("constant-changed", TORCH, "rmsnorm", "+ 2e-06"),
     ("factor-dropped", TORCH, "attention", "s = q @ k.transpose(-2, -1)\n"),
     ("sign-flipped", TORCH, "rotate", "torch.cat((x2, x1), -1)"),
+    ("sign-flipped", ROPE_TRITON, "_rope_kernel", "q1 * cos + q2 * sin"),
     ("max-subtraction-removed", TORCH, "softmax", "e = torch.exp(x)"),
     ("max-subtraction-removed", TRITON, "online_softmax", "tl.sum(tl.exp(x), axis=0)"),
     ("rescale-removed", TRITON, "online_softmax", "l_i = l_i + tl.sum("),
