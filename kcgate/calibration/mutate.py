@@ -506,8 +506,8 @@ class Cache:
             return None
 
     def put(self, r: MutantResult) -> None:
-        if r.outcome != NOT_RUN and not r.cached:
-            self.entries[r.mutant.key] = r.to_json()
+        if r.outcome != NOT_RUN:  # a cached one too: the advice measured this run is kept
+            self.entries[r.mutant.key] = replace(r, cached=False).to_json()
 
     def original(self, key: str) -> tuple[int, int] | None:
         """(cases, false alarms) of an unmutated kernel, when cached."""
@@ -538,7 +538,7 @@ def mutate(
     budget_s: float | None = None,
     cache_dir: Path | None = None,
     advice: bool = True,
-    probe_equivalent: bool = False,
+    advise_all: bool = False,
     device: str = "cpu",
     max_mutants: int | None = None,
     clock: Callable[[], float] = time.monotonic,
@@ -586,7 +586,7 @@ def mutate(
             for e in executors.values():
                 e.close()
         if advice:
-            results = _advise_survivors(targets, results, seed, device, deadline, clock, probe_equivalent)
+            results = _advise_survivors(targets, results, seed, device, deadline, clock, advise_all)
         reports = tuple(_report(t, results, cache) for t in targets)
         for r in results.values():
             cache.put(r)
@@ -689,23 +689,33 @@ def _advise_survivors(
     device: str,
     deadline: float | None,
     clock: Callable[[], float],
-    probe_equivalent: bool = False,
+    advise_all: bool = False,
 ) -> dict[str, MutantResult]:
     """Measured advice (``kcgate.calibration.advice``): a remedy that rejects the mutant and still accepts
-    the unmutated kernel, for each survivor, within rounding too. An equivalent mutant is probed the same
-    way with ``probe_equivalent``: equal on the contract's own inputs, it may differ on a remedy's (a
-    held-out shape with a tail block, an overflow probe); when a remedy tells it apart it was no
-    equivalent but a survivor, and is reported as one. Runs in process, like calibrate's advice."""
+    the unmutated kernel, for each survivor; with ``advise_all`` for each mutant within rounding and each
+    equivalent one too. An equivalent mutant is equal on the contract's own inputs but may differ on a
+    remedy's (a held-out shape with a tail block, an overflow probe): when a remedy tells it apart it was
+    no equivalent but a survivor, and is reported as one. Runs in process, like calibrate's advice."""
+
+    memo: dict[tuple[str, str], list[Any]] = {}
 
     def run(variant: Project, kernel: str) -> list[Any]:
+        """The variant's cases on ``kernel``; the unmutated kernel's are run once per variant (every mutant
+        of a contract is checked against the same remedies)."""
+        key = (json.dumps([c.to_json() for c in variant.contracts], sort_keys=True, default=str), kernel)
+        if key in memo:
+            return memo[key]
         executor = InProcessExecutor(variant, device)
-        return list(executor.run_many(make_plan(variant, seed, executor.default_shapes()), kernel=kernel))
+        results = list(executor.run_many(make_plan(variant, seed, executor.default_shapes()), kernel=kernel))
+        if not kernel.startswith(PREFIX):
+            memo[key] = results
+        return results
 
     out = dict(results)
     for t in targets:
         for m in t.mutants:
             r = out[m.key]
-            wanted = (SURVIVED, ROUNDED, EQUIVALENT) if probe_equivalent else (SURVIVED, ROUNDED)
+            wanted = (SURVIVED, ROUNDED, EQUIVALENT) if advise_all else (SURVIVED,)
             if r.outcome not in wanted or r.advice or r.advice_note:
                 continue
             if deadline is not None and clock() >= deadline:

@@ -44,11 +44,11 @@ def mutate(
         None, "--markdown", help="Write the report as Markdown here."
     ),
     advice: bool = typer.Option(True, "--advice/--no-advice", help="Measure what would kill each survivor."),
-    probe_equivalent: bool = typer.Option(
+    advise_all: bool = typer.Option(
         False,
-        "--probe-equivalent",
-        help="Also try the advice's probes on equivalent mutants (a tail block the contract's shapes never "
-        "reach); one told apart is reported as a survivor. Costs minutes.",
+        "--advise-all",
+        help="Also measure advice for mutants within rounding and equivalent ones (a tail block the "
+        "contract's shapes never reach); an equivalent one told apart is reported as a survivor. Costs minutes.",
     ),
     backend: str = typer.Option("cpu", "--backend", help="Device backend the mutants run on."),
     isolation: str = typer.Option(
@@ -89,7 +89,7 @@ def mutate(
         budget_s=budget,
         cache_dir=None if no_cache else cache,
         advice=advice,
-        probe_equivalent=probe_equivalent,
+        advise_all=advise_all,
         device=backend,
         max_mutants=max_mutants,
     )

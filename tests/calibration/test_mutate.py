@@ -347,7 +347,7 @@ def test_an_equivalent_mutant_told_apart_by_a_remedy_is_a_survivor(tmp_path: Pat
         [load_project(toml)],
         lambda p: make_executor("process", p, "cpu"),
         rules=(BY_NAME["mask-boundary"],),
-        probe_equivalent=probe,
+        advise_all=probe,
     )
     (plain,) = run(False).mutants
     assert plain.outcome == mut.EQUIVALENT
