@@ -557,34 +557,10 @@ def mutate(
         runs = {id(p): replace(p, paths=(here, *p.paths)) for p in projects}  # the mutants' modules first
         for t in targets:
             t.project = runs[id(t.project)]
-        results: dict[str, MutantResult] = {}
-        todo = []
-        for t in targets:
-            for m in t.mutants:
-                hit = cache.get(m.key)
-                if hit is not None:
-                    results[m.key] = hit
-                else:
-                    todo.append((t, m))
-                    (here / f"{m.module}.py").write_text(m.source, encoding="utf-8")  # all before any import
+        results, todo = _pending(targets, cache, here)
         random.Random(seed).shuffle(todo)
-        executors: dict[int, Any] = {}
-        sampled, ran = False, 0
-        try:
-            for t, m in todo:
-                out_of_time = deadline is not None and clock() >= deadline
-                if out_of_time or (max_mutants is not None and ran >= max_mutants):
-                    sampled = True
-                    results[m.key] = MutantResult(m, NOT_RUN)
-                    continue
-                executor = executors.get(id(t.project))
-                if executor is None:
-                    executor = executors[id(t.project)] = make(t.project)
-                results[m.key] = run_mutant(t, m, executor, seed)
-                ran += 1
-        finally:
-            for e in executors.values():
-                e.close()
+        ran, sampled = _run_sample(todo, make, seed, deadline, max_mutants, clock)
+        results.update(ran)
         if advice:
             results = _advise_survivors(targets, results, seed, device, deadline, clock, advise_all)
         reports = tuple(_report(t, results, cache) for t in targets)
@@ -592,6 +568,56 @@ def mutate(
             cache.put(r)
         cache.save()
     return MutationReport(reports, seed, budget_s, clock() - t0, sampled)
+
+
+def _pending(
+    targets: list[_Target], cache: Cache, here: Path
+) -> tuple[dict[str, MutantResult], list[tuple[_Target, Mutant]]]:
+    """The cached results, and the mutants still to run, each written to ``here`` now: before any worker
+    imports from that directory, so the import system's cached listing of it holds every one."""
+    results: dict[str, MutantResult] = {}
+    todo = []
+    for t in targets:
+        for m in t.mutants:
+            hit = cache.get(m.key)
+            if hit is not None:
+                results[m.key] = hit
+            else:
+                todo.append((t, m))
+                (here / f"{m.module}.py").write_text(m.source, encoding="utf-8")
+    return results, todo
+
+
+def _run_sample(
+    todo: list[tuple[_Target, Mutant]],
+    make: Factory,
+    seed: int,
+    deadline: float | None,
+    max_mutants: int | None,
+    clock: Callable[[], float],
+) -> tuple[dict[str, MutantResult], bool]:
+    """Run ``todo`` in its order until the deadline or ``max_mutants``; one executor per project, started
+    when its first mutant comes up. Returns the results and whether some were left ``not-run``."""
+    results: dict[str, MutantResult] = {}
+    executors: dict[int, Any] = {}
+    sampled, ran = False, 0
+    try:
+        for t, m in todo:
+            if (deadline is not None and clock() >= deadline) or (
+                max_mutants is not None and ran >= max_mutants
+            ):
+                sampled = True
+                results[m.key] = MutantResult(m, NOT_RUN)
+                continue
+            executor = executors.get(id(t.project))
+            if executor is None:
+                executor = executors[id(t.project)] = make(t.project)
+            results[m.key] = run_mutant(t, m, executor, seed)
+            ran += 1
+    finally:
+        for e in executors.values():
+            e.close()
+    return results, sampled
 
 
 def _report(t: _Target, results: dict[str, MutantResult], cache: Cache) -> ContractReport:

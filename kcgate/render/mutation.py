@@ -28,7 +28,7 @@ def _alarms(c: dict[str, Any]) -> str:
     fa = c["false_alarms"]
     if c["skipped"]:
         return "-"
-    return "not run (cached)" if fa is None else f"{fa}/{c['cases']}"
+    return "not run" if fa is None else f"{fa}/{c['cases']}"
 
 
 def headline(doc: dict[str, Any]) -> str:
