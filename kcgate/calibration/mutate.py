@@ -452,16 +452,21 @@ class _Target:
         return hashlib.sha256(f"{self.salt}|original".encode()).hexdigest()[:16]
 
 
-def prepare(project: Project, c: Contract, rules: tuple[Rule, ...], seed: int) -> _Target:
+def prepare(
+    project: Project, c: Contract, rules: tuple[Rule, ...], seed: int, installed: bool = False
+) -> _Target:
     """The contract's kernel module, located statically, and its mutants (none, with why, when the kernel
-    is not Python source)."""
+    is not Python source, or, unless ``installed``, a module outside the project)."""
     base = ContractReport(c.id, c.klass, c.kernel)
     module, _, name = c.kernel.partition(":")
     path = module_file(module, project.paths)
     if path is None:
         return _Target(project, c, replace(base, skipped=f"cannot find module {module!r}"), [])
-    if not _owned(path, project):
-        outside = f"{module} is outside the project's directory and [project].paths (an installed package)"
+    if not installed and not _owned(path, project):
+        outside = (
+            f"{module} is outside the project's directory and [project].paths (an installed package; "
+            "--include-installed mutates it)"
+        )
         return _Target(project, c, replace(base, module_path=str(path), skipped=outside), [])
     try:
         text = path.read_text(encoding="utf-8")
@@ -541,19 +546,26 @@ def mutate(
     advise_all: bool = False,
     device: str = "cpu",
     max_mutants: int | None = None,
+    installed: bool = False,
     clock: Callable[[], float] = time.monotonic,
 ) -> MutationReport:
     """Mutate every selected contract's kernel and run the contract on each mutant (see the module doc).
 
     Uncached mutants run in a seeded random order until ``budget_s`` is spent (or ``max_mutants`` have
-    run): the rest are ``not-run``, and the report says it is a sample.
+    run): the rest are ``not-run``, and the report says it is a sample. ``installed``: mutate kernels in
+    installed packages too (a third-party library's kernels under its own contracts).
     """
     t0 = clock()
     deadline = t0 + budget_s if budget_s else None
     cache = Cache(cache_dir)
     with tempfile.TemporaryDirectory(prefix="kcgate-mutants-") as tmp:
         here = Path(tmp)
-        targets = [prepare(p, c, rules, seed) for p in projects for c in p.contracts if _selected(c, keyword)]
+        targets = [
+            prepare(p, c, rules, seed, installed)
+            for p in projects
+            for c in p.contracts
+            if _selected(c, keyword)
+        ]
         runs = {id(p): replace(p, paths=(here, *p.paths)) for p in projects}  # the mutants' modules first
         for t in targets:
             t.project = runs[id(t.project)]

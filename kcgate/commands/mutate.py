@@ -50,6 +50,11 @@ def mutate(
         help="Also measure advice for mutants within rounding and equivalent ones (a tail block the "
         "contract's shapes never reach); an equivalent one told apart is reported as a survivor. Costs minutes.",
     ),
+    include_installed: bool = typer.Option(
+        False,
+        "--include-installed",
+        help="Also mutate kernels in installed packages (default: only the project's own modules).",
+    ),
     backend: str = typer.Option("cpu", "--backend", help="Device backend the mutants run on."),
     isolation: str = typer.Option(
         "process", "--isolation", help="process (default: a crashing mutant costs one case) or none."
@@ -92,6 +97,7 @@ def mutate(
         advise_all=advise_all,
         device=backend,
         max_mutants=max_mutants,
+        installed=include_installed,
     )
     if not report.contracts:
         raise UsageError(f"no contract selected: -k {keyword!r} matched none in {', '.join(map(str, paths))}")

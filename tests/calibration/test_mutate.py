@@ -325,11 +325,12 @@ def test_an_unmutated_kernel_that_fails_judges_no_mutant(tmp_path: Path) -> None
 def test_installed_modules_are_not_mutated(tmp_path: Path) -> None:
     toml = tmp_path / "contracts.toml"
     toml.write_text(
-        '[project]\nname = "t"\n\n[[contract]]\nid = "sm"\nclass = "C-PRC-01"\nop = "softmax"\n'
-        'kernel = "torch.nn.functional:softmax"\nshapes = [[4, 64]]\n'
+        '[project]\nname = "t"\n\n[[contract]]\nid = "ln"\nclass = "C-PRC-01"\nop = "layernorm"\n'
+        'kernel = "torch.nn.functional:layer_norm"\nshapes = [[4, 64]]\n'
     )
     target = mut.prepare(load_project(toml), load_project(toml).contracts[0], RULES, 0)
     assert target.mutants == [] and "outside the project" in target.report.skipped
+    assert mut.prepare(load_project(toml), load_project(toml).contracts[0], RULES, 0, installed=True).mutants
 
 
 @pytest.mark.slow
