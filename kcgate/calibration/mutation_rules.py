@@ -29,8 +29,21 @@ ROOTS = frozenset({"sqrt", "rsqrt"})
 RANGES = frozenset({"range", "static_range"})  # ``range``, ``tl.range``, ``tl.static_range``
 BACKWARD_WORDS = ("backward", "bwd")  # a function whose name holds one is a gradient expression
 # a sum in a backward that names one of these is address or index arithmetic, not a gradient's term
-INDEX_WORDS: tuple[str, ...] = ("ptr", "stride", "offs", "offset", "idx", "index", "row", "col", "pid")
-INDEX_WORDS += ("program_id", "arange", "block", "start", "n_", "num_", "size", "shape", "numel")
+# names of pointers, offsets, indices and sizes: a sum of them is address arithmetic, not a gradient's term
+# (``X_ptr + row_id * stride``), though ``cos_row`` (a loaded row of values) is not one of them
+INDEX_PARTS = (
+    "ptr",
+    "stride",
+    "offs",
+    "offset",
+    "program_id",
+    "arange",
+    "numel",
+    "shape",
+)  # anywhere in a name
+INDEX_NAMES = frozenset({"row", "col", "pid", "idx", "index", "start", "i", "j", "k", "n"})
+INDEX_PREFIXES = ("n_", "num_", "block")
+INDEX_SUFFIXES = ("_idx", "_id", "_size", "_start", "_index")
 POINTER_WORDS = ("ptr", "offs", "offset", "idx", "stride")  # a name advanced by += that is not an accumulator
 
 
@@ -373,10 +386,19 @@ def _load(target: ast.AST) -> ast.AST:
     return t
 
 
+def _is_index_name(ident: str) -> bool:
+    return (
+        ident in INDEX_NAMES
+        or any(p in ident for p in INDEX_PARTS)
+        or ident.startswith(INDEX_PREFIXES)
+        or ident.endswith(INDEX_SUFFIXES)
+    )
+
+
 def _is_index_arithmetic(node: ast.AST) -> bool:
     """A sum of pointers, offsets or sizes (``X_ptr + row * stride``), or of integer constants only."""
     idents = [_name(n).lower() for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))]
-    if any(w in i for i in idents for w in INDEX_WORDS):
+    if any(_is_index_name(i) for i in idents):
         return True
     consts = [n for n in ast.walk(node) if isinstance(n, ast.Constant)]
     return not idents and all(type(c.value) is int for c in consts)
