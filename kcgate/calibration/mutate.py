@@ -731,9 +731,10 @@ def _advise_survivors(
 ) -> dict[str, MutantResult]:
     """Measured advice (``kcgate.calibration.advice``): a remedy that rejects the mutant and still accepts
     the unmutated kernel, for each survivor; with ``advise_all`` for each mutant within rounding and each
-    equivalent one too. An equivalent mutant is equal on the contract's own inputs but may differ on a
-    remedy's (a held-out shape with a tail block, an overflow probe): when a remedy tells it apart it was
-    no equivalent but a survivor, and is reported as one. Runs in process, like calibrate's advice."""
+    equivalent one too. Such a mutant is equal (or within rounding) on the contract's own inputs but may
+    differ on a remedy's (a held-out shape with a tail block, an overflow probe): when a remedy tells it
+    apart the contract let a real bug through, and it is reported as a survivor. Runs in process, like
+    calibrate's advice."""
 
     memo: dict[tuple[str, str], list[Any]] = {}
 
@@ -767,8 +768,9 @@ def _advise_survivors(
                     r, advice_note=f"advice could not be measured: {type(exc).__name__}: {exc}"
                 )
                 continue
-            if r.outcome == EQUIVALENT:
-                told = "equal on the contract's inputs, told apart by a remedy's"
+            if r.outcome in (EQUIVALENT, ROUNDED):
+                how = "equal" if r.outcome == EQUIVALENT else "within rounding"
+                told = f"{how} on the contract's inputs, told apart by a remedy's"
                 out[m.key] = (
                     replace(r, outcome=SURVIVED, advice=tuple(lines), advice_note=told)
                     if lines

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kcgate.render.escape import md_cell
+from kcgate.render.escape import md_cell, md_text
 
 MAX_DIFF_LINES = 12  # a survivor's diff in the Markdown report (the JSON has it whole)
 
@@ -92,9 +92,9 @@ def markdown(doc: dict[str, Any]) -> str:
                 f"(budget used {budget})"
             )
             for a in m["advice"]:
-                out.append(f"  - what would kill it: {md_cell(a)}")
+                out.append(f"  - what would kill it: {md_text(a, 600)}")
             if not m["advice"]:
-                out.append(f"  - {md_cell(m['advice_note'] or 'advice not asked for (--no-advice)')}")
+                out.append(f"  - {md_text(m['advice_note'] or 'advice not asked for (--no-advice)')}")
             diff = m["diff"].splitlines()
             cut = diff[:MAX_DIFF_LINES] + (["..."] if len(diff) > MAX_DIFF_LINES else [])
             out += ["", "  ```diff", *(f"  {ln}" for ln in cut), "  ```"]
