@@ -108,9 +108,11 @@ def _execute(project: Project, case: Case, backend: Any, kernel: str | None) -> 
 
 def _with_grad(signature: Any, metrics: Metrics) -> Any:
     """A backward case's signature names the gradient it was measured on (``grad = "w"``), so the
-    diff, report and PR comment say which gradient broke."""
+    diff, report and PR comment say which gradient broke. A signature that names the tensor it measured
+    (``tensor``: the sensitivity gate's forward output) keeps its own name: a figure from one tensor is
+    never shown under another's."""
     grad = metrics.worst_grad
-    if signature is None or not grad or any(k == "grad" for k, _ in signature.evidence):
+    if signature is None or not grad or any(k in ("grad", "tensor") for k, _ in signature.evidence):
         return signature
     evidence = tuple(sorted((*signature.evidence, ("grad", grad))))
     return Signature(signature.cause, f"gradient of {grad!r}: {signature.summary}", evidence)
