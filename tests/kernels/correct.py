@@ -409,7 +409,7 @@ def take_gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 
 def indexing_select(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    return x[:, index]
+    return x[index]
 
 
 def indexing_embedding(index: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -460,6 +460,7 @@ class Entry:
     params: tuple[tuple[str, Any], ...] = ()
     backward: bool = False  # also run direction = "both" (the kernel is differentiable)
     extra: tuple[str, ...] = field(default=())  # further TOML lines for the contract (custom ops)
+    skip: tuple[str, ...] = ()  # classes whose property the kernel does not have (see its entry's comment)
 
 
 _SIG = (
@@ -474,61 +475,71 @@ _L2 = (
 )
 
 CORPUS: tuple[Entry, ...] = (
-    Entry("tiled-matmul", "matmul", "tiled_matmul", "blocked", (64, 512, 48), backward=True),
-    Entry("split-k-matmul", "matmul", "split_k_matmul", "blocked", (33, 257, 65)),
-    Entry("einsum-matmul", "matmul", "einsum_matmul", "torch", (48, 256, 40), backward=True),
-    Entry("tiled-bmm", "bmm", "tiled_bmm", "blocked", (2, 32, 256, 24)),
-    Entry("addmm-linear", "linear", "addmm_linear", "torch", (48, 256, 40), backward=True),
-    Entry("tiled-linear", "linear", "tiled_linear", "blocked", (48, 256, 40)),
-    Entry("tree-sum", "sum", "tree_sum", "blocked", (32, 4096), backward=True),
-    Entry("blocked-sum", "sum", "blocked_sum_256", "blocked", (16, 20000)),
-    Entry("blocked-mean", "mean", "blocked_mean", "blocked", (32, 4096)),
-    Entry("sum-divide-mean", "mean", "sum_then_divide_mean", "textbook", (32, 4096), backward=True),
-    Entry("liger-softmax", "softmax", "liger_softmax", "blocked", (64, 1024), backward=True),
-    Entry("online-softmax", "softmax", "online_softmax", "blocked", (16, 8192)),
-    Entry("saved-lse-softmax", "softmax", "saved_lse_softmax", "textbook", (64, 1024), backward=True),
-    Entry("log-softmax-exp", "softmax", "log_softmax_exp", "textbook", (64, 1024), backward=True),
-    Entry("fp64-softmax", "softmax", "fp64_softmax", "torch", (64, 1024), backward=True),
-    Entry("online-logsumexp", "logsumexp", "online_logsumexp", "blocked", (64, 1024), backward=True),
-    Entry("two-pass-layernorm", "layernorm", "two_pass_layernorm", "blocked", (64, 1024), backward=True),
-    Entry("welford-layernorm", "layernorm", "welford_layernorm", "blocked", (64, 1024)),
-    Entry("llama-rmsnorm", "rmsnorm", "llama_rmsnorm", "eager16", (64, 1024), backward=True),
-    Entry("t5-layernorm", "rmsnorm", "t5_layernorm", "eager16", (64, 1024), backward=True),
-    Entry("vllm-rmsnorm", "rmsnorm", "vllm_rmsnorm", "eager16", (64, 1024), backward=True),
-    Entry("blocked-rmsnorm", "rmsnorm", "blocked_rmsnorm", "blocked", (64, 1024), backward=True),
-    Entry("erf-gelu", "gelu", "erf_gelu", "textbook", (64, 1024), backward=True),
-    Entry("eager-silu", "silu", "eager_silu", "eager16", (64, 1024), backward=True),
-    Entry("textbook-silu", "silu", "textbook_silu", "textbook", (64, 1024), backward=True),
-    Entry("liger-swiglu", "swiglu", "liger_swiglu", "upcast", (64, 1024), backward=True),
-    Entry("upcast-geglu", "geglu", "liger_geglu", "upcast", (64, 1024), backward=True),
-    Entry("upcast-rope", "rope", "upcast_rope", "upcast", (2, 4, 2, 64, 32), backward=True),
-    Entry("eager-attention", "attention", "eager_attention", "eager16", (2, 4, 4, 64, 32), backward=True),
+    Entry("tiled-matmul", "matmul", "tiled_matmul", "blocked", (32, 256, 32), backward=True),
+    Entry("split-k-matmul", "matmul", "split_k_matmul", "blocked", (17, 129, 33)),
+    Entry("einsum-matmul", "matmul", "einsum_matmul", "torch", (32, 256, 32), backward=True),
+    Entry("tiled-bmm", "bmm", "tiled_bmm", "blocked", (2, 16, 128, 16)),
+    Entry("addmm-linear", "linear", "addmm_linear", "torch", (32, 256, 32), backward=True),
+    Entry("tiled-linear", "linear", "tiled_linear", "blocked", (32, 256, 32)),
+    Entry("tree-sum", "sum", "tree_sum", "blocked", (16, 2048), backward=True),
+    Entry("blocked-sum", "sum", "blocked_sum_256", "blocked", (8, 8192)),
+    Entry("blocked-mean", "mean", "blocked_mean", "blocked", (16, 2048)),
+    Entry("sum-divide-mean", "mean", "sum_then_divide_mean", "textbook", (16, 2048), backward=True),
+    Entry("liger-softmax", "softmax", "liger_softmax", "blocked", (32, 512), backward=True),
+    Entry("online-softmax", "softmax", "online_softmax", "blocked", (8, 4096)),
+    # exp(x − lse) rounds lse = m + log l at |m|: under C-PRC-02's offset probes (x + c) its relative error is
+    # u·|c|, a real loss of accuracy that class exists to catch (budget ~30 at fp32's probe offset)
+    Entry(
+        "saved-lse-softmax",
+        "softmax",
+        "saved_lse_softmax",
+        "textbook",
+        (16, 1024),
+        backward=True,
+        skip=("C-PRC-02",),
+    ),
+    Entry("log-softmax-exp", "softmax", "log_softmax_exp", "textbook", (16, 1024), backward=True),
+    Entry("fp64-softmax", "softmax", "fp64_softmax", "torch", (32, 512), backward=True),
+    Entry("online-logsumexp", "logsumexp", "online_logsumexp", "blocked", (64, 512), backward=True),
+    Entry("two-pass-layernorm", "layernorm", "two_pass_layernorm", "blocked", (32, 512), backward=True),
+    Entry("welford-layernorm", "layernorm", "welford_layernorm", "blocked", (32, 512)),
+    Entry("llama-rmsnorm", "rmsnorm", "llama_rmsnorm", "eager16", (32, 512), backward=True),
+    Entry("t5-layernorm", "rmsnorm", "t5_layernorm", "eager16", (32, 512), backward=True),
+    Entry("vllm-rmsnorm", "rmsnorm", "vllm_rmsnorm", "eager16", (32, 512), backward=True),
+    Entry("blocked-rmsnorm", "rmsnorm", "blocked_rmsnorm", "blocked", (32, 512), backward=True),
+    Entry("erf-gelu", "gelu", "erf_gelu", "textbook", (32, 512), backward=True),
+    Entry("eager-silu", "silu", "eager_silu", "eager16", (32, 512), backward=True),
+    Entry("textbook-silu", "silu", "textbook_silu", "textbook", (32, 512), backward=True),
+    Entry("liger-swiglu", "swiglu", "liger_swiglu", "upcast", (32, 512), backward=True),
+    Entry("upcast-geglu", "geglu", "liger_geglu", "upcast", (32, 512), backward=True),
+    Entry("upcast-rope", "rope", "upcast_rope", "upcast", (1, 4, 2, 32, 32), backward=True),
+    Entry("eager-attention", "attention", "eager_attention", "eager16", (1, 4, 4, 32, 32), backward=True),
     Entry(
         "eager-attention-gqa-causal",
         "attention",
         "eager_attention",
         "eager16",
-        (2, 4, 2, 64, 32),
+        (1, 4, 2, 32, 32),
         params=(("causal", True),),
     ),
-    Entry("upcast-attention", "attention", "upcast_attention", "upcast", (2, 4, 4, 64, 32)),
+    Entry("upcast-attention", "attention", "upcast_attention", "upcast", (1, 4, 4, 32, 32)),
     Entry(
         "flash-attention",
         "attention",
         "flash_attention",
         "blocked",
-        (2, 4, 2, 64, 32),
+        (1, 4, 2, 64, 32),
         params=(("causal", True),),
     ),
-    Entry("eager-sdpa", "sdpa", "eager_sdpa", "eager16", (2, 4, 64, 32), backward=True),
-    Entry("upcast-sdpa", "sdpa", "upcast_sdpa", "upcast", (2, 4, 64, 32)),
-    Entry("lse-cross-entropy", "cross_entropy", "lse_cross_entropy", "textbook", (16, 2048), backward=True),
+    Entry("eager-sdpa", "sdpa", "eager_sdpa", "eager16", (1, 4, 32, 32), backward=True),
+    Entry("upcast-sdpa", "sdpa", "upcast_sdpa", "upcast", (1, 4, 32, 32)),
+    Entry("lse-cross-entropy", "cross_entropy", "lse_cross_entropy", "textbook", (16, 1024), backward=True),
     Entry(
         "lse-cross-entropy-none",
         "cross_entropy",
         "lse_cross_entropy",
         "textbook",
-        (16, 2048),
+        (16, 1024),
         params=(("reduction", "none"),),
         backward=True,
     ),
@@ -537,7 +548,7 @@ CORPUS: tuple[Entry, ...] = (
         "cross_entropy",
         "micro_batch_cross_entropy",
         "blocked",
-        (16, 2048),
+        (16, 1024),
         ("float32",),
         backward=True,
     ),
@@ -546,7 +557,7 @@ CORPUS: tuple[Entry, ...] = (
         "cross_entropy",
         "micro_batch_cross_entropy",
         "blocked",
-        (16, 2048),
+        (16, 1024),
         ("float32",),
         params=(("reduction", "none"),),
         backward=True,
@@ -554,8 +565,8 @@ CORPUS: tuple[Entry, ...] = (
     Entry("take-along-dim-gather", "gather", "take_gather", "torch", (64, 256, 32)),
     Entry("indexing-select", "index_select", "indexing_select", "torch", (64, 256, 32)),
     Entry("indexing-embedding", "embedding", "indexing_embedding", "torch", (64, 256, 32)),
-    Entry("textbook-sigmoid", "custom", "textbook_sigmoid", "textbook", (64, 1024), ("float32",), extra=_SIG),
-    Entry("textbook-l2norm", "custom", "textbook_l2norm", "textbook", (64, 1024), ("float32",), extra=_L2),
+    Entry("textbook-sigmoid", "custom", "textbook_sigmoid", "textbook", (32, 512), ("float32",), extra=_SIG),
+    Entry("textbook-l2norm", "custom", "textbook_l2norm", "textbook", (32, 512), ("float32",), extra=_L2),
 )
 
 
