@@ -7,15 +7,22 @@ of it). This second gate compares the kernel's error field with references run o
   declared ``baseline``) run in the contract's precision: on the inputs' own dtype, or upcast to the output
   dtype when that is wider (bf16 inputs, fp32 output);
 * for the row sums, an **emulated blocked kernel** (``blocked_sum``: a tree within blocks of 1024, a running
-  sum across, in ``accumulate``), a correct order whose error exceeds torch's on long rows.
+  sum across, in ``accumulate``), a correct order whose error exceeds torch's on long rows;
+* **correct alternative formulations** (kcgate.engine.formulations: saved-logsumexp softmax, ``logsumexp −
+  x[t]`` cross-entropy, LlamaRMSNorm, eager attention with scores in the input dtype), which raise the rms
+  limit to a factor on the least accurate correct implementation (issue 32).
+
+It claims only comparisons that ran: with no reference (a custom op without a baseline) it does not judge
+(``errors`` is None) and the bound alone decides; outputs under MIN_ELEMENTS are pooled over trials
+(``pooled``) and not judged if the pool stays short. Its messages name the tensor measured, the forward output.
 
 Per element, s = √(σ_seq² + ulp_out²/12) weights the error (σ_seq: a *sequential* sum's RMS error in
 ``accumulate``, ``SEQ_ROUND``/``SEQ_C`` models) and z = |err|/s. ``ref`` is the larger of the references'
 rms(z) and a correctly rounded output's; with ``excess_reference = "sequential"`` (or no reference) at least
 1, the sequential model itself. Two statistics:
 
-* ``rms``: rms(z_kernel) / ref                                      (diffuse noise, offsets, biases)
-* ``max``: max(z_kernel) / max(max(z_reference), TAIL·√(2·ln 2N)·ref)   (a few corrupted elements)
+* ``rms``: rms(z_kernel) / max(ref, each alternative's rms z)        (diffuse noise, offsets, biases)
+* ``max``: max(z_kernel) / max(max(z) of every reference, TAIL·√(2·ln 2N)·ref)   (a few corrupted elements)
 
 ``excess_ratio`` = the larger of the two / the factor (``tolerance.excess``, 1.5); above 1 the case fails with
 ``excess-error``. Torch's result plus unbiased noise at 2x its error is √5 ≈ 2.24x torch's rms; correct
