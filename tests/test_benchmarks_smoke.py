@@ -45,3 +45,18 @@ def test_importtime_detector_sees_torch() -> None:
     assert bench._TORCH_LINE.search("import time:       120 |     2000 |   torch._C")
     assert not bench._TORCH_LINE.search("import time:       120 |     2000 | torchvision_free_mod")
     assert not bench._TORCH_LINE.search("import time:       120 |     2000 | kcgate.torchless")
+
+
+def test_false_alarm_benchmark_runs_and_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/false_alarms.py on two corpus kernels, one class, one seed: every case passes and the
+    summary line, the per-key tables and the cause breakdown are printed."""
+    from benchmarks import false_alarms
+
+    assert (
+        false_alarms.main(["--seeds", "1", "--only", "textbook-sigmoid,tiled-bmm", "--classes", "C-PRC-01"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert out.startswith("false alarms: 0 of 4 cases"), out[:200]
+    assert "| klass | cases | false alarms | rate | 95% upper | s/case |" in out
+    assert "false alarms by cause: none" in out

@@ -116,12 +116,14 @@ def _execute(project: Project, case: Case, backend: Any, kernel: str | None) -> 
 
 def _with_grad(signature: Any, metrics: Metrics) -> Any:
     """A backward case's signature names the gradient it was measured on (``grad = "w"``), so the
-    diff, report and PR comment say which gradient broke."""
+    diff, report and PR comment say which gradient broke. A signature that names the tensor it measured
+    (``tensor``: the sensitivity gate's forward output) keeps its own name: a figure from one tensor is
+    never shown under another's."""
     grad = metrics.worst_grad
     if (
         signature is None
         or not grad
-        or any(k == "grad" or (k, v) == ("phase", "forward") for k, v in signature.evidence)
+        or any(k in ("grad", "tensor") or (k, v) == ("phase", "forward") for k, v in signature.evidence)
     ):
         return signature
     evidence = tuple(sorted((*signature.evidence, ("grad", grad))))

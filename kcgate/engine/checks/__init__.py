@@ -87,17 +87,20 @@ def verdict(
 
 
 def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding:
-    """Within the bound: the sensitivity gate (kcgate.engine.sensitivity) compares the error with a correct
-    implementation's; its worst trial's ratio is recorded either way (``excess_ratio``, <= 1 passes)."""
+    """Within the bound: the sensitivity gate (kcgate.engine.sensitivity) compares the forward output's error
+    with the least accurate correct implementation's; its worst trial's ratio is recorded either way
+    (``excess_ratio``, <= 1 passes). Outputs too small for its statistic are pooled over trials (fresh ones
+    added), and where no reference ran, or the pool stays short, the bound alone judges."""
     if not sensitivity.applies(ctx):
         return Finding(Status.PASS, metrics)
-    measured = [e for t in ts if (e := sensitivity.measure(ctx, t)) is not None]
+    measured = _excess_measured(ctx, ts)
     if not measured:
         return Finding(Status.PASS, metrics)
     worst = max(measured, key=lambda e: e.ratio)
     metrics = _with_extra(metrics, worst.extra())
     if worst.ratio <= 1.0:
         return Finding(Status.PASS, metrics)
+    out_budget = dict(metrics.extra).get("out_budget", metrics.budget_used or 0.0)
     signature = Signature(
         "excess-error",
         worst.summary(),
@@ -107,18 +110,53 @@ def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding
             ("factor", worst.factor),
             ("kernel_rms_err", worst.kernel_rms),
             ("reference_rms_err", worst.ref_rms),
+            ("tensor", worst.tensor),
+            ("elements", float(worst.elements)),
+            *((("limit", worst.limit),) if worst.limit else ()),
         ),
     )
     return Finding(
         Status.FAIL,
         metrics,
         signature,
-        f"within the bound (budget {metrics.budget_used:.3g}) but the error is "
-        f"{max(worst.rms_ratio, worst.max_ratio):.3g}x a correct implementation's "
+        f"within the bound (the {worst.tensor}'s budget {out_budget:.3g}) but its error is "
+        f"{max(worst.rms_ratio, worst.max_ratio):.3g}x {worst.against()} "
         f"(allowed {worst.factor:g}x; excess ratio {worst.ratio:.3g})"
         + worst.order_hint()
         + _freivalds_count(metrics),
     )
+
+
+def _excess_measured(ctx: CaseContext, ts: list[Trial]) -> list[sensitivity.Excess]:
+    """Each trial's statistics where its output has the elements the statistic needs; the small ones pooled
+    (with fresh trials at the case shape until the pool holds ``sensitivity.MIN_ELEMENTS``)."""
+    out: list[sensitivity.Excess] = []
+    small: list[sensitivity.Errors] = []
+    for t in ts:
+        if t.freivalds is not None:
+            if (e := sensitivity.measure(ctx, t)) is not None:
+                out.append(e)
+        elif (part := sensitivity.errors(ctx, t)) is not None:
+            if part.n >= sensitivity.MIN_ELEMENTS:
+                out.append(sensitivity.statistics(ctx, [part]))
+            else:
+                small.append(part)
+    if small and (pool := sensitivity.pooled(ctx, small, lambda i: _pool_trial(ctx, i))) is not None:
+        out.append(pool)
+    return out
+
+
+def _pool_trial(ctx: CaseContext, i: int) -> Trial | None:
+    """A fresh forward trial at the case shape for the pool (the gate reads the forward output only); None
+    stops pooling (it raised or broke the bound: the case's own trials judge the kernel, the pool only
+    its error's size)."""
+    forward = (
+        ctx
+        if not ctx.contract.backward
+        else replace(ctx, contract=replace(ctx.contract, direction="forward"))
+    )
+    t = run_trial(forward, salt=f"excess-pool-{i}")
+    return t if t.ok and not t.error else None
 
 
 def _freivalds_count(m: Metrics) -> str:

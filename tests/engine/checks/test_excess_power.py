@@ -39,15 +39,18 @@ def _measure(  # type: ignore[no-untyped-def]
 @pytest.mark.slow  # a multi-seed sweep (the full suite runs it)
 def test_torch_plus_noise_at_2x_its_error_fails_on_every_seed(family: str, dtype: str) -> None:
     """In fp32 the bound passes it (budget <= 1) and the gate alone fails it: its rms is √5 ≈ 2.24x torch's,
-    measured 1.8-3.0 at 64 outputs (sum, logsumexp), 2.1-2.4 at 4096+. In bf16/fp16 the bound already fails
-    it (u_out·|y| is tight), or the gate does."""
+    measured 1.8-3.0 at 64 outputs (sum, logsumexp), 2.1-2.4 at 4096+. fp32 softmax has a correct
+    formulation less accurate than that (``exp(x − logsumexp x)``, 2.5x torch's), so its rms statistic
+    cannot tell the noise from it; the max statistic does (Gaussian tails, where rounding errors are
+    bounded: 1.95-2.5x). In bf16/fp16 the bound already fails it (u_out·|y| is tight), or the gate does."""
     kernel = getattr(k, f"noise_2x_{family}")
     for seed in SEEDS:
         trial, e = _measure(family, kernel, dtype, OPS[family].default_shapes[0], seed)
         budget = trial.metrics.budget_used
         if dtype == "float32":
             assert budget is not None and budget <= 1.0, f"seed {seed}: the bound alone fails it ({budget})"
-            assert e.ratio > 1.0 and e.rms_ratio > 1.5, f"seed {seed}: {e}"
+            assert e.ratio > 1.0, f"seed {seed}: {e}"
+            assert e.rms_ratio > 1.5 or (family == "softmax" and e.max_ratio > 1.5), f"seed {seed}: {e}"
         else:
             assert (budget is None or budget > 1.0) or e.ratio > 1.0, f"seed {seed}: {e}"
 

@@ -1,0 +1,249 @@
+"""False alarms: correct kernels through kcgate, over many seeds; a correct kernel must never fail (issue 32).
+
+The corpus (tests/testing/kernels/correct.py) holds correct kernels that are not the gate's own reference:
+16-bit eager composites as transformers and vLLM write them, fp32-upcast composites, textbook formulas,
+tiled / blocked / split-K / online-softmax orders and torch's own kernels where torch's op is not the
+reference. Each runs under every class that applies to its family (``CLASSES[cid].ops``), in each of its
+dtypes, forward and, where it is differentiable, with ``direction = "both"``, written as a new user writes
+the contract from the docs. Every case runs in this process (``kcgate.engine.case.execute_case``, as
+tests/ops/test_families.py does), one base seed after another.
+
+A false alarm is any case that does not pass: FAIL, ERROR or REFUSED (kcgate chose the probe inputs). The
+table gives the rate with its one-sided 95% upper bound (Clopper-Pearson; 3/n, the rule of three, at 0
+alarms), per family, class, dtype and kind, and lists every alarm with its message.
+
+    python -m benchmarks.false_alarms [--seeds 6] [--only NAME,...] [--classes C-PRC-01,...]
+        [--dtypes float32,...] [--seed0 0] [--json out.json]
+
+A contract the loader rejects (a class that needs keys a plain contract has not got) is listed as
+"not run", never counted. Takes ~1-2 minutes a seed on one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+ALARM = ("fail", "error", "refused")
+# Classes that assert more than numerical correctness, left out unless --all-classes: the corpus kernels are
+# written to compute the right numbers, not to propagate NaN/Inf as torch does, to police out-of-range
+# indices, or to give bitwise-equal rows at every batch size; failing those is the class working.
+NOT_NUMERIC = {
+    "C-EXC-01": "special-value semantics (NaN/Inf propagation)",
+    "C-EXC-02": "the out-of-range index policy",
+    "C-ORD-03": "bitwise batch invariance",
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    entry: str
+    op: str
+    kind: str
+    klass: str
+    dtype: str
+    direction: str
+    seed: int
+    status: str
+    message: str
+    seconds: float = 0.0
+    cause: str = ""  # the signature's cause ("excess-error": the sensitivity gate), or the status
+
+    @property
+    def why(self) -> str:
+        return self.cause or self.status
+
+    @property
+    def alarm(self) -> bool:
+        return self.status in ALARM
+
+
+def upper_95(k: int, n: int) -> float:
+    """One-sided 95% Clopper-Pearson upper bound on a rate from k events in n trials (3/n-ish at k = 0)."""
+    if n == 0:
+        return 1.0
+    if k >= n:
+        return 1.0
+    lo, hi = k / n, 1.0
+    for _ in range(60):  # bisection on P(X <= k | p) = 0.05
+        mid = (lo + hi) / 2
+        if _binom_cdf(k, n, mid) > 0.05:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _binom_cdf(k: int, n: int, p: float) -> float:
+    if p <= 0:
+        return 1.0
+    if p >= 1:
+        return 0.0 if k < n else 1.0
+    logp, logq = math.log(p), math.log1p(-p)
+    return sum(
+        math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * logp + (n - i) * logq)
+        for i in range(k + 1)
+    )
+
+
+def contracts(
+    only: set[str] | None, classes: set[str] | None, dtypes: set[str] | None, every: bool = False
+) -> list[tuple[Any, str, str, str]]:
+    """(entry, class, dtype, direction) for every corpus entry x applicable class x dtype x direction."""
+    from kcgate.vocab.classes import CLASSES
+    from tests.testing.kernels.correct import CORPUS
+
+    out = []
+    for e in CORPUS:
+        if only and e.name not in only:
+            continue
+        for cid, cls in CLASSES.items():
+            if e.op not in cls.ops or (classes and cid not in classes) or cid in e.skip:
+                continue
+            if not every and not classes and cid in NOT_NUMERIC:
+                continue
+            for dt in e.dtypes:
+                if dtypes and dt not in dtypes:
+                    continue
+                out.append((e, cid, dt, "forward"))
+                if e.backward and cls.backward:
+                    out.append((e, cid, dt, "both"))
+    return out
+
+
+def load(rows: list[tuple[Any, str, str, str]], tmp: Path) -> tuple[Any, list[tuple[str, str]]]:
+    """One project of every contract the loader accepts; the rejected ones with the loader's reason."""
+    from kcgate.contracts.load import load_project
+    from kcgate.errors import ContractsError
+    from tests.testing.kernels.correct import toml
+
+    head = f'[project]\npaths = ["{ROOT}"]\n\n'
+    good, rejected = [], []
+    for e, cid, dt, direction in rows:
+        text = toml(e, cid, dt, direction)
+        f = tmp / "one.toml"
+        f.write_text(head + text)
+        try:
+            load_project(f)
+        except ContractsError as exc:
+            rejected.append((f"{e.name} {cid} {dt} {direction}", str(exc).splitlines()[-1][:200]))
+            continue
+        good.append(text)
+    f = tmp / "contracts.toml"
+    f.write_text(head + "\n".join(good))
+    return load_project(f), rejected
+
+
+def run(project: Any, seeds: range, meta: dict[str, Any]) -> list[Outcome]:
+    from kcgate.devices.cpu import CpuBackend
+    from kcgate.engine.case import execute_case
+    from kcgate.plan import make_plan
+
+    backend = CpuBackend()
+    out: list[Outcome] = []
+    t0 = time.perf_counter()
+    for seed in seeds:
+        for case in make_plan(project, seed, {}):
+            if len(out) % 200 == 0:
+                k = sum(o.alarm for o in out)
+                print(f"  {len(out)} cases, {k} alarms, {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+            r = execute_case(project, case, backend)
+            e, direction = meta[case.contract_id]
+            out.append(
+                Outcome(
+                    e.name,
+                    e.op,
+                    e.kind,
+                    case.klass,
+                    case.dtype,
+                    direction,
+                    seed,
+                    r.status,
+                    r.message,
+                    r.duration_s,
+                )
+            )
+    return out
+
+
+def table(outcomes: list[Outcome], key: str) -> list[str]:
+    groups: dict[str, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        groups[str(getattr(o, key))].append(o)
+    lines = [
+        f"| {key} | cases | false alarms | rate | 95% upper | s/case |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name in sorted(groups):
+        g = groups[name]
+        k = sum(o.alarm for o in g)
+        t = sum(o.seconds for o in g) / len(g)
+        lines.append(f"| {name} | {len(g)} | {k} | {k / len(g):.2g} | {upper_95(k, len(g)):.2g} | {t:.2f} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=6)
+    ap.add_argument("--seed0", type=int, default=0)
+    ap.add_argument("--only", default="", help="corpus entry names, comma-separated")
+    ap.add_argument(
+        "--classes", default="", help="class ids, comma-separated (default: every one that applies)"
+    )
+    ap.add_argument("--dtypes", default="")
+    ap.add_argument("--all-classes", action="store_true", help="also the classes in NOT_NUMERIC")
+    ap.add_argument("--json", default="", help="write every outcome here")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    torch.set_num_threads(1)
+    split = lambda s: set(s.split(",")) if s else None  # noqa: E731
+    rows = contracts(split(args.only), split(args.classes), split(args.dtypes), args.all_classes)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        project, rejected = load(rows, Path(tmp))
+        meta = {f"{e.name}-{cid}-{dt}-{d}": (e, d) for e, cid, dt, d in rows}
+        outcomes = run(project, range(args.seed0, args.seed0 + args.seeds), meta)
+    took = time.perf_counter() - t0
+    k, n = sum(o.alarm for o in outcomes), len(outcomes)
+    print(
+        f"false alarms: {k} of {n} cases ({len(project.contracts)} contracts x seeds "
+        f"{args.seed0}..{args.seed0 + args.seeds - 1}); rate {k / max(n, 1):.3g}, "
+        f"95% upper bound {upper_95(k, n):.3g}; {took:.0f} s"
+    )
+    for key in ("op", "klass", "dtype", "direction", "kind"):
+        print()
+        print("\n".join(table(outcomes, key)))
+    causes: dict[str, int] = defaultdict(int)
+    for o in outcomes:
+        if o.alarm:
+            causes[o.why] += 1
+    print("\nfalse alarms by cause: " + (", ".join(f"{c} {n}" for c, n in sorted(causes.items())) or "none"))
+    if rejected:
+        print(f"\nnot run ({len(rejected)} contracts the loader rejects):")
+        for what, why in rejected:
+            print(f"  {what}: {why}")
+    alarms = [o for o in outcomes if o.alarm]
+    if alarms:
+        print("\nfalse alarms:")
+        for o in alarms:
+            print(
+                f"  {o.entry} {o.klass} {o.dtype} {o.direction} seed {o.seed}: {o.status}: {o.message[:300]}"
+            )
+    if args.json:
+        Path(args.json).write_text(json.dumps([o.__dict__ for o in outcomes], indent=0))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
