@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from kcgate.engine.backward import grad_dot_scale
+from kcgate.engine.transforms import fitted_signature
 from kcgate.numerics.emulate import round_mantissa
 from kcgate.numerics.ops.base import upcast
 from kcgate.results.model import Signature
@@ -539,6 +540,7 @@ def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
     for found in (
         lambda: nan_signature(worst.out, cmp.ref, exp, overflow_where(ctx.op.name, worst.grad)),
         lambda: semantics_signature(ctx, worst),
+        lambda: fitted_signature(ctx, worst),
         lambda: tail_signature(cmp.ratio, dense=True),
         lambda: sparse_signature(cmp),
         lambda: offset_signature(cmp.signed, cmp.ref),

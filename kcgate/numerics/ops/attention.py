@@ -31,6 +31,12 @@ class Attention:
     varlen: bool = False
     p_dtype: str = ""  # "": the input dtype for 16-bit inputs, float32 for wider ones
     kv_modulo: bool = False  # not a param: the grouped-query mistake (q head h reads kv head h mod kv_heads)
+    # not params either, the mistakes the diagnosis tests: the causal mask's diagonal shifted (+1: each query
+    # also sees the next key), and an online softmax over K-blocks of this size that never rescales its
+    # accumulator by exp(m_old − m_new) (``stale_l``: nor its row sum)
+    diagonal: int = 0
+    stale_block: int = 0
+    stale_l: bool = False
 
     def scale_for(self, d: int) -> float:
         return self.scale if self.scale > 0 else 1.0 / math.sqrt(d)
@@ -72,11 +78,14 @@ def _inputs(cfg: Attention) -> Callable[..., Tensors]:
 # ---- oracle and bound ----------------------------------------------------------------------------
 
 
-def _mask(lq: int, lk: int, causal: bool, device: torch.device) -> torch.Tensor | None:
-    """True where a key is visible (causal: key j ≤ query i, aligned at the top-left as torch does)."""
+def _mask(
+    lq: int, lk: int, causal: bool, device: torch.device, diagonal: int = 0
+) -> torch.Tensor | None:
+    """True where a key is visible (causal: key j ≤ query i, aligned at the top-left as torch does;
+    ``diagonal``: the mistake of a mask shifted by that many keys)."""
     if not causal:
         return None
-    return torch.ones(lq, lk, dtype=torch.bool, device=device).tril()
+    return torch.ones(lq, lk, dtype=torch.bool, device=device).tril(diagonal)
 
 
 def _expand_kv(q: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -85,11 +94,32 @@ def _expand_kv(q: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
 
 
 def _probs(q: torch.Tensor, k: torch.Tensor, cfg: Attention) -> torch.Tensor:
-    s = cfg.scale_for(q.shape[-1]) * (q @ k.transpose(-1, -2))
-    m = _mask(q.shape[-2], k.shape[-2], cfg.causal, q.device)
-    if m is not None:
-        s = s.masked_fill(~m, float("-inf"))
+    s = _scores(q, k, cfg)
     return torch.softmax(s, dim=-1)
+
+
+def _scores(q: torch.Tensor, k: torch.Tensor, cfg: Attention) -> torch.Tensor:
+    s = cfg.scale_for(q.shape[-1]) * (q @ k.transpose(-1, -2))
+    m = _mask(q.shape[-2], k.shape[-2], cfg.causal, q.device, cfg.diagonal)
+    return s.masked_fill(~m, float("-inf")) if m is not None else s
+
+
+def stale_online_softmax(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Attention) -> torch.Tensor:
+    """The flash-attention mistake: an online softmax over K-blocks of ``cfg.stale_block`` keys whose running
+    max rises without the accumulator (and with ``stale_l`` the row sum) being rescaled by exp(m_old − m_new)."""
+    s = _scores(q, k, cfg)
+    m = torch.full(s.shape[:-1], float("-inf"), dtype=s.dtype, device=s.device)
+    row = torch.zeros_like(m)
+    acc = torch.zeros((*s.shape[:-1], v.shape[-1]), dtype=s.dtype, device=s.device)
+    for j in range(0, s.shape[-1], cfg.stale_block):
+        blk = s[..., j : j + cfg.stale_block]
+        m_new = torch.maximum(m, blk.amax(-1))
+        p = (blk - m_new[..., None]).exp().nan_to_num(0.0)
+        alpha = torch.where(m == float("-inf"), torch.zeros_like(m), (m - m_new).exp())
+        row = (row if cfg.stale_l else alpha * row) + p.sum(-1)
+        acc = acc + p @ v[..., j : j + cfg.stale_block, :]
+        m = m_new
+    return acc / row[..., None]
 
 
 def _kv(
@@ -104,6 +134,8 @@ def _kv(
 
 def dense_oracle(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Attention) -> torch.Tensor:
     k, v = _kv(q, k, v, cfg)
+    if cfg.stale_block:
+        return stale_online_softmax(q, k, v, cfg)
     return _probs(q, k, cfg) @ v
 
 
@@ -113,7 +145,7 @@ def dense_bound(
     """Per-element allowed |error| of one dense attention (derivation: docs/ops.md#attention)."""
     k, v = _kv(q, k, v, cfg)
     d, lk = q.shape[-1], k.shape[-2]
-    m = _mask(q.shape[-2], lk, cfg.causal, q.device)
+    m = _mask(q.shape[-2], lk, cfg.causal, q.device, cfg.diagonal)
     s_abs = cfg.scale_for(d) * (q.abs() @ k.abs().transpose(-1, -2))
     if m is not None:
         s_abs = s_abs.masked_fill(~m, 0.0)
@@ -316,7 +348,24 @@ def mistakes(cfg: Attention) -> tuple[tuple[str, OpFamily], ...]:
         out.append(
             ("the default scale 1/sqrt(head_dim) instead of the declared one", replace(cfg, scale=0.0))
         )
+    if cfg.scale != 1.0:
+        out.append(("the scores not scaled by 1/√D (scale 1)", replace(cfg, scale=1.0)))
+    if cfg.causal:
+        out.append(("the causal mask off by one diagonal (each query also sees the next key)", replace(cfg, diagonal=1)))
+        out.append(("the causal mask off by one diagonal (each query misses its own key)", replace(cfg, diagonal=-1)))
+    for block in STALE_BLOCKS:
+        for stale_l, what in ((False, "the accumulator"), (True, "the accumulator and the row sum")):
+            out.append(
+                (
+                    f"the online-softmax rescale missing: {what} not rescaled by exp(m_old − m_new) when the "
+                    f"running max rises (K-blocks of {block})",
+                    replace(cfg, stale_block=block, stale_l=stale_l),
+                )
+            )
     return tuple((what, build(alt)) for what, alt in out)
+
+
+STALE_BLOCKS = (16, 32, 64, 128)  # K-block sizes of the online-softmax mistake
 
 
 def call_kwargs(cfg: Attention, shape: Sequence[int]) -> dict[str, Any]:
