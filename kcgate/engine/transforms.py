@@ -59,6 +59,8 @@ def clean(
 
 def num(c: float) -> str:
     """A fitted factor as a reader compares it: 2.00, 10.00, 0.10, 1.2e+03."""
+    if abs(c - 1) < 0.01:
+        return f"{c:.5f}"
     return f"{c:.2f}" if 0.01 <= abs(c) < 1000 else f"{c:.3g}"
 
 
@@ -73,9 +75,16 @@ def _relation(ctx: Any, trial: Any, c: float) -> str:
         if kept > 1 and abs(c / kept - 1) < 0.01:
             return f" (= the {kept} rows the mean counts: the mean's 1/N forgotten)"
     for i, d in enumerate(trial.shape):
-        for value, name in ((d, f"{d}"), (1 / d, f"1/{d}"), (math.sqrt(d), f"√{d}"), (1 / math.sqrt(d), f"1/√{d}")):
-            if d > 4 and abs(abs(c) / value - 1) < 0.01:
-                return f" (= {name}, shape dim {i}: a factor of that size dropped or applied twice)"
+        for value, name in (
+            (d, f"{d}"),
+            (1 / d, f"1/{d}"),
+            (math.sqrt(d), f"√{d}"),
+            (1 / math.sqrt(d), f"1/√{d}"),
+            (math.sqrt((d - 1) / d), f"√(({d} − 1)/{d}): an unbiased variance where the biased one is meant"),
+            (math.sqrt(d / (d - 1)), f"√({d}/({d} − 1)): a biased variance where the unbiased one is meant"),
+        ):
+            if d > 4 and abs(abs(c) / value - 1) < min(0.01, abs(c - 1) / 10):
+                return f" (= {name}, shape dim {i})"
     if abs(c) >= 8 and abs(c - round(c)) < 0.01 * abs(c):
         return f" (≈ {round(c)}: a count's 1/N dropped?)"
     return ""
@@ -84,19 +93,23 @@ def _relation(ctx: Any, trial: Any, c: float) -> str:
 def scale_fit(ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor) -> Signature | None:
     """out ≈ c·ref: a constant factor dropped or doubled (gelu without its 0.5, a mean's 1/N forgotten). Not
     where a constant offset explains the error nearly as well (outputs of nearly one value: logsumexp's)."""
+    if ctx.op.name == "layernorm" and not trial.grad:  # the bias is added after the normalised part
+        b = trial.inputs[2].to(torch.float64)
+        out, ref = out - b, ref - b
     den = float((ref * ref).sum())
     if den <= 0:
         return None
     c = float((out * ref).sum()) / den
     budget = clean(out, ref, c * ref, allowed * max(1.0, abs(c)))
-    if budget is None or abs(c - 1) < UNCHANGED:
+    if budget is None:  # the case failed and c·y explains it: however close c is to 1, it is the bug
         return None
     shift = float((out - ref).mean())  # outputs of nearly one value: a constant added fits as well
     if float(((out - ref - shift) ** 2).sum()) <= 2 * float(((out - c * ref) ** 2).sum()):
         return None
     return sig(
         "scaled-output",
-        f"{_what(trial)} scaled by {num(c)}{_relation(ctx, trial, c)}",
+        f"{'the output less its bias' if ctx.op.name == 'layernorm' and not trial.grad else _what(trial)} "
+        f"scaled by {num(c)}{_relation(ctx, trial, c)}",
         factor=round(c, 6),
         budget_there=round(budget, 4),
     )
