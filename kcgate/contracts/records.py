@@ -46,6 +46,7 @@ class Protocol:
     timeout_s: float = CONTRACT_FIELD["protocol"].field("timeout_s").default
     k_sweep: tuple[int, ...] = ()
     freivalds_vectors: int = FREIVALDS_VECTORS  # random vectors per Freivalds check (docs/freivalds.md)
+    boundary: bool = CONTRACT_FIELD["protocol"].field("boundary").default  # kcgate.plan.boundary_shapes
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import torch
 
 from kcgate.numerics.ops.base import BoundArgs, GradBound, OpFamily, Tensors, draw, sqrt
 from kcgate.vocab import dtypes
+from kcgate.vocab.catalogue import family_constraints
 
 
 @dataclass(frozen=True)
@@ -437,5 +438,5 @@ ATTENTION = OpFamily(
     configure=configure,
     kwargs=lambda shape: call_kwargs(_DEFAULT, shape),
     input_names=("q", "k", "v"),
-    shape_constraints={1: "multiple_of(kv_heads)"},  # each kv head serves a whole group of q heads
+    shape_constraints=family_constraints("attention"),
 )

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from kcgate.numerics.ops.base import BoundArgs, GradBound, OpFamily, Tensors, draw
+from kcgate.vocab.catalogue import family_constraints
 
 LAYOUTS = ("neox", "gptj")
 
@@ -196,5 +197,5 @@ ROPE = OpFamily(
     configure=configure,
     output=flatten_pair,
     input_names=("q", "k", "cos", "sin"),
-    shape_constraints={4: "even"},  # lanes rotate in pairs
+    shape_constraints=family_constraints("rope"),
 )
