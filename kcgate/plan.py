@@ -124,7 +124,9 @@ def boundary_shapes(c: Contract, shapes: tuple[tuple[int, ...], ...]) -> list[tu
         return []  # the loader reports it
     doms = [shape_class.domain(d, cons.get(i, ())) for i, d in enumerate(base)]
     probed = _probed_dims(c.op, base, cons)
-    shape = [_prime_near(d, doms[i]) if i in probed else doms[i].snap(min(d, SMALL)) for i, d in enumerate(base)]
+    shape = [
+        _prime_near(d, doms[i]) if i in probed else doms[i].snap(min(d, SMALL)) for i, d in enumerate(base)
+    ]
     fixed = _relate(shape, base, cons)
     return [fixed] if fixed is not None and fixed not in shapes else []
 

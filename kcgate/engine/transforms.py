@@ -37,9 +37,7 @@ def sig(cause: str, summary: str, **evidence: float | str) -> Signature:
     return Signature(cause, summary, tuple(sorted(evidence.items())))
 
 
-def clean(
-    out: torch.Tensor, ref: torch.Tensor, pred: torch.Tensor, allowed: torch.Tensor
-) -> float | None:
+def clean(out: torch.Tensor, ref: torch.Tensor, pred: torch.Tensor, allowed: torch.Tensor) -> float | None:
     """The output's budget against the prediction (its worst element) when the prediction explains the error
     cleanly, else None."""
     if not bool(pred.isfinite().all()):
@@ -90,7 +88,9 @@ def _relation(ctx: Any, trial: Any, c: float) -> str:
     return ""
 
 
-def scale_fit(ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor) -> Signature | None:
+def scale_fit(
+    ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor
+) -> Signature | None:
     """out ≈ c·ref: a constant factor dropped or doubled (gelu without its 0.5, a mean's 1/N forgotten). Not
     where a constant offset explains the error nearly as well (outputs of nearly one value: logsumexp's)."""
     if ctx.op.name == "layernorm" and not trial.grad:  # the bias is added after the normalised part
@@ -115,14 +115,16 @@ def scale_fit(ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowe
     )
 
 
-def sign_fit(ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor) -> Signature | None:
+def sign_fit(
+    ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor
+) -> Signature | None:
     """out ≈ a₊·ref where ref > 0 and a₋·ref where ref < 0, one side unchanged (leaky_relu's slope)."""
     pos, neg = ref > 0, ref < 0
     if int(pos.sum()) < 8 or int(neg.sum()) < 8:
         return None
     a = []
-    for side in (pos, neg):
-        r, o = ref[side], out[side]
+    for mask in (pos, neg):
+        r, o = ref[mask], out[mask]
         a.append(float((o * r).sum() / (r * r).sum()))
     pred = torch.where(pos, a[0] * ref, a[1] * ref)
     budget = clean(out, ref, pred, allowed * max(1.0, abs(a[0]), abs(a[1])))
@@ -149,7 +151,9 @@ GATES: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], str]] = {
 }
 
 
-def argument_fit(ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor) -> Signature | None:
+def argument_fit(
+    ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor
+) -> Signature | None:
     """x·g(b·x) for an activation x·g(x) (silu with σ(2x), gelu with erf(x) for erf(x/√2)): b fitted on a
     log grid then refined, the output factor by least squares."""
     if ctx.op.name not in GATES:
@@ -187,7 +191,9 @@ def argument_fit(ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, all
     )
 
 
-def masked_tail_fit(ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor) -> Signature | None:
+def masked_tail_fit(
+    ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor
+) -> Signature | None:
     """softmax / logsumexp whose row sum gains k·exp(0 − max): k lanes past n read 0 (a masked load with
     other = 0.0 where −inf was meant, or padded lanes summed)."""
     if ctx.op.name not in ("softmax", "logsumexp"):
@@ -230,7 +236,9 @@ def masked_tail_fit(ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, 
     )
 
 
-def _reduction_parts(op: str, xs: Sequence[torch.Tensor]) -> tuple[int, Callable[[int, int], torch.Tensor]] | None:
+def _reduction_parts(
+    op: str, xs: Sequence[torch.Tensor]
+) -> tuple[int, Callable[[int, int], torch.Tensor]] | None:
     """(K, partial(s, e)): the op's result counting only the reduction terms [s, e)."""
     if op in ("sum", "mean"):
         x = xs[0]
@@ -255,8 +263,13 @@ def _intervals(op: str, k: int) -> list[tuple[int, int, str, str]]:
             out.append((0, e, "tail-pattern", f"the last {k - e} of {k} terms of the reduction not counted"))
         for s in range(1, k):
             out.append(
-                (s, k, "overwritten-accumulator", f"only the last {k - s} of {k} terms counted: the running "
-                 "sum overwritten (acc = instead of acc +=)")
+                (
+                    s,
+                    k,
+                    "overwritten-accumulator",
+                    f"only the last {k - s} of {k} terms counted: the running "
+                    "sum overwritten (acc = instead of acc +=)",
+                )
             )
         return out
     for b in BLOCKS:
@@ -264,17 +277,38 @@ def _intervals(op: str, k: int) -> list[tuple[int, int, str, str]]:
             break
         last = (k - 1) // b * b
         out.append(
-            (last, k, "overwritten-accumulator", f"only the last K-block of {b} counted ({k - last} of {k} "
-             "terms): the running sum overwritten (acc = instead of acc +=)")
+            (
+                last,
+                k,
+                "overwritten-accumulator",
+                f"only the last K-block of {b} counted ({k - last} of {k} "
+                "terms): the running sum overwritten (acc = instead of acc +=)",
+            )
         )
-        out.append((0, b, "tail-pattern", f"only the first K-block of {b} counted (the last {k - b} of {k} terms dropped)"))
+        out.append(
+            (
+                0,
+                b,
+                "tail-pattern",
+                f"only the first K-block of {b} counted (the last {k - b} of {k} terms dropped)",
+            )
+        )
         if k % b:
             e = k // b * b
-            out.append((0, e, "tail-pattern", f"the last partial K-block dropped ({k - e} of {k} terms, tiles of {b})"))
+            out.append(
+                (
+                    0,
+                    e,
+                    "tail-pattern",
+                    f"the last partial K-block dropped ({k - e} of {k} terms, tiles of {b})",
+                )
+            )
     return out
 
 
-def reduction_fit(ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor) -> Signature | None:
+def reduction_fit(
+    ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor
+) -> Signature | None:
     """A sum or matmul that counted only some of its K terms: a tail dropped, or only the last block kept."""
     found = _reduction_parts(ctx.op.name, [t.to(torch.float64) for t in trial.inputs])
     if found is None:
@@ -293,7 +327,9 @@ def reduction_fit(ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, al
     if budget is None:
         return None
     s, e, cause, text = cands[i]
-    return sig(cause, text, counted_from=float(s), counted_to=float(e), terms=float(k), budget_there=round(budget, 4))
+    return sig(
+        cause, text, counted_from=float(s), counted_to=float(e), terms=float(k), budget_there=round(budget, 4)
+    )
 
 
 def _row_factor(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor | None:
@@ -311,7 +347,9 @@ def _row_factor(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor | None:
     return ratio.sum(-1) / cnt
 
 
-def _statistics(op: str, xs: Sequence[torch.Tensor], out: torch.Tensor, ref: torch.Tensor) -> list[tuple[str, torch.Tensor]] | None:
+def _statistics(
+    op: str, xs: Sequence[torch.Tensor], out: torch.Tensor, ref: torch.Tensor
+) -> list[tuple[str, torch.Tensor]] | None:
     """Each row's intermediate statistic as the kernel must have computed it to give this output: (what,
     values), read back through the row factor of the output against the fp64 result."""
     x = xs[0].to(torch.float64)
@@ -354,7 +392,9 @@ def on_grid(v: torch.Tensor, dt: torch.dtype, bits: int) -> torch.Tensor:
     return ((v - q).abs() / spacing) <= GRID_TOL
 
 
-def reduction_precision_fit(ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor) -> Signature | None:
+def reduction_precision_fit(
+    ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor
+) -> Signature | None:
     """softmax, logsumexp, rmsnorm, layernorm whose row statistic (the sum of exp, the mean of squares, its
     reciprocal root) is a bf16 or fp16 value in nearly every row: the reduction is kept in that format."""
     if ctx.op.name not in ("softmax", "logsumexp", "rmsnorm", "layernorm"):
@@ -382,7 +422,9 @@ def reduction_precision_fit(ctx: Any, trial: Any, out: torch.Tensor, ref: torch.
 # ---- backward fits ------------------------------------------------------------------------------------
 
 
-def missing_term_fit(ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor) -> Signature | None:
+def missing_term_fit(
+    ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor
+) -> Signature | None:
     """softmax's dx = y·(dy − Σ y·dy) computed as y·dy: the row term −y·Σ(y·dy) missing."""
     if ctx.op.name != "softmax" or trial.dy is None or trial.grad != ctx.op.input_name(0):
         return None
@@ -407,7 +449,12 @@ def missing_term_fit(ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor,
 
 
 FORWARD_FITS: tuple[Fit, ...] = (
-    scale_fit, sign_fit, argument_fit, masked_tail_fit, reduction_fit, reduction_precision_fit
+    scale_fit,
+    sign_fit,
+    argument_fit,
+    masked_tail_fit,
+    reduction_fit,
+    reduction_precision_fit,
 )
 GRAD_FITS: tuple[Fit, ...] = (scale_fit, sign_fit, missing_term_fit)
 

@@ -209,11 +209,23 @@ CATALOGUE: dict[str, Op] = {
             default_shapes=((2, 4, 2, 128, 64),),
             reducing=True,
             params={
-                "causal": ParamSpec(bool, False, help="mask keys after the query (top-left aligned)"),
+                "causal": ParamSpec(
+                    bool, False, help="mask keys after the query (aligned as causal_align says)"
+                ),
                 "scale": ParamSpec(float, 0.0, help="softmax scale; 0 = 1/sqrt(head_dim)"),
                 "varlen": ParamSpec(bool, False, help="packed variable-length sequences with cu_seqlens"),
                 "p_dtype": ParamSpec(
                     str, "", _FLOATS, "precision of P before P·V; default: the input dtype for 16-bit inputs"
+                ),
+                "q_len": ParamSpec(
+                    int, 0, help="the queries' length where it differs from the keys' (decode: 1); 0 = length"
+                ),
+                "causal_align": ParamSpec(
+                    str,
+                    "top-left",
+                    ("top-left", "bottom-right"),
+                    "where the causal mask's diagonal starts when q_len != length: top-left (torch's sdpa) "
+                    "or bottom-right (FlashAttention >= 2.1: the last query sees every key)",
                 ),
             },
             shape_constraints={1: "multiple_of(kv_heads)"},  # each kv head serves a whole group of q heads

@@ -140,6 +140,19 @@ def rope_halves_swapped(q, k, cos, sin):  # type: ignore[no-untyped-def]
     return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
 
 
+def sdpa_top_left(q, k, v, is_causal=False, scale=None, enable_gqa=False):  # type: ignore[no-untyped-def]
+    """torch's sdpa, whose causal mask is aligned top-left: wrong for a decode step or a prefill chunk where
+    the kernel is meant to align it bottom-right (the last query sees every key)."""
+    return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+
+
+def attention_bottom_right(q, k, v, is_causal=False, scale=None, enable_gqa=False):  # type: ignore[no-untyped-def]
+    """A correct kernel for bottom-right alignment (FlashAttention >= 2.1): query i sees keys j ≤ i + lk − lq."""
+    lq, lk = q.shape[-2], k.shape[-2]
+    mask = torch.ones(lq, lk, dtype=torch.bool).tril(lk - lq) if is_causal else None
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=enable_gqa)
+
+
 # ---- backward -----------------------------------------------------------------------------------------
 
 
@@ -206,55 +219,145 @@ SEMANTIC: tuple[Bug, ...] = (
     Bug("gelu-no-half-bf16", "gelu", "bfloat16", (64, 256), gelu_no_half, "scaled-output", "scaled by 2.00"),
     Bug("silu-sigmoid-2x", "silu", "float32", (64, 256), silu_sigmoid_2x, "argument-scale", "σ(2·x)"),
     Bug(
-        "leaky-relu-alpha", "custom", "float32", (64, 256), leaky_relu_alpha_01, "sign-scaled",
-        "negative side scaled by 10.00", custom=(normal_inputs, leaky_relu_ref),
+        "leaky-relu-alpha",
+        "custom",
+        "float32",
+        (64, 256),
+        leaky_relu_alpha_01,
+        "sign-scaled",
+        "negative side scaled by 10.00",
+        custom=(normal_inputs, leaky_relu_ref),
     ),
     Bug(
-        "matmul-acc-overwrite", "matmul", "float32", (64, 256, 32), matmul_acc_overwrite,
-        "overwritten-accumulator", "only the last K-block of 32 counted",
+        "matmul-acc-overwrite",
+        "matmul",
+        "float32",
+        (64, 256, 32),
+        matmul_acc_overwrite,
+        "overwritten-accumulator",
+        "only the last K-block of 32 counted",
     ),
     Bug("sum-drops-tail", "sum", "float32", (16, 1000), sum_drops_tail, "tail-pattern", "last 104 of 1000"),
-    Bug("softmax-other-zero", "softmax", "float32", (32, 1000), softmax_other_zero, "masked-tail", "≈24 padded"),
-    Bug("softmax-padded-sum", "softmax", "float32", (32, 1000), softmax_padded_sum, "masked-tail", "≈24 padded"),
     Bug(
-        "softmax-bf16-sum", "softmax", "bfloat16", (32, 256), softmax_bf16_sum, "low-precision-reduction",
+        "softmax-other-zero",
+        "softmax",
+        "float32",
+        (32, 1000),
+        softmax_other_zero,
+        "masked-tail",
+        "≈24 padded",
+    ),
+    Bug(
+        "softmax-padded-sum",
+        "softmax",
+        "float32",
+        (32, 1000),
+        softmax_padded_sum,
+        "masked-tail",
+        "≈24 padded",
+    ),
+    Bug(
+        "softmax-bf16-sum",
+        "softmax",
+        "bfloat16",
+        (32, 256),
+        softmax_bf16_sum,
+        "low-precision-reduction",
         "bf16",
     ),
     Bug(
-        "softmax-bf16-denominator", "softmax", "bfloat16", (32, 256), realistic.softmax_bf16_denominator,
-        "low-precision-reduction", "bf16",
+        "softmax-bf16-denominator",
+        "softmax",
+        "bfloat16",
+        (32, 256),
+        realistic.softmax_bf16_denominator,
+        "low-precision-reduction",
+        "bf16",
     ),
     Bug(
-        "rmsnorm-no-upcast", "rmsnorm", "bfloat16", (32, 256), realistic.rmsnorm_no_upcast,
-        "low-precision-reduction", "bf16",
+        "rmsnorm-no-upcast",
+        "rmsnorm",
+        "bfloat16",
+        (32, 256),
+        realistic.rmsnorm_no_upcast,
+        "low-precision-reduction",
+        "bf16",
     ),
     Bug(
-        "attention-no-scale", "attention", "float32", (2, 4, 2, 128, 64), attention_no_scale,
-        "wrong-semantics", "not scaled by 1/√D",
+        "attention-no-scale",
+        "attention",
+        "float32",
+        (2, 4, 2, 128, 64),
+        attention_no_scale,
+        "wrong-semantics",
+        "not scaled by 1/√D",
     ),
     Bug(
-        "flash-no-rescale", "attention", "float32", (2, 4, 2, 128, 64), flash_no_rescale, "wrong-semantics",
+        "flash-no-rescale",
+        "attention",
+        "float32",
+        (2, 4, 2, 128, 64),
+        flash_no_rescale,
+        "wrong-semantics",
         "online-softmax rescale missing: the accumulator not rescaled",
     ),
     Bug(
-        "causal-off-by-one", "attention", "float32", (2, 4, 2, 128, 64), realistic.attention_leaks_next_token,
-        "wrong-semantics", "off by one diagonal", params=(("causal", True),),
+        "causal-off-by-one",
+        "attention",
+        "float32",
+        (2, 4, 2, 128, 64),
+        realistic.attention_leaks_next_token,
+        "wrong-semantics",
+        "off by one diagonal",
+        params=(("causal", True),),
     ),
     Bug(
-        "rope-halves-swapped", "rope", "float32", (2, 8, 2, 128, 64), rope_halves_swapped, "wrong-semantics",
+        "causal-align-top-left",
+        "attention",
+        "float32",
+        (1, 4, 2, 128, 64),
+        sdpa_top_left,
+        "wrong-semantics",
+        "aligned top-left where bottom-right is declared",
+        params=(("causal", True), ("causal_align", "bottom-right"), ("q_len", 16)),
+    ),
+    Bug(
+        "rope-halves-swapped",
+        "rope",
+        "float32",
+        (2, 8, 2, 128, 64),
+        rope_halves_swapped,
+        "wrong-semantics",
         "halves swapped",
     ),
     Bug(
-        "swiglu-wrong-half", "swiglu", "bfloat16", (64, 1024), realistic.swiglu_swapped, "wrong-semantics",
+        "swiglu-wrong-half",
+        "swiglu",
+        "bfloat16",
+        (64, 1024),
+        realistic.swiglu_swapped,
+        "wrong-semantics",
         "silu on the wrong half",
     ),
     Bug(
-        "softmax-backward-no-row-term", "softmax", "float32", (32, 256), softmax_backward_no_row_term,
-        "missing-term", "lacks −y·Σ(y·dy)", direction="backward",
+        "softmax-backward-no-row-term",
+        "softmax",
+        "float32",
+        (32, 256),
+        softmax_backward_no_row_term,
+        "missing-term",
+        "lacks −y·Σ(y·dy)",
+        direction="backward",
     ),
     Bug(
-        "ce-mean-backward-no-1-over-n", "cross_entropy", "float32", (64, 512), ce_mean_backward_no_1_over_n,
-        "scaled-output", "gradient of logits scaled by", direction="backward",
+        "ce-mean-backward-no-1-over-n",
+        "cross_entropy",
+        "float32",
+        (64, 512),
+        ce_mean_backward_no_1_over_n,
+        "scaled-output",
+        "gradient of logits scaled by",
+        direction="backward",
     ),
 )
 

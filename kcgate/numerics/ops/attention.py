@@ -1,7 +1,9 @@
 """Attention: softmax(scale·Q·Kᵀ + mask)·V with causal masking, an explicit scale, grouped-query heads
 (fewer kv heads), variable-length batches (``cu_seqlens``) and the precision of P as parameters.
 
-Shape form ``[batch, heads, kv_heads, length, head_dim]``. Call conventions:
+Shape form ``[batch, heads, kv_heads, length, head_dim]`` (``length``: the keys'; ``params.q_len`` gives the
+queries' where they differ, dense only, and ``params.causal_align`` the causal mask's alignment then: top-left
+as torch's sdpa, bottom-right as FlashAttention >= 2.1). Call conventions:
 dense ``kernel(q, k, v, **kw)`` with q (batch, heads, length, head_dim), k and v (batch, kv_heads, length,
 head_dim) and ``is_causal=True`` / ``scale=s`` / ``enable_gqa=True`` passed only when they apply (the
 ``F.scaled_dot_product_attention`` convention); varlen ``kernel(q, k, v, cu_seqlens_q, cu_seqlens_k,
@@ -31,6 +33,11 @@ class Attention:
     scale: float = 0.0  # 0: 1/√head_dim
     varlen: bool = False
     p_dtype: str = ""  # "": the input dtype for 16-bit inputs, float32 for wider ones
+    # dense only: the queries' length (0: the keys' length, the shape's ``length``): decode (1), chunked
+    # prefill and cross-attention have fewer or more queries than keys, and there the causal mask's
+    # alignment decides correctness: top-left as torch's sdpa, or bottom-right as FlashAttention >= 2.1
+    q_len: int = 0
+    causal_align: str = "top-left"
     kv_modulo: bool = False  # not a param: the grouped-query mistake (q head h reads kv head h mod kv_heads)
     # not params either, the mistakes the diagnosis tests: the causal mask's diagonal shifted (+1: each query
     # also sees the next key), and an online softmax over K-blocks of this size that never rescales its
@@ -63,7 +70,7 @@ def _inputs(cfg: Attention) -> Callable[..., Tensors]:
     def make(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str) -> Tensors:
         b, h, hk, length, d = shape
         if not cfg.varlen:
-            return draw((b, h, length, d), dtype, gen, dist), *(
+            return draw((b, h, cfg.q_len or length, d), dtype, gen, dist), *(
                 draw((b, hk, length, d), dtype, gen, dist) for _ in range(2)
             )
         lens = seq_lengths(b, length, gen)
@@ -79,14 +86,14 @@ def _inputs(cfg: Attention) -> Callable[..., Tensors]:
 # ---- oracle and bound ----------------------------------------------------------------------------
 
 
-def _mask(
-    lq: int, lk: int, causal: bool, device: torch.device, diagonal: int = 0
-) -> torch.Tensor | None:
-    """True where a key is visible (causal: key j ≤ query i, aligned at the top-left as torch does;
-    ``diagonal``: the mistake of a mask shifted by that many keys)."""
-    if not causal:
+def _mask(lq: int, lk: int, cfg: Attention, device: torch.device) -> torch.Tensor | None:
+    """True where a key is visible. Causal, aligned top-left (torch's sdpa): key j ≤ query i; aligned
+    bottom-right (FlashAttention >= 2.1): key j ≤ query i + lk − lq, so the last query sees every key.
+    ``cfg.diagonal``: the mistake of a mask shifted by that many keys."""
+    if not cfg.causal:
         return None
-    return torch.ones(lq, lk, dtype=torch.bool, device=device).tril(diagonal)
+    shift = lk - lq if cfg.causal_align == "bottom-right" else 0
+    return torch.ones(lq, lk, dtype=torch.bool, device=device).tril(cfg.diagonal + shift)
 
 
 def _expand_kv(q: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -101,7 +108,7 @@ def _probs(q: torch.Tensor, k: torch.Tensor, cfg: Attention) -> torch.Tensor:
 
 def _scores(q: torch.Tensor, k: torch.Tensor, cfg: Attention) -> torch.Tensor:
     s = cfg.scale_for(q.shape[-1]) * (q @ k.transpose(-1, -2))
-    m = _mask(q.shape[-2], k.shape[-2], cfg.causal, q.device, cfg.diagonal)
+    m = _mask(q.shape[-2], k.shape[-2], cfg, q.device)
     return s.masked_fill(~m, float("-inf")) if m is not None else s
 
 
@@ -146,7 +153,7 @@ def dense_bound(
     """Per-element allowed |error| of one dense attention (derivation: docs/ops.md#attention)."""
     k, v = _kv(q, k, v, cfg)
     d, lk = q.shape[-1], k.shape[-2]
-    m = _mask(q.shape[-2], lk, cfg.causal, q.device, cfg.diagonal)
+    m = _mask(q.shape[-2], lk, cfg, q.device)
     s_abs = cfg.scale_for(d) * (q.abs() @ k.abs().transpose(-1, -2))
     if m is not None:
         s_abs = s_abs.masked_fill(~m, 0.0)
@@ -317,8 +324,14 @@ def _bound(cfg: Attention) -> Callable[[Tensors, torch.Tensor, BoundArgs], torch
 
 def torch_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Attention) -> torch.Tensor:
     """torch's own F.scaled_dot_product_attention on one dense batch, in the inputs' dtype."""
+    gqa = k.shape[-3] != q.shape[-3]
+    if cfg.causal and cfg.causal_align == "bottom-right" and q.shape[-2] != k.shape[-2]:
+        mask = _mask(q.shape[-2], k.shape[-2], cfg, q.device)
+        return torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, scale=cfg.scale_for(q.shape[-1]), enable_gqa=gqa
+        )
     return torch.nn.functional.scaled_dot_product_attention(
-        q, k, v, is_causal=cfg.causal, scale=cfg.scale_for(q.shape[-1]), enable_gqa=k.shape[-3] != q.shape[-3]
+        q, k, v, is_causal=cfg.causal, scale=cfg.scale_for(q.shape[-1]), enable_gqa=gqa
     )
 
 
@@ -351,9 +364,25 @@ def mistakes(cfg: Attention) -> tuple[tuple[str, OpFamily], ...]:
         )
     if cfg.scale != 1.0:
         out.append(("the scores not scaled by 1/√D (scale 1)", replace(cfg, scale=1.0)))
+    if cfg.causal and not cfg.varlen:
+        other = "top-left" if cfg.causal_align == "bottom-right" else "bottom-right"
+        out.append(
+            (
+                f"the causal mask aligned {other} where {cfg.causal_align} is declared (they differ where the "
+                "queries are fewer or more than the keys)",
+                replace(cfg, causal_align=other),
+            )
+        )
     if cfg.causal:
-        out.append(("the causal mask off by one diagonal (each query also sees the next key)", replace(cfg, diagonal=1)))
-        out.append(("the causal mask off by one diagonal (each query misses its own key)", replace(cfg, diagonal=-1)))
+        out.append(
+            (
+                "the causal mask off by one diagonal (each query also sees the next key)",
+                replace(cfg, diagonal=1),
+            )
+        )
+        out.append(
+            ("the causal mask off by one diagonal (each query misses its own key)", replace(cfg, diagonal=-1))
+        )
     for block in STALE_BLOCKS:
         for stale_l, what in ((False, "the accumulator"), (True, "the accumulator and the row sum")):
             out.append(
@@ -388,6 +417,8 @@ def configure(params: dict[str, Any]) -> OpFamily:
             scale=float(params.get("scale", 0.0)),
             varlen=bool(params.get("varlen", False)),
             p_dtype=str(params.get("p_dtype", "")),
+            q_len=0 if params.get("varlen") else int(params.get("q_len", 0)),
+            causal_align=str(params.get("causal_align", "top-left")),
         )
     )
 

@@ -152,7 +152,10 @@ def mistakes(cfg: Rope) -> tuple[tuple[str, OpFamily], ...]:
             "each pair rotated by −θ (rotate_half with its halves swapped: (x₂, −x₁) for (−x₂, x₁))",
             build(replace(cfg, inverse=True)),
         ),
-        ("the positions off by one (each token rotated by the next position's angle)", build(replace(cfg, shift=1))),
+        (
+            "the positions off by one (each token rotated by the next position's angle)",
+            build(replace(cfg, shift=1)),
+        ),
     )
 
 
