@@ -29,6 +29,7 @@ class Case:
     line: int | None = None
     source: str = ""  # Contract.source: the .py a discovered contract is declared in
     held_out: int | None = None  # C-CMP-03: `kcgate run --held-out N` (None: the contract's held_out)
+    shrink_s: float = 0.0  # `kcgate run --shrink-s`: seconds to search a smaller failing shape (0: none)
 
     def to_json(self) -> dict[str, Any]:
         """The case as JSON (what the run process sends its worker)."""
@@ -127,7 +128,7 @@ def boundary_shapes(c: Contract, shapes: tuple[tuple[int, ...], ...]) -> list[tu
     shape = [
         _prime_near(d, doms[i]) if i in probed else doms[i].snap(min(d, SMALL)) for i, d in enumerate(base)
     ]
-    fixed = _relate(shape, base, cons)
+    fixed = relate_shape(shape, base, cons)
     return [fixed] if fixed is not None and fixed not in shapes else []
 
 
@@ -155,7 +156,9 @@ def _prime_near(n: int, dom: shape_class.Domain) -> int:
     return dom.snap(n + 1, up=True)
 
 
-def _relate(shape: list[int], base: tuple[int, ...], cons: shape_class.Constraints) -> tuple[int, ...] | None:
+def relate_shape(
+    shape: list[int], base: tuple[int, ...], cons: shape_class.Constraints
+) -> tuple[int, ...] | None:
     """The shape with its relations restored (a related dimension follows the one it names, as in the
     declared shape), or None when it cannot satisfy the constraints."""
     out = list(shape)
@@ -180,6 +183,55 @@ def with_held_out(cases: list[Case], n: int | None) -> list[Case]:
     if n < 0:
         raise UsageError(f"--held-out {n}: must be 0 or more, e.g. --held-out 8")
     return [replace(c, held_out=n) if c.klass == "C-CMP-03" else c for c in cases]
+
+
+def with_shrink(cases: list[Case], seconds: float) -> list[Case]:
+    """``--shrink-s S``: a failed case searches S seconds for its smallest failing shape (kcgate.engine.shrink)."""
+    if seconds < 0:
+        raise UsageError(f"--shrink-s {seconds:g}: must be 0 (no search) or more, e.g. --shrink-s 5")
+    return [replace(c, shrink_s=seconds) for c in cases] if seconds else cases
+
+
+def with_shape(project: Project, text: str | None) -> Project:
+    """``--shape 3x7``: every contract whose shapes have that many dimensions runs that shape alone, without
+    boundary shapes (the reproduction of a shrunk failure: ``repro_command``)."""
+    if not text:
+        return project
+    try:
+        shape = tuple(int(d) for d in text.lower().split("x"))
+    except ValueError:
+        raise UsageError(f"--shape {text!r}: expected sizes joined by x, e.g. --shape 3x1021") from None
+    if not shape or min(shape) < 1:
+        raise UsageError(f"--shape {text!r}: every size must be 1 or more, e.g. --shape 3x1021")
+    contracts = tuple(
+        replace(c, shapes=(shape,), protocol=replace(c.protocol, boundary=False, seeds=1))
+        for c in project.contracts
+        if _arity(c) in (None, len(shape))
+    )
+    return replace(project, contracts=contracts)
+
+
+def _arity(c: Contract) -> int | None:
+    dims = CATALOGUE[c.op].dims if c.op in CATALOGUE else None
+    if dims is not None:
+        return len(dims)
+    return len(c.shapes[0]) if c.shapes else None
+
+
+def repro_command(
+    contract_id: str, dtype: str, seed: int, shape: tuple[int, ...], contracts: str = ""
+) -> str:
+    """The ``kcgate run`` command that reruns a contract's kernel at ``shape`` with a case's own seed (the
+    shrunk reproduction of a failure: ``--shape`` plans that shape, ``--seed`` gives its case that seed)."""
+    import shlex
+
+    cid = case_id(contract_id, dtype, shape, 0)
+    parts = ["kcgate run"]
+    if contracts:
+        parts += ["--contracts", shlex.quote(contracts)]
+    size = "x".join(map(str, shape))
+    parts += ["-k", shlex.quote(cid), "--shape", size, "--seed", str(base_seed_for(seed, cid))]
+    return " ".join(parts)
 
 
 def select(cases: list[Case], keyword: str | None, dtypes: list[str] | None) -> list[Case]:

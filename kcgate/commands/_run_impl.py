@@ -42,6 +42,8 @@ class Options:
     quiet: bool
     held_out: int | None = None
     workers: str = "auto"
+    shrink_s: float = 0.0  # kcgate.engine.shrink: the CLI's default is 5 s
+    shape: str | None = None  # --shape: every contract of that arity runs it alone (a shrunk reproduction)
 
 
 def run_command(o: Options) -> int:
@@ -49,7 +51,7 @@ def run_command(o: Options) -> int:
     workers = worker_count(o.workers, o.isolation, o.device)
     if not o.list_only:
         check_torch(o.isolation)
-    project = load_project(o.contracts)
+    project = planning.with_shape(load_project(o.contracts), o.shape)
     executor = (  # with isolation the worker starts now and makes the run's one torch import
         None
         if o.list_only
@@ -63,7 +65,7 @@ def run_command(o: Options) -> int:
             planning.select(planning.make_plan(project, o.seed, shapes), o.keyword, o.dtypes),
             planning.parse_shard(o.shard),
         )
-        cases = planning.with_held_out(cases, o.held_out)
+        cases = planning.with_shrink(planning.with_held_out(cases, o.held_out), o.shrink_s)
         if o.list_only:
             typer.echo(render_plan(cases))
             return ExitCode.OK if cases else ExitCode.NOTHING_SELECTED

@@ -161,6 +161,7 @@ def _present(
                 "source",
                 "dtype",
                 "seed",
+                "shrunk_shape",
             )
         ),
         cases.metric("budget_used"),
@@ -179,6 +180,7 @@ def _present(
         source,
         dtype,
         seed,
+        shrunk,
         budget,
         ulp,
         abs_err,
@@ -215,6 +217,7 @@ def _present(
                     "cause": signature.cause if signature else "",
                     "max_ulp": ulp,
                     "max_abs_err": abs_err,
+                    "shrunk_shape": tuple(shrunk or ()),
                 },
             )
         )

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from kcgate.gate.model import CaseChange, RunnerDiff, Verdict
-from kcgate.plan import base_seed_for
+from kcgate.plan import base_seed_for, repro_command
 from kcgate.render.escape import is_sha, md_cell, md_code, md_text
 from kcgate.render.labels import SEVERITY, factor_text, icon, label, rank
 from kcgate.results.model import UNEVALUATED, Status
@@ -393,7 +393,12 @@ def reproduce_line(g: Group, ctx: RenderContext) -> str:
     log = dict(ctx.job_urls).get(c.runner, "") or ctx.vendor_run_url
     if safe_url(log):
         where += f" ([job log]({log}))"
-    return f"- {md_text(c.contract_id, 80)}{where}: {md_code(' '.join(parts), 300)}"
+    line = f"- {md_text(c.contract_id, 80)}{where}: {md_code(' '.join(parts), 300)}"
+    if c.shrunk_shape and c.dtype and c.seed is not None:
+        shape = tuple(c.shrunk_shape)
+        cmd = repro_command(c.contract_id, c.dtype, c.seed, shape)
+        line += f"; smallest failing shape {'x'.join(map(str, shape))}: {md_code(cmd, 300)}"
+    return line
 
 
 def budget_text(base: float | None, now: float | None) -> str:

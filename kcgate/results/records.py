@@ -208,6 +208,9 @@ class CaseResult:
     oracle_s: float = 0.0  # inside the fp64 oracle or the Freivalds check
     line: int | None = None  # line of the contract in contracts.toml (or in source), for annotations
     source: str = ""  # the .py a discovered contract is declared in (Contract.source); "": contracts.toml
+    shrunk_shape: tuple[
+        int, ...
+    ] = ()  # the smallest shape found failing with the same cause (kcgate.engine.shrink)
 
     @property
     def ok(self) -> bool:
@@ -358,6 +361,12 @@ CASE_COLUMNS: tuple[Column, ...] = (
         "source",
         TEXT,
         "the file a discovered contract is declared in, relative to the contracts file's directory; empty: the contracts file",
+    ),
+    _case(
+        "shrunk_shape",
+        INTS,
+        "a failed case: the smallest shape found that fails with the same cause on the case's seed "
+        "(`kcgate run --shape`); empty: not searched or none smaller",
     ),
 )
 CASE_FIELDS: tuple[str, ...] = names(CASE_COLUMNS)
