@@ -10,7 +10,7 @@ import torch
 from kcgate.engine import transforms as T
 from tests.faults import semantic as S
 
-SEEDS = (0, 1, 2, 3, 4)
+SEEDS = (0, 1, 2)
 QUICK = ("gelu-no-half", "matmul-acc-overwrite", "sum-drops-tail", "softmax-other-zero", "softmax-bf16-sum")
 
 

@@ -317,10 +317,7 @@ def reduction_fit(
     cands = _intervals(ctx.op.name, k)
     if not cands:
         return None
-    if ctx.op.name in ("sum", "mean"):  # every interval at once: prefixes and suffixes of the cumulative sum
-        preds = [partial(s, e) for s, e, _, _ in cands]
-    else:
-        preds = [partial(s, e) for s, e, _, _ in cands]
+    preds = [partial(s, e) for s, e, _, _ in cands]
     resid = [float(((out - p) ** 2).sum()) for p in preds]
     i = min(range(len(cands)), key=lambda j: resid[j])
     budget = clean(out, ref, preds[i], allowed)

@@ -3,7 +3,7 @@ fitted value, on every seed. ``SEMANTIC`` lists them with the contract they run 
 fragment the summary must contain; ``diagnose(bug, seed)`` runs the class check in process and returns the
 signature (tests/test_semantic_signatures.py).
 
-These kernels were written after the fits' thresholds were set, from the issue's description of each bug.
+These kernels were written from the issue's description of each bug, together with the fits (not held out).
 """
 
 from __future__ import annotations
