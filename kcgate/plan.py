@@ -64,14 +64,25 @@ def base_seed_for(case_seed: int, cid: str) -> int:
 
 
 def make_plan(
-    project: Project, base_seed: int, default_shapes: dict[str, tuple[tuple[int, ...], ...]]
+    project: Project,
+    base_seed: int,
+    default_shapes: dict[str, tuple[tuple[int, ...], ...]],
+    boundary: bool = False,
 ) -> list[Case]:
-    return [case for c in project.contracts for case in _cases(c, base_seed, default_shapes)]
+    """Every contract's cases; ``boundary``: with each contract's boundary shape (``kcgate run``, the pytest
+    plugin and ``kcgate.check`` ask for it; calibration and the library's own callers plan the declared
+    shapes only)."""
+    return [case for c in project.contracts for case in _cases(c, base_seed, default_shapes, boundary)]
 
 
-def _cases(c: Contract, base_seed: int, default_shapes: dict[str, tuple[tuple[int, ...], ...]]) -> list[Case]:
+def _cases(
+    c: Contract,
+    base_seed: int,
+    default_shapes: dict[str, tuple[tuple[int, ...], ...]],
+    boundary: bool = True,
+) -> list[Case]:
     shapes = c.shapes or default_shapes.get(c.op, ())
-    derived = boundary_shapes(c, shapes)
+    derived = boundary_shapes(c, shapes) if boundary else []
     out = []
     for dtype in c.dtypes:
         for shape in (*shapes, *derived):

@@ -62,7 +62,7 @@ def run_command(o: Options) -> int:
     try:
         shapes = executor.default_shapes() if executor else _default_shapes()
         cases = planning.shard(
-            planning.select(planning.make_plan(project, o.seed, shapes), o.keyword, o.dtypes),
+            planning.select(planning.make_plan(project, o.seed, shapes, boundary=True), o.keyword, o.dtypes),
             planning.parse_shard(o.shard),
         )
         cases = planning.with_shrink(planning.with_held_out(cases, o.held_out), o.shrink_s)
