@@ -69,9 +69,9 @@ def make_plan(
     default_shapes: dict[str, tuple[tuple[int, ...], ...]],
     boundary: bool = False,
 ) -> list[Case]:
-    """Every contract's cases; ``boundary``: with each contract's boundary shape (``kcgate run``, the pytest
-    plugin and ``kcgate.check`` ask for it; calibration and the library's own callers plan the declared
-    shapes only)."""
+    """Every contract's cases; ``boundary``: with each contract's boundary shape (``kcgate run`` and the
+    pytest plugin ask for it; ``kcgate.check``, calibration and the library's other callers plan the
+    declared shapes only)."""
     return [case for c in project.contracts for case in _cases(c, base_seed, default_shapes, boundary)]
 
 

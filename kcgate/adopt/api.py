@@ -216,7 +216,7 @@ def _run(
     )
     executor = _executor(project, isolation, device, timeout)
     try:
-        cases = make_plan(project, seed, executor.default_shapes(), boundary=True)
+        cases = make_plan(project, seed, executor.default_shapes())
         return tuple(executor.run_many(cases))
     finally:
         executor.close()
