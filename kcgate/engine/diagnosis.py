@@ -527,6 +527,7 @@ def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
     """Name the failure mode of a failed case from its trials (the most specific classifier first).
 
     Integrity issues are named before this runs (kcgate.engine.checks.verdict); then non-finite results, the
+    family's known mistakes, a clean fit of a simple transformation (kcgate.engine.transforms), the
     structure of the error field (a dense tail tile, a few corrupted elements, an offset, garbage), operand
     rounding, an accumulator width only where the trials span a K sweep that fits one, bias, a per-row
     factor and diffuse noise."""
