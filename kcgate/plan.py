@@ -1,4 +1,5 @@
-"""Plan: contracts × dtype × shape × seed → cases with stable ids; filters and sharding. No torch."""
+"""Plan: contracts × dtype × shape × seed → cases with stable ids, plus each contract's boundary shapes;
+filters and sharding. No torch."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import hashlib
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kcgate.contracts import shape_class
 from kcgate.contracts.records import Contract, Project
 from kcgate.errors import UsageError
+from kcgate.vocab.catalogue import CATALOGUE, family_constraints
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,7 @@ class Case:
     line: int | None = None
     source: str = ""  # Contract.source: the .py a discovered contract is declared in
     held_out: int | None = None  # C-CMP-03: `kcgate run --held-out N` (None: the contract's held_out)
+    shrink_s: float = 0.0  # `kcgate run --shrink-s`: seconds to search a smaller failing shape (0: none)
 
     def to_json(self) -> dict[str, Any]:
         """The case as JSON (what the run process sends its worker)."""
@@ -60,17 +64,29 @@ def base_seed_for(case_seed: int, cid: str) -> int:
 
 
 def make_plan(
-    project: Project, base_seed: int, default_shapes: dict[str, tuple[tuple[int, ...], ...]]
+    project: Project,
+    base_seed: int,
+    default_shapes: dict[str, tuple[tuple[int, ...], ...]],
+    boundary: bool = False,
 ) -> list[Case]:
-    return [case for c in project.contracts for case in _cases(c, base_seed, default_shapes)]
+    """Every contract's cases; ``boundary``: with each contract's boundary shape (``kcgate run`` and the
+    pytest plugin ask for it; ``kcgate.check``, calibration and the library's other callers plan the
+    declared shapes only)."""
+    return [case for c in project.contracts for case in _cases(c, base_seed, default_shapes, boundary)]
 
 
-def _cases(c: Contract, base_seed: int, default_shapes: dict[str, tuple[tuple[int, ...], ...]]) -> list[Case]:
+def _cases(
+    c: Contract,
+    base_seed: int,
+    default_shapes: dict[str, tuple[tuple[int, ...], ...]],
+    boundary: bool = True,
+) -> list[Case]:
     shapes = c.shapes or default_shapes.get(c.op, ())
+    derived = boundary_shapes(c, shapes) if boundary else []
     out = []
     for dtype in c.dtypes:
-        for shape in shapes:
-            for s in range(c.protocol.seeds):
+        for shape in (*shapes, *derived):
+            for s in range(c.protocol.seeds if shape in shapes else 1):  # a boundary shape: one seed
                 cid = case_id(c.id, dtype, shape, s)
                 out.append(
                     Case(
@@ -89,6 +105,88 @@ def _cases(c: Contract, base_seed: int, default_shapes: dict[str, tuple[tuple[in
     return out
 
 
+# ---- boundary shapes ------------------------------------------------------------------------------
+
+# Classes that draw their own shapes: C-CMP-03's held-out search is the wider form of the same idea.
+NO_BOUNDARY = ("C-CMP-03",)
+SMALL = 3  # the dimensions a boundary shape does not probe are cut to at most this (the shape stays cheap)
+
+
+def boundary_shapes(c: Contract, shapes: tuple[tuple[int, ...], ...]) -> list[tuple[int, ...]]:
+    """The shape every contract runs beside its declared ones (``protocol.boundary``), derived from the
+    first declared shape: the last dimension and the reduction length at a prime near n (off every power of
+    two and tile: 1021 for 1024; on a grid of step s, n + s), the other dimensions cut to at most SMALL (an
+    odd count of rows where the declared count allows). It respects the family's and the contract's
+    shape_constraints (a dimension related to another keeps the declared relation: GQA's heads per kv head)
+    and is no declared shape. One shape, one seed: each case costs a worker round trip, and the repository's
+    contracts must not run more than 20% longer (docs/ops.md#boundary-shapes); a single row and the smallest
+    sizes are C-CMP-03's extremes."""
+    if not c.protocol.boundary or c.klass in NO_BOUNDARY or not shapes:
+        return []
+    base = tuple(int(d) for d in shapes[0])
+    names = CATALOGUE[c.op].dims if c.op in CATALOGUE else None
+    try:
+        cons = shape_class.merge(
+            shape_class.parse(
+                {str(i): t for i, t in family_constraints(c.op, dict(c.params)).items()}, names, None
+            ),
+            shape_class.parse({str(i): t for i, t in c.shape_constraints}, names, None),
+        )
+    except shape_class.ShapeSyntaxError:
+        return []  # the loader reports it
+    doms = [shape_class.domain(d, cons.get(i, ())) for i, d in enumerate(base)]
+    probed = _probed_dims(c.op, base, cons)
+    shape = [
+        _prime_near(d, doms[i]) if i in probed else doms[i].snap(min(d, SMALL)) for i, d in enumerate(base)
+    ]
+    fixed = relate_shape(shape, base, cons)
+    return [fixed] if fixed is not None and fixed not in shapes else []
+
+
+def _probed_dims(op: str, base: tuple[int, ...], cons: shape_class.Constraints) -> list[int]:
+    """The last dimension and the reduction length, unless a relation ties them to another dimension."""
+    entry = CATALOGUE.get(op)
+    dims = {len(base) - 1}
+    if entry is not None and entry.k_dim is not None:
+        dims.add(entry.k_dim % len(base))
+    for name in ("length", "k"):  # attention's keys; a product's K where the catalogue gives no k_dim
+        if entry is not None and entry.dims and name in entry.dims:
+            dims.add(entry.dims.index(name))
+    return sorted(i for i in dims if not any(t.ref >= 0 for t in cons.get(i, ())))
+
+
+def _prime_near(n: int, dom: shape_class.Domain) -> int:
+    """The largest prime below n − 1 (off every tile and power of two); on a grid of step > 1, n plus a step."""
+    if dom.pow2:
+        return n
+    if dom.step > 1:
+        return dom.snap(n + dom.step, up=True)
+    for v in range(n - 2, 1, -1):
+        if all(v % p for p in range(2, int(v**0.5) + 1)):
+            return v if dom.ok(v) else dom.snap(v)
+    return dom.snap(n + 1, up=True)
+
+
+def relate_shape(
+    shape: list[int], base: tuple[int, ...], cons: shape_class.Constraints
+) -> tuple[int, ...] | None:
+    """The shape with its relations restored (a related dimension follows the one it names, as in the
+    declared shape), or None when it cannot satisfy the constraints."""
+    out = list(shape)
+    for i, terms in cons.items():
+        for t in terms:
+            if t.ref >= 0 and i < len(out) and t.ref < len(out):
+                if t.kind == "same_as":
+                    out[i] = out[t.ref]
+                elif t.kind == "ratio":
+                    out[i] = max(1, round(t.a * out[t.ref]))
+                elif t.kind == "multiple_of":
+                    k = max(1, base[i] // max(base[t.ref], 1))
+                    out[i] = k * out[t.ref]
+    result = tuple(out)
+    return None if shape_class.violations(result, cons) or min(result) < 1 else result
+
+
 def with_held_out(cases: list[Case], n: int | None) -> list[Case]:
     """``--held-out N``: every C-CMP-03 case draws N held-out shapes besides the class's extremes."""
     if n is None:
@@ -96,6 +194,55 @@ def with_held_out(cases: list[Case], n: int | None) -> list[Case]:
     if n < 0:
         raise UsageError(f"--held-out {n}: must be 0 or more, e.g. --held-out 8")
     return [replace(c, held_out=n) if c.klass == "C-CMP-03" else c for c in cases]
+
+
+def with_shrink(cases: list[Case], seconds: float) -> list[Case]:
+    """``--shrink-s S``: a failed case searches S seconds for its smallest failing shape (kcgate.engine.shrink)."""
+    if seconds < 0:
+        raise UsageError(f"--shrink-s {seconds:g}: must be 0 (no search) or more, e.g. --shrink-s 5")
+    return [replace(c, shrink_s=seconds) for c in cases] if seconds else cases
+
+
+def with_shape(project: Project, text: str | None) -> Project:
+    """``--shape 3x7``: every contract whose shapes have that many dimensions runs that shape alone, without
+    boundary shapes (the reproduction of a shrunk failure: ``repro_command``)."""
+    if not text:
+        return project
+    try:
+        shape = tuple(int(d) for d in text.lower().split("x"))
+    except ValueError:
+        raise UsageError(f"--shape {text!r}: expected sizes joined by x, e.g. --shape 3x1021") from None
+    if not shape or min(shape) < 1:
+        raise UsageError(f"--shape {text!r}: every size must be 1 or more, e.g. --shape 3x1021")
+    contracts = tuple(
+        replace(c, shapes=(shape,), protocol=replace(c.protocol, boundary=False, seeds=1))
+        for c in project.contracts
+        if _arity(c) in (None, len(shape))
+    )
+    return replace(project, contracts=contracts)
+
+
+def _arity(c: Contract) -> int | None:
+    dims = CATALOGUE[c.op].dims if c.op in CATALOGUE else None
+    if dims is not None:
+        return len(dims)
+    return len(c.shapes[0]) if c.shapes else None
+
+
+def repro_command(
+    contract_id: str, dtype: str, seed: int, shape: tuple[int, ...], contracts: str = ""
+) -> str:
+    """The ``kcgate run`` command that reruns a contract's kernel at ``shape`` with a case's own seed (the
+    shrunk reproduction of a failure: ``--shape`` plans that shape, ``--seed`` gives its case that seed)."""
+    import shlex
+
+    cid = case_id(contract_id, dtype, shape, 0)
+    parts = ["kcgate run"]
+    if contracts:
+        parts += ["--contracts", shlex.quote(contracts)]
+    size = "x".join(map(str, shape))
+    parts += ["-k", shlex.quote(cid), "--shape", size, "--seed", str(base_seed_for(seed, cid))]
+    return " ".join(parts)
 
 
 def select(cases: list[Case], keyword: str | None, dtypes: list[str] | None) -> list[Case]:

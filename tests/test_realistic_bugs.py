@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kcgate.contracts.load import load_project
 from kcgate.results.model import load_run
 
 pytestmark = pytest.mark.slow  # one kcgate run of 38 cases per seed
@@ -22,21 +23,21 @@ CONTRACTS = ROOT / "tests" / "data" / "realistic" / "contracts.toml"
 
 # contract id -> the cause it must be named by, or None where the evidence fits no specific cause
 EXPECTED: dict[str, str | None] = {
-    "ln-unbiased-fp32": "row-scale",
+    "ln-unbiased-fp32": "scaled-output",
     "ln-unbiased-bf16": None,
     "ln-eps-outside-fp32": "excess-error",
-    "rmsnorm-no-upcast-bf16": None,
+    "rmsnorm-no-upcast-bf16": "low-precision-reduction",
     "gelu-tanh-fp32": "approximation",
     "gelu-tanh-bf16": None,
     "softmax-no-max-fp32": "overflow-nan",
-    "softmax-bf16-denominator": "row-scale",
+    "softmax-bf16-denominator": "low-precision-reduction",
     "logsumexp-forgets-max": "offset",
     "matmul-k-tail": "shape-overfitting",
     "bmm-batch-broadcast": "garbage",
     "sum-fp16-acc": "excess-error",
-    "attention-leak": None,
-    "rope-off-by-one": None,
-    "swiglu-swapped": None,
+    "attention-leak": "wrong-semantics",
+    "rope-off-by-one": "wrong-semantics",
+    "swiglu-swapped": "wrong-semantics",
     "geglu-tanh": "wrong-semantics",
     "ce-smoothing": "excess-error",
     "embedding-clamps": "out-of-bounds",
@@ -56,7 +57,10 @@ def cases(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         [*cmd, "--seed", str(request.param)], capture_output=True, text=True, env=env, cwd=ROOT
     )
     assert proc.returncode == 1, proc.stderr[-2000:]
-    return load_run(out).cases
+    # the declared shapes: a boundary shape (kcgate.plan.boundary_shapes) may not reach a bug (a random
+    # summation order over 3 rows of 4093 terms can still be bitwise stable)
+    declared = {c.id: set(c.shapes) for c in load_project(CONTRACTS).contracts}
+    return [c for c in load_run(out).cases if c.shape in declared[c.contract_id]]
 
 
 def test_every_realistic_bug_fails_on_every_seed(cases) -> None:  # type: ignore[no-untyped-def]

@@ -102,7 +102,7 @@ class KcgateState:
         from kcgate.plan import make_plan
 
         self.project = load_project(self.path)
-        return make_plan(self.project, self.seed, self._default_shapes())
+        return make_plan(self.project, self.seed, self._default_shapes(), boundary=True)
 
     def _default_shapes(self) -> dict[str, tuple[tuple[int, ...], ...]]:
         if all(c.shapes for c in self.project.contracts):

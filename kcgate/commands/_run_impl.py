@@ -45,6 +45,8 @@ class Options:
     held_out: int | None = None
     workers: str = "auto"
     ci_progress: bool = False  # a line every 10% or 30 s (render.console.CiProgress) instead of one per case
+    shrink_s: float = 0.0  # kcgate.engine.shrink: the CLI's default is 5 s
+    shape: str | None = None  # --shape: every contract of that arity runs it alone (a shrunk reproduction)
 
 
 def run_command(o: Options) -> int:
@@ -52,7 +54,7 @@ def run_command(o: Options) -> int:
     workers = worker_count(o.workers, o.isolation, o.device)
     if not o.list_only:
         check_torch(o.isolation)
-    project = load_project(o.contracts)
+    project = planning.with_shape(load_project(o.contracts), o.shape)
     executor = (  # with isolation the worker starts now and makes the run's one torch import
         None
         if o.list_only
@@ -63,10 +65,10 @@ def run_command(o: Options) -> int:
     try:
         shapes = executor.default_shapes() if executor else _default_shapes()
         cases = planning.shard(
-            planning.select(planning.make_plan(project, o.seed, shapes), o.keyword, o.dtypes),
+            planning.select(planning.make_plan(project, o.seed, shapes, boundary=True), o.keyword, o.dtypes),
             planning.parse_shard(o.shard),
         )
-        cases = planning.with_held_out(cases, o.held_out)
+        cases = planning.with_shrink(planning.with_held_out(cases, o.held_out), o.shrink_s)
         if o.list_only:
             typer.echo(render_plan(cases))
             return ExitCode.OK if cases else ExitCode.NOTHING_SELECTED

@@ -54,6 +54,12 @@ def run(
     held_out: Optional[int] = typer.Option(
         None, "--held-out", help="C-CMP-03: held-out shapes per case besides the class's extremes."
     ),
+    shrink_s: float = typer.Option(
+        5.0, "--shrink-s", help="Seconds a failed case searches for its smallest failing shape (0: none)."
+    ),
+    shape: Optional[str] = typer.Option(
+        None, "--shape", help="Run every contract of that arity at this shape alone, e.g. 3x1021."
+    ),
 ) -> None:
     """Run the contracts on this machine's device and write results (exit 1 on a violation)."""
     from kcgate.commands._run_impl import Options, run_command
@@ -77,6 +83,8 @@ def run(
         quiet,
         held_out,
         workers,
+        shrink_s=shrink_s,
+        shape=shape,
         ci_progress=in_ci(os.environ) and not sys.stderr.isatty(),
     )
     raise typer.Exit(run_command(opts))

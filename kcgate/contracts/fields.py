@@ -211,6 +211,16 @@ PROTOCOL_FIELDS = (
         example="k_sweep = [256, 1024, 4096]",
     ),
     Field(
+        "boundary",
+        "7 protocol",
+        "also run boundary shapes derived from the declared ones: the last dimension and the reduction "
+        "length off powers of two and tiles (n - 1, a prime near n), a single row, the smallest sizes "
+        "(kcgate.plan.boundary_shapes; C-CMP-03 has its own held-out search)",
+        type="boolean",
+        default=True,
+        since="0.2",
+    ),
+    Field(
         "freivalds_vectors",
         "7 protocol",
         "random vectors per Freivalds check (default 10: a bad row missed w.p. <= 1e-3)",

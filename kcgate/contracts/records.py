@@ -47,6 +47,7 @@ class Protocol:
     k_sweep: tuple[int, ...] = ()
     freivalds_vectors: int = FREIVALDS_VECTORS  # random vectors per Freivalds check (docs/freivalds.md)
     held_out: int | None = None  # C-CMP-03's held-out shapes per seed; None: params.held_out (the class's)
+    boundary: bool = CONTRACT_FIELD["protocol"].field("boundary").default  # kcgate.plan.boundary_shapes
 
 
 @dataclass(frozen=True)

@@ -92,11 +92,13 @@ def _global_state(case: Case, result: CaseResult) -> CaseResult:
 
 def _execute(project: Project, case: Case, backend: Any, kernel: str | None) -> CaseResult:
     from kcgate.engine.checks import CHECKS
+    from kcgate.engine.shrink import shrink
 
     t0 = time.perf_counter()
     try:
         ctx = make_context(project, case, backend, kernel)
         finding = CHECKS[case.klass](ctx)
+        shrunk = shrink(ctx, finding, CHECKS[case.klass])  # only where `run --shrink-s` gives it time
         backend.empty_cache()
     except BaseException as exc:  # noqa: BLE001 — SystemExit and KeyboardInterrupt from a kernel included
         if isinstance(exc, KeyboardInterrupt):
@@ -111,6 +113,7 @@ def _execute(project: Project, case: Case, backend: Any, kernel: str | None) -> 
         duration_s=time.perf_counter() - t0,
         kernel_s=ctx.kernel_s,
         oracle_s=ctx.oracle_s,
+        shrunk_shape=shrunk,
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from kcgate.engine.backward import grad_dot_scale
+from kcgate.engine.transforms import fitted_signature
 from kcgate.numerics.emulate import round_mantissa
 from kcgate.numerics.ops.base import upcast
 from kcgate.results.model import Signature
@@ -526,6 +527,7 @@ def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
     """Name the failure mode of a failed case from its trials (the most specific classifier first).
 
     Integrity issues are named before this runs (kcgate.engine.checks.verdict); then non-finite results, the
+    family's known mistakes, a clean fit of a simple transformation (kcgate.engine.transforms), the
     structure of the error field (a dense tail tile, a few corrupted elements, an offset, garbage), operand
     rounding, an accumulator width only where the trials span a K sweep that fits one, bias, a per-row
     factor and diffuse noise."""
@@ -539,6 +541,7 @@ def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
     for found in (
         lambda: nan_signature(worst.out, cmp.ref, exp, overflow_where(ctx.op.name, worst.grad)),
         lambda: semantics_signature(ctx, worst),
+        lambda: fitted_signature(ctx, worst),
         lambda: tail_signature(cmp.ratio, dense=True),
         lambda: sparse_signature(cmp),
         lambda: offset_signature(cmp.signed, cmp.ref),

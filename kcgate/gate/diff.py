@@ -232,6 +232,7 @@ def _present(
                 "source",
                 "dtype",
                 "seed",
+                "shrunk_shape",
             )
         ),
         cases.metric("budget_used"),
@@ -252,6 +253,7 @@ def _present(
         source,
         dtype,
         seed,
+        shrunk,
         budget,
         ulp,
         abs_err,
@@ -295,6 +297,7 @@ def _present(
                     "cause": signature.cause if signature else "",
                     "max_ulp": ulp,
                     "max_abs_err": abs_err,
+                    "shrunk_shape": tuple(shrunk or ()),
                 },
             )
         )

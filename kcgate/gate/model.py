@@ -49,13 +49,17 @@ class CaseChange:
     # current / base budget used, both floored at policy.budget_drift.floor (what the drift rule compares);
     # None when either side has no budget
     budget_factor: float | None = None
+    shrunk_shape: tuple[int, ...] = ()  # the smallest failing shape kcgate.engine.shrink found; (): none
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> CaseChange:
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+        fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        if "shrunk_shape" in fields:  # a JSON list
+            fields["shrunk_shape"] = tuple(fields["shrunk_shape"] or ())
+        return cls(**fields)
 
 
 @dataclass(frozen=True)

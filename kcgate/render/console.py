@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from kcgate.plan import repro_command
 from kcgate.render.escape import console_text
 from kcgate.results.model import CaseResult, RunResult, Status
 from kcgate.vocab.dtypes import low_precision
@@ -54,7 +55,23 @@ def render_run(run: RunResult) -> str:
     rows = [_row(c) for c in run.cases]
     head = f"kcgate: {len(run.cases)} cases on runner {run.runner} ({run.fingerprint.device}, torch {run.fingerprint.torch})"
     body = table(rows, ["status", "case", "class", "budget", "max ulp (16/8-bit)", "signature / message"])
-    return console_text(f"{head}\n{body}\n{summary_line(run)}")
+    return console_text(f"{head}\n{body}{shrunk_lines(run)}\n{summary_line(run)}")
+
+
+def shrunk_lines(run: RunResult) -> str:
+    """Each failure shrunk to a smaller shape (kcgate.engine.shrink), with the command that reproduces it."""
+    lines = [
+        f"  {c.case_id}: smallest failing shape {'x'.join(map(str, c.shrunk_shape))} "
+        f"(same cause, {c.signature.cause if c.signature else 'failed'}): "
+        + repro_command(c.contract_id, c.dtype, c.seed, c.shrunk_shape, _contracts(run))
+        for c in run.cases
+        if c.shrunk_shape
+    ]
+    return "\n\nshrunk reproductions:\n" + "\n".join(lines) if lines else ""
+
+
+def _contracts(run: RunResult) -> str:
+    return "" if run.contracts_file in ("", "contracts.toml") else run.contracts_file
 
 
 def summary_line(run: RunResult) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from kcgate.gate.model import CaseChange, Diff, RunnerDiff
-from kcgate.plan import base_seed_for
+from kcgate.plan import base_seed_for, case_id
 from kcgate.render.escape import is_sha, md_cell, md_code, md_text
 from kcgate.render.labels import SEVERITY, factor_text, icon, label, rank
 from kcgate.results.model import UNEVALUATED, Status
@@ -408,13 +408,19 @@ def reproduce_line(g: Group, ctx: RenderContext) -> str:
     c = g.worst
     if not (c.case_id and c.status and c.seed is not None):
         return ""
-    where = f" on {md_text(c.runner, 60)}"
-    command = reproduce_command(c, ctx.contracts_file, dict(ctx.reruns).get(c.runner, Rerun()))
+    rerun = dict(ctx.reruns).get(c.runner, Rerun())
+    command = reproduce_command(c, ctx.contracts_file, rerun)
     where = f" on {md_text(c.runner, 60)}"
     log = dict(ctx.job_urls).get(c.runner, "") or ctx.vendor_run_url
     if safe_url(log):
         where += f" ([job log]({log}))"
-    return f"- {md_text(c.contract_id, 80)}{where}: {md_code(command, 600)}"
+    line = f"- {md_text(c.contract_id, 80)}{where}: {md_code(command, 600)}"
+    if c.shrunk_shape and c.dtype:
+        shape = tuple(c.shrunk_shape)
+        shrunk = replace(c, case_id=case_id(c.contract_id, c.dtype, shape, 0))
+        cmd = reproduce_command(shrunk, ctx.contracts_file, rerun) + " --shape " + "x".join(map(str, shape))
+        line += f"; smallest failing shape {'x'.join(map(str, shape))}: {md_code(cmd, 600)}"
+    return line
 
 
 def reproduce_command(c: CaseChange, contracts_file: str, rerun: Rerun) -> str:

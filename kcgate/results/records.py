@@ -242,6 +242,9 @@ class CaseResult:
     harness_s: float = (
         0.0  # kcgate's own share: duration_s less kernel_s and oracle_s (inputs, checks, compare)
     )
+    shrunk_shape: tuple[
+        int, ...
+    ] = ()  # the smallest shape found failing with the same cause (kcgate.engine.shrink)
 
     @property
     def ok(self) -> bool:
@@ -409,6 +412,12 @@ CASE_COLUMNS: tuple[Column, ...] = (
         SECONDS,
         "kcgate's own share of the case: duration_s less kernel_s and oracle_s (inputs, guard bands, checks, "
         "comparisons); 0 in files written before it was recorded",
+    ),
+    _case(
+        "shrunk_shape",
+        INTS,
+        "a failed case: the smallest shape found that fails with the same cause on the case's seed "
+        "(`kcgate run --shape`); empty: not searched or none smaller",
     ),
 )
 CASE_FIELDS: tuple[str, ...] = names(CASE_COLUMNS)

@@ -60,6 +60,9 @@ class Op:
     grad_reduction: dict[str, int] = field(default_factory=dict)
     # the family's own ``params`` (its OpFamily.configure reads them; docs/ops.md explains each)
     params: dict[str, ParamSpec] = field(default_factory=dict)
+    # dim index -> constraint every drawn shape respects (held-out, boundary and class shapes; grammar:
+    # kcgate.contracts.shape_class); the OpFamily reads it from here (quant_gemm's follows its group_size)
+    shape_constraints: dict[int, str] = field(default_factory=dict)
 
     def matmul_mkn(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
         """(m, k, n) of a matmul-like case shape, m including any batch: bmm (B, M, K, N) is (B*M, K, N)."""
@@ -206,13 +209,26 @@ CATALOGUE: dict[str, Op] = {
             default_shapes=((2, 4, 2, 128, 64),),
             reducing=True,
             params={
-                "causal": ParamSpec(bool, False, help="mask keys after the query (top-left aligned)"),
+                "causal": ParamSpec(
+                    bool, False, help="mask keys after the query (aligned as causal_align says)"
+                ),
                 "scale": ParamSpec(float, 0.0, help="softmax scale; 0 = 1/sqrt(head_dim)"),
                 "varlen": ParamSpec(bool, False, help="packed variable-length sequences with cu_seqlens"),
                 "p_dtype": ParamSpec(
                     str, "", _FLOATS, "precision of P before P·V; default: the input dtype for 16-bit inputs"
                 ),
+                "q_len": ParamSpec(
+                    int, 0, help="the queries' length where it differs from the keys' (decode: 1); 0 = length"
+                ),
+                "causal_align": ParamSpec(
+                    str,
+                    "top-left",
+                    ("top-left", "bottom-right"),
+                    "where the causal mask's diagonal starts when q_len != length: top-left (torch's sdpa) "
+                    "or bottom-right (FlashAttention >= 2.1: the last query sees every key)",
+                ),
             },
+            shape_constraints={1: "multiple_of(kv_heads)"},  # each kv head serves a whole group of q heads
         ),
         Op(
             "cross_entropy",
@@ -251,6 +267,7 @@ CATALOGUE: dict[str, Op] = {
                     str, "tensor", ("tensor", "row"), "one scale per tensor, or per row of a / column of b"
                 ),
             },
+            shape_constraints={1: "multiple_of(16)", 2: "multiple_of(16)"},  # torch._scaled_mm on CUDA
         ),
         Op(
             "quant_gemm",
@@ -267,6 +284,7 @@ CATALOGUE: dict[str, Op] = {
                     bool, True, help="asymmetric (q - zero)·scale; false: symmetric q·scale"
                 ),
             },
+            shape_constraints={1: "multiple_of(128)"},  # k: whole groups of the default group_size
         ),
         Op(
             "gelu",
@@ -305,6 +323,7 @@ CATALOGUE: dict[str, Op] = {
                 "cos_sin": ParamSpec(bool, True, help="cos and sin are inputs; false: the kernel gets base="),
                 "base": ParamSpec(float, 10000.0, help="the angles' base (theta)"),
             },
+            shape_constraints={4: "even"},  # lanes rotate in pairs
         ),
         Op(
             "swiglu",
@@ -373,6 +392,18 @@ REDUCING = families("reducing")
 def default_shapes() -> dict[str, tuple[tuple[int, ...], ...]]:
     """Each built-in family's default shapes (custom ops have none), without importing torch."""
     return {n: op.default_shapes for n, op in CATALOGUE.items() if n != "custom"}
+
+
+def family_constraints(name: str, params: dict[str, Any] | None = None) -> dict[int, str]:
+    """A family's shape constraints for a contract's ``params`` (quant_gemm's k is whole groups of its
+    group_size; 0, per output channel, leaves k free)."""
+    op = CATALOGUE.get(name)
+    if op is None:
+        return {}
+    if name == "quant_gemm":
+        group = int((params or {}).get("group_size", op.params["group_size"].default))
+        return {1: f"multiple_of({group})"} if group > 0 else {}
+    return dict(op.shape_constraints)
 
 
 def dims_of(name: str) -> tuple[str, ...] | None:

@@ -86,6 +86,23 @@ CAUSE_TABLE: tuple[Cause, ...] = (
           keeps=True, nonfinite=True),
     Cause("row-scale", "precision",
           "each row is off by one common factor: the row's reduction (sum of squares, variance, normaliser) is imprecise"),
+    Cause("scaled-output", "semantic",
+          "the output (or a gradient) is the right one times a constant: a factor dropped or doubled (gelu's 0.5, "
+          "a mean's 1/N), the fitted factor named", keeps=True),
+    Cause("sign-scaled", "semantic",
+          "one sign of the output is scaled by a constant, the other right (a wrong negative slope)", keeps=True),
+    Cause("argument-scale", "semantic",
+          "an activation's gate evaluated at a scaled argument (σ(2x) for σ(x), erf(x) for erf(x/√2))", keeps=True),
+    Cause("masked-tail", "semantic",
+          "lanes past n read 0 into a row sum (a masked load with other = 0.0 where −inf was meant)", keeps=True),
+    Cause("overwritten-accumulator", "semantic",
+          "only the last block of a reduction counted: the running sum overwritten (acc = instead of acc +=)",
+          keeps=True),
+    Cause("low-precision-reduction", "precision",
+          "a row's statistic (sum of exp, mean of squares) is a bf16 or fp16 value in nearly every row: the row "
+          "reduction is kept in that format", keeps=True),
+    Cause("missing-term", "semantic",
+          "a backward lacks one term of its formula (softmax's −y·Σ(y·dy))", keeps=True),
 )
 # fmt: on
 CAUSE = {c.name: c for c in CAUSE_TABLE}

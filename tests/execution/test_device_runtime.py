@@ -111,7 +111,7 @@ class = "C-PRC-01"
 kernel = "tests.testing.kernels.oom:host_oom"
 op = "matmul"
 shapes = [[8, 64, 8]]
-protocol = {{ seeds = 1, trials = 1 }}
+protocol = {{ seeds = 1, trials = 1, boundary = false }}
 
 [[contract]]
 id = "oom-torch"
@@ -119,7 +119,7 @@ class = "C-PRC-01"
 kernel = "tests.testing.kernels.oom:torch_oom"
 op = "matmul"
 shapes = [[8, 64, 8]]
-protocol = {{ seeds = 1, trials = 1 }}
+protocol = {{ seeds = 1, trials = 1, boundary = false }}
 
 [[contract]]
 id = "fine"
@@ -127,7 +127,7 @@ class = "C-PRC-01"
 kernel = "kcgate.kernels.builtin:matmul"
 op = "matmul"
 shapes = [[8, 64, 8]]
-protocol = {{ seeds = 1, trials = 1 }}
+protocol = {{ seeds = 1, trials = 1, boundary = false }}
 """
 
 

@@ -1,7 +1,9 @@
 """Attention: softmax(scale·Q·Kᵀ + mask)·V with causal masking, an explicit scale, grouped-query heads
 (fewer kv heads), variable-length batches (``cu_seqlens``) and the precision of P as parameters.
 
-Shape form ``[batch, heads, kv_heads, length, head_dim]``. Call conventions:
+Shape form ``[batch, heads, kv_heads, length, head_dim]`` (``length``: the keys'; ``params.q_len`` gives the
+queries' where they differ, dense only, and ``params.causal_align`` the causal mask's alignment then: top-left
+as torch's sdpa, bottom-right as FlashAttention >= 2.1). Call conventions:
 dense ``kernel(q, k, v, **kw)`` with q (batch, heads, length, head_dim), k and v (batch, kv_heads, length,
 head_dim) and ``is_causal=True`` / ``scale=s`` / ``enable_gqa=True`` passed only when they apply (the
 ``F.scaled_dot_product_attention`` convention); varlen ``kernel(q, k, v, cu_seqlens_q, cu_seqlens_k,
@@ -20,6 +22,7 @@ import torch
 
 from kcgate.numerics.ops.base import BoundArgs, GradBound, OpFamily, Tensors, draw, sqrt
 from kcgate.vocab import dtypes
+from kcgate.vocab.catalogue import family_constraints
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,18 @@ class Attention:
     scale: float = 0.0  # 0: 1/√head_dim
     varlen: bool = False
     p_dtype: str = ""  # "": the input dtype for 16-bit inputs, float32 for wider ones
+    # dense only: the queries' length (0: the keys' length, the shape's ``length``): decode (1), chunked
+    # prefill and cross-attention have fewer or more queries than keys, and there the causal mask's
+    # alignment decides correctness: top-left as torch's sdpa, or bottom-right as FlashAttention >= 2.1
+    q_len: int = 0
+    causal_align: str = "top-left"
     kv_modulo: bool = False  # not a param: the grouped-query mistake (q head h reads kv head h mod kv_heads)
+    # not params either, the mistakes the diagnosis tests: the causal mask's diagonal shifted (+1: each query
+    # also sees the next key), and an online softmax over K-blocks of this size that never rescales its
+    # accumulator by exp(m_old − m_new) (``stale_l``: nor its row sum)
+    diagonal: int = 0
+    stale_block: int = 0
+    stale_l: bool = False
 
     def scale_for(self, d: int) -> float:
         return self.scale if self.scale > 0 else 1.0 / math.sqrt(d)
@@ -56,7 +70,7 @@ def _inputs(cfg: Attention) -> Callable[..., Tensors]:
     def make(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str) -> Tensors:
         b, h, hk, length, d = shape
         if not cfg.varlen:
-            return draw((b, h, length, d), dtype, gen, dist), *(
+            return draw((b, h, cfg.q_len or length, d), dtype, gen, dist), *(
                 draw((b, hk, length, d), dtype, gen, dist) for _ in range(2)
             )
         lens = seq_lengths(b, length, gen)
@@ -72,11 +86,14 @@ def _inputs(cfg: Attention) -> Callable[..., Tensors]:
 # ---- oracle and bound ----------------------------------------------------------------------------
 
 
-def _mask(lq: int, lk: int, causal: bool, device: torch.device) -> torch.Tensor | None:
-    """True where a key is visible (causal: key j ≤ query i, aligned at the top-left as torch does)."""
-    if not causal:
+def _mask(lq: int, lk: int, cfg: Attention, device: torch.device) -> torch.Tensor | None:
+    """True where a key is visible. Causal, aligned top-left (torch's sdpa): key j ≤ query i; aligned
+    bottom-right (FlashAttention >= 2.1): key j ≤ query i + lk − lq, so the last query sees every key.
+    ``cfg.diagonal``: the mistake of a mask shifted by that many keys."""
+    if not cfg.causal:
         return None
-    return torch.ones(lq, lk, dtype=torch.bool, device=device).tril()
+    shift = lk - lq if cfg.causal_align == "bottom-right" else 0
+    return torch.ones(lq, lk, dtype=torch.bool, device=device).tril(cfg.diagonal + shift)
 
 
 def _expand_kv(q: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -85,11 +102,32 @@ def _expand_kv(q: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
 
 
 def _probs(q: torch.Tensor, k: torch.Tensor, cfg: Attention) -> torch.Tensor:
-    s = cfg.scale_for(q.shape[-1]) * (q @ k.transpose(-1, -2))
-    m = _mask(q.shape[-2], k.shape[-2], cfg.causal, q.device)
-    if m is not None:
-        s = s.masked_fill(~m, float("-inf"))
+    s = _scores(q, k, cfg)
     return torch.softmax(s, dim=-1)
+
+
+def _scores(q: torch.Tensor, k: torch.Tensor, cfg: Attention) -> torch.Tensor:
+    s = cfg.scale_for(q.shape[-1]) * (q @ k.transpose(-1, -2))
+    m = _mask(q.shape[-2], k.shape[-2], cfg, q.device)
+    return s.masked_fill(~m, float("-inf")) if m is not None else s
+
+
+def stale_online_softmax(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Attention) -> torch.Tensor:
+    """The flash-attention mistake: an online softmax over K-blocks of ``cfg.stale_block`` keys whose running
+    max rises without the accumulator (and with ``stale_l`` the row sum) being rescaled by exp(m_old − m_new)."""
+    s = _scores(q, k, cfg)
+    m = torch.full(s.shape[:-1], float("-inf"), dtype=s.dtype, device=s.device)
+    row = torch.zeros_like(m)
+    acc = torch.zeros((*s.shape[:-1], v.shape[-1]), dtype=s.dtype, device=s.device)
+    for j in range(0, s.shape[-1], cfg.stale_block):
+        blk = s[..., j : j + cfg.stale_block]
+        m_new = torch.maximum(m, blk.amax(-1))
+        p = (blk - m_new[..., None]).exp().nan_to_num(0.0)
+        alpha = torch.where(m == float("-inf"), torch.zeros_like(m), (m - m_new).exp())
+        row = (row if cfg.stale_l else alpha * row) + p.sum(-1)
+        acc = acc + p @ v[..., j : j + cfg.stale_block, :]
+        m = m_new
+    return acc / row[..., None]
 
 
 def _kv(
@@ -104,6 +142,8 @@ def _kv(
 
 def dense_oracle(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Attention) -> torch.Tensor:
     k, v = _kv(q, k, v, cfg)
+    if cfg.stale_block:
+        return stale_online_softmax(q, k, v, cfg)
     return _probs(q, k, cfg) @ v
 
 
@@ -113,7 +153,7 @@ def dense_bound(
     """Per-element allowed |error| of one dense attention (derivation: docs/ops.md#attention)."""
     k, v = _kv(q, k, v, cfg)
     d, lk = q.shape[-1], k.shape[-2]
-    m = _mask(q.shape[-2], lk, cfg.causal, q.device)
+    m = _mask(q.shape[-2], lk, cfg, q.device)
     s_abs = cfg.scale_for(d) * (q.abs() @ k.abs().transpose(-1, -2))
     if m is not None:
         s_abs = s_abs.masked_fill(~m, 0.0)
@@ -284,8 +324,14 @@ def _bound(cfg: Attention) -> Callable[[Tensors, torch.Tensor, BoundArgs], torch
 
 def torch_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Attention) -> torch.Tensor:
     """torch's own F.scaled_dot_product_attention on one dense batch, in the inputs' dtype."""
+    gqa = k.shape[-3] != q.shape[-3]
+    if cfg.causal and cfg.causal_align == "bottom-right" and q.shape[-2] != k.shape[-2]:
+        mask = _mask(q.shape[-2], k.shape[-2], cfg, q.device)
+        return torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, scale=cfg.scale_for(q.shape[-1]), enable_gqa=gqa
+        )
     return torch.nn.functional.scaled_dot_product_attention(
-        q, k, v, is_causal=cfg.causal, scale=cfg.scale_for(q.shape[-1]), enable_gqa=k.shape[-3] != q.shape[-3]
+        q, k, v, is_causal=cfg.causal, scale=cfg.scale_for(q.shape[-1]), enable_gqa=gqa
     )
 
 
@@ -316,7 +362,40 @@ def mistakes(cfg: Attention) -> tuple[tuple[str, OpFamily], ...]:
         out.append(
             ("the default scale 1/sqrt(head_dim) instead of the declared one", replace(cfg, scale=0.0))
         )
+    if cfg.scale != 1.0:
+        out.append(("the scores not scaled by 1/√D (scale 1)", replace(cfg, scale=1.0)))
+    if cfg.causal and not cfg.varlen:
+        other = "top-left" if cfg.causal_align == "bottom-right" else "bottom-right"
+        out.append(
+            (
+                f"the causal mask aligned {other} where {cfg.causal_align} is declared (they differ where the "
+                "queries are fewer or more than the keys)",
+                replace(cfg, causal_align=other),
+            )
+        )
+    if cfg.causal:
+        out.append(
+            (
+                "the causal mask off by one diagonal (each query also sees the next key)",
+                replace(cfg, diagonal=1),
+            )
+        )
+        out.append(
+            ("the causal mask off by one diagonal (each query misses its own key)", replace(cfg, diagonal=-1))
+        )
+    for block in STALE_BLOCKS:
+        for stale_l, what in ((False, "the accumulator"), (True, "the accumulator and the row sum")):
+            out.append(
+                (
+                    f"the online-softmax rescale missing: {what} not rescaled by exp(m_old − m_new) when the "
+                    f"running max rises (K-blocks of {block})",
+                    replace(cfg, stale_block=block, stale_l=stale_l),
+                )
+            )
     return tuple((what, build(alt)) for what, alt in out)
+
+
+STALE_BLOCKS = (16, 32, 64, 128)  # K-block sizes of the online-softmax mistake
 
 
 def call_kwargs(cfg: Attention, shape: Sequence[int]) -> dict[str, Any]:
@@ -338,6 +417,8 @@ def configure(params: dict[str, Any]) -> OpFamily:
             scale=float(params.get("scale", 0.0)),
             varlen=bool(params.get("varlen", False)),
             p_dtype=str(params.get("p_dtype", "")),
+            q_len=0 if params.get("varlen") else int(params.get("q_len", 0)),
+            causal_align=str(params.get("causal_align", "top-left")),
         )
     )
 
@@ -388,5 +469,5 @@ ATTENTION = OpFamily(
     configure=configure,
     kwargs=lambda shape: call_kwargs(_DEFAULT, shape),
     input_names=("q", "k", "v"),
-    shape_constraints={1: "multiple_of(kv_heads)"},  # each kv head serves a whole group of q heads
+    shape_constraints=family_constraints("attention"),
 )

@@ -136,7 +136,19 @@ def _family(name: str, oracle: Callable[..., torch.Tensor], cancels: bool, **kw:
     )
 
 
-SWIGLU = _family("swiglu", lambda a, b: F.silu(a) * b, False)
+def _swiglu_mistakes() -> tuple[tuple[str, OpFamily], ...]:
+    """silu on the up projection b instead of the gate a: the same family with the inputs' roles swapped."""
+    bound = _glu_bound(False)
+    swapped = replace(
+        SWIGLU,
+        oracle=lambda a, b: a * F.silu(b),
+        bound=lambda x, y, ba: bound((x[1], x[0]), y, ba),
+        mistakes=None,
+    )
+    return (("silu on the wrong half (the up projection b, not the gate a)", swapped),)
+
+
+SWIGLU = _family("swiglu", lambda a, b: F.silu(a) * b, False, mistakes=_swiglu_mistakes)
 GEGLU = _family(
     "geglu", _geglu("none"), True, configure=_configure_geglu, mistakes=lambda: _geglu_mistakes("none")
 )

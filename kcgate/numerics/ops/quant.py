@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from kcgate.numerics.ops.base import BoundArgs, OpFamily, Tensors, draw, sqrt
+from kcgate.vocab.catalogue import family_constraints
 
 FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 
@@ -156,8 +157,7 @@ SCALED_MM = OpFamily(
     composite=lambda a, b, sa, sb, **_: torch_scaled_mm(a, b, sa, sb),
     configure=_configure_mm,
     input_names=("a", "b", "scale_a", "scale_b"),
-    # torch._scaled_mm on CUDA needs k and n divisible by 16 (the CPU path takes any size)
-    shape_constraints={1: "multiple_of(16)", 2: "multiple_of(16)"},
+    shape_constraints=family_constraints("scaled_mm"),  # CUDA needs k, n divisible by 16; CPU takes any
 )
 
 
@@ -242,7 +242,7 @@ def _configure_q(params: dict[str, Any]) -> OpFamily:
 
 
 def _build_q(cfg: QuantGemm) -> OpFamily:
-    groups = {1: f"multiple_of({cfg.group_size})"} if cfg.group_size > 0 else {}
+    groups = family_constraints("quant_gemm", {"group_size": cfg.group_size})
     return replace(
         QUANT_GEMM,
         make_inputs=_q_inputs(cfg),
@@ -267,5 +267,5 @@ QUANT_GEMM = OpFamily(
     configure=_configure_q,
     mistakes=lambda: _q_mistakes(_Q),
     input_names=("x", "qweight", "scales", "zeros"),
-    shape_constraints={1: "multiple_of(128)"},  # k is a whole number of groups (the default group_size)
+    shape_constraints=family_constraints("quant_gemm"),  # k is a whole number of groups
 )

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from kcgate.numerics.ops.base import BoundArgs, GradBound, OpFamily, Tensors, draw
+from kcgate.vocab.catalogue import family_constraints
 
 LAYOUTS = ("neox", "gptj")
 
@@ -26,6 +27,10 @@ class Rope:
     layout: str = "neox"
     cos_sin: bool = True  # cos and sin are inputs; False: the kernel computes them from ``base``
     base: float = 10000.0
+    # not params: the mistakes the diagnosis tests (sin's sign flipped: rotate_half with its halves swapped;
+    # the angles of the position ``shift`` later)
+    inverse: bool = False
+    shift: int = 0
 
 
 def angles(length: int, d: int, base: float, layout: str) -> torch.Tensor:
@@ -61,9 +66,13 @@ def _inputs(cfg: Rope) -> Callable[..., Tensors]:
 
 def _cos_sin(x: Tensors, cfg: Rope) -> tuple[torch.Tensor, torch.Tensor]:
     if cfg.cos_sin:
-        return x[2], x[3]
-    theta = angles(x[0].shape[-2], x[0].shape[-1], cfg.base, cfg.layout)[None]
-    return theta.cos(), theta.sin()
+        cos, sin = x[2], x[3]
+    else:
+        theta = angles(x[0].shape[-2], x[0].shape[-1], cfg.base, cfg.layout)[None]
+        cos, sin = theta.cos(), theta.sin()
+    if cfg.shift:
+        cos, sin = cos.roll(-cfg.shift, -2), sin.roll(-cfg.shift, -2)
+    return cos, (-sin if cfg.inverse else sin)
 
 
 def _oracle(cfg: Rope) -> Callable[..., torch.Tensor]:
@@ -137,7 +146,17 @@ def flatten_pair(result: Any) -> Any:
 def mistakes(cfg: Rope) -> tuple[tuple[str, OpFamily], ...]:
     other = "gptj" if cfg.layout == "neox" else "neox"
     name = {"neox": "NeoX (rotate-half)", "gptj": "GPT-J (interleaved)"}[other]
-    return ((f"the {name} layout instead of the declared one", build(replace(cfg, layout=other))),)
+    return (
+        (f"the {name} layout instead of the declared one", build(replace(cfg, layout=other))),
+        (
+            "each pair rotated by −θ (rotate_half with its halves swapped: (x₂, −x₁) for (−x₂, x₁))",
+            build(replace(cfg, inverse=True)),
+        ),
+        (
+            "the positions off by one (each token rotated by the next position's angle)",
+            build(replace(cfg, shift=1)),
+        ),
+    )
 
 
 def configure(params: dict[str, Any]) -> OpFamily:
@@ -181,5 +200,5 @@ ROPE = OpFamily(
     configure=configure,
     output=flatten_pair,
     input_names=("q", "k", "cos", "sin"),
-    shape_constraints={4: "even"},  # lanes rotate in pairs
+    shape_constraints=family_constraints("rope"),
 )

@@ -291,13 +291,13 @@ def corpus() -> list[Fault]:
                 acc_matmul(acc),
             )
         )
-        out.append(
+        out.append(  # the sum of squares kept in acc: named by its format since issue 33 (was row-scale)
             Fault(
                 f"row-scale-{name}/rmsnorm/float32",
                 "rmsnorm",
                 "float32",
                 "C-PRC-01",
-                "row-scale",
+                "low-precision-reduction",
                 low_precision_rmsnorm(acc),
             )
         )

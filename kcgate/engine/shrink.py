@@ -1,0 +1,97 @@
+"""Shrink a failure: once a case fails, the smallest shape (fewest elements) found within a time bound that
+still fails with the same cause, on the case's own seed. ``kcgate run`` records it in the results
+(``shrunk_shape``), prints it and the PR comment shows it with the exact ``kcgate run`` command
+(``repro_command``) that reruns the kernel at that shape.
+
+The search is greedy and bounded (``Case.shrink_s`` seconds, MAX_TRIES class checks): each dimension in turn,
+largest first, takes the smallest of a few candidate values below its size (the family's smallest sizes, a few
+grid steps above them, halvings, one step down) at which the whole class check still fails with the same
+cause; two passes, since a smaller dimension can let another shrink. Every candidate respects the family's
+and the contract's shape constraints and the relations of the failing shape (kcgate.plan.relate_shape).
+A tail bug is not monotone in n (1021 fails, 1024 passes), so candidates are tried from the smallest up.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+from typing import Any
+
+from kcgate.contracts import shape_class
+from kcgate.plan import relate_shape
+
+NO_SHRINK = ("C-CMP-03",)  # its failure is already a search over shapes (the held-out shape is named)
+MAX_TRIES = 64
+PASSES = 2
+SMALLEST = 6  # grid values tried from the smallest up before the halvings
+
+
+def shrink(ctx: Any, finding: Any, check: Any) -> tuple[int, ...]:
+    """The smallest shape found that fails with ``finding``'s cause (``check``: the class check), or () where
+    none smaller does or the case is not shrunk (no time given, no cause, C-CMP-03)."""
+    budget = getattr(ctx.case, "shrink_s", 0.0)
+    sig = finding.signature
+    if budget <= 0 or finding.status != "fail" or sig is None or ctx.contract.klass in NO_SHRINK:
+        return ()
+    from kcgate.engine.checks.c_cmp_03 import constraints
+
+    try:
+        cons = constraints(ctx)
+    except shape_class.ShapeSyntaxError:
+        return ()
+    start = tuple(ctx.case.shape)
+    doms = [shape_class.domain(d, cons.get(i, ())) for i, d in enumerate(start)]
+    deadline = time.perf_counter() + budget
+    best, tries = start, 0
+    for _ in range(PASSES):
+        moved = False
+        for i in sorted(range(len(best)), key=lambda j: -best[j]):
+            for v in candidates(best[i], doms[i]):
+                if time.perf_counter() > deadline or tries >= MAX_TRIES:
+                    return best if best != start else ()
+                shape = relate_shape([v if j == i else d for j, d in enumerate(best)], best, cons)
+                if shape is None or math.prod(shape) >= math.prod(best):
+                    continue
+                tries += 1
+                if _fails_alike(ctx, shape, sig.cause, check):
+                    best, moved = shape, True
+                    break
+        if not moved:
+            break
+    return best if best != start else ()
+
+
+def candidates(n: int, dom: shape_class.Domain) -> list[int]:
+    """Values below n to try for one dimension, smallest first."""
+    if dom.pow2:
+        vals = [v for v in dom.values() if v < n]
+    else:
+        first = dom.first()
+        vals = [first + k * dom.step for k in range(SMALLEST)]
+        m = n
+        while m > first:
+            m = dom.snap(m // 2)
+            vals.append(m)
+            if m <= first:
+                break
+        vals.append(dom.snap(n - dom.step))
+    return sorted({v for v in vals if dom.ok(v) and v < n})
+
+
+def _fails_alike(ctx: Any, shape: tuple[int, ...], cause: str, check: Any) -> bool:
+    from kcgate.engine.trial import CaseContext
+
+    small = CaseContext(
+        contract=ctx.contract,
+        case=replace(ctx.case, shape=shape, shrink_s=0.0),
+        kernel=ctx.kernel,
+        op=ctx.op,
+        device=ctx.device,
+        synchronize=ctx.synchronize,
+    )
+    try:
+        found = check(small)
+    except Exception:  # noqa: BLE001 — a kernel that raises at the smaller shape is another failure
+        return False
+    return found.status == "fail" and found.signature is not None and found.signature.cause == cause

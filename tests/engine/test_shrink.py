@@ -1,0 +1,143 @@
+"""Shrinking a failure (kcgate.engine.shrink, issue 33): a failed case searches, within its time bound, for the
+smallest shape that fails with the same cause on its own seed; the results record it (``shrunk_shape``, old
+files read it as empty), the console prints it with the exact ``kcgate run`` command, which reproduces the
+failure, and the PR comment's reproduce line carries it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kcgate.gate.model import CaseChange
+from kcgate.plan import repro_command
+from kcgate.render.markdown import Group, RenderContext, reproduce_line
+from kcgate.results.model import dumps_run, load_run
+from tests.testing.faults import semantic as S
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _failing(shape: tuple[int, ...], shrink_s: float) -> tuple[object, object]:
+    from kcgate.contracts.records import Contract, Protocol
+    from kcgate.engine.checks import CHECKS
+    from kcgate.engine.trial import CaseContext
+    from kcgate.numerics.ops import OPS
+    from kcgate.plan import Case
+
+    contract = Contract(id="t", klass="C-PRC-01", kernel="x:y", op="softmax", protocol=Protocol(seeds=1))
+    case = Case("t", "t", "C-PRC-01", "softmax", "float32", shape, 0, 11, shrink_s=shrink_s)
+    ctx = CaseContext(contract=contract, case=case, kernel=S.softmax_other_zero, op=OPS["softmax"])
+    return ctx, CHECKS["C-PRC-01"](ctx)
+
+
+def test_the_tail_mask_bug_shrinks_to_a_row_of_three() -> None:
+    from kcgate.engine.checks import CHECKS
+    from kcgate.engine.shrink import shrink
+
+    ctx, finding = _failing((3, 1021), 5.0)
+    assert finding.status == "fail" and finding.signature.cause == "masked-tail"  # type: ignore[attr-defined]
+    shape = shrink(ctx, finding, CHECKS["C-PRC-01"])
+    assert shape and shape[-1] == 3  # the smallest row length with a tail: 3 lanes in a block of 4
+    assert shape[0] <= 3
+
+
+def test_no_time_no_search_and_passing_cases_are_not_shrunk() -> None:
+    from kcgate.engine.checks import CHECKS
+    from kcgate.engine.shrink import shrink
+
+    ctx, finding = _failing((3, 1021), 0.0)
+    assert shrink(ctx, finding, CHECKS["C-PRC-01"]) == ()
+    ctx, finding = _failing((3, 1024), 5.0)
+    assert finding.status == "pass"  # type: ignore[attr-defined]
+    assert shrink(ctx, finding, CHECKS["C-PRC-01"]) == ()
+
+
+def test_results_files_without_the_column_still_read(tmp_path: Path) -> None:
+    from kcgate.results.model import CASE_FIELDS, CaseResult, Fingerprint, RunResult
+
+    case = CaseResult("c/float32/3x1021/s0", "c", "C-PRC-01", "softmax", "float32", (3, 1021), 7, "fail")
+    text = dumps_run(RunResult("r", Fingerprint("cpu"), (replace(case, shrunk_shape=(2, 3)),)))
+    assert load_run(_write(tmp_path / "new.json", text)).cases[0].shrunk_shape == (2, 3)
+    doc = json.loads(text)  # a file written before the column existed: one column fewer, read as empty
+    assert doc["case_fields"][-1] == "shrunk_shape" == CASE_FIELDS[-1]
+    doc["case_fields"] = doc["case_fields"][:-1]
+    doc["cases"] = [row[:-1] for row in doc["cases"]]
+    assert load_run(_write(tmp_path / "old.json", json.dumps(doc))).cases[0].shrunk_shape == ()
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_the_pr_comment_reproduce_line_names_the_smallest_shape() -> None:
+    change = CaseChange(
+        category="new-violation",
+        runner="cpu-x86_64",
+        case_id="sm/float32/3x1021/s0",
+        contract_id="sm",
+        status="fail",
+        dtype="float32",
+        seed=12345,
+        shrunk_shape=(2, 3),
+    )
+    line = reproduce_line(Group((change,)), RenderContext())
+    assert "smallest failing shape 2x3" in line
+    # the same seed as the console's command, with the runner's contracts file and runner (issue 36)
+    seed = repro_command("sm", "float32", 12345, (2, 3)).split("--seed ")[1]
+    assert "-k sm/float32/2x3/s0 --seed " + seed in line and line.rstrip("`").endswith("--shape 2x3")
+
+
+CONTRACTS = """
+[project]
+name = "tailmask"
+
+[[contract]]
+id = "softmax-other-zero"
+class = "C-PRC-01"
+kernel = "tests.testing.faults.semantic:softmax_other_zero"
+op = "softmax"
+shapes = [[64, 1024]]
+"""
+
+
+@pytest.mark.slow
+def test_kcgate_run_prints_a_command_that_reproduces_the_shrunk_failure(tmp_path: Path) -> None:
+    (tmp_path / "contracts.toml").write_text(CONTRACTS, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    base = [sys.executable, "-m", "kcgate", "run", "--contracts", str(tmp_path / "contracts.toml")]
+    proc = subprocess.run(
+        [*base, "--out", str(tmp_path / "r.json"), "--seed", "3"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    (case,) = [c for c in load_run(tmp_path / "r.json").cases if c.status == "fail"]
+    assert case.case_id == "softmax-other-zero/float32/3x1021/s0"
+    assert case.shrunk_shape[-1] == 3
+    found = re.search(
+        r"smallest failing shape (\S+) \(same cause, masked-tail\): (kcgate run .*)", proc.stdout
+    )
+    assert found, proc.stdout[-3000:]
+    cmd = shlex.split(found.group(2))[2:]  # after "kcgate run"
+    again = subprocess.run(
+        [*base[:4], *cmd, "--out", str(tmp_path / "again.json"), "--shrink-s", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    assert again.returncode == 1, again.stdout[-2000:] + again.stderr[-2000:]
+    (rerun,) = load_run(tmp_path / "again.json").cases
+    assert rerun.shape == case.shrunk_shape and rerun.seed == case.seed
+    assert rerun.signature is not None and rerun.signature.cause == "masked-tail"
