@@ -72,9 +72,7 @@ def layer_of(module: str) -> str:
 
 
 def graph(package: Path) -> dict[str, set[tuple[str, int]]]:
-    return {
-        module_name(p, package): set(imports(p, package)) for p in sorted(package.rglob("*.py"))
-    }
+    return {module_name(p, package): set(imports(p, package)) for p in sorted(package.rglob("*.py"))}
 
 
 def upward(package: Path) -> list[str]:
@@ -126,7 +124,9 @@ def test_every_top_level_name_is_a_layer() -> None:
     names = {p.stem for p in PACKAGE.glob("*.py")} | {
         p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()
     }
-    assert names == set(RANK), f"add {sorted(names - set(RANK))} to LAYERS, or drop {sorted(set(RANK) - names)}"
+    assert names == set(RANK), (
+        f"add {sorted(names - set(RANK))} to LAYERS, or drop {sorted(set(RANK) - names)}"
+    )
 
 
 def test_no_import_goes_up_a_layer() -> None:
@@ -156,9 +156,7 @@ def test_a_planted_upward_import_is_named(tmp_path: Path) -> None:
             "engine/harness.py": "from kcgate.vocab import dtypes\n",
         },
     )
-    assert upward(pkg) == [
-        "kcgate.vocab.dtypes:2 imports kcgate.engine.harness (engine is above vocab)"
-    ]
+    assert upward(pkg) == ["kcgate.vocab.dtypes:2 imports kcgate.engine.harness (engine is above vocab)"]
 
 
 def test_a_planted_cycle_is_found(tmp_path: Path) -> None:

@@ -26,6 +26,11 @@ class ParamSpec:
 
 
 _FLOATS = ("float32", "bfloat16", "float16")
+# the normalisations' epsilon, added to the variance (mean square) under the square root; kernels ship 1e-5
+# (torch), 1e-6 (Llama, Liger) and 1e-12 (BERT)
+_EPS = ParamSpec(
+    float, 1e-5, help="epsilon added under the square root (the kernel's own: 1e-5, 1e-6, 1e-12)"
+)
 
 
 @dataclass(frozen=True)
@@ -167,6 +172,7 @@ CATALOGUE: dict[str, Op] = {
             default_shapes=((64, 1024),),
             reducing=True,
             k_dim=-1,
+            params={"eps": _EPS},
         ),
         Op(
             "rmsnorm",
@@ -179,6 +185,19 @@ CATALOGUE: dict[str, Op] = {
             default_shapes=((64, 1024),),
             reducing=True,
             k_dim=-1,
+            params={
+                "eps": _EPS,
+                "weight_offset": ParamSpec(
+                    float, 0.0, help="y = x̂·(weight_offset + w): Gemma stores w with 1 (Liger's offset)"
+                ),
+                "casting_mode": ParamSpec(
+                    str,
+                    "llama",
+                    ("llama", "gemma", "none"),
+                    "llama: x̂ rounded to the input dtype before the weight; gemma: all in fp32; none: all in "
+                    "the input dtype (Liger's LigerRMSNorm)",
+                ),
+            },
         ),
         Op(
             "sdpa",
