@@ -26,6 +26,8 @@ class ParamSpec:
 
 
 _FLOATS = ("float32", "bfloat16", "float16")
+# the pointwise family's named functions (kcgate.numerics.ops.pointwise computes and bounds each)
+POINTWISE = ("relu", "leaky_relu", "sigmoid", "tanh", "elu", "hardswish", "mish", "softplus")
 # the normalisations' epsilon, added to the variance (mean square) under the square root; kernels ship 1e-5
 # (torch), 1e-6 (Llama, Liger) and 1e-12 (BERT)
 _EPS = ParamSpec(
@@ -200,6 +202,31 @@ CATALOGUE: dict[str, Op] = {
             },
         ),
         Op(
+            "log_softmax",
+            exp=True,
+            offset_probes=True,
+            dims=("rows", "n"),
+            inputs=("x",),
+            dim_sources={"rows": (0, 0), "n": (0, -1)},
+            default_shapes=((64, 1024),),
+            reducing=True,
+            k_dim=-1,
+        ),
+        Op(
+            "l2norm",
+            dims=("rows", "n"),
+            inputs=("x",),
+            dim_sources={"rows": (0, 0), "n": (0, -1)},
+            default_shapes=((64, 1024),),
+            reducing=True,
+            k_dim=-1,
+            params={
+                "eps": ParamSpec(
+                    float, 1e-12, help="x / max(‖x‖, eps), F.normalize's (the kernel's own; 0 = none)"
+                )
+            },
+        ),
+        Op(
             "sdpa",
             exp=True,
             operand_products=True,
@@ -294,6 +321,26 @@ CATALOGUE: dict[str, Op] = {
             inputs=("x",),
             dim_sources={"n": (0, -1)},
             default_shapes=((256, 1024),),
+            params={
+                "approximate": ParamSpec(
+                    str, "none", ("none", "tanh"), "the kernel's gelu: erf, or its tanh approximation"
+                )
+            },
+        ),
+        Op(
+            "pointwise",
+            fp8_output=True,
+            dims=None,
+            inputs=("x",),
+            dim_sources={"n": (0, -1)},
+            default_shapes=((256, 1024),),
+            params={
+                "fn": ParamSpec(
+                    str, "", ("", *POINTWISE), "the function; \"\" = the one the contract's reference computes"
+                ),
+                "negative_slope": ParamSpec(float, 0.01, help="leaky_relu's slope for x < 0"),
+                "alpha": ParamSpec(float, 1.0, help="elu's α: α·(exp(x) − 1) for x < 0"),
+            },
         ),
         Op(
             "silu",

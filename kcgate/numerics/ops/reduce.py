@@ -49,6 +49,70 @@ def _lse_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
     return (ba.lam * sqrt(n) + 4) * ba.u_acc * (1 + shift) + ba.u_out * y.abs() + second
 
 
+def _lse_err(x: torch.Tensor, ba: BoundArgs) -> tuple[torch.Tensor, torch.Tensor]:
+    """log_softmax y = x − lse: lse, and y's allowed |error| before the output's rounding: lse's absolute
+    error (as the logsumexp bound), then lse (or lse − m) rounded to the compute precision and x − lse
+    rounded (textbook ``x - logsumexp(x)`` in the input dtype; torch rounds once from fp32)."""
+    n = x.shape[-1]
+    lse = torch.logsumexp(x, -1, keepdim=True)
+    m = x.abs().amax(-1, keepdim=True)
+    u_c = max(ba.u_acc, ba.u_in)
+    return lse, (ba.lam * sqrt(n) + 4) * ba.u_acc * (1 + m) + u_c * (lse.abs() + x.abs() + m)
+
+
+def _log_softmax_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
+    return _lse_err(x[0], ba)[1] + ba.u_out * y.abs()
+
+
+def _log_softmax_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor, ...]:
+    """dx = dy − p·Σdy, p = exp(y) from the saved output: y's absolute error (and its rounding to the output
+    dtype) is a relative error of p; exp, the product and the difference round; the row sum of dy adds
+    λ√n·u_acc·Σ|dy|·p."""
+    n = x[0].shape[-1]
+    lse, e_y = _lse_err(x[0], ba)
+    y = x[0] - lse
+    p = y.exp()
+    u_c = max(ba.u_acc, ba.u_in)
+    s = dy.sum(-1, keepdim=True)
+    s_abs = dy.abs().sum(-1, keepdim=True)
+    rel = e_y + ba.u_out * y.abs() + 2 * u_c
+    err = p * (rel * s.abs() + ba.lam * sqrt(n) * ba.u_acc * s_abs) + u_c * (dy.abs() + p * s.abs())
+    return (err + ba.u_out * g[0].abs(),)
+
+
+def _l2norm(eps: float) -> Callable[..., torch.Tensor]:
+    def oracle(x: torch.Tensor) -> torch.Tensor:
+        return x / x.norm(dim=-1, keepdim=True).clamp_min(eps)
+
+    return oracle
+
+
+def _l2norm_composite(eps: float) -> Callable[..., torch.Tensor]:
+    return lambda x: torch.nn.functional.normalize(x, dim=-1, eps=eps)
+
+
+def _l2norm_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
+    """As rmsnorm's (x/‖x‖ = x̂/√n): the sum of squares, the root and the division, and a textbook kernel's
+    x·x and ‖x‖ rounded to the input dtype (2u_in)."""
+    n = x[0].shape[-1]
+    return ((ba.lam * sqrt(n) + 4) * ba.u_acc + ba.u_out + 2 * ba.u_in) * y.abs()
+
+
+def _l2norm_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor, ...]:
+    """x/‖x‖ = rmsnorm(x)/√n with unit weight: rmsnorm's dx with the upstream dy/√n. An eager composite
+    (x / sqrt((x*x).sum())) rounds dy/s, x·dy, x·Σ(x·dy)/s³ and their difference's terms to the input dtype:
+    4u_in relative in each term."""
+    a = x[0]
+    xhat, r, e = _norm_parts(a, ba, centred=False, eps=0.0)
+    dx = _norm_dx(xhat, r, e, dy / sqrt(a.shape[-1]), ba, centred=False, u_g=4 * ba.u_in)
+    return (dx + ba.u_out * g[0].abs(),)
+
+
+def _configure_l2norm(params: dict[str, Any]) -> OpFamily:
+    eps = float(params.get("eps", 1e-12))
+    return replace(L2NORM, oracle=_l2norm(eps), composite=_l2norm_composite(eps))
+
+
 def _sum_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor, ...]:
     return (ba.u_out * g[0].abs(),)  # dx = dy broadcast: a copy, rounded once at most
 
@@ -377,4 +441,21 @@ RMSNORM = _family(
     _rmsnorm_grad(_NORM),
     configure=configure_norm("rmsnorm"),
     mistakes=lambda: _norm_mistakes("rmsnorm", _NORM),
+)
+LOG_SOFTMAX = _family(
+    "log_softmax",
+    lambda x: torch.log_softmax(x, -1),
+    _log_softmax_bound,
+    ((64, 1024),),
+    composite=lambda x: torch.log_softmax(x, -1),
+    grad=_log_softmax_grad,
+)
+L2NORM = _family(
+    "l2norm",
+    _l2norm(1e-12),
+    _l2norm_bound,
+    ((64, 1024),),
+    composite=_l2norm_composite(1e-12),
+    grad=_l2norm_grad,
+    configure=_configure_l2norm,
 )
