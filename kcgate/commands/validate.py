@@ -17,8 +17,14 @@ def register(app: typer.Typer) -> None:
 
 def validate(
     contracts: Path = typer.Argument(Path("contracts.toml"), help="Contracts file to check."),
+    op: str = typer.Option(
+        "", "--op", help="Say which classes apply to this op family, and why (no file read)."
+    ),
 ) -> None:
     """Check contracts.toml without running anything (exit 2 and every problem listed when invalid)."""
+    if op:
+        _classes_for(op)
+        return
     from kcgate.contracts.spec import load_project
 
     project = load_project(contracts)
@@ -27,6 +33,18 @@ def validate(
     n = len(project.contracts)
     waivers = len(project.policy.waivers)
     typer.echo(f"{contracts}: OK: {n} contract{'s' * (n != 1)}, {waivers} waiver{'s' * (waivers != 1)}")
+
+
+def _classes_for(op: str) -> None:
+    """Each class, whether it applies to ``op`` and why (the catalogue traits, kcgate.vocab.classes)."""
+    from kcgate.vocab.catalogue import CATALOGUE
+    from kcgate.vocab.classes import CLASSES, PLAIN, suggest, why
+
+    if op not in CATALOGUE:
+        raise UsageError(f"unknown op {op!r}; {suggest(op, list(CATALOGUE))}")
+    for cid, c in CLASSES.items():
+        plain = " (plain correctness)" if cid == PLAIN else ""
+        typer.echo(f"{cid}  {c.name}{plain}: {why(cid, op)}")
 
 
 def schema(

@@ -38,7 +38,7 @@ from kcgate.util import bounded, tomlsrc
 from kcgate.util.frozen_json import decode, encode, freeze
 from kcgate.vocab import dtypes
 from kcgate.vocab.catalogue import CATALOGUE, MATMUL_LIKE
-from kcgate.vocab.classes import CLASSES, ParamSpec, suggest
+from kcgate.vocab.classes import CLASSES, ParamSpec, refusal_fix, suggest
 
 # The allowed values, as the field table defines them (kcgate.contracts.fields), under their old names.
 OPS = CONTRACT_FIELD["op"].choices
@@ -366,7 +366,7 @@ def _contract(i: int, d: dict[str, Any], col: Collector, roots: tuple[Path, ...]
             p + ("op",),
             where + ".op",
             f"class {klass} does not apply to op {op!r}",
-            f"use one of: {', '.join(cls.ops)}",
+            refusal_fix(cls.id, op),
         )
     sc = _table(d, "shape_class", p, col, where)
     contract = Contract(
@@ -507,6 +507,14 @@ def _cross_checks(c: Contract, d: dict[str, Any], p: tuple[Any, ...], where: str
             where + ".op",
             "a custom op needs `reference` and `inputs` functions",
             'add reference = "pkg.mod:ref_fn" and inputs = "pkg.mod:make_inputs"',
+        )
+    if c.op == "pointwise" and not (c.reference or dict(c.params).get("fn")):
+        col.add(
+            p + ("op",),
+            where + ".op",
+            "op 'pointwise' needs the function: params.fn or a reference",
+            'add params = { fn = "sigmoid" } (relu, leaky_relu, sigmoid, tanh, elu, hardswish, mish, softplus) '
+            'or reference = "torch:sigmoid"',
         )
     if c.oracle == "user" and not c.reference:
         col.add(

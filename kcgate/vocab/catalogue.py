@@ -336,7 +336,7 @@ CATALOGUE: dict[str, Op] = {
             default_shapes=((256, 1024),),
             params={
                 "fn": ParamSpec(
-                    str, "", ("", *POINTWISE), "the function; \"\" = the one the contract's reference computes"
+                    str, "", ("", *POINTWISE), 'the function; "" = the one the contract\'s reference computes'
                 ),
                 "negative_slope": ParamSpec(float, 0.01, help="leaky_relu's slope for x < 0"),
                 "alpha": ParamSpec(float, 1.0, help="elu's α: α·(exp(x) − 1) for x < 0"),

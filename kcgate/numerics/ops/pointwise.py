@@ -272,7 +272,9 @@ def _dterms(name: str, cfg: Pointwise, x: torch.Tensor, y: torch.Tensor) -> torc
         e = cfg.alpha * torch.exp(x.clamp(max=0))
         return torch.where(x < 0, e * (1 + ax) + y.abs() + abs(cfg.alpha), torch.ones_like(x))
     if name == "hardswish":
-        return torch.where(x > 3, torch.ones_like(x), torch.where(x > -3, (2 * ax + 3) / 6, torch.zeros_like(x)))
+        return torch.where(
+            x > 3, torch.ones_like(x), torch.where(x > -3, (2 * ax + 3) / 6, torch.zeros_like(x))
+        )
     if name == "mish":
         sp = F.softplus(x)
         t = torch.tanh(sp)
