@@ -67,6 +67,11 @@ class Op:
     grad_reduction: dict[str, int] = field(default_factory=dict)
     # the family's own ``params`` (its OpFamily.configure reads them; docs/ops.md explains each)
     params: dict[str, ParamSpec] = field(default_factory=dict)
+    # (dim, other dim) pairs whose relation is a feature a kernel may or may not have (heads = kv_heads is
+    # multi-head attention, not grouped-query): C-CMP-03's held-out shapes keep the equality or divisibility
+    # every declared shape shows, unless the contract's shape_class or shape_constraints name either dim.
+    # Coincidences (a square matmul) are not listed: held-out shapes exist to vary them.
+    related: tuple[tuple[str, str], ...] = ()
 
     def matmul_mkn(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
         """(m, k, n) of a matmul-like case shape, m including any batch: bmm (B, M, K, N) is (B*M, K, N)."""
@@ -251,6 +256,7 @@ CATALOGUE: dict[str, Op] = {
             },
             default_shapes=((2, 4, 2, 128, 64),),
             reducing=True,
+            related=(("heads", "kv_heads"),),
             params={
                 "causal": ParamSpec(bool, False, help="mask keys after the query (top-left aligned)"),
                 "scale": ParamSpec(float, 0.0, help="softmax scale; 0 = 1/sqrt(head_dim)"),
@@ -364,6 +370,7 @@ CATALOGUE: dict[str, Op] = {
                 "head_dim": (0, 3),
             },
             default_shapes=((2, 8, 2, 128, 64),),
+            related=(("heads", "kv_heads"),),
             params={
                 "layout": ParamSpec(
                     str, "neox", ("neox", "gptj"), "rotate-half (NeoX) or interleaved pairs (GPT-J)"
