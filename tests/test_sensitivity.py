@@ -9,7 +9,6 @@ import torch
 from kcgate.numerics.ops import OPS
 from kcgate.numerics.ops.base import BoundArgs
 
-
 # families that compute nothing until their params name the function
 CONFIGURED = {"pointwise": {"fn": "sigmoid"}}
 
