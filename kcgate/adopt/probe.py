@@ -148,6 +148,37 @@ def module_init(obj: type, op: str) -> dict[str, str] | None:
     return init
 
 
+# Signature parameters whose default is a family parameter's value, by that parameter: a kernel that
+# ships ``eps=1e-6`` (LlamaRMSNorm(hidden_size, eps=1e-6), rms_norm(x, w, eps=1e-6)) gets params.eps = 1e-6.
+PARAM_WORDS: dict[str, tuple[str, ...]] = {
+    "eps": ("eps", "epsilon", "variance_epsilon", "norm_eps", "layer_norm_eps", "rms_norm_eps"),
+}
+
+
+def defaults(obj: Any, op: str) -> dict[str, Any]:
+    """The family parameters the kernel's signature sets by default (a module's constructor, an
+    autograd.Function's forward, a function itself), for the contract's ``params``."""
+    from kcgate.vocab.catalogue import CATALOGUE
+
+    own = CATALOGUE[op].params if op in CATALOGUE else {}
+    target = (
+        obj.__init__ if kind(obj) == "nn.Module" else obj.forward if kind(obj) == "autograd.Function" else obj
+    )
+    try:
+        params = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    out: dict[str, Any] = {}
+    for p in params:
+        v = p.default
+        if v is p.empty or isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        for key, words in PARAM_WORDS.items():
+            if key in own and p.name.lower() in words:
+                out[key] = own[key].type(v)
+    return out
+
+
 def _dim_names(op: str) -> tuple[str, ...]:
     forms = getattr(spec, "OP_SHAPES", {})
     return forms.get(op) or ("n",)
@@ -285,6 +316,7 @@ def _placement(
         "shape": shape_for(op),
         "backward": probe["backward"],
         "init": init,
+        "params": defaults(obj, op),
         "refused": probe["errors"],
         "note": note,
     }

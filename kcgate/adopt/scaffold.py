@@ -49,6 +49,7 @@ class Placement:
     shape: tuple[int, ...] = ()
     backward: bool = False
     init: tuple[tuple[str, str], ...] = ()
+    params: tuple[tuple[str, Any], ...] = ()  # the family parameters its signature sets (eps = 1e-6)
     refused: tuple[tuple[str, str], ...] = ()
     note: str = ""
     reason: str = ""
@@ -67,6 +68,7 @@ class Placement:
             shape=tuple(d.get("shape", ())),
             backward=bool(d.get("backward")),
             init=tuple((str(k), str(v)) for k, v in (d.get("init") or {}).items()),
+            params=tuple((str(k), v) for k, v in (d.get("params") or {}).items()),
             refused=tuple((str(k), str(v)) for k, v in (d.get("refused") or {}).items()),
             note=str(d.get("note", "")),
         )
@@ -178,6 +180,9 @@ def _contract(p: Placement, cid: str, features: frozenset[str]) -> str:
         notes["out_dtype"] = "the dtype it returned"
     keys["shapes"] = [list(p.shape)]
     notes["shapes"] = "small, for a quick first run; add the shapes you ship"
+    if p.params:
+        keys["params"] = dict(p.params)
+        notes["params"] = "the kernel's own defaults, read from its signature"
     if p.init and "init" in features:
         keys["init"] = dict(p.init)
         notes["init"] = "constructor arguments (guessed from their names)"

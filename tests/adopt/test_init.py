@@ -139,3 +139,39 @@ def test_names_and_constructor_arguments_are_read_as_a_user_writes_them() -> Non
     text = scaffold.render_contracts(scaffold.Probed((placed,)), ["m"], "p", ["."], scaffold.features())
     assert 'init = { hidden_size = "{n}" }' in text
     assert 'dtypes = ["float32"]  # it accepted these; it also accepts float16' in text
+
+
+def test_init_reads_a_kernels_eps_into_the_contract_and_its_quick_run_passes(tmp_path: Path) -> None:
+    """An eps = 1e-6 RMSNorm (a function and transformers' LlamaRMSNorm): init writes params.eps = 1e-6 from
+    the signature; at the family default 1e-5 the fp32 cases failed (error 80-100x torch's)."""
+    proc = kcgate("init", "tests.kernels.scratchnorm", "--path", str(ROOT), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    project = load_project(tmp_path / "contracts.toml")
+    assert {c.kernel.split(":")[1]: dict(c.params).get("eps") for c in project.contracts} == {
+        "rms_norm": 1e-6,
+        "LlamaRMSNorm": 1e-6,
+    }
+    assert "all contracts hold" in proc.stdout and "FAIL" not in proc.stdout
+
+
+def test_a_kernels_defaults_are_read_from_its_signature() -> None:
+    import torch
+
+    from kcgate.adopt import probe
+
+    class Norm(torch.nn.Module):
+        def __init__(
+            self, hidden_size: int, variance_epsilon: float = 1e-12, elementwise: bool = True
+        ) -> None:
+            super().__init__()
+
+    def layer_norm(x, w, b, eps=1e-6):  # type: ignore[no-untyped-def]
+        return x
+
+    def softmax(x, dim=-1):  # type: ignore[no-untyped-def]
+        return x
+
+    assert probe.defaults(Norm, "layernorm") == {"eps": 1e-12}
+    assert probe.defaults(layer_norm, "rmsnorm") == {"eps": 1e-6}
+    assert probe.defaults(layer_norm, "softmax") == {}  # softmax takes no eps
+    assert probe.defaults(softmax, "softmax") == {}
