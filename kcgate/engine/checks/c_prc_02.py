@@ -72,10 +72,10 @@ def check(ctx: CaseContext) -> Finding:
         if found is None:
             continue  # the exact result overflows the output dtype at any offset: nothing to compare
         xs, offset = found
-        result = _measurable(ctx, probe, base, xs, offset, notes)
-        if result is None:
+        measured = _measurable(ctx, probe, base, xs, offset, notes)
+        if measured is None:
             continue  # no offset kcgate may choose leaves this probe measurable: skipped, and the result says so
-        result, offset = result
+        result, offset = measured
         if result.status == Status.FAIL:
             return _with_notes(_name_probe(ctx, probe, offset, result, finding), notes)
         extra = finding.metrics.extra or result.metrics.extra
