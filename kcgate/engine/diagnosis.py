@@ -649,16 +649,18 @@ EXPLAINED_SHARE = 0.25
 
 
 def explain_excess(ctx: Any, ts: Sequence[Any]) -> Signature | None:
-    """An excess-error failure that one of the family's known mistakes explains: "the kernel uses eps = 1e-6
+    """An excess-error failure that one of the family's variants or known mistakes explains: "eps = 1e-6
     instead of the contract's 1e-5", "eps added outside the square root". The bound cannot tell these apart
     (they are within it), so the test is closer: the error against the mistaken oracle, rerun on the same
     inputs, all but vanishes (``EXPLAINED_SHARE``); the best-fitting mistake is named."""
-    mistakes = getattr(ctx.op, "mistakes", None)
+    known = [
+        f() for f in (getattr(ctx.op, "variants", None), getattr(ctx.op, "mistakes", None)) if f is not None
+    ]
     fwd = [t for t in ts if not t.grad and t.out is not None and t.cmp is not None]
-    if mistakes is None or not fwd:
+    if not known or not fwd:
         return None
     best: tuple[float, str] | None = None
-    for what, family in mistakes():
+    for what, family in (m for group in known for m in group):
         shares = []
         for t in fwd:
             up = upcast(t.inputs)

@@ -362,7 +362,7 @@ def build_norm(name: str, cfg: Norm) -> OpFamily:
             bound=_layernorm_bound(cfg),
             composite=oracle,
             grad_bound=_layernorm_grad(cfg),
-            mistakes=lambda: _norm_mistakes(name, cfg),
+            variants=lambda: _norm_mistakes(name, cfg),
         )
     return replace(
         RMSNORM,
@@ -371,7 +371,7 @@ def build_norm(name: str, cfg: Norm) -> OpFamily:
         bound=_rmsnorm_bound(cfg),
         composite=_rms_norm(cfg),
         grad_bound=_rmsnorm_grad(cfg),
-        mistakes=lambda: _norm_mistakes(name, cfg),
+        variants=lambda: _norm_mistakes(name, cfg),
     )
 
 
@@ -427,7 +427,7 @@ LAYERNORM = _family(
     ("x", "w", "b"),
     _layernorm_grad(_NORM),
     configure=configure_norm("layernorm"),
-    mistakes=lambda: _norm_mistakes("layernorm", _NORM),
+    variants=lambda: _norm_mistakes("layernorm", _NORM),
 )
 RMSNORM = _family(
     "rmsnorm",
@@ -440,7 +440,7 @@ RMSNORM = _family(
     ("x", "w"),
     _rmsnorm_grad(_NORM),
     configure=configure_norm("rmsnorm"),
-    mistakes=lambda: _norm_mistakes("rmsnorm", _NORM),
+    variants=lambda: _norm_mistakes("rmsnorm", _NORM),
 )
 LOG_SOFTMAX = _family(
     "log_softmax",
