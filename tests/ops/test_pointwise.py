@@ -80,6 +80,7 @@ def test_the_names_are_the_catalogues() -> None:
     assert set(TORCH) == set(TEXTBOOK) == set(POINTWISE)
 
 
+@pytest.mark.slow  # every function x dtype (x direction): 1-2 min on the shared 2-core VM
 @pytest.mark.parametrize("fn", POINTWISE)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("direction", ["forward", "backward"])
@@ -89,6 +90,7 @@ def test_torchs_own_functions_pass(fn: str, dtype: str, direction: str) -> None:
     assert f.metrics.budget_used is not None and f.metrics.budget_used <= 0.55
 
 
+@pytest.mark.slow  # every function x dtype (x direction): 1-2 min on the shared 2-core VM
 @pytest.mark.parametrize("fn", POINTWISE)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("direction", ["forward", "backward"])
@@ -106,6 +108,7 @@ def test_textbook_formulas_are_within_the_derived_bound(fn: str, dtype: str, dir
 _GATE = {"tanh", "softplus"}
 
 
+@pytest.mark.slow  # every function x dtype (x direction): 1-2 min on the shared 2-core VM
 @pytest.mark.parametrize("fn", POINTWISE)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_textbook_formulas_pass(fn: str, dtype: str, request: pytest.FixtureRequest) -> None:
@@ -116,6 +119,15 @@ def test_textbook_formulas_pass(fn: str, dtype: str, request: pytest.FixtureRequ
     kernel = TEXTBOOK[fn] if dtype == "float32" else _fp32(TEXTBOOK[fn])
     f = _check("pointwise", kernel, dtype, {"fn": fn}, "both")
     assert f.status.value == "pass", f.message
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_textbook_sigmoid_and_torchs_tanh_pass_quick(dtype: str) -> None:
+    """The quick suite's sample of the sweeps above (marked slow)."""
+    for fn, kernel in (("sigmoid", TEXTBOOK["sigmoid"]), ("tanh", TORCH["tanh"])):
+        kernel = kernel if dtype == "float32" else _fp32(kernel)
+        f = _check("pointwise", kernel, dtype, {"fn": fn}, "both")
+        assert f.status.value == "pass", f.message
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
