@@ -97,7 +97,8 @@ def _ctx(  # type: ignore[no-untyped-def]
         tolerance=Tolerance(excess_reference=reference),
     )
     case = Case("t", "t", "C-PRC-01", op, dtype, shape, seed, 1000 + seed)
-    return CaseContext(contract=contract, case=case, kernel=kernel, op=OPS[op])
+    family = OPS[op].configure(CONFIGURED[op]) if op in CONFIGURED else OPS[op]  # type: ignore[misc]
+    return CaseContext(contract=contract, case=case, kernel=kernel, op=family)
 
 
 def _excess(
