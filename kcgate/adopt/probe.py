@@ -179,12 +179,38 @@ def defaults(obj: Any, op: str) -> dict[str, Any]:
     return out
 
 
+# A function's parameter naming the axis it reduces: kcgate reduces the last one, so a kernel whose axis has
+# no default, or another default, is called with it set to -1 (``call = { kwargs = { dim = -1 } }``).
+AXIS_WORDS = ("dim", "axis")
+
+
+def row_axis(obj: Any, op: str) -> dict[str, int]:
+    """``{"dim": -1}`` for a function kernel of a row family (softmax, the norms, ...) whose ``dim``/``axis``
+    parameter has no default or a default other than -1 (None: the whole tensor, or a module's own choice)."""
+    from kcgate.vocab.catalogue import CATALOGUE
+
+    entry = CATALOGUE.get(op)
+    if kind(obj) != "function" or entry is None or not entry.dims or entry.dims[0] != "rows":
+        return {}
+    try:
+        params = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    for p in params:
+        if p.name.lower() in AXIS_WORDS and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            if p.default is p.empty or (isinstance(p.default, int) and p.default != -1):
+                return {p.name: -1}
+    return {}
+
+
 def _dim_names(op: str) -> tuple[str, ...]:
     forms = getattr(spec, "OP_SHAPES", {})
     return forms.get(op) or ("n",)
 
 
-def callable_for(obj: Any, op: str, init: dict[str, str], dtype: torch.dtype) -> Any:
+def callable_for(
+    obj: Any, op: str, init: dict[str, str], dtype: torch.dtype, call: dict[str, Any] | None = None
+) -> Any:
     """The kernel as the harness calls it (kcgate.engine.invoke.adapt where this kcgate has it)."""
     try:
         from kcgate.engine.invoke import adapt
@@ -196,11 +222,13 @@ def callable_for(obj: Any, op: str, init: dict[str, str], dtype: torch.dtype) ->
         return obj
     fields = {f.name for f in dataclasses.fields(Contract)}
     extra: dict[str, Any] = {"init": tuple(init.items())} if "init" in fields else {}
+    if call and "call_kwargs" in fields:
+        extra["call_kwargs"] = tuple(call.items())
     contract = Contract(id="probe", klass="C-PRC-01", kernel="probe:probe", op=op, **extra)
     return adapt(obj, contract, "cpu", dtype)
 
 
-def try_family(obj: Any, op: str, init: dict[str, str]) -> dict[str, Any]:
+def try_family(obj: Any, op: str, init: dict[str, str], call: dict[str, Any] | None = None) -> dict[str, Any]:
     """Call the kernel on the family's small inputs in each dtype: what it accepts and how close it is."""
     family = OPS[op]
     accepted, outs, errors, closeness, backward = [], set(), {}, [], False
@@ -212,7 +240,7 @@ def try_family(obj: Any, op: str, init: dict[str, str]) -> dict[str, Any]:
             leaves = [
                 t.clone().requires_grad_() if i in family.float_inputs else t for i, t in enumerate(inputs)
             ]
-            out = callable_for(obj, op, init, dtype)(*leaves)
+            out = callable_for(obj, op, init, dtype, call)(*leaves)
         except Exception as exc:  # noqa: BLE001 — a kernel that refuses a dtype is data
             errors[name] = f"{type(exc).__name__}: {exc}"[:200]
             continue
@@ -272,9 +300,10 @@ def place(target: str, obj: Any) -> dict[str, Any]:
                 )
                 continue
             init = found
-        probe = try_family(obj, op, init)
+        call = row_axis(obj, op)
+        probe = try_family(obj, op, init, call)
         if probe["accepted"] and (by_name or probe["rel"] < CLOSE):
-            return _placement(target, obj, op, init, probe, by_name is not None)
+            return {**_placement(target, obj, op, init, probe, by_name is not None), "call": call}
         tried[op] = (
             _errors(probe["errors"])
             or f"output differs from the {op} oracle (relative error {probe['rel']:.2g})"

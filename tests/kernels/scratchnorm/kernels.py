@@ -1,4 +1,5 @@
-"""RMSNorms as Llama-style code ships them, at eps = 1e-6: a function and a module."""
+"""RMSNorms as Llama-style code ships them, at eps = 1e-6 (a function and a module), and a softmax taking its
+axis."""
 
 from __future__ import annotations
 
@@ -22,3 +23,8 @@ class LlamaRMSNorm(torch.nn.Module):
         variance = hidden_states.pow(2).mean(-1, keepdim=True)
         hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
         return self.weight * hidden_states.to(input_dtype)
+
+
+def softmax(x: torch.Tensor, dim: int) -> torch.Tensor:
+    """A softmax that takes its axis, with no default: init writes call = { kwargs = { dim = -1 } }."""
+    return torch.softmax(x.float(), dim).to(x.dtype)
