@@ -110,8 +110,8 @@ def _configure_gelu(params: dict[str, Any]) -> OpFamily:
 def _build_gelu(approximate: str) -> OpFamily:
     """gelu with ``approximate``: like eps, it declares the kernel's own approximation, which the kernel is not
     passed (transformers' NewGELUActivation takes no argument; F.gelu: ``call = { kwargs = { approximate =
-    "tanh" } }``); the other approximation is the family's known mistake."""
-    other = "none" if approximate == "tanh" else "tanh"
+    "tanh" } }``). Under a tanh contract the erf gelu is its known mistake; under the erf contract a tanh gelu
+    keeps the name it always had, C-CMP-01's smooth "approximation"."""
     return replace(
         GELU,
         oracle=_gelu(approximate),
@@ -120,14 +120,15 @@ def _build_gelu(approximate: str) -> OpFamily:
         bound=_pointwise_bound(ERF_CANCEL, eager=True) if approximate == "tanh" else GELU.bound,
         composite=_gelu(approximate),
         grad_bound=_tanh_gelu_grad if approximate == "tanh" else _gelu_grad,
-        mistakes=lambda: ((f"approximate = {other!r} instead of {approximate!r}", _build_gelu(other)),),
+        mistakes=(lambda: (("approximate = 'none' instead of 'tanh'", _build_gelu("none")),))
+        if approximate == "tanh"
+        else None,
     )
 
 
 GELU = replace(
     _family("gelu", _gelu("none"), "error-bound", ERF_CANCEL),
     configure=_configure_gelu,
-    mistakes=lambda: (("approximate = 'tanh' instead of 'none'", _build_gelu("tanh")),),
 )
 SILU = _family("silu", lambda x: torch.nn.functional.silu(x), "ulp")
 
