@@ -148,11 +148,68 @@ def module_init(obj: type, op: str) -> dict[str, str] | None:
     return init
 
 
+# Signature parameters whose default is a family parameter's value, by that parameter: a kernel that
+# ships ``eps=1e-6`` (LlamaRMSNorm(hidden_size, eps=1e-6), rms_norm(x, w, eps=1e-6)) gets params.eps = 1e-6.
+PARAM_WORDS: dict[str, tuple[str, ...]] = {
+    "eps": ("eps", "epsilon", "variance_epsilon", "norm_eps", "layer_norm_eps", "rms_norm_eps"),
+}
+
+
+def defaults(obj: Any, op: str) -> dict[str, Any]:
+    """The family parameters the kernel's signature sets by default (a module's constructor, an
+    autograd.Function's forward, a function itself), for the contract's ``params``."""
+    from kcgate.vocab.catalogue import CATALOGUE
+
+    own = CATALOGUE[op].params if op in CATALOGUE else {}
+    target = (
+        obj.__init__ if kind(obj) == "nn.Module" else obj.forward if kind(obj) == "autograd.Function" else obj
+    )
+    try:
+        params = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    out: dict[str, Any] = {}
+    for p in params:
+        v = p.default
+        if v is p.empty or isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        for key, words in PARAM_WORDS.items():
+            if key in own and p.name.lower() in words:
+                out[key] = own[key].type(v)
+    return out
+
+
+# A function's parameter naming the axis it reduces: kcgate reduces the last one, so a kernel whose axis has
+# no default, or another default, is called with it set to -1 (``call = { kwargs = { dim = -1 } }``).
+AXIS_WORDS = ("dim", "axis")
+
+
+def row_axis(obj: Any, op: str) -> dict[str, int]:
+    """``{"dim": -1}`` for a function kernel of a row family (softmax, the norms, ...) whose ``dim``/``axis``
+    parameter has no default or a default other than -1 (None: the whole tensor, or a module's own choice)."""
+    from kcgate.vocab.catalogue import CATALOGUE
+
+    entry = CATALOGUE.get(op)
+    if kind(obj) != "function" or entry is None or not entry.dims or entry.dims[0] != "rows":
+        return {}
+    try:
+        params = inspect.signature(obj).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    for p in params:
+        if p.name.lower() in AXIS_WORDS and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            if p.default is p.empty or (isinstance(p.default, int) and p.default != -1):
+                return {p.name: -1}
+    return {}
+
+
 def _dim_names(op: str) -> tuple[str, ...]:
     return dims_of(op) or ("n",)
 
 
-def callable_for(obj: Any, op: str, init: dict[str, str], dtype: torch.dtype) -> Any:
+def callable_for(
+    obj: Any, op: str, init: dict[str, str], dtype: torch.dtype, call: dict[str, Any] | None = None
+) -> Any:
     """The kernel as the harness calls it (kcgate.engine.invoke.adapt where this kcgate has it)."""
     try:
         from kcgate.engine.invoke import adapt
@@ -164,11 +221,13 @@ def callable_for(obj: Any, op: str, init: dict[str, str], dtype: torch.dtype) ->
         return obj
     fields = {f.name for f in dataclasses.fields(Contract)}
     extra: dict[str, Any] = {"init": tuple(init.items())} if "init" in fields else {}
+    if call and "call_kwargs" in fields:
+        extra["call_kwargs"] = tuple(call.items())
     contract = Contract(id="probe", klass="C-PRC-01", kernel="probe:probe", op=op, **extra)
     return adapt(obj, contract, "cpu", dtype)
 
 
-def try_family(obj: Any, op: str, init: dict[str, str]) -> dict[str, Any]:
+def try_family(obj: Any, op: str, init: dict[str, str], call: dict[str, Any] | None = None) -> dict[str, Any]:
     """Call the kernel on the family's small inputs in each dtype: what it accepts and how close it is."""
     family = OPS[op]
     accepted, outs, errors, closeness, backward = [], set(), {}, [], False
@@ -180,7 +239,7 @@ def try_family(obj: Any, op: str, init: dict[str, str]) -> dict[str, Any]:
             leaves = [
                 t.clone().requires_grad_() if i in family.float_inputs else t for i, t in enumerate(inputs)
             ]
-            out = callable_for(obj, op, init, dtype)(*leaves)
+            out = callable_for(obj, op, init, dtype, call)(*leaves)
         except Exception as exc:  # noqa: BLE001 — a kernel that refuses a dtype is data
             errors[name] = f"{type(exc).__name__}: {exc}"[:200]
             continue
@@ -240,9 +299,10 @@ def place(target: str, obj: Any) -> dict[str, Any]:
                 )
                 continue
             init = found
-        probe = try_family(obj, op, init)
+        call = row_axis(obj, op)
+        probe = try_family(obj, op, init, call)
         if probe["accepted"] and (by_name or probe["rel"] < CLOSE):
-            return _placement(target, obj, op, init, probe, by_name is not None)
+            return {**_placement(target, obj, op, init, probe, by_name is not None), "call": call}
         tried[op] = (
             _errors(probe["errors"])
             or f"output differs from the {op} oracle (relative error {probe['rel']:.2g})"
@@ -284,6 +344,7 @@ def _placement(
         "shape": shape_for(op),
         "backward": probe["backward"],
         "init": init,
+        "params": defaults(obj, op),
         "refused": probe["errors"],
         "note": note,
     }

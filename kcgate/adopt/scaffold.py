@@ -51,6 +51,8 @@ class Placement:
     shape: tuple[int, ...] = ()
     backward: bool = False
     init: tuple[tuple[str, str], ...] = ()
+    params: tuple[tuple[str, Any], ...] = ()  # the family parameters its signature sets (eps = 1e-6)
+    call: tuple[tuple[str, Any], ...] = ()  # keyword arguments every call passes (dim = -1)
     refused: tuple[tuple[str, str], ...] = ()
     note: str = ""
     reason: str = ""
@@ -69,6 +71,8 @@ class Placement:
             shape=tuple(d.get("shape", ())),
             backward=bool(d.get("backward")),
             init=tuple((str(k), str(v)) for k, v in (d.get("init") or {}).items()),
+            params=tuple((str(k), v) for k, v in (d.get("params") or {}).items()),
+            call=tuple((str(k), v) for k, v in (d.get("call") or {}).items()),
             refused=tuple((str(k), str(v)) for k, v in (d.get("refused") or {}).items()),
             note=str(d.get("note", "")),
         )
@@ -196,6 +200,12 @@ def _contract(p: Placement, cid: str, features: frozenset[str]) -> str:
         notes["out_dtype"] = "the dtype it returned"
     keys["shapes"] = [list(p.shape)]
     notes["shapes"] = "small, for a quick first run; add the shapes you ship"
+    if p.params:
+        keys["params"] = dict(p.params)
+        notes["params"] = "the kernel's own defaults, read from its signature"
+    if p.call and "call" in features:
+        keys["call"] = {"kwargs": dict(p.call)}
+        notes["call"] = "its reduction axis: kcgate reduces the last one"
     if p.init and "init" in features:
         keys["init"] = dict(p.init)
         notes["init"] = "constructor arguments (guessed from their names)"
@@ -208,7 +218,7 @@ def _contract(p: Placement, cid: str, features: frozenset[str]) -> str:
 
 def features() -> frozenset[str]:
     """Optional contract keys this kcgate understands."""
-    return frozenset(k for k in ("direction", "init") if k in CONTRACT_FIELD)
+    return frozenset(k for k in ("direction", "init", "call") if k in CONTRACT_FIELD)
 
 
 # ---- the workflow files ------------------------------------------------------------------------

@@ -28,8 +28,14 @@ def register(app: typer.Typer) -> None:
 def validate(
     contracts: Path = typer.Argument(Path("contracts.toml"), help="Contracts file to check."),
     fmt: str = format_option(*VALIDATE_FORMATS),
+    op: str = typer.Option(
+        "", "--op", help="Say which classes apply to this op family, and why (no file read)."
+    ),
 ) -> None:
     """Check contracts.toml without running anything (exit 2 and every problem listed when invalid)."""
+    if op:
+        _classes_for(op)
+        return
     from kcgate.contracts.load import load_project
 
     render = pick_format(fmt, {f: f for f in VALIDATE_FORMATS})
@@ -93,6 +99,18 @@ def _ok_line(contracts: Path, n: int, waivers: int) -> str:
 
 def _problem_json(p: Problem) -> dict[str, object]:
     return {"file": p.file, "line": p.line, "where": p.where, "message": p.message, "fix": p.fix}
+
+
+def _classes_for(op: str) -> None:
+    """Each class, whether it applies to ``op`` and why (the catalogue traits, kcgate.vocab.classes)."""
+    from kcgate.vocab.catalogue import CATALOGUE
+    from kcgate.vocab.classes import CLASSES, PLAIN, suggest, why
+
+    if op not in CATALOGUE:
+        raise UsageError(f"unknown op {op!r}; {suggest(op, list(CATALOGUE))}")
+    for cid, c in CLASSES.items():
+        plain = " (plain correctness)" if cid == PLAIN else ""
+        typer.echo(f"{cid}  {c.name}{plain}: {why(cid, op)}")
 
 
 def schema(

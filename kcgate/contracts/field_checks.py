@@ -27,7 +27,7 @@ class Collector:
         self.problems: list[Problem] = []
         self.warnings: list[Problem] = []
         self.locate = True
-        self.located: dict[tuple[str, tuple[Any, ...]], Any] = {}  # spec.locate's answers for this load
+        self.located: dict[tuple[str, tuple[Any, ...]], Any] = {}  # locate.locate's answers for this load
 
     def add(self, path: Path_, where: str, message: str, fix: str = "") -> None:
         self.problems.append(Problem(self.file, self.lines.find(*path) or 1, where, message, fix))

@@ -199,6 +199,23 @@ def merge(*parts: Mapping[int, tuple[Term, ...]]) -> Constraints:
     return out
 
 
+def implied(
+    shapes: Sequence[Sequence[int]], pairs: Sequence[tuple[int, int]], named: set[int]
+) -> Constraints:
+    """The relations every declared shape shows between the related dimension pairs ``(a, b)``: a = b in
+    all of them gives ``same_as(b)`` on a, b dividing a in all ``multiple_of(b)``; a pair with a dimension in
+    ``named`` (the contract's own shape_class or shape_constraints say) is left to them."""
+    out: dict[int, tuple[Term, ...]] = {}
+    for a, b in pairs:
+        if a in named or b in named or not shapes or any(max(a, b) >= len(s) for s in shapes):
+            continue
+        if all(s[a] == s[b] for s in shapes):
+            out[a] = out.get(a, ()) + (Term("same_as", ref=b),)
+        elif all(s[b] > 0 and s[a] % s[b] == 0 for s in shapes):
+            out[a] = out.get(a, ()) + (Term("multiple_of", ref=b),)
+    return out
+
+
 def violations(
     shape: Sequence[int], cons: Mapping[int, tuple[Term, ...]], names: Sequence[str] | None = None
 ) -> list[str]:

@@ -25,7 +25,7 @@ from kcgate.util import tomlsrc
 from kcgate.util.frozen_json import freeze
 from kcgate.vocab import dtypes
 from kcgate.vocab.catalogue import CATALOGUE, MATMUL_LIKE, dims_of, families, has, params_of
-from kcgate.vocab.classes import CLASSES, backward_classes, suggest
+from kcgate.vocab.classes import CLASSES, backward_classes, refusal_fix, suggest
 
 _ID = re.compile(ID_PATTERN)
 _IMPORT = re.compile(IMPORT_PATTERN)
@@ -70,7 +70,7 @@ def _contract(i: int, d: dict[str, Any], col: Collector, roots: tuple[Path, ...]
     if cls and op and op not in cls.ops:
         at.key("op").add(
             f"class {klass} does not apply to op {op!r}",
-            f"use one of: {', '.join(cls.ops)}",
+            refusal_fix(cls.id, op),
         )
     sc = _table(d, "shape_class", at)
     contract = Contract(
@@ -203,6 +203,12 @@ def _cross_checks(c: Contract, d: dict[str, Any], at: At) -> None:
         at.key("op").add(
             "a custom op needs `reference` and `inputs` functions",
             'add reference = "pkg.mod:ref_fn" and inputs = "pkg.mod:make_inputs"',
+        )
+    if c.op == "pointwise" and not (c.reference or dict(c.params).get("fn")):
+        at.key("op").add(
+            "op 'pointwise' needs the function: params.fn or a reference",
+            'add params = { fn = "sigmoid" } (relu, leaky_relu, sigmoid, tanh, elu, hardswish, mish, softplus) '
+            'or reference = "torch:sigmoid"',
         )
     if c.oracle == "user" and not c.reference:
         at.key("oracle").add(

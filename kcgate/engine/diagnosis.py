@@ -589,6 +589,55 @@ def semantics_signature(ctx: Any, trial: Any) -> Signature | None:
     return None
 
 
+# A within-the-bound failure is named as a known mistake when the kernel's rms error against that mistake's
+# oracle is at most this share of its error against the contract's: the error all but vanishes (an eps
+# mismatch in fp32 drops it 30-100x; a real fault keeps it, as no mistaken oracle reproduces it).
+EXPLAINED_SHARE = 0.25
+
+
+def explain_excess(ctx: Any, ts: Sequence[Any]) -> Signature | None:
+    """An excess-error failure that one of the family's variants or known mistakes explains: "eps = 1e-6
+    instead of the contract's 1e-5", "eps added outside the square root". The bound cannot tell these apart
+    (they are within it), so the test is closer: the error against the mistaken oracle, rerun on the same
+    inputs, all but vanishes (``EXPLAINED_SHARE``); the best-fitting mistake is named."""
+    known = [
+        f() for f in (getattr(ctx.op, "variants", None), getattr(ctx.op, "mistakes", None)) if f is not None
+    ]
+    fwd = [t for t in ts if not t.grad and t.out is not None and t.cmp is not None]
+    if not known or not fwd:
+        return None
+    best: tuple[float, str] | None = None
+    for what, family in (m for group in known for m in group):
+        shares = []
+        for t in fwd:
+            up = upcast(t.inputs)
+            with torch.no_grad():
+                alt = family.oracle(*up).to(torch.float64)
+            if alt.shape != t.out.shape:
+                break
+            out = t.out.detach().to(torch.float64)
+            own = _rms_finite(out - t.cmp.ref.to(torch.float64))
+            shares.append(_rms_finite(out - alt) / own if own > 0 else math.inf)
+        else:
+            share = max(shares, default=math.inf)
+            if share <= EXPLAINED_SHARE and (best is None or share < best[0]):
+                best = (share, what)
+    if best is None:
+        return None
+    return sig(
+        "wrong-semantics",
+        f"matches the op with {best[1]} (its rms error against that falls to {best[0]:.2g} of the error "
+        "against the contract's oracle)",
+        mistake=best[1],
+        error_share=round(best[0], 4),
+    )
+
+
+def _rms_finite(e: torch.Tensor) -> float:
+    e = e[e.isfinite()]
+    return float(e.pow(2).mean().sqrt()) if e.numel() else math.inf
+
+
 def _large_inputs(inputs: Sequence[torch.Tensor]) -> bool:
     """Inputs past exp's range (ln of fp32's max is 88.7): a NaN from them is an exp overflow."""
     xs = [x for x in inputs if x.is_floating_point() and x.numel()]

@@ -57,6 +57,19 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x)
 
 
+def sigmoid(x: torch.Tensor) -> torch.Tensor:
+    """The pointwise family's demo: the textbook formula, computed in fp32 and rounded once."""
+    return (1 / (1 + torch.exp(-x.float()))).to(x.dtype)
+
+
+def log_softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.log_softmax(x, dim=-1)
+
+
+def l2norm(x: torch.Tensor) -> torch.Tensor:
+    return F.normalize(x, dim=-1)
+
+
 def silu(x: torch.Tensor) -> torch.Tensor:
     return F.silu(x)
 

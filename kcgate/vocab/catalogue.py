@@ -26,6 +26,13 @@ class ParamSpec:
 
 
 _FLOATS = ("float32", "bfloat16", "float16")
+# the pointwise family's named functions (kcgate.numerics.ops.pointwise computes and bounds each)
+POINTWISE = ("relu", "leaky_relu", "sigmoid", "tanh", "elu", "hardswish", "mish", "softplus")
+# the normalisations' epsilon, added to the variance (mean square) under the square root; kernels ship 1e-5
+# (torch), 1e-6 (Llama, Liger) and 1e-12 (BERT)
+_EPS = ParamSpec(
+    float, 1e-5, help="epsilon added under the square root (the kernel's own: 1e-5, 1e-6, 1e-12)"
+)
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,11 @@ class Op:
     # dim index -> constraint every drawn shape respects (held-out, boundary and class shapes; grammar:
     # kcgate.contracts.shape_class); the OpFamily reads it from here (quant_gemm's follows its group_size)
     shape_constraints: dict[int, str] = field(default_factory=dict)
+    # (dim, other dim) pairs whose relation is a feature a kernel may or may not have (heads = kv_heads is
+    # multi-head attention, not grouped-query): C-CMP-03's held-out shapes keep the equality or divisibility
+    # every declared shape shows, unless the contract's shape_class or shape_constraints name either dim.
+    # Coincidences (a square matmul) are not listed: held-out shapes exist to vary them.
+    related: tuple[tuple[str, str], ...] = ()
 
     def matmul_mkn(self, shape: tuple[int, ...]) -> tuple[int, int, int]:
         """(m, k, n) of a matmul-like case shape, m including any batch: bmm (B, M, K, N) is (B*M, K, N)."""
@@ -170,6 +182,7 @@ CATALOGUE: dict[str, Op] = {
             default_shapes=((64, 1024),),
             reducing=True,
             k_dim=-1,
+            params={"eps": _EPS},
         ),
         Op(
             "rmsnorm",
@@ -182,6 +195,44 @@ CATALOGUE: dict[str, Op] = {
             default_shapes=((64, 1024),),
             reducing=True,
             k_dim=-1,
+            params={
+                "eps": _EPS,
+                "weight_offset": ParamSpec(
+                    float, 0.0, help="y = x̂·(weight_offset + w): Gemma stores w with 1 (Liger's offset)"
+                ),
+                "casting_mode": ParamSpec(
+                    str,
+                    "llama",
+                    ("llama", "gemma", "none"),
+                    "llama: x̂ rounded to the input dtype before the weight; gemma: all in fp32; none: all in "
+                    "the input dtype (Liger's LigerRMSNorm)",
+                ),
+            },
+        ),
+        Op(
+            "log_softmax",
+            exp=True,
+            offset_probes=True,
+            dims=("rows", "n"),
+            inputs=("x",),
+            dim_sources={"rows": (0, 0), "n": (0, -1)},
+            default_shapes=((64, 1024),),
+            reducing=True,
+            k_dim=-1,
+        ),
+        Op(
+            "l2norm",
+            dims=("rows", "n"),
+            inputs=("x",),
+            dim_sources={"rows": (0, 0), "n": (0, -1)},
+            default_shapes=((64, 1024),),
+            reducing=True,
+            k_dim=-1,
+            params={
+                "eps": ParamSpec(
+                    float, 1e-12, help="x / max(‖x‖, eps), F.normalize's (the kernel's own; 0 = none)"
+                )
+            },
         ),
         Op(
             "sdpa",
@@ -208,6 +259,7 @@ CATALOGUE: dict[str, Op] = {
             },
             default_shapes=((2, 4, 2, 128, 64),),
             reducing=True,
+            related=(("heads", "kv_heads"),),
             params={
                 "causal": ParamSpec(
                     bool, False, help="mask keys after the query (aligned as causal_align says)"
@@ -293,6 +345,26 @@ CATALOGUE: dict[str, Op] = {
             inputs=("x",),
             dim_sources={"n": (0, -1)},
             default_shapes=((256, 1024),),
+            params={
+                "approximate": ParamSpec(
+                    str, "none", ("none", "tanh"), "the kernel's gelu: erf, or its tanh approximation"
+                )
+            },
+        ),
+        Op(
+            "pointwise",
+            fp8_output=True,
+            dims=None,
+            inputs=("x",),
+            dim_sources={"n": (0, -1)},
+            default_shapes=((256, 1024),),
+            params={
+                "fn": ParamSpec(
+                    str, "", ("", *POINTWISE), 'the function; "" = the one the contract\'s reference computes'
+                ),
+                "negative_slope": ParamSpec(float, 0.01, help="leaky_relu's slope for x < 0"),
+                "alpha": ParamSpec(float, 1.0, help="elu's α: α·(exp(x) − 1) for x < 0"),
+            },
         ),
         Op(
             "silu",
@@ -316,6 +388,7 @@ CATALOGUE: dict[str, Op] = {
                 "head_dim": (0, 3),
             },
             default_shapes=((2, 8, 2, 128, 64),),
+            related=(("heads", "kv_heads"),),
             params={
                 "layout": ParamSpec(
                     str, "neox", ("neox", "gptj"), "rotate-half (NeoX) or interleaved pairs (GPT-J)"

@@ -10,7 +10,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
-from kcgate.vocab.catalogue import CATALOGUE, REDUCING, ParamSpec, families
+from kcgate.vocab.catalogue import CATALOGUE, ParamSpec, families
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class ContractClass:
     asserts: str
     provenance: str  # "paper" (public material) or "kcgate" (our definition)
     ops: tuple[str, ...]  # op families the class applies to
+    trait: str = ""  # the catalogue trait ``ops`` is read from ("" = every family; TRAIT_WHY says it)
     postcondition: str = "within-bound"
     tolerance: str = "error-bound"
     oracle: str = "fp64"
@@ -38,8 +39,26 @@ class ContractClass:
 _ALL = tuple(CATALOGUE)  # every op family, in the catalogue's order
 
 
-def _c(**kw: Any) -> ContractClass:
-    return ContractClass(**kw)
+# Why a class applies to an op: the catalogue trait its ``ops`` are read from, in words ("" = every family).
+# ``kcgate validate --op`` and the fix of a refused class print these.
+TRAIT_WHY: dict[str, str] = {
+    "": "every op family",
+    "reducing": "ops that sum over an axis (their accumulator and reduction order matter)",
+    "offset_probes": "row reductions where a large offset cancels or overflows (softmax, logsumexp, norms)",
+    "operand_products": "ops that multiply operands a kernel may round first (TF32, bf16)",
+    "fp8_output": "ops whose output can be stored in fp8, so rounding and saturation are checkable",
+    "own_rows": "ops whose output has rows of its own, which batch-mates must not change",
+    "indexed": "ops that read at indices, so out-of-range indices need a policy",
+}
+# The plain correctness class: its check is the output within the family's bound of the fp64 oracle (and
+# the sensitivity gate), nothing more; it applies to every family.
+PLAIN = "C-CMP-01"
+
+
+def _c(trait: str, **kw: Any) -> ContractClass:
+    """A class whose ops are the families with ``trait`` (kcgate.vocab.catalogue), custom ops included."""
+    ops = families(trait) if trait else _ALL
+    return ContractClass(trait=trait, ops=ops + (() if "custom" in ops else ("custom",)), **kw)
 
 
 CLASSES: dict[str, ContractClass] = {
@@ -51,7 +70,7 @@ CLASSES: dict[str, ContractClass] = {
             name="accumulator precision",
             provenance="paper",
             asserts="accumulation really happens at the declared accumulator precision",
-            ops=REDUCING + ("custom",),
+            trait="reducing",
             signatures=("low-precision-accumulator", "biased-rounding"),
         ),
         _c(
@@ -60,7 +79,7 @@ CLASSES: dict[str, ContractClass] = {
             name="numerical stability",
             provenance="paper",
             asserts="stable under cancellation and overflow (softmax, logsumexp, norms with a large mean)",
-            ops=families("offset_probes") + ("custom",),
+            trait="offset_probes",
             signatures=("cancellation", "overflow", "nan-pattern"),
             params={
                 "offset": ParamSpec(
@@ -77,7 +96,7 @@ CLASSES: dict[str, ContractClass] = {
             name="operand rounding",
             provenance="paper",
             asserts="operands are not silently rounded (TF32, HF32, bf16) unless declared",
-            ops=families("operand_products") + ("custom",),
+            trait="operand_products",
             signatures=("operand-truncation",),
             params={
                 "operand_bits": ParamSpec(int, 0, help="declared operand mantissa bits; 0 = the dtype's own"),
@@ -90,7 +109,7 @@ CLASSES: dict[str, ContractClass] = {
             name="output rounding and saturation",
             provenance="paper",
             asserts="low-precision outputs round and saturate as declared (RNE, fp8 saturate or NaN)",
-            ops=families("fp8_output") + ("custom",),
+            trait="fp8_output",
             tolerance="exact",
             postcondition="policy",
             signatures=("biased-rounding", "overflow"),
@@ -107,7 +126,7 @@ CLASSES: dict[str, ContractClass] = {
             name="reduction-order bound",
             provenance="paper",
             asserts="results across valid reduction orders stay within the non-associativity bound",
-            ops=REDUCING + ("custom",),
+            trait="reducing",
             signatures=("order-dependence", "low-precision-accumulator"),
             params={"orders": ParamSpec(int, 4, help="number of permuted reduction orders tried")},
         ),
@@ -117,7 +136,7 @@ CLASSES: dict[str, ContractClass] = {
             name="run-to-run determinism",
             provenance="paper",
             asserts="run-to-run determinism at the declared level (bitwise, bounded, none)",
-            ops=_ALL,
+            trait="",
             postcondition="invariant",
             signatures=("nondeterminism",),
             params={
@@ -133,7 +152,7 @@ CLASSES: dict[str, ContractClass] = {
             asserts="a row's result does not depend on batch size, position or batch-mates",
             # not where the output has no rows of its own: rope's (q, k) pair flattened, a mean loss, and
             # scaled_mm's per-tensor scales
-            ops=families("own_rows"),
+            trait="own_rows",
             postcondition="invariant",
             signatures=("batch-dependence",),
             params={"level": ParamSpec(str, "bitwise", ("bitwise", "bounded"), "declared invariance")},
@@ -144,7 +163,7 @@ CLASSES: dict[str, ContractClass] = {
             name="fusion equivalence",
             provenance="kcgate",
             asserts="a fused kernel matches the unfused composition within the propagated bound",
-            ops=_ALL,
+            trait="",
             signatures=("approximation",),
         ),
         _c(
@@ -153,7 +172,7 @@ CLASSES: dict[str, ContractClass] = {
             name="every autotuning configuration",
             provenance="kcgate",
             asserts="every autotuning configuration satisfies the contract, not only the winner",
-            ops=_ALL,
+            trait="",
             signatures=("tail-pattern", "tile-pattern"),
             params={"configs": ParamSpec(list, [], help="configurations passed to the kernel as config=")},
         ),
@@ -163,7 +182,7 @@ CLASSES: dict[str, ContractClass] = {
             name="shape-class generalisation",
             provenance="kcgate",
             asserts="correct over the declared shape class, held-out shapes and fresh inputs included",
-            ops=_ALL,
+            trait="",
             trials=3,
             signatures=("stale-output", "shape-overfitting"),
             params={"held_out": ParamSpec(int, 3, help="extra shapes drawn from the shape class per seed")},
@@ -174,7 +193,7 @@ CLASSES: dict[str, ContractClass] = {
             name="NaN, Inf and subnormal policy",
             provenance="kcgate",
             asserts="NaN/Inf propagate per declared policy; subnormals kept or flushed as declared",
-            ops=_ALL,
+            trait="",
             postcondition="policy",
             signatures=("nan-pattern", "subnormal-flush"),
             params={
@@ -197,7 +216,7 @@ CLASSES: dict[str, ContractClass] = {
             name="out-of-bounds policy",
             provenance="kcgate",
             asserts="out-of-bounds indices and accesses follow the declared policy (raise, clamp, zero, undefined)",
-            ops=families("indexed") + ("custom",),
+            trait="indexed",
             postcondition="policy",
             tolerance="exact",
             signatures=("out-of-bounds",),
@@ -209,6 +228,26 @@ CLASSES: dict[str, ContractClass] = {
         ),
     )
 }
+
+
+def applicable(op: str) -> tuple[str, ...]:
+    """The classes that apply to op family ``op``, in the table's order."""
+    return tuple(cid for cid, c in CLASSES.items() if op in c.ops)
+
+
+def why(cid: str, op: str) -> str:
+    """Why class ``cid`` does or does not apply to ``op``: "applies to <the ops it is for>"."""
+    c = CLASSES[cid]
+    verb = "applies" if op in c.ops else "does not apply"
+    return f"{verb}: {c.id} is for {TRAIT_WHY[c.trait]}"
+
+
+def refusal_fix(cid: str, op: str) -> str:
+    """The fix line of a class refused for an op: the classes that do apply to it, and why this one does not."""
+    return (
+        f"{cid} is for {TRAIT_WHY[CLASSES[cid].trait]}; for {op!r} use one of {', '.join(applicable(op))} "
+        f"({PLAIN} is plain correctness; `kcgate validate --op {op}` says why each applies)"
+    )
 
 
 def suggest(name: str, choices: list[str] | tuple[str, ...]) -> str:

@@ -152,3 +152,61 @@ def test_names_and_constructor_arguments_are_read_as_a_user_writes_them() -> Non
     text = scaffold.render_contracts(scaffold.Probed((placed,)), ["m"], "p", ["."], scaffold.features())
     assert 'init = { hidden_size = "{n}" }' in text
     assert 'dtypes = ["float32"]  # it accepted these; it also accepts float16' in text
+
+
+def test_init_reads_a_kernels_eps_into_the_contract_and_its_quick_run_passes(tmp_path: Path) -> None:
+    """An eps = 1e-6 RMSNorm (a function and transformers' LlamaRMSNorm): init writes params.eps = 1e-6 from
+    the signature (at the family default 1e-5 the fp32 cases failed, error 80-100x torch's); a softmax whose
+    dim has no default gets call = { kwargs = { dim = -1 } }."""
+    proc = kcgate("init", "tests.testing.kernels.scratchnorm", "--path", str(ROOT), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    project = load_project(tmp_path / "contracts.toml")
+    assert {c.kernel.split(":")[1]: dict(c.params).get("eps") for c in project.contracts} == {
+        "rms_norm": 1e-6,
+        "LlamaRMSNorm": 1e-6,
+        "softmax": None,
+    }
+    (softmax,) = [c for c in project.contracts if c.op == "softmax"]
+    assert dict(softmax.call_kwargs) == {"dim": -1}  # its axis had no default: the last one
+    cases = [ln for ln in proc.stdout.splitlines() if ln.startswith(("PASS", "FAIL", "ERROR", "REFUSED"))]
+    assert len(cases) == 12
+    assert all(ln.startswith("PASS") for ln in cases if "/float32/" in ln), cases  # failed at eps 1e-5
+    if "all contracts hold" not in proc.stdout:
+        # the quick run draws a fresh seed: bf16 LlamaRMSNorm fails the sensitivity gate by chance at 1.51x on
+        # about 1 run in 3 (issue 32 lists it; part A reworks the gate), with params.eps right or not
+        assert all("a correct implementation's" in ln for ln in cases if not ln.startswith("PASS")), cases
+        pytest.xfail("bf16 LlamaRMSNorm's sensitivity-gate chance failure (issue 32 part A)")
+
+
+def test_a_kernels_defaults_are_read_from_its_signature() -> None:
+    import torch
+
+    from kcgate.adopt import probe
+
+    class Norm(torch.nn.Module):
+        def __init__(
+            self, hidden_size: int, variance_epsilon: float = 1e-12, elementwise: bool = True
+        ) -> None:
+            super().__init__()
+
+    def layer_norm(x, w, b, eps=1e-6):  # type: ignore[no-untyped-def]
+        return x
+
+    def softmax(x, dim=-1):  # type: ignore[no-untyped-def]
+        return x
+
+    assert probe.defaults(Norm, "layernorm") == {"eps": 1e-12}
+    assert probe.defaults(layer_norm, "rmsnorm") == {"eps": 1e-6}
+    assert probe.defaults(layer_norm, "softmax") == {}  # softmax takes no eps
+    assert probe.defaults(softmax, "softmax") == {}
+
+    def softmax_axis(x, dim):  # type: ignore[no-untyped-def]
+        return x
+
+    def softmax_first(x, axis=0):  # type: ignore[no-untyped-def]
+        return x
+
+    assert probe.row_axis(softmax_axis, "softmax") == {"dim": -1}
+    assert probe.row_axis(softmax_first, "layernorm") == {"axis": -1}
+    assert probe.row_axis(softmax, "softmax") == {}  # already the last axis
+    assert probe.row_axis(softmax_axis, "matmul") == {}  # not a row family

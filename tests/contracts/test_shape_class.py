@@ -383,3 +383,60 @@ def test_issue_35_validate_reads_back_what_it_wrote(tmp_path: Path, text: str) -
         [sys.executable, "-m", "kcgate", "validate", str(path)], capture_output=True, text=True, cwd=ROOT
     )
     assert proc.returncode in (0, 2) and "internal error" not in proc.stderr, proc.stderr
+
+
+# ---- relations the declared shapes show (issue 32, Build item 4) ----------------------------------------
+
+
+def test_implied_keeps_equal_and_dividing_related_dims() -> None:
+    implied = sc.implied
+    assert implied([(2, 4, 4, 128, 32)], [(1, 2)], set()) == {1: (sc.Term("same_as", ref=2),)}
+    assert implied([(2, 8, 2, 128, 32), (1, 4, 1, 64, 32)], [(1, 2)], set()) == {
+        1: (sc.Term("multiple_of", ref=2),)
+    }
+    assert implied([(2, 4, 4, 128, 32), (2, 4, 2, 128, 32)], [(1, 2)], set()) == {
+        1: (sc.Term("multiple_of", ref=2),)
+    }
+    assert implied([(2, 4, 4, 128, 32)], [(1, 2)], {2}) == {}  # the contract says: left to it
+
+
+def _mha(q, k, v, **kw):  # type: ignore[no-untyped-def]
+    """Multi-head attention that never claimed grouped-query heads: k and v must have q's heads."""
+    import torch
+
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+def _cmp03_ctx(shape_class: tuple = (), seed: int = 0):  # type: ignore[no-untyped-def,type-arg]
+    from kcgate.contracts.records import Contract
+    from kcgate.engine.case import op_for
+    from kcgate.engine.trial import CaseContext
+    from kcgate.plan import Case
+
+    shape = (2, 4, 4, 64, 32)
+    c = Contract(
+        id="t", klass="C-CMP-03", kernel="x:y", op="attention", shapes=(shape,), shape_class=shape_class
+    )
+    case = Case("t", "t", "C-CMP-03", "attention", "float32", shape, seed, 1000 + seed)
+    return CaseContext(contract=c, case=case, kernel=_mha, op=op_for(c, ()))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_mha_under_c_cmp_03_with_default_shape_classes_passes(seed: int) -> None:
+    """Declared H = H_kv: held-out shapes keep H = H_kv (they drew 2x512x4x16x32, a GQA shape, and failed a
+    kernel that never claimed GQA as shape-overfitting)."""
+    from kcgate.engine.checks import CHECKS
+    from kcgate.engine.checks.c_cmp_03 import held_out_shapes
+
+    ctx = _cmp03_ctx(seed=seed)
+    shapes = held_out_shapes(ctx)
+    assert len(shapes) > 5 and all(s[1] == s[2] for s in shapes)
+    f = CHECKS["C-CMP-03"](ctx)
+    assert f.status.value == "pass", f.message
+
+
+def test_a_shape_class_naming_kv_heads_varies_it() -> None:
+    from kcgate.engine.checks.c_cmp_03 import held_out_shapes
+
+    shapes = held_out_shapes(_cmp03_ctx(shape_class=((2, "range(1, 4)"),)))
+    assert any(s[1] != s[2] for s in shapes)

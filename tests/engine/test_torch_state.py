@@ -18,12 +18,14 @@ def captured() -> Iterator[None]:
     torch_state.capture()
     yield
     torch_state.restore(own=True)
+    torch_state._active = None  # as a fresh process: later in-process tests are not checked against it
 
 
 @pytest.fixture
 def snapshot() -> Iterator[torch_state.Snapshot]:
     yield torch_state.capture()
     torch_state.restore(own=True)
+    torch_state._active = None
 
 
 def _checked_in_full_next(spaces: list[torch_state.Namespace]) -> list[str]:

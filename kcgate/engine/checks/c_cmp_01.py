@@ -17,10 +17,16 @@ from kcgate.results.model import Signature, Status
 def check(ctx: CaseContext) -> Finding:
     ts = trials(ctx)
     finding = verdict(ctx, ts)
-    if finding.status != Status.FAIL or named(finding):
+    if finding.status != Status.FAIL or named(finding) or _semantics(finding):
         return finding
     found = approximation_signature(ts)
     return replace(finding, signature=found) if found else finding
+
+
+def _semantics(finding: Finding) -> bool:
+    """A known mistake already named (a wrong slope, the other gelu approximation): more specific than a smooth
+    approximation, which such a mistake also is."""
+    return finding.signature is not None and finding.signature.cause == "wrong-semantics"
 
 
 def approximation_signature(ts: list[Trial]) -> Signature | None:

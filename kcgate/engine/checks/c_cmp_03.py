@@ -12,13 +12,14 @@ from dataclasses import replace
 import torch
 
 from kcgate.contracts import shape_class
+from kcgate.contracts.records import Contract
 from kcgate.engine.checks import Finding, trials, verdict
 from kcgate.engine.diagnosis import sig
 from kcgate.engine.harness import run_trial
 from kcgate.engine.trial import CaseContext, Trial
 from kcgate.numerics.metrics import merge_metrics
 from kcgate.results.model import Status
-from kcgate.vocab.catalogue import dims_of
+from kcgate.vocab.catalogue import CATALOGUE, dims_of
 from kcgate.vocab.causes import ISSUE_MESSAGES
 
 
@@ -75,7 +76,8 @@ def _why(t: Trial) -> str:
 
 
 def constraints(ctx: CaseContext) -> shape_class.Constraints:
-    """The family's shape constraints, the contract's, and its shape class's dimensions, merged."""
+    """The family's shape constraints, the contract's, its shape class's dimensions, and the relations every
+    declared shape keeps between the catalogue's related dimensions (``implied``), merged."""
     c = ctx.contract
     names = dims_of(c.op)  # family constraints name dimensions by letter (multiple_of(kv_heads))
     parts = [
@@ -83,6 +85,26 @@ def constraints(ctx: CaseContext) -> shape_class.Constraints:
         {str(i): text for i, text in c.shape_constraints},
         {str(i): text for i, text in c.shape_class},
     ]
+    return shape_class.merge(*(shape_class.parse(p, names, None) for p in parts), implied(ctx))
+
+
+def implied(ctx: CaseContext) -> shape_class.Constraints:
+    """Relations the declared shapes all show (H = H_kv: multi-head, never grouped-query) that the contract's
+    own shape_class and shape_constraints leave unsaid: held-out shapes keep them (docs/classes/C-CMP-03.md)."""
+    c = ctx.contract
+    names = list(dims_of(c.op) or ())
+    entry = CATALOGUE.get(c.op)
+    if entry is None or not names:
+        return {}
+    pairs = [(names.index(a), names.index(b)) for a, b in entry.related if a in names and b in names]
+    named = {i for i, _ in c.shape_class} | {i for i, _ in c.shape_constraints}
+    named |= {t.ref for terms in _user_terms(c, names).values() for t in terms if t.ref >= 0}
+    declared = list(c.shapes) or list(entry.default_shapes) or [ctx.case.shape]
+    return shape_class.implied(declared, pairs, named)
+
+
+def _user_terms(c: Contract, names: list[str]) -> shape_class.Constraints:
+    parts = [{str(i): text for i, text in c.shape_constraints}, {str(i): text for i, text in c.shape_class}]
     return shape_class.merge(*(shape_class.parse(p, names, None) for p in parts))
 
 

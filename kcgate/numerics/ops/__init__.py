@@ -11,9 +11,18 @@ from kcgate.numerics.ops.glu import GEGLU, SWIGLU
 from kcgate.numerics.ops.indexing import EMBEDDING, GATHER, INDEX_SELECT
 from kcgate.numerics.ops.linalg import BMM, LINEAR, MATMUL, SDPA
 from kcgate.numerics.ops.loss import CROSS_ENTROPY
-from kcgate.numerics.ops.pointwise import GELU, SILU
+from kcgate.numerics.ops.pointwise import GELU, POINTWISE_FAMILY, SILU
 from kcgate.numerics.ops.quant import QUANT_GEMM, SCALED_MM
-from kcgate.numerics.ops.reduce import LAYERNORM, LOGSUMEXP, MEAN, RMSNORM, SOFTMAX, SUM
+from kcgate.numerics.ops.reduce import (
+    L2NORM,
+    LAYERNORM,
+    LOG_SOFTMAX,
+    LOGSUMEXP,
+    MEAN,
+    RMSNORM,
+    SOFTMAX,
+    SUM,
+)
 from kcgate.numerics.ops.rope import ROPE
 
 OPS: dict[str, OpFamily] = {
@@ -34,10 +43,13 @@ OPS: dict[str, OpFamily] = {
         MEAN,
         SOFTMAX,
         LOGSUMEXP,
+        LOG_SOFTMAX,
         LAYERNORM,
         RMSNORM,
+        L2NORM,
         GELU,
         SILU,
+        POINTWISE_FAMILY,
         GATHER,
         INDEX_SELECT,
         EMBEDDING,

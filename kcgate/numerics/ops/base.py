@@ -58,6 +58,10 @@ class OpFamily:
     # known wrong semantics: () -> (what, the family with that mistake); a failed output within the mistaken
     # family's bound of its oracle is diagnosed as that mistake (a dropped causal mask, the other rope layout)
     mistakes: Callable[[], tuple[tuple[str, OpFamily], ...]] | None = None
+    # parameter mismatches and slips too small for the bound to see (another eps, eps outside the square
+    # root): () -> (what, the family with it); only a within-the-bound failure that one of them explains
+    # closely is named by it (kcgate.engine.diagnosis.explain_excess), never a failure of the bound
+    variants: Callable[[], tuple[tuple[str, OpFamily], ...]] | None = None
     grad_bound: GradBound | None = None  # None: the family has no backward contract
     input_names: tuple[str, ...] = ()  # placeholders of `call` and the names gradients are reported by
     # inputs -> the "{size}" placeholders of `call` ({"m": 64, ...}); None: read from the inputs' shapes

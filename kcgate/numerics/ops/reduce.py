@@ -10,13 +10,15 @@ computes (Σ y·dy over n; the weight and bias gradients sum over the rows), plu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
-from kcgate.numerics.ops.base import BoundArgs, OpFamily, Tensors, draw, sqrt
+from kcgate.numerics.ops.base import Bound, BoundArgs, GradBound, OpFamily, Tensors, draw, sqrt
 
-EPS = 1e-5  # layernorm / rmsnorm epsilon; kernels are called as kernel(x, weight, bias) / kernel(x, weight)
+EPS = 1e-5  # layernorm / rmsnorm default epsilon (params.eps); kernels are called as kernel(x, w, b) / kernel(x, w)
 
 
 def _rows(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str) -> Tensors:
@@ -45,6 +47,70 @@ def _lse_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
     # rounding, of |y − m| (docs/ops.md#logsumexp)
     second = ba.u_out * (y - x[0].amax(-1)).abs()
     return (ba.lam * sqrt(n) + 4) * ba.u_acc * (1 + shift) + ba.u_out * y.abs() + second
+
+
+def _lse_err(x: torch.Tensor, ba: BoundArgs) -> tuple[torch.Tensor, torch.Tensor]:
+    """log_softmax y = x − lse: lse, and y's allowed |error| before the output's rounding: lse's absolute
+    error (as the logsumexp bound), then lse (or lse − m) rounded to the compute precision and x − lse
+    rounded (textbook ``x - logsumexp(x)`` in the input dtype; torch rounds once from fp32)."""
+    n = x.shape[-1]
+    lse = torch.logsumexp(x, -1, keepdim=True)
+    m = x.abs().amax(-1, keepdim=True)
+    u_c = max(ba.u_acc, ba.u_in)
+    return lse, (ba.lam * sqrt(n) + 4) * ba.u_acc * (1 + m) + u_c * (lse.abs() + x.abs() + m)
+
+
+def _log_softmax_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
+    return _lse_err(x[0], ba)[1] + ba.u_out * y.abs()
+
+
+def _log_softmax_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor, ...]:
+    """dx = dy − p·Σdy, p = exp(y) from the saved output: y's absolute error (and its rounding to the output
+    dtype) is a relative error of p; exp, the product and the difference round; the row sum of dy adds
+    λ√n·u_acc·Σ|dy|·p."""
+    n = x[0].shape[-1]
+    lse, e_y = _lse_err(x[0], ba)
+    y = x[0] - lse
+    p = y.exp()
+    u_c = max(ba.u_acc, ba.u_in)
+    s = dy.sum(-1, keepdim=True)
+    s_abs = dy.abs().sum(-1, keepdim=True)
+    rel = e_y + ba.u_out * y.abs() + 2 * u_c
+    err = p * (rel * s.abs() + ba.lam * sqrt(n) * ba.u_acc * s_abs) + u_c * (dy.abs() + p * s.abs())
+    return (err + ba.u_out * g[0].abs(),)
+
+
+def _l2norm(eps: float) -> Callable[..., torch.Tensor]:
+    def oracle(x: torch.Tensor) -> torch.Tensor:
+        return x / x.norm(dim=-1, keepdim=True).clamp_min(eps)
+
+    return oracle
+
+
+def _l2norm_composite(eps: float) -> Callable[..., torch.Tensor]:
+    return lambda x: torch.nn.functional.normalize(x, dim=-1, eps=eps)
+
+
+def _l2norm_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
+    """As rmsnorm's (x/‖x‖ = x̂/√n): the sum of squares, the root and the division, and a textbook kernel's
+    x·x and ‖x‖ rounded to the input dtype (2u_in)."""
+    n = x[0].shape[-1]
+    return ((ba.lam * sqrt(n) + 4) * ba.u_acc + ba.u_out + 2 * ba.u_in) * y.abs()
+
+
+def _l2norm_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor, ...]:
+    """x/‖x‖ = rmsnorm(x)/√n with unit weight: rmsnorm's dx with the upstream dy/√n. An eager composite
+    (x / sqrt((x*x).sum())) rounds dy/s, x·dy, x·Σ(x·dy)/s³ and their difference's terms to the input dtype:
+    4u_in relative in each term."""
+    a = x[0]
+    xhat, r, e = _norm_parts(a, ba, centred=False, eps=0.0)
+    dx = _norm_dx(xhat, r, e, dy / sqrt(a.shape[-1]), ba, centred=False, u_g=4 * ba.u_in)
+    return (dx + ba.u_out * g[0].abs(),)
+
+
+def _configure_l2norm(params: dict[str, Any]) -> OpFamily:
+    eps = float(params.get("eps", 1e-12))
+    return replace(L2NORM, oracle=_l2norm(eps), composite=_l2norm_composite(eps))
 
 
 def _sum_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor, ...]:
@@ -80,18 +146,33 @@ def _lse_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[
     return ((rel + ba.u_out) * g[0].abs(),)
 
 
+@dataclass(frozen=True)
+class Norm:
+    """A layernorm's or rmsnorm's parameters, as kernels ship them (Liger's LigerRMSNorm, HF's *RMSNorm)."""
+
+    eps: float = EPS
+    offset: float = 0.0  # rmsnorm: y = x̂·(offset + w); Gemma's RMSNorm stores w with offset 1
+    casting_mode: str = "llama"  # rmsnorm: where the kernel rounds to the input dtype (docs/ops.md#rmsnorm)
+    eps_outside: bool = False  # not a param: the mistake x / (√mean(x²) + eps), x̂ = (x − μ) / (σ + eps)
+
+
+# The eps values kernels ship with (Llama and Liger 1e-6, torch and most layernorms 1e-5, BERT's 1e-12): a
+# kernel whose error one of them explains is named as an eps mismatch, not as excess error.
+COMMON_EPS = (1e-5, 1e-6, 1e-12)
+
+
 def _norm_parts(
-    a: torch.Tensor, ba: BoundArgs, centred: bool
+    a: torch.Tensor, ba: BoundArgs, centred: bool, eps: float = EPS
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """x̂, 1/σ, and the forward's absolute error of x̂ per element (as in the forward bounds)."""
     n = a.shape[-1]
     if centred:
         mu = a.mean(-1, keepdim=True)
-        r = 1 / (a.var(-1, unbiased=False, keepdim=True) + EPS).sqrt()
+        r = 1 / (a.var(-1, unbiased=False, keepdim=True) + eps).sqrt()
         xhat = (a - mu) * r
         e = ba.lam * sqrt(n) * ba.u_acc * (a.abs().mean(-1, keepdim=True) * r + xhat.abs() + 1)
     else:
-        r = torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + EPS)
+        r = torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + eps)
         xhat = a * r
         e = (ba.lam * sqrt(n) + 4) * ba.u_acc * (xhat.abs() + 1)
     return xhat, r, e
@@ -115,75 +196,190 @@ def _norm_dx(
     return r * (rel * terms + e * gx + (e * gw.abs()).mean(-1, keepdim=True))
 
 
-def _layernorm_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor, ...]:
-    """dw = Σ_rows dy·x̂ and db = Σ_rows dy sum over the rows; dx from its analytic form."""
-    a, w, _ = x
-    rows = a.shape[0]
-    xhat, r, e = _norm_parts(a, ba, centred=True)
-    dx = _norm_dx(xhat, r, e, w * dy, ba, centred=True)
-    dw = ba.lam * sqrt(rows) * ba.u_acc * (dy.abs() * xhat.abs()).sum(0) + (dy.abs() * e).sum(0)
-    db = ba.lam * sqrt(rows) * ba.u_acc * dy.abs().sum(0)
-    return tuple(b + ba.u_out * gi.abs() for b, gi in zip((dx, dw, db), g))
+def _layernorm_grad(cfg: Norm) -> GradBound:
+    def grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor | None, ...]:
+        """dw = Σ_rows dy·x̂ and db = Σ_rows dy sum over the rows; dx from its analytic form."""
+        a, w, _ = x
+        rows = a.shape[0]
+        xhat, r, e = _norm_parts(a, ba, centred=True, eps=cfg.eps)
+        dx = _norm_dx(xhat, r, e, w * dy, ba, centred=True)
+        dw = ba.lam * sqrt(rows) * ba.u_acc * (dy.abs() * xhat.abs()).sum(0) + (dy.abs() * e).sum(0)
+        db = ba.lam * sqrt(rows) * ba.u_acc * dy.abs().sum(0)
+        return tuple(b + ba.u_out * gi.abs() for b, gi in zip((dx, dw, db), g))
+
+    return grad
 
 
-def _rmsnorm_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor, ...]:
-    a, w = x
-    rows = a.shape[0]
-    xhat, r, e = _norm_parts(a, ba, centred=False)
-    dx = _norm_dx(xhat, r, e, w * dy, ba, centred=False, u_g=ba.u_in)
-    # HF's weight * h in the input dtype: h and each product dy·h round to it before the row sum (2u_in)
-    t = (dy.abs() * xhat.abs()).sum(0)
-    dw = (ba.lam * sqrt(rows) * ba.u_acc + 2 * ba.u_in) * t + (dy.abs() * e).sum(0)
-    return tuple(b + ba.u_out * gi.abs() for b, gi in zip((dx, dw), g))
+def _rmsnorm_grad(cfg: Norm) -> GradBound:
+    def grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor | None, ...]:
+        a, w = x
+        rows = a.shape[0]
+        xhat, r, e = _norm_parts(a, ba, centred=False, eps=cfg.eps)
+        dx = _norm_dx(xhat, r, e, (cfg.offset + w) * dy, ba, centred=False, u_g=_u_elementwise(cfg, ba))
+        # HF's weight * h in the input dtype: h and each product dy·h round to it before the row sum (2u_in)
+        t = (dy.abs() * xhat.abs()).sum(0)
+        dw = (ba.lam * sqrt(rows) * ba.u_acc + 2 * ba.u_in) * t + (dy.abs() * e).sum(0)
+        return tuple(b + ba.u_out * gi.abs() for b, gi in zip((dx, dw), g))
+
+    return grad
 
 
-def _norm_inputs(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str) -> Tensors:
-    rows, n = shape
-    w = 1 + 0.1 * draw((n,), dtype, gen, "normal").to(torch.float64)
-    b = 0.1 * draw((n,), dtype, gen, "normal").to(torch.float64)
-    return draw(shape, dtype, gen, dist), w.to(dtype), b.to(dtype)
+def _norm_inputs(cfg: Norm) -> Callable[..., Tensors]:
+    def make(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str) -> Tensors:
+        """x, the scale w (1 + 0.1·N, or 0.1·N stored under an offset of 1: the same scales) and the bias."""
+        rows, n = shape
+        w = 1 - cfg.offset + 0.1 * draw((n,), dtype, gen, "normal").to(torch.float64)
+        b = 0.1 * draw((n,), dtype, gen, "normal").to(torch.float64)
+        return draw(shape, dtype, gen, dist), w.to(dtype), b.to(dtype)
+
+    return make
 
 
-def _layernorm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, EPS)
+def _layernorm(cfg: Norm) -> Callable[..., torch.Tensor]:
+    def oracle(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if cfg.eps_outside:
+            mu = x.mean(-1, keepdim=True)
+            sd = x.var(-1, unbiased=False, keepdim=True).sqrt()
+            return (x - mu) / (sd + cfg.eps) * w + b
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, cfg.eps)
+
+    return oracle
 
 
-def _layernorm_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
-    a, w, b = x
-    n = a.shape[-1]
-    mu = a.mean(-1, keepdim=True)
-    sd = (a.var(-1, unbiased=False, keepdim=True) + EPS).sqrt()
-    xhat = ((a - mu) / sd).abs()
-    # the mean is computed with error ≈ λ√n·u·mean|x|; relative to std it is amplified by |x|/std
-    rel = ba.lam * sqrt(n) * ba.u_acc * (a.abs().mean(-1, keepdim=True) / sd + xhat + 1)
-    return rel * w.abs() + ba.u_acc * b.abs() + ba.u_out * y.abs()
+def _layernorm_bound(cfg: Norm) -> Bound:
+    def bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
+        a, w, b = x
+        n = a.shape[-1]
+        mu = a.mean(-1, keepdim=True)
+        sd = (a.var(-1, unbiased=False, keepdim=True) + cfg.eps).sqrt()
+        xhat = ((a - mu) / sd).abs()
+        # the mean is computed with error ≈ λ√n·u·mean|x|; relative to std it is amplified by |x|/std
+        rel = ba.lam * sqrt(n) * ba.u_acc * (a.abs().mean(-1, keepdim=True) / sd + xhat + 1)
+        return rel * w.abs() + ba.u_acc * b.abs() + ba.u_out * y.abs()
+
+    return bound
 
 
-def _rmsnorm_inputs(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str) -> Tensors:
-    x, w, _ = _norm_inputs(shape, dtype, gen, dist)
-    return x, w
+def _rmsnorm_inputs(cfg: Norm) -> Callable[..., Tensors]:
+    make = _norm_inputs(cfg)
+
+    def rms(shape: Sequence[int], dtype: torch.dtype, gen: torch.Generator, dist: str) -> Tensors:
+        x, w, _ = make(shape, dtype, gen, dist)
+        return x, w
+
+    return rms
 
 
-def _rmsnorm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * w
+def _rmsnorm(cfg: Norm) -> Callable[..., torch.Tensor]:
+    def oracle(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        ms = x.pow(2).mean(-1, keepdim=True)
+        r = 1 / (ms.sqrt() + cfg.eps) if cfg.eps_outside else torch.rsqrt(ms + cfg.eps)
+        return x * r * (cfg.offset + w)
+
+    return oracle
 
 
-def _rmsnorm_bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
-    """u_in·|y|: HF's LlamaRMSNorm casts the normalised x̂ to the input dtype before ``weight * h``, a rounding
-    of x̂ before the output's own (docs/ops.md#eager-composites)."""
-    n = x[0].shape[-1]
-    return ((ba.lam * sqrt(n) + 4) * ba.u_acc + ba.u_out + ba.u_in) * y.abs()
+def _u_elementwise(cfg: Norm, ba: BoundArgs) -> float:
+    """The roundings to the input dtype of x̂ and (offset + w) that the casting mode makes, before the output's:
+    llama rounds x̂ (HF's LlamaRMSNorm casts it before ``weight * h``) and, with an offset, offset + w; gemma
+    computes in fp32 (HF's Gemma, Liger's "gemma"): x̂ is not rounded, one u_in kept as llama's default allows;
+    none computes x̂ = x·r, offset + w and their product in the input dtype: three."""
+    if cfg.casting_mode == "none":
+        return 3 * ba.u_in
+    if cfg.casting_mode == "llama" and cfg.offset:
+        return 2 * ba.u_in
+    return ba.u_in
 
 
-def _rms_norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """torch's fused rms_norm: the composite a correct low-precision kernel is compared with."""
-    return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, EPS)
+def _rmsnorm_bound(cfg: Norm) -> Bound:
+    def bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
+        """The sum of squares (λ√n·u_acc), rsqrt and the products (4u_acc), the casting mode's roundings to the
+        input dtype (docs/ops.md#eager-composites), the output's."""
+        n = x[0].shape[-1]
+        return ((ba.lam * sqrt(n) + 4) * ba.u_acc + ba.u_out + _u_elementwise(cfg, ba)) * y.abs()
+
+    return bound
+
+
+def _rms_norm(cfg: Norm) -> Callable[..., torch.Tensor]:
+    """torch's fused rms_norm with the casting mode's precision: the composite a correct low-precision kernel
+    is compared with (gemma: in fp32, rounded once)."""
+    F = torch.nn.functional
+
+    def composite(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        n = (x.shape[-1],)
+        if cfg.casting_mode == "gemma":
+            return (F.rms_norm(x.float(), n, None, cfg.eps) * (cfg.offset + w.float())).to(x.dtype)
+        return F.rms_norm(x, n, w + cfg.offset if cfg.offset else w, cfg.eps)
+
+    return composite
+
+
+def _norm_mistakes(name: str, cfg: Norm) -> tuple[tuple[str, OpFamily], ...]:
+    """The other common eps values, and eps added outside the square root (with any of them)."""
+    where = "√(var)" if name == "layernorm" else "√mean(x²)"
+    out = [
+        (
+            f"eps = {e:g} instead of the contract's {cfg.eps:g} (params.eps = {e:g} if the kernel means it)",
+            replace(cfg, eps=e),
+        )
+        for e in COMMON_EPS
+    ]
+    out = [m for m in out if m[1].eps != cfg.eps]
+    eps_values = (cfg.eps, *(e for e in COMMON_EPS if e != cfg.eps))
+    out += [
+        (
+            f"eps added outside the square root ({where} + eps, eps = {e:g})",
+            replace(cfg, eps=e, eps_outside=True),
+        )
+        for e in eps_values
+    ]
+    return tuple((what, build_norm(name, alt)) for what, alt in out)
+
+
+def configure_norm(name: str) -> Callable[[dict[str, Any]], OpFamily]:
+    def configure(params: dict[str, Any]) -> OpFamily:
+        return build_norm(
+            name,
+            Norm(
+                eps=float(params.get("eps", EPS)),
+                offset=float(params.get("weight_offset", 0.0)),
+                casting_mode=str(params.get("casting_mode", "llama")),
+            ),
+        )
+
+    return configure
+
+
+def build_norm(name: str, cfg: Norm) -> OpFamily:
+    """The layernorm or rmsnorm family for ``cfg``."""
+    if name == "layernorm":
+        oracle = _layernorm(cfg)
+        return replace(
+            LAYERNORM,
+            make_inputs=_norm_inputs(cfg),
+            oracle=oracle,
+            bound=_layernorm_bound(cfg),
+            composite=oracle,
+            grad_bound=_layernorm_grad(cfg),
+            variants=lambda: _norm_mistakes(name, cfg),
+        )
+    return replace(
+        RMSNORM,
+        make_inputs=_rmsnorm_inputs(cfg),
+        oracle=_rmsnorm(cfg),
+        bound=_rmsnorm_bound(cfg),
+        composite=_rms_norm(cfg),
+        grad_bound=_rmsnorm_grad(cfg),
+        variants=lambda: _norm_mistakes(name, cfg),
+    )
 
 
 def _family(
-    name: str, oracle, bound, shapes, make=_rows, floats=(0,), composite=None, names=("x",), grad=None
+    name: str, oracle, bound, shapes, make=_rows, floats=(0,), composite=None, names=("x",), grad=None, **kw
 ) -> OpFamily:  # type: ignore[no-untyped-def]
     return OpFamily(
+        **kw,
         grad_bound=grad,
         input_names=names,
         name=name,
@@ -219,25 +415,47 @@ LOGSUMEXP = _family(
     composite=lambda x: torch.logsumexp(x, -1),
     grad=_lse_grad,
 )
+_NORM = Norm()
 LAYERNORM = _family(
     "layernorm",
-    _layernorm,
-    _layernorm_bound,
+    _layernorm(_NORM),
+    _layernorm_bound(_NORM),
     ((64, 1024),),
-    _norm_inputs,
+    _norm_inputs(_NORM),
     (0, 1, 2),
-    _layernorm,
+    _layernorm(_NORM),
     ("x", "w", "b"),
-    _layernorm_grad,
+    _layernorm_grad(_NORM),
+    configure=configure_norm("layernorm"),
+    variants=lambda: _norm_mistakes("layernorm", _NORM),
 )
 RMSNORM = _family(
     "rmsnorm",
-    _rmsnorm,
-    _rmsnorm_bound,
+    _rmsnorm(_NORM),
+    _rmsnorm_bound(_NORM),
     ((64, 1024),),
-    _rmsnorm_inputs,
+    _rmsnorm_inputs(_NORM),
     (0, 1),
-    _rms_norm,
+    _rms_norm(_NORM),
     ("x", "w"),
-    _rmsnorm_grad,
+    _rmsnorm_grad(_NORM),
+    configure=configure_norm("rmsnorm"),
+    variants=lambda: _norm_mistakes("rmsnorm", _NORM),
+)
+LOG_SOFTMAX = _family(
+    "log_softmax",
+    lambda x: torch.log_softmax(x, -1),
+    _log_softmax_bound,
+    ((64, 1024),),
+    composite=lambda x: torch.log_softmax(x, -1),
+    grad=_log_softmax_grad,
+)
+L2NORM = _family(
+    "l2norm",
+    _l2norm(1e-12),
+    _l2norm_bound,
+    ((64, 1024),),
+    composite=_l2norm_composite(1e-12),
+    grad=_l2norm_grad,
+    configure=_configure_l2norm,
 )

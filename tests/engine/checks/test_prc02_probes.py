@@ -77,3 +77,48 @@ def test_one_pass_variance_fails_as_cancellation() -> None:
     f = _check("layernorm", one_pass_layernorm, "float32")
     assert f.status == "fail" and f.signature is not None and f.signature.cause == "cancellation", f
     assert "offset by 10000" in f.signature.summary
+
+
+# ---- no refusal on probe inputs kcgate chose itself (issue 32, Build item 5) ------------------------------
+
+
+def _layer_norm_case(kernel, seed: int):  # type: ignore[no-untyped-def]
+    from kcgate.contracts.records import Contract
+    from kcgate.engine.case import op_for
+    from kcgate.engine.checks import CHECKS
+    from kcgate.engine.trial import CaseContext
+    from kcgate.plan import Case
+
+    c = Contract(id="t", klass="C-PRC-02", kernel="x:y", op="layernorm", direction="both")
+    case = Case("t", "t", "C-PRC-02", "layernorm", "float32", (64, 1024), seed, 7919 * seed + 13)
+    return CHECKS["C-PRC-02"](CaseContext(contract=c, case=case, kernel=kernel, op=op_for(c, ())))
+
+
+def _f_layer_norm(x, w, b):  # type: ignore[no-untyped-def]
+    import torch
+
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, 1e-5)
+
+
+@pytest.mark.parametrize("seed", [16, 18])
+def test_a_probe_that_would_refuse_the_case_is_scaled_down_and_says_so(seed: int) -> None:
+    """fp32 F.layer_norm, both directions: at offset 1e4 the cancellation probe's dx bound reaches dx's size on
+    these seeds (refused: "tolerance exceeds the signal", 1.02); kcgate chose that offset, so it shrinks."""
+    f = _layer_norm_case(_f_layer_norm, seed)
+    assert f.status.value == "pass", f.message
+    assert dict(f.metrics.extra)["cancellation_probe_offset"] == 625.0
+
+
+def test_the_naive_variance_layernorm_still_fails_the_probe() -> None:
+    from kcgate.kernels.calibration import c_prc_02
+
+    f = _layer_norm_case(c_prc_02.bad, 16)
+    assert f.status.value == "fail" and f.signature is not None and f.signature.cause == "cancellation"
+
+
+@pytest.mark.slow
+def test_f_layer_norm_c_prc_02_both_directions_passes_on_50_seeds() -> None:
+    results = [_layer_norm_case(_f_layer_norm, seed) for seed in range(50)]
+    assert [r.status.value for r in results] == ["pass"] * 50, [
+        r.message for r in results if r.status.value != "pass"
+    ]
