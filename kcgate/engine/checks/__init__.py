@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from kcgate.engine import diagnosis as signatures
 from kcgate.engine import sensitivity
-from kcgate.engine.diagnosis import first_issue
+from kcgate.engine.diagnosis import explain_excess, first_issue
 from kcgate.engine.harness import run_trial
 from kcgate.engine.trial import CaseContext, Trial, signal_ratio
 from kcgate.numerics.metrics import merge_metrics
@@ -101,6 +101,11 @@ def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding
     if worst.ratio <= 1.0:
         return Finding(Status.PASS, metrics)
     out_budget = dict(metrics.extra).get("out_budget", metrics.budget_used or 0.0)
+    named = explain_excess(ctx, ts)  # a parameter mismatch or a known mistake (eps) says more than "excess"
+    if named is not None:
+        return Finding(
+            Status.FAIL, metrics, named, f"within the bound (budget {out_budget:.3g}) but {named.summary}"
+        )
     signature = Signature(
         "excess-error",
         worst.summary(),
