@@ -262,7 +262,7 @@ def families_toml(smoke: bool) -> str:
         parts.append(
             f'[[contract]]\nid = "{f.name}"\nclass = "C-PRC-01"\nkernel = "{f.kernel}"\nop = "{f.op}"\n'
             f'dtypes = {json.dumps(list(f.dtypes))}\naccumulate = "float32"\nshapes = [{shape}]\n'
-            f"protocol = {{ seeds = 1, trials = 1 }}\n{f.extra}\n"
+            f"protocol = {{ seeds = 1, trials = 1, boundary = false }}\n{f.extra}\n"
         )
     return "\n".join(parts)
 

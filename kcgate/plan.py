@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import shlex
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -234,8 +235,6 @@ def repro_command(
 ) -> str:
     """The ``kcgate run`` command that reruns a contract's kernel at ``shape`` with a case's own seed (the
     shrunk reproduction of a failure: ``--shape`` plans that shape, ``--seed`` gives its case that seed)."""
-    import shlex
-
     cid = case_id(contract_id, dtype, shape, 0)
     parts = ["kcgate run"]
     if contracts:

@@ -25,7 +25,7 @@ CONTRACTS = ROOT / "tests" / "data" / "realistic" / "contracts.toml"
 EXPECTED: dict[str, str | None] = {
     "ln-unbiased-fp32": "scaled-output",
     "ln-unbiased-bf16": None,
-    "ln-eps-outside-fp32": "excess-error",
+    "ln-eps-outside-fp32": "wrong-semantics",  # named: eps added outside the square root
     "rmsnorm-no-upcast-bf16": "low-precision-reduction",
     "gelu-tanh-fp32": "approximation",
     "gelu-tanh-bf16": None,

@@ -26,7 +26,7 @@ import torch
 
 from kcgate.contracts.records import Contract
 from kcgate.numerics.ops import OPS
-from kcgate.vocab.catalogue import dims_of
+from kcgate.vocab.catalogue import CATALOGUE, dims_of
 
 # Name fragments that say the family: (fragment, family), most specific first. Short fragments match
 # whole words of the snake_case or CamelCase name; long ones match anywhere in it.
@@ -158,8 +158,6 @@ PARAM_WORDS: dict[str, tuple[str, ...]] = {
 def defaults(obj: Any, op: str) -> dict[str, Any]:
     """The family parameters the kernel's signature sets by default (a module's constructor, an
     autograd.Function's forward, a function itself), for the contract's ``params``."""
-    from kcgate.vocab.catalogue import CATALOGUE
-
     own = CATALOGUE[op].params if op in CATALOGUE else {}
     target = (
         obj.__init__ if kind(obj) == "nn.Module" else obj.forward if kind(obj) == "autograd.Function" else obj
@@ -187,8 +185,6 @@ AXIS_WORDS = ("dim", "axis")
 def row_axis(obj: Any, op: str) -> dict[str, int]:
     """``{"dim": -1}`` for a function kernel of a row family (softmax, the norms, ...) whose ``dim``/``axis``
     parameter has no default or a default other than -1 (None: the whole tensor, or a module's own choice)."""
-    from kcgate.vocab.catalogue import CATALOGUE
-
     entry = CATALOGUE.get(op)
     if kind(obj) != "function" or entry is None or not entry.dims or entry.dims[0] != "rows":
         return {}

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from kcgate.contracts.records import Contract, Project
+from kcgate.devices.base import HostStopwatch
+from kcgate.engine.shrink import shrink
 from kcgate.plan import Case
 from kcgate.results.model import CaseResult, Metrics, Signature, Status
 from kcgate.util.resolve import resolve
@@ -38,8 +40,6 @@ def make_context(project: Project, case: Case, backend: Any, kernel: str | None 
 
 
 def _host_stopwatch(backend: Any) -> Any:
-    from kcgate.devices.base import HostStopwatch
-
     return lambda: HostStopwatch(backend.synchronize)
 
 
@@ -92,7 +92,6 @@ def _global_state(case: Case, result: CaseResult) -> CaseResult:
 
 def _execute(project: Project, case: Case, backend: Any, kernel: str | None) -> CaseResult:
     from kcgate.engine.checks import CHECKS
-    from kcgate.engine.shrink import shrink
 
     t0 = time.perf_counter()
     try:

@@ -20,6 +20,7 @@ from typing import Any
 
 from kcgate.contracts import shape_class
 from kcgate.plan import relate_shape
+from kcgate.results.model import Status
 
 NO_SHRINK = ("C-CMP-03",)  # its failure is already a search over shapes (the held-out shape is named)
 MAX_TRIES = 64
@@ -32,7 +33,7 @@ def shrink(ctx: Any, finding: Any, check: Any) -> tuple[int, ...]:
     none smaller does or the case is not shrunk (no time given, no cause, C-CMP-03)."""
     budget = getattr(ctx.case, "shrink_s", 0.0)
     sig = finding.signature
-    if budget <= 0 or finding.status != "fail" or sig is None or ctx.contract.klass in NO_SHRINK:
+    if budget <= 0 or finding.status != Status.FAIL or sig is None or ctx.contract.klass in NO_SHRINK:
         return ()
     from kcgate.engine.checks.c_cmp_03 import constraints
 
@@ -94,4 +95,4 @@ def _fails_alike(ctx: Any, shape: tuple[int, ...], cause: str, check: Any) -> bo
         found = check(small)
     except Exception:  # noqa: BLE001 — a kernel that raises at the smaller shape is another failure
         return False
-    return found.status == "fail" and found.signature is not None and found.signature.cause == cause
+    return found.status == Status.FAIL and found.signature is not None and found.signature.cause == cause

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from kcgate.numerics.ops.base import upcast
 from kcgate.results.model import Signature
 
 CLEAN_BUDGET = 2.0  # the output within this many times the bound of the fitted transformation
@@ -461,8 +462,6 @@ def _allowed(ctx: Any, trial: Any) -> torch.Tensor | None:
     ULPs (or compares exactly)."""
     if trial.grad or ctx.contract.tolerance.method in ("error-bound", "relative", "abs-rel"):
         return trial.cmp.allowed.to(torch.float64).expand_as(trial.cmp.ref)
-    from kcgate.numerics.ops.base import upcast
-
     try:
         with torch.no_grad():
             return ctx.op.bound(upcast(trial.inputs), trial.cmp.ref, ctx.bound_args()).to(torch.float64)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -312,8 +313,6 @@ VERIFY_ENV = "KCGATE_VERIFY"
 
 def verify_on_device() -> bool:
     """Whether the harness compares with torch ops where the output lives (``KCGATE_VERIFY=device``)."""
-    import os
-
     return os.environ.get(VERIFY_ENV, "host") == "device"
 
 

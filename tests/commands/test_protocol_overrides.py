@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kcgate.results.records import METRIC_FIELDS
 from tests.conftest import ROOT, kcgate
 
 CONTRACTS = f"""[project]
@@ -22,7 +23,7 @@ class = "C-CMP-03"
 kernel = "kcgate.kernels.builtin:linear"
 op = "linear"
 shapes = [[8, 64, 8]]
-protocol = {{ seeds = 1, trials = 1, held_out = 2 }}
+protocol = {{ seeds = 1, trials = 1, held_out = 2, boundary = false }}
 
 [[contract]]
 id = "slow"
@@ -30,7 +31,7 @@ class = "C-PRC-01"
 kernel = "tests.testing.kernels.crashy:slow"
 op = "matmul"
 shapes = [[8, 32, 8]]
-protocol = {{ seeds = 1, trials = 1, timeout_s = 0.1 }}
+protocol = {{ seeds = 1, trials = 1, timeout_s = 0.1, boundary = false }}
 """
 
 
@@ -53,7 +54,9 @@ def test_the_contract_sets_them_the_flag_overrides_and_the_results_say_which(tmp
     doc, cases = json.loads(out.read_text()), _cases(out)
     assert not any(k.startswith("override.") for k in doc["meta"])  # the contract's values were used
     lin, slow = cases["lin/float32/8x64x8/s0"], cases["slow/float32/8x32x8/s0"]
-    assert lin[7] == "pass" and lin[8][-1]["held_out_shapes"] == 6.0  # 4 extremes + held_out = 2
+    assert (
+        lin[7] == "pass" and lin[8][METRIC_FIELDS.index("extra")]["held_out_shapes"] == 6.0
+    )  # 4 extremes + held_out = 2
     assert slow[7] == "error" and "timed out after 0.1 s" in str(slow[10])
 
     out = tmp_path / "flags.json"
@@ -63,5 +66,5 @@ def test_the_contract_sets_them_the_flag_overrides_and_the_results_say_which(tmp
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc, cases = json.loads(out.read_text()), _cases(out)
     assert doc["meta"]["override.held_out"] == "5" and doc["meta"]["override.timeout_s"] == "30"
-    assert cases["lin/float32/8x64x8/s0"][8][-1]["held_out_shapes"] == 9.0
+    assert cases["lin/float32/8x64x8/s0"][8][METRIC_FIELDS.index("extra")]["held_out_shapes"] == 9.0
     assert cases["slow/float32/8x32x8/s0"][7] == "pass"

@@ -123,7 +123,7 @@ class = "C-ORD-02"
 kernel = "kcgate.kernels.builtin:row_sum"
 op = "sum"
 dtypes = ["float32"]
-protocol = {{ seeds = 1, trials = 1 }}
+protocol = {{ seeds = 1, trials = 1, boundary = false }}
 
 [[contract]]
 id = "shadowed"
@@ -131,7 +131,7 @@ class = "C-ORD-02"
 kernel = "kcgate.kernels.builtin:row_sum"
 op = "sum"
 dtypes = ["float32"]
-protocol = {{ seeds = 1, trials = 1 }}
+protocol = {{ seeds = 1, trials = 1, boundary = false }}
 env = {{ PYTHONPATH = "{shadow}:{root}" }}
 """
 
@@ -326,7 +326,7 @@ class = "C-ORD-02"
 kernel = "kcgate.kernels.builtin:gelu"
 op = "gelu"
 dtypes = ["float32"]
-protocol = {{ seeds = 1, trials = 1 }}
+protocol = {{ seeds = 1, trials = 1, boundary = false }}
 {env}
 """
 

@@ -164,8 +164,9 @@ def test_two_workers_give_one_workers_results_and_share_the_cases(tmp_path: Path
     segv = next(c for c in b.cases if c.contract_id == "segv")
     assert segv.status == "error" and "SIGSEGV" in segv.message  # one case, and the others went on
     assert sum(c.status == "pass" for c in b.cases) == 22
-    assert len(set(one_pids)) == 1 and len(one_pids) == 12
-    assert len(two_pids) == 12 and len(set(two_pids)) == 2  # the probe's 12 cases ran in both workers
+    # a kernel call each (the 30-element shape's cases add pooled trials for the sensitivity gate: 16 calls)
+    assert len(set(one_pids)) == 1 and len(one_pids) >= 12
+    assert len(two_pids) == len(one_pids) and len(set(two_pids)) == 2  # the probe's cases ran in both workers
 
 
 @pytest.mark.slow

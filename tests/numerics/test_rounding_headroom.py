@@ -81,7 +81,7 @@ kernel = "k:KERNEL"
 op = "matmul"
 dtypes = ["float32", "bfloat16"]
 shapes = [[64, 1024, 64]]
-protocol = { seeds = 2, trials = 1 }
+protocol = { seeds = 2, trials = 1, boundary = false }
 """
 
 

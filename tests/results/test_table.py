@@ -79,6 +79,7 @@ def rows(draw: Any) -> list[list[Any]]:
                 draw(st.none() | st.integers(1, 99)),
                 draw(texts),
                 draw(numbers),
+                draw(int_lists),  # shrunk_shape
             ]
         )
     return out
