@@ -115,6 +115,15 @@ def test_half_ulps_round_once_as_numpy_does() -> None:
     assert torch.equal(ulp_distance(out, ref), ulp_distance_on_device(out, ref))
 
 
+@pytest.fixture(autouse=True)
+def _no_captured_torch_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests push their own TorchFunctionMode around harness code: a torch-state baseline another
+    in-process test captured would take it for a kernel's and pop it (a worker captures its own)."""
+    from kcgate.engine import torch_state
+
+    monkeypatch.setattr(torch_state, "_active", None)
+
+
 class Transfers(TorchFunctionMode):
     """Counts reads of a whole tensor (more than one element) onto the host: what a device would copy."""
 

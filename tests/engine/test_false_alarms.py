@@ -15,7 +15,7 @@ import torch
 from benchmarks import false_alarms
 from kcgate.contracts.load import load_project
 from kcgate.devices.cpu import CpuBackend
-from kcgate.engine import sensitivity
+from kcgate.engine import sensitivity, torch_state
 from kcgate.engine.case import execute_case
 from kcgate.plan import make_plan
 from kcgate.results.model import CaseResult
@@ -35,7 +35,11 @@ def _project(tmp_path: Path, text: str):  # type: ignore[no-untyped-def]
 def _run(tmp_path: Path, name: str, seeds: range, klass: str = "C-PRC-01", dtype: str = "float32",
          direction: str = "forward") -> list[CaseResult]:  # fmt: skip
     project = _project(tmp_path, correct.toml(ENTRIES[name], klass, dtype, direction))
-    return [execute_case(project, c, CpuBackend()) for s in seeds for c in make_plan(project, s, {})]
+    torch_state.capture()  # the state these cases start from, as a worker captures it (not an earlier test's)
+    try:
+        return [execute_case(project, c, CpuBackend()) for s in seeds for c in make_plan(project, s, {})]
+    finally:
+        torch_state._active = None
 
 
 def _failures(results: list[CaseResult]) -> list[str]:
