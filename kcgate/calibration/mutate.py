@@ -20,10 +20,8 @@ from __future__ import annotations
 import ast
 import difflib
 import hashlib
-import importlib.util
 import json
 import random
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -33,6 +31,7 @@ from typing import Any
 
 from kcgate.calibration.advice import advise
 from kcgate.calibration.mutation_rules import RULES, Rule, Where
+from kcgate.contracts.locate import python_source
 from kcgate.contracts.records import Contract, Project
 from kcgate.execution.executors import InProcessExecutor
 from kcgate.plan import Case, make_plan
@@ -216,31 +215,7 @@ def _finite(x: float | None) -> float | None:
     return None if x is None or x != x or x in (float("inf"), float("-inf")) else x
 
 
-# ---- locating and scoping the kernel's source -------------------------------------------------------
-
-
-def module_file(module: str, roots: tuple[Path, ...]) -> Path | None:
-    """The module's source file, found without importing it: [project].paths, then sys.path, then the
-    import system's finders (editable installs), as the contract loader locates kernels."""
-    rel = Path(*module.split("."))
-    for root in (*roots, *(Path(p) for p in sys.path if p)):
-        for cand in (root / rel.with_suffix(".py"), root / rel / "__init__.py"):
-            if cand.is_file():
-                return cand
-    top, *rest = module.split(".")
-    try:
-        spec = importlib.util.find_spec(top)
-    except (ImportError, ValueError):
-        return None
-    if spec is None:
-        return None
-    if not rest:
-        return Path(spec.origin) if spec.origin and spec.origin.endswith(".py") else None
-    for base in spec.submodule_search_locations or []:
-        for cand in (Path(base, *rest).with_suffix(".py"), Path(base, *rest, "__init__.py")):
-            if cand.is_file():
-                return cand
-    return None
+# ---- locating and scoping the kernel's source (contracts.locate.python_source finds it) ----------------
 
 
 def _owned(path: Path, project: Project) -> bool:
@@ -459,7 +434,7 @@ def prepare(
     is not Python source, or, unless ``installed``, a module outside the project)."""
     base = ContractReport(c.id, c.klass, c.kernel)
     module, _, name = c.kernel.partition(":")
-    path = module_file(module, project.paths)
+    path = python_source(module, project.paths)
     if path is None:
         return _Target(project, c, replace(base, skipped=f"cannot find module {module!r}"), [])
     if not installed and not _owned(path, project):

@@ -12,7 +12,7 @@ import ast
 import functools
 import importlib.util
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -146,13 +146,29 @@ def module_source(module: str, roots: tuple[Path, ...]) -> Path | None:
     return found
 
 
-def _find_source(module: str, roots: tuple[Path, ...], sys_path: tuple[str, ...]) -> Path | None:
+def python_source(module: str, roots: tuple[Path, ...]) -> Path | None:
+    """The module's Python source (.py, never a stub), searched as ``module_source`` searches: for tools
+    that read or rewrite the code itself (``kcgate mutate``)."""
+    return _find_source(module, roots, tuple(sys.path), _python_candidates)
+
+
+def _find_source(
+    module: str, roots: tuple[Path, ...], sys_path: tuple[str, ...], candidates: Candidates | None = None
+) -> Path | None:
+    candidates = candidates or _candidates
     rel = Path(*module.split("."))
     for root in (*roots, *(Path(p) for p in sys_path if p)):
-        for cand in _candidates(root / rel):
+        for cand in candidates(root / rel):
             if cand.is_file():
                 return cand
-    return _installed_source(module)
+    return _installed_source(module, candidates)
+
+
+Candidates = Callable[[Path], tuple[Path, ...]]
+
+
+def _python_candidates(rel: Path) -> tuple[Path, ...]:
+    return (rel.with_suffix(".py"), rel / "__init__.py")
 
 
 def _candidates(rel: Path) -> tuple[Path, ...]:
@@ -160,7 +176,7 @@ def _candidates(rel: Path) -> tuple[Path, ...]:
     return (rel.with_suffix(".py"), rel / "__init__.py", rel.with_suffix(".pyi"), rel / "__init__.pyi")
 
 
-def _installed_source(module: str) -> Path | None:
+def _installed_source(module: str, candidates: Candidates = _candidates) -> Path | None:
     """Locate through the import system's finders (editable installs too) without executing the package:
     find_spec on a top-level name runs no code; submodules are then looked up as files below it."""
     top, *rest = module.split(".")
@@ -171,9 +187,10 @@ def _installed_source(module: str) -> Path | None:
     if spec is None:
         return None
     if not rest:
-        return Path(spec.origin) if spec.origin else None
+        origin = Path(spec.origin) if spec.origin else None
+        return origin if origin and (candidates is _candidates or origin.suffix == ".py") else None
     for base in spec.submodule_search_locations or []:
-        for cand in _candidates(Path(base, *rest)):
+        for cand in candidates(Path(base, *rest)):
             if cand.is_file():
                 return cand
     return None
