@@ -47,6 +47,7 @@ class Options:
     ci_progress: bool = False  # a line every 10% or 30 s (render.console.CiProgress) instead of one per case
     shrink_s: float = 0.0  # kcgate.engine.shrink: the CLI's default is 5 s
     shape: str | None = None  # --shape: every contract of that arity runs it alone (a shrunk reproduction)
+    keep_results: bool = True  # False: init's quick run, whose results file is temporary and not named
 
 
 def run_command(o: Options) -> int:
@@ -124,7 +125,8 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
     else:  # a pipe outside CI (a script, a test): a line per case
         result = execute_plan(cases, executor, run, out, done, _progress)
     typer.echo(render_run(result))
-    typer.echo(console_text(f"results: {out}"))
+    if o.keep_results:
+        typer.echo(console_text(f"results: {out}"))
     if o.junit:
         _write_junit(o.junit, result)
     return ExitCode.OK if all(c.ok for c in result.cases) else ExitCode.VIOLATION

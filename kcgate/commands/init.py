@@ -113,7 +113,7 @@ def _quick_run(out: Path) -> int:
         results = Path(tmp) / "init.json"
         opts = Options(
             out, results, None, None, None, None, [], False, None, False,
-            secrets.randbits(62), "process", None, 0.0, True,
+            secrets.randbits(62), "process", None, 0.0, True, keep_results=False,
         )  # fmt: skip
         code = run_command(opts)
         advice = quick_run_advice(load_run(results).cases, str(out)) if results.is_file() else []
