@@ -373,6 +373,10 @@ def test_an_unmutated_kernel_that_fails_judges_no_mutant(tmp_path: Path) -> None
     (c,) = report.contracts
     assert c.false_alarms == c.cases == 1 and "passes none" in c.skipped
     assert {m.outcome for m in c.mutants} == {mut.NOT_RUN} and report.to_json()["kill_rate"] is None
+    # the report says so first: the unmutated kernel's false alarms over the same seeds, then per contract
+    for shown in (render.text(report.to_json()), render.markdown(report.to_json())):
+        assert "unmutated kernels' false alarms: 1 case(s)" in shown
+        assert "the unmutated kernel passes none of its 1 case" in shown
 
 
 def test_installed_modules_are_not_mutated(tmp_path: Path) -> None:
