@@ -252,9 +252,62 @@ def _run(tmp_path: Path, **kw: object) -> mut.MutationReport:
     )
 
 
-def test_the_example_contracts_kill_a_mutant_of_every_rule(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def example_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[mut.MutationReport, Path]:
+    """examples/mutation under its hand-written contracts, run once for the tests below (about 15 s)."""
+    root = tmp_path_factory.mktemp("mutate-example")  # _run keeps its cache in root / "cache"
+    return _run(root), root
+
+
+# Each rule's intended mutant in examples/mutation, and the hand-written contract that fits the bug:
+# (contract, the mutant's change). The kernels are blocked like Triton kernels (kernels.py).
+INTENDED = {
+    "upcast-dropped": ("rmsnorm-bf16", ".to(torch.float32) dropped"),
+    "accumulator-dropped": ("row-sum-tail", "accumulator dtype torch.float32 -> bfloat16"),
+    "neg-inf-to-zero": ("softmax-stable", "-math.inf -> 0.0"),
+    "mask-boundary": ("row-sum-tail", "< -> <="),
+    "offset-off-by-one": ("row-sum-tail", "offsets + 1"),
+    "tail-dropped": ("row-sum-tail", "ceil division -> floor"),
+    "constant-changed": ("gelu-erf", "0.5 x 2"),
+    "factor-dropped": ("attention-fp32", "factor scale dropped"),
+    "sign-flipped": ("rope-neox", "-x[..., half:] -> x[..., half:]"),
+    "max-subtraction-removed": ("softmax-stable", "- xf.amax(-1, keepdim=True) removed"),
+    "rescale-removed": ("logsumexp-online", "rescale by alpha removed"),
+    "accumulate-overwrites": ("row-sum-tail", "+= -> ="),
+    "gradient-term-dropped": ("silu-backward", "term x * (1 - s) dropped"),
+}
+
+
+def test_every_rule_has_an_intended_mutant_in_the_examples() -> None:
+    assert set(INTENDED) == set(BY_NAME)
+
+
+@pytest.mark.parametrize("rule", sorted(INTENDED))
+def test_a_fitting_contract_kills_the_rules_intended_mutant(
+    rule: str, example_run: tuple[mut.MutationReport, Path]
+) -> None:
+    """End to end, in worker processes: the rule's intended mutant exists, and the contract written for that
+    bug kills it (a case the unmutated kernel passes fails on the mutant)."""
+    report, _ = example_run
+    contract, change = INTENDED[rule]
+    (unmutated,) = [c for c in report.contracts if c.contract_id == contract]
+    assert unmutated.false_alarms == 0
+    hits = [
+        m
+        for m in report.mutants
+        if (m.mutant.rule, m.mutant.contract_id, m.mutant.change) == (rule, *INTENDED[rule])
+    ]
+    assert hits, f"no {rule} mutant {change!r} of {contract}"
+    assert all(m.outcome == mut.KILLED and m.killed_by for m in hits), [
+        (m.outcome, m.killed_by) for m in hits
+    ]
+
+
+def test_the_example_contracts_kill_a_mutant_of_every_rule(
+    example_run: tuple[mut.MutationReport, Path],
+) -> None:
     """End to end, in worker processes: every rule plants a bug some hand-written contract catches."""
-    report = _run(tmp_path)
+    report, root = example_run
     doc = report.to_json()
     assert doc["false_alarms"] == 0 and not report.sampled
     killed = {m.mutant.rule for m in report.mutants if m.outcome == mut.KILLED}
@@ -267,7 +320,7 @@ def test_the_example_contracts_kill_a_mutant_of_every_rule(tmp_path: Path) -> No
     # the report renders, survivors and kills alike
     assert "kill rate" in render.text(doc) and render.markdown(doc).startswith("## kcgate mutate")
 
-    again = _run(tmp_path)  # every mutant and the unmutated kernels' results come from the cache
+    again = _run(root)  # every mutant and the unmutated kernels' results come from the cache
     assert all(m.cached for m in again.mutants)
     assert [m.outcome for m in again.mutants] == [m.outcome for m in report.mutants]
     assert again.to_json()["false_alarms"] == 0
@@ -320,6 +373,10 @@ def test_an_unmutated_kernel_that_fails_judges_no_mutant(tmp_path: Path) -> None
     (c,) = report.contracts
     assert c.false_alarms == c.cases == 1 and "passes none" in c.skipped
     assert {m.outcome for m in c.mutants} == {mut.NOT_RUN} and report.to_json()["kill_rate"] is None
+    # the report says so first: the unmutated kernel's false alarms over the same seeds, then per contract
+    for shown in (render.text(report.to_json()), render.markdown(report.to_json())):
+        assert "unmutated kernels' false alarms: 1 case(s)" in shown
+        assert "the unmutated kernel passes none of its 1 case" in shown
 
 
 def test_installed_modules_are_not_mutated(tmp_path: Path) -> None:
