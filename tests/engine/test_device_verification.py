@@ -140,7 +140,9 @@ class Transfers(TorchFunctionMode):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         t = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        to_cpu = name == "to" and any(str(a) == "cpu" for a in (*args[1:], *kwargs.values()))
+        # ``.to("cpu")`` as written; ``.to(other.device)`` follows a tensor where it lives (on a GPU a move
+        # host to device, never back), which on the CPU the counter could not tell from a copy back
+        to_cpu = name == "to" and any(isinstance(a, str) and a == "cpu" for a in (*args[1:], *kwargs.values()))
         if t is not None and t.numel() >= self.smallest and (name in self.READS or to_cpu):
             self.seen.append(f"{name}{tuple(t.shape)}")
         return func(*args, **kwargs)
@@ -271,3 +273,52 @@ def test_a_fast_fp64_device_verifies_where_the_kernel_ran(tmp_path: Path, monkey
     rel = make_context(project, case, CpuBackend())
     rel.contract = replace(rel.contract, tolerance=replace(rel.contract.tolerance, method="relative"))
     assert not on_device(rel)
+
+
+def _passing_case(contract_id: str) -> Any:
+    """A context for the repository's contract ``contract_id``'s first case, on the CPU."""
+    from kcgate.contracts.load import load_project
+    from kcgate.devices.cpu import CpuBackend
+    from kcgate.engine.case import make_context
+    from kcgate.numerics.ops import default_shapes
+    from kcgate.plan import make_plan
+
+    project = load_project(ROOT / "contracts.toml")
+    case = next(c for c in make_plan(project, 0, default_shapes()) if c.contract_id == contract_id)
+    return make_context(project, case, CpuBackend())
+
+
+@pytest.mark.parametrize("contract_id", ["layer-norm-backward", "softmax-fp32"])
+def test_a_passing_case_reads_back_no_full_tensor_outside_the_kernels_call(
+    contract_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A whole case's check, forward and backward and the sensitivity gate, on the torch-op path: outside the
+    kernel's own call (which moves the drawn inputs to the device and, on the CPU, reads the guard bands
+    through numpy), no full tensor crosses to the host: the oracle, the bounds, the gradients' references, the
+    comparisons, the signal ratio, the stale check and the gate's references and statistics stay where the
+    kernel ran, and only summaries come back. The counter is not blind: the CPU's numpy path reads them."""
+    from kcgate.engine import harness
+    from kcgate.engine.checks import CHECKS
+
+    call = harness._call
+    seen: dict[str, list[str]] = {}
+    for mode in ("device", "host"):
+        monkeypatch.setenv(VERIFY_ENV, mode)
+        ctx = _passing_case(contract_id)
+        with Transfers() as counter:
+
+            def paused(*args: Any, **kwargs: Any) -> Any:
+                mark = len(counter.seen)
+                out = call(*args, **kwargs)
+                del counter.seen[mark:]  # the kernel's call phase: its copies are the kernel's inputs
+                return out
+
+            monkeypatch.setattr(harness, "_call", paused)
+            finding = CHECKS[ctx.contract.klass](ctx)
+        assert finding.status == "pass", finding.message
+        extra = dict(finding.metrics.extra)
+        assert "excess_ratio" in extra  # the sensitivity gate ran
+        assert ctx.contract.backward == any(k.startswith("grad_budget") for k in extra)
+        seen[mode] = counter.seen
+    assert seen["device"] == []
+    assert any(s.startswith("numpy") for s in seen["host"])
