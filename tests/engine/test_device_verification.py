@@ -142,7 +142,9 @@ class Transfers(TorchFunctionMode):
         t = args[0] if args and isinstance(args[0], torch.Tensor) else None
         # ``.to("cpu")`` as written; ``.to(other.device)`` follows a tensor where it lives (on a GPU a move
         # host to device, never back), which on the CPU the counter could not tell from a copy back
-        to_cpu = name == "to" and any(isinstance(a, str) and a == "cpu" for a in (*args[1:], *kwargs.values()))
+        to_cpu = name == "to" and any(
+            isinstance(a, str) and a == "cpu" for a in (*args[1:], *kwargs.values())
+        )
         if t is not None and t.numel() >= self.smallest and (name in self.READS or to_cpu):
             self.seen.append(f"{name}{tuple(t.shape)}")
         return func(*args, **kwargs)
@@ -244,7 +246,9 @@ def test_a_freivalds_trial_checks_the_kernels_own_tensors_and_reads_back_no_full
     assert all(a.data_ptr() != b.data_ptr() for a, b in zip(trial.on_device, inputs))  # the guarded copies
 
 
-def test_a_fast_fp64_device_verifies_where_the_kernel_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fast_fp64_device_verifies_where_the_kernel_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``on_device``: on a device with fast fp64 (the CPU here) the oracle, bound and comparison run on the
     kernel's own (guarded) inputs where it ran, with the same metrics as with the drawn inputs on the host
     (a device without fast fp64) and on either comparison path; method relative keeps the host path."""
