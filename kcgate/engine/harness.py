@@ -101,7 +101,7 @@ def on_device(ctx: CaseContext) -> bool:
     kernel ran, on the guarded inputs it saw (its output and gradients never copied to the host): on a device
     with fast fp64 (``Backend.fast_fp64``: data-centre GPUs, and the CPU itself), except for method
     ``relative``, whose baseline runs on the host inputs. Elsewhere (MPS, consumer GPUs: fp64 at 1/64 rate
-    or none) the output is copied back and all of it runs on the host (docs/devices.md)."""
+    or none) the output is copied back and all of it runs on the host (docs/runners.md)."""
     return ctx.fp64_on_device and ctx.contract.tolerance.method != "relative"
 
 

@@ -9,7 +9,7 @@ Two implementations of one comparison, chosen by where the tensors live (``torch
   but the CPU, and the CPU too under ``KCGATE_VERIFY=device``. Only summaries (scalars) come back.
 * **numpy on CPU views** (``compare_on_host``, ``metrics_on_host``): the CPU's fast path. On the small
   tensors most cases compare numpy's per-operation cost is well under torch's dispatch (a 40x40 fp32
-  comparison on the 2-vCPU AMD VM: compare 24 against 44 µs, its metrics 13 against 25 µs; docs/devices.md),
+  comparison on the 2-vCPU AMD VM: compare 24 against 44 µs, its metrics 13 against 25 µs; docs/runners.md),
   and the results are bitwise the same (tests/engine/test_device_verification.py), so the CPU keeps it.
 
 ``compare`` and ``to_metrics`` dispatch; every caller goes through them. Comparisons hold torch tensors.
