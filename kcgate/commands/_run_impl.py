@@ -17,7 +17,7 @@ from kcgate.errors import ExitCode, IOFault, UsageError
 from kcgate.execution.executors import check_isolation
 from kcgate.execution.pool import make_executor, worker_count
 from kcgate.execution.runloop import execute_plan, new_run, resume_from
-from kcgate.render.console import CiProgress, TerminalBar, progress_interval, render_plan, render_run
+from kcgate.render.console import CiProgress, TerminalBar, progress_interval, render_plan, render_run, timing
 from kcgate.render.escape import console_text
 from kcgate.render.junit import render_junit
 from kcgate.results.model import check_writable, load_run, write_atomic
@@ -194,5 +194,5 @@ def _write_err(text: str) -> None:  # TerminalBar's: carriage returns and erase-
 
 
 def _progress(i: int, n: int, result) -> None:  # type: ignore[no-untyped-def]
-    line = f"[{i}/{n}] {result.status:<7} {result.case_id} ({result.duration_s:.2f} s)"
+    line = f"[{i}/{n}] {result.status:<7} {result.case_id} ({timing(result)})"
     typer.echo(console_text(line), err=True)

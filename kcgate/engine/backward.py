@@ -6,6 +6,7 @@ Called by ``kcgate.engine.harness`` for contracts with ``direction = "backward"`
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
@@ -49,7 +50,9 @@ def run_backward(
         trial.issues.append("raised")
         return
     trial.dy = dy
-    trial.grads = {i: None if g is None else g.detach().to("cpu") for (i, _), g in zip(leaves, grads)}
+    # the gradients stay where the kernel left them: compared there on a device with fast fp64, copied to the
+    # host for the comparison elsewhere (compare_grads)
+    trial.grads = {i: None if g is None else g.detach() for (i, _), g in zip(leaves, grads)}
 
 
 def reference_grads(ctx: CaseContext, inputs: Tensors, dy: torch.Tensor) -> tuple[Tensors, Tensors]:
@@ -61,7 +64,9 @@ def reference_grads(ctx: CaseContext, inputs: Tensors, dy: torch.Tensor) -> tupl
         ref = ctx.op.oracle(*up)
         gs = torch.autograd.grad(ref, leaves, dy.to(torch.float64).expand_as(ref), allow_unused=True)
     it = iter(g if g is not None else torch.zeros_like(t) for g, t in zip(gs, leaves))
-    grads = tuple(next(it).detach() if t.is_floating_point() else torch.zeros(()) for t in up)
+    grads = tuple(
+        next(it).detach() if t.is_floating_point() else torch.zeros((), device=t.device) for t in up
+    )
     return tuple(t.detach() for t in up), grads
 
 
@@ -87,23 +92,32 @@ def subnormal_grad_floor(dtype: torch.dtype, lam: float, up: Tensors) -> float:
     return lam * max((t.numel() for t in up), default=1) ** 0.5 * eta
 
 
-def compare_grads(ctx: CaseContext, trial: Trial) -> None:
-    """Compare every differentiated input's gradient; the worst compared tensor decides the trial."""
+def compare_grads(ctx: CaseContext, trial: Trial, inputs: Tensors | None = None) -> None:
+    """Compare every differentiated input's gradient; the worst compared tensor decides the trial. The fp64
+    references are computed from ``inputs`` where they live (the kernel's own inputs on its device, or the
+    drawn ones on the host) and each gradient is compared there: on a device only summaries come back."""
     if trial.dy is None:
         return
     t0 = time.perf_counter()
-    up, refs = reference_grads(ctx, trial.inputs, trial.dy)
+    inputs = trial.inputs if inputs is None else inputs
+    where = inputs[0].device if inputs else torch.device("cpu")
+    dy = trial.dy if trial.dy.device == where else trial.dy.to(where)
+    up, refs = reference_grads(ctx, inputs, dy)
     # the bound of the finite inputs (C-EXC-01 plants NaN/Inf: a NaN bound would excuse anything; NaN
     # where the fp64 gradient is finite is then an infinite error, a category change)
-    allowed = grad_allowance(ctx, _finite(up), trial.dy, _finite(refs))
+    allowed = grad_allowance(ctx, _finite(up), dy, _finite(refs))
     ctx.oracle_s += time.perf_counter() - t0
     trial.oracle_s += time.perf_counter() - t0
     scored = [(_score(trial), "", trial.cmp, trial.out)] if ctx.contract.forward else []
-    biggest = max((float(r.abs().max()) for r in refs if r.numel()), default=0.0)
+    peak = _peaks(refs)
+    biggest = max((p for p, r in zip(peak, refs) if r.numel()), default=0.0)
     for i, g in trial.grads.items():
         name = ctx.op.input_name(i)
         if allowed[i] is None:
             continue
+        if g is not None and g.device != where:  # fp64 too slow where the kernel ran: compared on the host
+            g = g.to(where)
+            trial.grads[i] = g
         if g is None:
             trial.error = trial.error or f"the backward returned no gradient for input {name!r}"
             issue(trial, "missing-gradient")
@@ -119,13 +133,21 @@ def compare_grads(ctx: CaseContext, trial: Trial) -> None:
             issue(trial, "zero-gradient")
         cmp = compare(g, refs[i], allowed[i], "error-bound")  # type: ignore[arg-type]
         trial.tensors[name], trial.cmps[name] = g, cmp
-        if float(refs[i].abs().max()) > 2.0**-40 * biggest:  # a numerically zero gradient (layer_norm's dγ
+        if peak[i] > 2.0**-40 * biggest:  # a numerically zero gradient (layer_norm's dγ
             trial.signals[name] = signal(cmp)  # over n = 1) has no signal to lose; the others still do
         m = to_metrics(cmp)
         scored.append((m.budget_used if m.budget_used is not None else float("inf"), name, cmp, g))
     if not ctx.contract.forward:
         trial.signals.pop("out", None)
     _decide(ctx, trial, scored)
+
+
+def _peaks(refs: Tensors) -> list[float]:
+    """max |g| of each reference gradient (NaN where it has one; -inf where it is empty), in one transfer."""
+    if not refs:
+        return []
+    empty = torch.tensor(-math.inf, dtype=torch.float64, device=refs[0].device)
+    return torch.stack([r.abs().max().to(torch.float64) if r.numel() else empty for r in refs]).tolist()
 
 
 def _finite_budget(b: float) -> float:

@@ -102,7 +102,7 @@ ALTERNATIVES: dict[str, tuple[tuple[str, Formulation], ...]] = {
 
 
 def alternatives(op: OpFamily, inputs: Tensors, kw: dict[str, Any]) -> list[tuple[str, torch.Tensor]]:
-    """Each applicable alternative formulation's output on these inputs (on the CPU), by name. One that
+    """Each applicable alternative formulation's output on these inputs (where they live), by name. One that
     raises or returns nothing is left out: the gate then has fewer references, never a wrong one."""
     out = []
     for name, fn in ALTERNATIVES.get(op.name, ()):
@@ -112,5 +112,5 @@ def alternatives(op: OpFamily, inputs: Tensors, kw: dict[str, Any]) -> list[tupl
         except Exception:  # noqa: BLE001 — a formulation that cannot take these inputs is not a reference
             continue
         if isinstance(y, torch.Tensor):
-            out.append((name, y.detach().cpu()))
+            out.append((name, y.detach()))
     return out

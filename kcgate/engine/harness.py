@@ -27,19 +27,11 @@ from kcgate.engine.trial import (
     Trial,
     allowance,
     issue,
+    kernels_inputs,
     oracle,
     signal,
 )
-from kcgate.numerics.metrics import (
-    NUMPY_DTYPES,
-    compare,
-    compare_on_device,
-    f64,
-    host,
-    metrics_on_device,
-    to_metrics,
-    verify_on_device,
-)
+from kcgate.numerics.metrics import NUMPY_DTYPES, compare, f64, host, to_metrics, torch_ops
 from kcgate.numerics.ops.base import Tensors, upcast
 from kcgate.numerics.oracles.freivalds import freivalds_check, freivalds_linear, row_errors, use_freivalds
 from kcgate.results.model import Metrics
@@ -69,25 +61,23 @@ def run_trial(
     if _wants_freivalds(ctx, shape) and not ctx.contract.backward:
         return _freivalds_trial(ctx, trial)
     t0 = time.perf_counter()
-    x = _kernels_inputs(trial) if on_device(ctx) else inputs  # where the oracle and the bound run
+    x = kernels_inputs(trial) if on_device(ctx) else inputs  # where the oracle and the bound run
     trial.up = upcast(x)  # once per trial: the bound, the oracle and the sensitivity gate read it
     trial.ref = oracle(ctx, x, trial.up if _builtin_oracle(ctx) else None)
     allowed = allowance(ctx, x, trial.ref, trial.up)
     trial.oracle_s = time.perf_counter() - t0
     if not _shape_ok(ctx, trial, out, trial.ref):
         return trial
-    torch_ops = verify_on_device()  # the torch-op comparison (bitwise the same results; numerics/metrics.py)
-    trial.cmp = (compare_on_device if torch_ops else compare)(
-        out, trial.ref, allowed, ctx.contract.tolerance.method
-    )
+    # as torch ops where the output is, or through numpy on the CPU (bitwise the same; numerics/metrics.py)
+    trial.cmp = compare(out, trial.ref, allowed, ctx.contract.tolerance.method)
     trial.tensors["out"], trial.cmps["out"] = out, trial.cmp
     trial.signals["out"] = signal(trial.cmp)
     extra = {"reduction_len": float(ctx.op.reduction_len(shape))}
-    trial.metrics = (metrics_on_device if torch_ops else to_metrics)(trial.cmp, extra)
+    trial.metrics = to_metrics(trial.cmp, extra)
     if ctx.contract.tolerance.method == "relative":
         _relative(ctx, trial)
     if ctx.contract.backward:
-        compare_grads(ctx, trial)
+        compare_grads(ctx, trial, x)
     if fresh:
         _stale_check(ctx, trial)
     return trial
@@ -107,19 +97,12 @@ def _relative(ctx: CaseContext, trial: Trial) -> None:
 
 
 def on_device(ctx: CaseContext) -> bool:
-    """Whether a trial's oracle, bound and comparison run where the kernel ran, on the guarded inputs it saw
-    (its output never copied to the host): under ``KCGATE_VERIFY=device``, on a device with fast fp64
-    (``Backend.fast_fp64``: data-centre GPUs, and the CPU itself), for a forward contract held to a bound
-    (method ``relative`` and backward contracts keep the host path: their baselines and gradients are
-    computed there). Elsewhere the output is copied back and all of it runs on the host."""
-    method = ctx.contract.tolerance.method
-    return verify_on_device() and ctx.fp64_on_device and not ctx.contract.backward and method != "relative"
-
-
-def _kernels_inputs(trial: Trial) -> Tensors:
-    """The inputs as the kernel saw them, on its device (bitwise the drawn ones), or the drawn ones where the
-    kernel wrote its inputs or none were recorded."""
-    return trial.on_device if trial.on_device and "input-mutation" not in trial.issues else trial.inputs
+    """Whether a trial's oracle, bound, comparison, gradients' references and sensitivity gate run where the
+    kernel ran, on the guarded inputs it saw (its output and gradients never copied to the host): on a device
+    with fast fp64 (``Backend.fast_fp64``: data-centre GPUs, and the CPU itself), except for method
+    ``relative``, whose baseline runs on the host inputs. Elsewhere (MPS, consumer GPUs: fp64 at 1/64 rate
+    or none) the output is copied back and all of it runs on the host (docs/runners.md)."""
+    return ctx.fp64_on_device and ctx.contract.tolerance.method != "relative"
 
 
 def _wants_freivalds(ctx: CaseContext, shape: tuple[int, ...]) -> bool:
@@ -135,7 +118,7 @@ def _freivalds_trial(ctx: CaseContext, trial: Trial) -> Trial:
     flags (up to 8) are recomputed in fp64, so the metrics count elements, not trials."""
     assert trial.out is not None
     t0 = time.perf_counter()
-    x = _kernels_inputs(trial)
+    x = kernels_inputs(trial)
     c = trial.out.to(ctx.out_dtype)
     x = tuple(t.detach() if t.device == c.device else t.to(c.device) for t in x)
     kw = {
@@ -426,9 +409,9 @@ def _stale_check(ctx: CaseContext, trial: Trial) -> None:
 
 
 def _within(err: torch.Tensor, allowed: torch.Tensor) -> bool:
-    """Every error within its allowance: through numpy on the host path, as torch ops where the tensors live
-    under KCGATE_VERIFY=device (the same comparisons, one bool back)."""
-    if verify_on_device():
+    """Every error within its allowance: as torch ops where the tensors live (one bool back), through numpy on
+    the CPU's fast path (the same comparisons)."""
+    if torch_ops(err):
         return bool((err <= allowed.to(device=err.device, dtype=torch.float64)).all())
     return bool((host(err) <= f64(allowed)).all())
 

@@ -43,8 +43,18 @@ import numpy as np
 import torch
 
 from kcgate.engine.formulations import alternatives
-from kcgate.engine.trial import CaseContext, Trial
-from kcgate.numerics.metrics import _unravel, f64, format_ulp, host, quiet, spread, sum_squares
+from kcgate.engine.trial import CaseContext, Trial, kernels_inputs
+from kcgate.numerics.metrics import (
+    _unravel,
+    f64,
+    format_ulp,
+    format_ulp_on_device,
+    host,
+    quiet,
+    spread,
+    sum_squares,
+    torch_ops,
+)
 from kcgate.numerics.ops.base import BoundArgs, Tensors, upcast
 from kcgate.util.resolve import resolve
 from kcgate.vocab import dtypes
@@ -149,7 +159,7 @@ def reference_output(ctx: CaseContext, inputs: Tensors, *, upcast: bool = True) 
         out = out[0]
     if not isinstance(out, torch.Tensor):
         return None
-    return out.detach().cpu()
+    return out.detach()  # where the inputs live: the host's drawn ones, or the kernel's own on its device
 
 
 def reference_outputs(ctx: CaseContext, inputs: Tensors, *, upcast: bool = True) -> list[torch.Tensor]:
@@ -224,7 +234,7 @@ def blocked_sum(ctx: CaseContext, inputs: Tensors) -> torch.Tensor | None:
         total = total + x[..., j, 0]
     if ctx.op.name == "mean":
         total = total / n
-    return total.to(ctx.out_dtype).to("cpu")
+    return total.to(ctx.out_dtype)
 
 
 def _ref_inputs(ctx: CaseContext, inputs: Tensors) -> Tensors:
@@ -284,23 +294,27 @@ def _freivalds(ctx: CaseContext, res: Any) -> Excess | None:
     )
 
 
+Array = Any  # a numpy array on the CPU's fast path, a torch tensor where the comparison lives otherwise
+
+
 @dataclass(frozen=True)
 class Errors:
     """One trial's weighted errors on the elements the gate counts: the kernel's z = |err|/s and each
-    reference's, with what the statistics need. Pooled by concatenation (``statistics``)."""
+    reference's, with what the statistics need. Pooled by concatenation (``statistics``). Numpy arrays on the
+    CPU's fast path; torch tensors where the comparison lives otherwise (only the statistics come back)."""
 
-    z: np.ndarray  # the kernel's
-    refs: tuple[tuple[str, np.ndarray], ...]  # (name, z) of each reference that ran
+    z: Array  # the kernel's
+    refs: tuple[tuple[str, Array], ...]  # (name, z) of each reference that ran
     primary: int  # the first ``primary`` refs are the family's own (composite, blocked sum): the tail floor's
-    rounding: np.ndarray  # a correctly rounded output's z
-    e: np.ndarray  # the kernel's |err|
-    e_refs: tuple[np.ndarray, ...]
-    flat: np.ndarray | None  # each counted element's flat index (None: every element, in order)
+    rounding: Array  # a correctly rounded output's z
+    e: Array  # the kernel's |err|
+    e_refs: tuple[Array, ...]
+    flat: Array | None  # each counted element's flat index (None: every element, in order)
     shape: tuple[int, ...]
 
     @property
     def n(self) -> int:
-        return int(self.z.size)
+        return _size(self.z)
 
 
 @quiet
@@ -319,6 +333,8 @@ def errors(ctx: CaseContext, trial: Trial) -> Errors | None:
     cmp = trial.cmps.get("out", trial.cmp)  # the forward output's (trial.cmp may be a gradient's)
     if cmp is None or trial.out is None:
         return None
+    if torch_ops(cmp.ref):
+        return errors_on_device(ctx, trial, cmp)
     r, err = f64(cmp.ref), host(cmp.err)
     outs = reference_outputs(ctx, trial.inputs)  # one, or oneDNN's and ATen's: both named every trial
     named = [
@@ -358,8 +374,100 @@ def errors(ctx: CaseContext, trial: Trial) -> Errors | None:
     )
 
 
-def _fits(out: torch.Tensor, r: np.ndarray) -> bool:
-    return tuple(out.shape) == r.shape
+def _fits(out: torch.Tensor, r: Array) -> bool:
+    return tuple(out.shape) == tuple(r.shape)
+
+
+def errors_on_device(ctx: CaseContext, trial: Trial, cmp: Any) -> Errors | None:
+    """``errors`` as torch ops where the comparison lives: the references run on the inputs the kernel saw
+    (on its device: there they are that device's correct implementations), and the weighted errors stay there;
+    only ``statistics``' scalars come back. On the CPU bitwise the numpy path's arrays."""
+    x = kernels_inputs(trial)
+    if x and x[0].device != cmp.ref.device:  # the comparison ran elsewhere than the kernel: its inputs
+        x = tuple(t.to(cmp.ref.device) for t in x)
+    r, err = cmp.ref, cmp.err
+    outs = reference_outputs(ctx, x)
+    named = [
+        *((f"torch's composite{' (ATen)' if i else ''}", outs[-i]) for i in range(2) if outs),
+        ("a blocked sum", blocked_sum(ctx, x)),
+    ]
+    own = [
+        (name, (out.to(ctx.out_dtype).double() - r).abs())
+        for name, out in named
+        if out is not None and _fits(out, r)
+    ]
+    kw = ctx.op.kwargs(trial.shape) if ctx.op.kwargs is not None else {}
+    alts = [
+        (name, (out.to(ctx.out_dtype).double() - r).abs())
+        for name, out in alternatives(ctx.op, _ref_inputs(ctx, x), kw)
+        if _fits(out, r)
+    ]
+    if not own and ctx.contract.tolerance.excess_reference == "composite":
+        return None
+    refs = own + alts
+    n = ctx.op.reduction_len(trial.shape)
+    s, rounding = error_scale_on_device(ctx, trial.up or upcast(x), r, n)
+    ok = _counted_on_device(cmp.finite, r, err, s, [e for _, e in refs])
+    if ok is not None and not bool(ok.any()):
+        return None
+    pick = (lambda t: t.reshape(-1)) if ok is None else (lambda t: t[ok])
+    scale = pick(s)
+    return Errors(
+        z=pick(err) / scale,
+        refs=tuple((name, pick(e) / scale) for name, e in refs),
+        primary=len(own),
+        rounding=pick(rounding) / scale,
+        e=pick(err),
+        e_refs=tuple(pick(e) for _, e in refs),
+        flat=None if ok is None else ok.reshape(-1).nonzero().reshape(-1),
+        shape=tuple(r.shape),
+    )
+
+
+def error_scale_on_device(
+    ctx: CaseContext, up: Tensors, ref: torch.Tensor, n: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``error_scale`` as torch ops where ``ref`` (float64) lives, the same arithmetic in the same order."""
+    u = dtypes.unit_roundoff(ctx.contract.accumulate)
+    sigma = _sequential_sum_on_device(ctx.op.name, up, ref, n, u)
+    if sigma is None:
+        acc = ctx.op.bound(up, ref, BoundArgs(u, 0.0, 1.0))
+        sigma = SEQ_C * acc.to(torch.float64).abs() / math.sqrt(max(n, 1))
+    floating = ctx.out_dtype.is_floating_point
+    ulp = format_ulp_on_device(ref, ctx.out_dtype) if floating else torch.zeros_like(ref)
+    scale = (sigma.square() + ulp.square() / 12).sqrt().expand(ref.shape)
+    return scale, ulp / math.sqrt(12)
+
+
+def _sequential_sum_on_device(
+    name: str, x: Tensors, y: torch.Tensor, n: int, u: float
+) -> torch.Tensor | None:
+    """``_sequential_sum`` as torch ops (the same products and the same order of operations)."""
+    if has(name, "plain_product"):
+        t2, total, scale = x[0].square() @ x[1].square(), y, 1.0
+    elif name == "linear":
+        t2, total, scale = x[0].square() @ x[1].square().T + x[2].square(), y, 1.0
+    elif name == "sum":
+        t2, total, scale = x[0].square().sum(-1), y, 1.0
+    elif name == "mean":
+        t2, total, scale = x[0].square().sum(-1), y * n, 1.0 / n
+    else:
+        return None
+    return SEQ_ROUND * u * scale * (n * (t2.to(torch.float64) / 2 + total.square() / 3)).sqrt()
+
+
+def _counted_on_device(
+    finite: bool, r: torch.Tensor, err: torch.Tensor, s: torch.Tensor, refs: list[torch.Tensor]
+) -> torch.Tensor | None:
+    """``_counted`` as torch ops: the few reductions that find every element counted come back together."""
+    if finite and s.numel():
+        low, *peaks = torch.stack([s.min(), *(x.max() for x in refs)]).tolist()
+        if low > 0 and all(math.isfinite(p) for p in peaks):
+            return None
+    ok = (s > 0) if finite else r.isfinite() & err.isfinite() & (s > 0)
+    for x in refs:
+        ok = ok & x.isfinite()
+    return None if bool(ok.all()) else ok
 
 
 def statistics(ctx: CaseContext, parts: list[Errors]) -> Excess:
@@ -384,15 +492,15 @@ def statistics(ctx: CaseContext, parts: list[Errors]) -> Excess:
     for name, r, o in zip(names, rms_refs, is_own):
         if not o and r > ref:
             ref, limit = r, name
-    ref_max = max((float(x.max()) for x in z_refs), default=0.0)
+    ref_max = max((float(x.max()) for x in z_refs), default=0.0)  # a scalar back from each, on a device
     k, worst = max(
-        ((j, int(p.z.argmax())) for j, p in enumerate(parts)), key=lambda jw: parts[jw[0]].z[jw[1]]
+        ((j, int(p.z.argmax())) for j, p in enumerate(parts)), key=lambda jw: float(parts[jw[0]].z[jw[1]])
     )
     flat = worst if parts[k].flat is None else int(parts[k].flat[worst])  # type: ignore[index]
     rms_k = _rms(z)
     return Excess(
         rms_ratio=rms_k / ref,
-        max_ratio=float(parts[k].z[worst]) / max(ref_max, TAIL * math.sqrt(2 * math.log(2 * z.size)) * own),
+        max_ratio=float(parts[k].z[worst]) / max(ref_max, TAIL * math.sqrt(2 * math.log(2 * _size(z))) * own),
         factor=ctx.contract.tolerance.excess,
         kernel_rms=_rms(_cat([p.e for p in parts])),
         ref_rms=max(_rms(x) for x in e_refs) if e_refs else math.nan,
@@ -400,13 +508,19 @@ def statistics(ctx: CaseContext, parts: list[Errors]) -> Excess:
         sequential_rms=rms_k,
         reference=_reference_name(ctx, any(is_own)),
         limit=limit,
-        elements=int(z.size),
+        elements=_size(z),
         trials=len(parts),
     )
 
 
-def _cat(xs: list[np.ndarray]) -> np.ndarray:
-    return xs[0] if len(xs) == 1 else np.concatenate(xs)
+def _cat(xs: list[Array]) -> Array:
+    if len(xs) == 1:
+        return xs[0]
+    return torch.cat(xs) if isinstance(xs[0], torch.Tensor) else np.concatenate(xs)
+
+
+def _size(x: Array) -> int:
+    return x.numel() if isinstance(x, torch.Tensor) else int(x.size)
 
 
 def pooled(ctx: CaseContext, parts: list[Errors], more: Any) -> Excess | None:
@@ -447,8 +561,10 @@ def _flat(t: np.ndarray) -> np.ndarray:
     return t.reshape(-1)
 
 
-def _rms(z: np.ndarray) -> float:
-    """√(mean z²) of a flat array."""
+def _rms(z: Array) -> float:
+    """√(mean z²) of a flat array (a tensor's sum of squares where it lives, one scalar back)."""
+    if isinstance(z, torch.Tensor):
+        return math.sqrt(float(z.dot(z)) / z.numel())
     return math.sqrt(sum_squares(z) / z.size)
 
 
@@ -460,7 +576,7 @@ def _reference_name(ctx: CaseContext, composite_ran: bool) -> str:
     )
 
 
-def _floor(ctx: CaseContext, composite_ran: bool, z_round: np.ndarray) -> float:
+def _floor(ctx: CaseContext, composite_ran: bool, z_round: Array) -> float:
     """The reference's rms z is at least a correctly rounded output's (the composite judges); with
     ``excess_reference = "sequential"``, or when no composite ran, at least the sequential model's, 1."""
     return _rms(z_round) if _reference_name(ctx, composite_ran) == "composite" else 1.0

@@ -17,7 +17,7 @@ import torch
 
 from kcgate.contracts.records import Contract
 from kcgate.devices.base import HostStopwatch, Stopwatch, is_out_of_memory
-from kcgate.numerics.metrics import Comparison, f64, host, quiet, spread, sum_squares
+from kcgate.numerics.metrics import Comparison, f64, host, quiet, spread, sum_squares, torch_ops
 from kcgate.numerics.ops.base import BoundArgs, OpFamily, Tensors, draw, underflow, upcast
 from kcgate.plan import Case
 from kcgate.results.model import Metrics
@@ -133,6 +133,15 @@ class Trial:
         )
 
 
+def kernels_inputs(trial: Trial) -> Tensors:
+    """The inputs as the kernel saw them, on its device (bitwise the drawn ones; detached: a backward made
+    them leaves), or the drawn ones where the kernel wrote its inputs or none were recorded. Where the oracle,
+    the bound, the gradients' references and the sensitivity gate's references run on a fast-fp64 device."""
+    if not trial.on_device or "input-mutation" in trial.issues:
+        return trial.inputs
+    return tuple(t.detach() for t in trial.on_device)
+
+
 def probe_offset(dtype: torch.dtype, requested: float) -> float:
     """The cancellation offset: the requested one, at most 2^(p-4) for a p-bit significand so that inputs of
     unit spread keep ~16 distinct values per unit (bf16: 16, fp16: 128, fp32: 2^20)."""
@@ -195,8 +204,26 @@ def signal_ratio(trial: Trial) -> float:
     return signal(trial.cmp) if trial.cmp is not None else 0.0
 
 
-@quiet
 def signal(cmp: Comparison, cap: float | None = None) -> float:
+    """‖allowed‖ / ‖reference‖ of one comparison (``cap``: method "relative", the tighter of the bound and
+    factor x the baseline's error): as torch ops where the comparison lives (two sums of squares come back),
+    or through numpy on the CPU's fast path. The two may differ in the last bit (sums in another order)."""
+    return (_signal_on_device if torch_ops(cmp.ref) else _signal_on_host)(cmp, cap)
+
+
+def _signal_on_device(cmp: Comparison, cap: float | None) -> float:
+    allowed = cmp.allowed.to(device=cmp.ref.device, dtype=torch.float64).expand(cmp.ref.shape).reshape(-1)
+    if cap is not None:
+        allowed = torch.clamp(allowed, max=cap)  # NaN stays NaN, as np.minimum
+    ref = cmp.ref if cmp.finite else cmp.ref.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+    ref = ref.reshape(-1)
+    allowed_ss, ref_ss = torch.stack([allowed.dot(allowed), ref.dot(ref)]).tolist()
+    ref_norm = math.sqrt(ref_ss)
+    return math.sqrt(allowed_ss) / ref_norm if ref_norm > 0 else float("inf")
+
+
+@quiet
+def _signal_on_host(cmp: Comparison, cap: float | None) -> float:
     allowed = spread(f64(cmp.allowed), cmp.ref.shape)
     if cap is not None:  # method "relative": the tighter of the bound and factor x the baseline's error
         allowed = np.minimum(allowed, cap)

@@ -3,11 +3,16 @@
 ``budget_used`` = max over elements of |error| / allowed. NaN where the oracle is finite is an
 infinite error (a category change, not a large number).
 
-The arithmetic runs in numpy on CPU views of the tensors (``host``): on the small tensors most cases
-compare, numpy's per-operation cost is well under torch's dispatch (a 40x40 fp32 comparison: ``compare``
-130 -> 66 µs, ``to_metrics`` 85 -> 48 µs, ``ulp_distance`` 60 -> 18 µs on the 2-vCPU CI VM), and the
-elementwise IEEE arithmetic is the same; only reductions (sums, norms) may differ in the last bit.
-Comparisons still hold torch tensors (views of the same memory).
+Two implementations of one comparison, chosen by where the tensors live (``torch_ops``):
+
+* **torch ops where the tensors live** (``compare_on_device``, ``metrics_on_device``, below): every device
+  but the CPU, and the CPU too under ``KCGATE_VERIFY=device``. Only summaries (scalars) come back.
+* **numpy on CPU views** (``compare_on_host``, ``metrics_on_host``): the CPU's fast path. On the small
+  tensors most cases compare numpy's per-operation cost is well under torch's dispatch (a 40x40 fp32
+  comparison on the 2-vCPU AMD VM: compare 24 against 44 µs, its metrics 13 against 25 µs; docs/runners.md),
+  and the results are bitwise the same (tests/engine/test_device_verification.py), so the CPU keeps it.
+
+``compare`` and ``to_metrics`` dispatch; every caller goes through them. Comparisons hold torch tensors.
 """
 
 from __future__ import annotations
@@ -126,9 +131,16 @@ class Comparison:
     cr_miss: float | None = None  # the share of (finite) elements that are not the correctly rounded value
 
 
-@quiet
 def compare(out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor, method: str) -> Comparison:
-    """Compare a kernel output with the fp64 oracle under a per-element allowance."""
+    """Compare a kernel output with the fp64 oracle under a per-element allowance: as torch ops where the
+    output lives, or through numpy on the CPU (``torch_ops``; bitwise the same results)."""
+    impl = compare_on_device if torch_ops(out) else compare_on_host
+    return impl(out, ref, allowed, method)
+
+
+@quiet
+def compare_on_host(out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor, method: str) -> Comparison:
+    """``compare`` through numpy on CPU views (the CPU's fast path)."""
     o = out.detach().cpu()
     ref = ref.to(torch.float64)
     ref = ref.expand_as(o) if ref.shape != o.shape else ref
@@ -214,9 +226,15 @@ def _ulp_ratio(ulp: torch.Tensor, allowed_ulps: torch.Tensor, err: torch.Tensor)
     return tensor(_ratio(u, f64(allowed_ulps)))
 
 
-@quiet
 def to_metrics(cmp: Comparison, extra: dict[str, float] | None = None) -> Metrics:
-    """Summarize a comparison; the worst element is the one with the largest err/allowed."""
+    """Summarize a comparison; the worst element is the one with the largest err/allowed. As torch ops where
+    the comparison lives (only the summary's scalars come back), or through numpy on the CPU."""
+    return (metrics_on_device if torch_ops(cmp.ratio) else metrics_on_host)(cmp, extra)
+
+
+@quiet
+def metrics_on_host(cmp: Comparison, extra: dict[str, float] | None = None) -> Metrics:
+    """``to_metrics`` through numpy on CPU views (the CPU's fast path)."""
     ratio = host(cmp.ratio).reshape(-1)
     n = ratio.size
     if n == 0:
@@ -299,21 +317,27 @@ def _share(parts: list[tuple[float | None, int]]) -> float | None:
 
 
 # ---- the same comparison as torch ops, where the tensors live --------------------------------------
-# ``compare`` and ``to_metrics`` above read tensors through numpy on the host: the fastest path for the small
+# ``compare_on_host`` and ``metrics_on_host`` above read tensors through numpy: the fastest path for the small
 # CPU tensors most cases compare, but on an accelerator every read is a copy of a full tensor. The functions
 # below compute the same Comparison and the same Metrics with torch ops on the tensors' own device, and bring
 # back only scalars (the summary's numbers, and the worst element's index). They give bitwise the same
 # results as the numpy path (elementwise IEEE arithmetic, maxima, first-index argmax, exact counts);
-# tests/engine/test_device_verification.py checks that on random and special values and on the repository's
-# contracts, and counts that no full tensor crosses to the host. ``KCGATE_VERIFY=device`` makes the harness
-# use them for a case's forward comparison (``verify_on_device``); the default stays the numpy path.
+# tests/engine/test_device_verification.py checks that on random and special values, on the repository's
+# contracts and on the realistic-bug corpus, and counts that no full tensor crosses to the host. Off the CPU
+# they are the only path; ``KCGATE_VERIFY=device`` makes the CPU take them too (``torch_ops``).
 
 VERIFY_ENV = "KCGATE_VERIFY"
 
 
 def verify_on_device() -> bool:
-    """Whether the harness compares with torch ops where the output lives (``KCGATE_VERIFY=device``)."""
+    """Whether the CPU too verifies with torch ops (``KCGATE_VERIFY=device``); other devices always do."""
     return os.environ.get(VERIFY_ENV, "host") == "device"
+
+
+def torch_ops(t: torch.Tensor) -> bool:
+    """Whether ``t``'s comparison runs as torch ops where it lives: off the CPU always (a numpy read would copy
+    the whole tensor to the host), on the CPU under ``KCGATE_VERIFY=device``."""
+    return t.device.type != "cpu" or verify_on_device()
 
 
 def compare_on_device(out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor, method: str) -> Comparison:
@@ -422,35 +446,34 @@ def _ratio_on_device(err: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
 
 
 def metrics_on_device(cmp: Comparison, extra: dict[str, float] | None = None) -> Metrics:
-    """``to_metrics`` as torch ops on the comparison's device: only the summary's scalars come back."""
+    """``to_metrics`` as torch ops on the comparison's device: the summary's seven numbers come back in one
+    transfer (the budget, the worst element's flat index, max |err|, max rel err, max ULPs, the count over
+    1, the allowance at the worst), each as the numpy path computes it."""
     ratio = cmp.ratio.reshape(-1)
     n = ratio.numel()
     extras = tuple(sorted((extra or {}).items()))
     if n == 0:
         return Metrics(budget_used=0.0, elements=0, extra=extras)
-    worst = int(ratio.argmax())  # the first largest; the first NaN where there is one (as numpy)
-    budget = float(ratio[worst])
-    if not math.isfinite(budget):  # NaN or inf: the first inf or NaN, NaN counted as inf
-        worst = int(ratio.nan_to_num(nan=math.inf).argmax())
-    idx = _unravel(worst, cmp.ratio.shape)
+    # the first largest; the first NaN where there is one, else the first inf (numpy's argmax then nan_to_num)
+    worst = ratio.nan_to_num(nan=math.inf).argmax()
     err = cmp.err.reshape(-1)
     mag = cmp.ref.reshape(-1).abs()
-    if bool(mag.min() > 0):
-        rel = float((err / mag).max())
-    else:
-        nz = mag > 0
-        rel = float((err[nz] / mag[nz]).max()) if bool(nz.any()) else 0.0
+    rel = torch.where(mag > 0, err / mag, -math.inf).max()  # -inf: no nonzero reference value (then 0)
     allowed = cmp.allowed.to(torch.float64)
-    at_worst = allowed if allowed.dim() == 0 else allowed.expand(cmp.ratio.shape)[idx]
+    at_worst = allowed if allowed.dim() == 0 else torch.take(allowed.expand(cmp.ratio.shape), worst)
+    parts = (ratio.max(), worst, err.max(), rel, cmp.ulp.max(), (ratio > 1).sum(), at_worst)
+    budget, flat, abs_err, rel_err, ulp, over, allowed_at = torch.stack(
+        [p.to(torch.float64).reshape(()) for p in parts]
+    ).tolist()
     return Metrics(
         budget_used=budget,
-        max_abs_err=float(err.max()),
-        max_rel_err=rel,
-        max_ulp=float(cmp.ulp.max()),
-        mismatches=0 if budget <= 1 else int((ratio > 1).count_nonzero()),
+        max_abs_err=abs_err,
+        max_rel_err=0.0 if rel_err == -math.inf else rel_err,
+        max_ulp=ulp,
+        mismatches=int(over),
         elements=n,
-        worst_index=idx,
-        allowed_at_worst=float(at_worst),
+        worst_index=_unravel(int(flat), cmp.ratio.shape),
+        allowed_at_worst=allowed_at,
         extra=extras,
         cr_ulp=cmp.cr_ulp,
         cr_miss=cmp.cr_miss,

@@ -20,6 +20,15 @@ def fmt_budget(b: float | None) -> str:
     return f"{b:.3g}" if b < 1000 else f"{b:.2e}"
 
 
+def timing(c: CaseResult) -> str:
+    """Where a case's time went: its duration, then the kernel's own (device events on CUDA/ROCm, wall time
+    after a synchronize elsewhere), the fp64 oracle's and kcgate's own (inputs, guards, comparisons)."""
+    return (
+        f"{c.duration_s:.2f} s: kernel {1e3 * c.kernel_s:.1f} ms, oracle {1e3 * c.oracle_s:.1f} ms, "
+        f"harness {1e3 * c.harness_s:.1f} ms"
+    )
+
+
 def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731

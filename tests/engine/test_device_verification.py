@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import astuple
+from dataclasses import astuple, replace
 from pathlib import Path
 from typing import Any
 
@@ -125,22 +125,26 @@ def _no_captured_torch_state(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class Transfers(TorchFunctionMode):
-    """Counts reads of a whole tensor (more than one element) onto the host: what a device would copy."""
+    """Counts reads of a whole tensor onto the host: what a device would copy. A read of fewer than ``smallest``
+    elements is a summary (``metrics_on_device``'s seven numbers in one transfer, Freivalds' up to 8 flagged
+    rows), not a tensor."""
 
     READS = frozenset({"cpu", "numpy", "tolist", "__array__", "item", "__bool__", "__float__", "__int__"})
 
-    def __init__(self, smallest: int = 2) -> None:
+    def __init__(self, smallest: int = 16) -> None:
         super().__init__()
-        self.smallest = (
-            smallest  # fewer elements is a summary (Freivalds' up to 8 flagged rows), not a tensor
-        )
+        self.smallest = smallest
         self.seen: list[str] = []
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         t = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        to_cpu = name == "to" and any(str(a) == "cpu" for a in (*args[1:], *kwargs.values()))
+        # ``.to("cpu")`` as written; ``.to(other.device)`` follows a tensor where it lives (on a GPU a move
+        # host to device, never back), which on the CPU the counter could not tell from a copy back
+        to_cpu = name == "to" and any(
+            isinstance(a, str) and a == "cpu" for a in (*args[1:], *kwargs.values())
+        )
         if t is not None and t.numel() >= self.smallest and (name in self.READS or to_cpu):
             self.seen.append(f"{name}{tuple(t.shape)}")
         return func(*args, **kwargs)
@@ -224,6 +228,7 @@ def test_a_freivalds_trial_checks_the_kernels_own_tensors_and_reads_back_no_full
         project = load_project(toml)
         (case,) = make_plan(project, 1, {})
         ctx = make_context(project, case, CpuBackend())
+        ctx.fp64_on_device = oracle == "freivalds"  # fp64 as on an RTX or L40S: its output is copied back
         inputs = ctx.inputs(case.shape, 0)
         trial = Trial(shape=tuple(case.shape), inputs=inputs)
         with Transfers(smallest=16) as call_phase:
@@ -241,12 +246,12 @@ def test_a_freivalds_trial_checks_the_kernels_own_tensors_and_reads_back_no_full
     assert all(a.data_ptr() != b.data_ptr() for a, b in zip(trial.on_device, inputs))  # the guarded copies
 
 
-def test_under_verify_device_a_bounded_forward_trial_verifies_where_it_ran(
+def test_a_fast_fp64_device_verifies_where_the_kernel_ran(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``on_device``: the oracle, bound and comparison of a forward contract under a bound run on the kernel's
-    own (guarded) inputs where it ran, the CPU here, with the same metrics as the host path; method relative
-    and backward contracts keep the host path, and so does a device without fast fp64."""
+    """``on_device``: on a device with fast fp64 (the CPU here) the oracle, bound and comparison run on the
+    kernel's own (guarded) inputs where it ran, with the same metrics as with the drawn inputs on the host
+    (a device without fast fp64) and on either comparison path; method relative keeps the host path."""
     from kcgate.contracts.load import load_project
     from kcgate.devices.cpu import CpuBackend
     from kcgate.engine.case import make_context
@@ -259,11 +264,65 @@ def test_under_verify_device_a_bounded_forward_trial_verifies_where_it_ran(
     (case,) = make_plan(project, 1, {})
     ctx = make_context(project, case, CpuBackend())
     inputs = ctx.inputs(case.shape, 0)
-    assert not on_device(ctx)
-    host = run_trial(ctx, inputs=inputs)
-    monkeypatch.setenv(VERIFY_ENV, "device")
     assert on_device(ctx)
-    dev = run_trial(make_context(project, case, CpuBackend()), inputs=inputs)
+    dev = run_trial(ctx, inputs=inputs)
+    slow = make_context(project, case, CpuBackend())
+    slow.fp64_on_device = False  # an RTX or L40S: the oracle stays on the host
+    assert not on_device(slow)
+    host = run_trial(slow, inputs=inputs)
+    monkeypatch.setenv(VERIFY_ENV, "device")
+    torch_path = run_trial(make_context(project, case, CpuBackend()), inputs=inputs)
     assert host.ok and _same_metrics(host.metrics, dev.metrics) and _same(host.ref, dev.ref)
-    ctx.fp64_on_device = False  # an RTX or L40S: the oracle stays on the host
-    assert not on_device(ctx)
+    assert _same_metrics(host.metrics, torch_path.metrics)
+    rel = make_context(project, case, CpuBackend())
+    rel.contract = replace(rel.contract, tolerance=replace(rel.contract.tolerance, method="relative"))
+    assert not on_device(rel)
+
+
+def _passing_case(contract_id: str) -> Any:
+    """A context for the repository's contract ``contract_id``'s first case, on the CPU."""
+    from kcgate.contracts.load import load_project
+    from kcgate.devices.cpu import CpuBackend
+    from kcgate.engine.case import make_context
+    from kcgate.numerics.ops import default_shapes
+    from kcgate.plan import make_plan
+
+    project = load_project(ROOT / "contracts.toml")
+    case = next(c for c in make_plan(project, 0, default_shapes()) if c.contract_id == contract_id)
+    return make_context(project, case, CpuBackend())
+
+
+@pytest.mark.parametrize("contract_id", ["layer-norm-backward", "softmax-fp32"])
+def test_a_passing_case_reads_back_no_full_tensor_outside_the_kernels_call(
+    contract_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A whole case's check, forward and backward and the sensitivity gate, on the torch-op path: outside the
+    kernel's own call (which moves the drawn inputs to the device and, on the CPU, reads the guard bands
+    through numpy), no full tensor crosses to the host: the oracle, the bounds, the gradients' references, the
+    comparisons, the signal ratio, the stale check and the gate's references and statistics stay where the
+    kernel ran, and only summaries come back. The counter is not blind: the CPU's numpy path reads them."""
+    from kcgate.engine import harness
+    from kcgate.engine.checks import CHECKS
+
+    call = harness._call
+    seen: dict[str, list[str]] = {}
+    for mode in ("device", "host"):
+        monkeypatch.setenv(VERIFY_ENV, mode)
+        ctx = _passing_case(contract_id)
+        with Transfers() as counter:
+
+            def paused(*args: Any, **kwargs: Any) -> Any:
+                mark = len(counter.seen)
+                out = call(*args, **kwargs)
+                del counter.seen[mark:]  # the kernel's call phase: its copies are the kernel's inputs
+                return out
+
+            monkeypatch.setattr(harness, "_call", paused)
+            finding = CHECKS[ctx.contract.klass](ctx)
+        assert finding.status == "pass", finding.message
+        extra = dict(finding.metrics.extra)
+        assert "excess_ratio" in extra  # the sensitivity gate ran
+        assert ctx.contract.backward == any(k.startswith("grad_budget") for k in extra)
+        seen[mode] = counter.seen
+    assert seen["device"] == []
+    assert any(s.startswith("numpy") for s in seen["host"])

@@ -127,3 +127,30 @@ def test_the_terminal_bar_rewrites_one_line_and_keeps_failures() -> None:
     assert "\r\x1b[KFAIL    b/float16 (0.50 s)\n" in screen  # a line of its own, above the bar
     assert out[-2].endswith("]  50% 2/4 cases, 1 not ok, 3s") and out[-1] == "\n"
     assert screen.count("\n") == 2  # the failure and the end: the bar itself never scrolls
+
+
+def test_outside_ci_and_a_terminal_each_case_line_says_where_its_time_went(tmp_path: Path) -> None:
+    """A line per case (a pipe, CI unset) gives the case's duration split into the kernel's own time (a
+    0.3 s sleep inside the kernel here), the fp64 oracle's and kcgate's own, which add up to it."""
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env.update(KCGATE_TEST_SLEEP_S="0.3", PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+    cmd = [
+        sys.executable,
+        "-m",
+        "kcgate",
+        "run",
+        "-c",
+        "sleepy.toml",
+        "-k",
+        "sleepy-0",
+        "-o",
+        str(tmp_path / "r.json"),
+    ]
+    proc = subprocess.run(cmd, cwd=DATA, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    pattern = r"\[1/1\] pass +sleepy-0/\S+ \(([\d.]+) s: kernel ([\d.]+) ms, oracle ([\d.]+) ms, harness ([\d.]+) ms\)"
+    found = re.search(pattern, proc.stderr)
+    assert found, proc.stderr
+    duration, kernel, oracle, harness = (float(x) for x in found.groups())
+    assert kernel >= 300.0 and oracle > 0.0
+    assert abs(duration - (kernel + oracle + harness) / 1e3) <= 0.01  # each rounded to its last digit
