@@ -179,7 +179,9 @@ def accumulator_signature(
             slope=round(slope, 3),
         )
     found = _width_fit(ks, nerr, declared_bits, grid, slope)
-    if found is None and partials:  # the zero-mean model misses terms of one sign: their measured partial sums
+    if (
+        found is None and partials
+    ):  # the zero-mean model misses terms of one sign: their measured partial sums
         found = _width_fit(ks, nerr, declared_bits, grid, slope, partials)
     return found
 
