@@ -29,6 +29,11 @@ def layernorm_weight_twice(x, w, b):  # type: ignore[no-untyped-def]
 
 def attention_mask_hides_own_key(q, k, v, is_causal=False, scale=None, enable_gqa=False):  # type: ignore[no-untyped-def]
     """A causal mask built with triu(0): each query misses its own key (the first query sees nothing)."""
+    if k.shape[-3] != q.shape[-3]:  # grouped-query heads (this line was missing in the first run)
+        k, v = (
+            k.repeat_interleave(q.shape[-3] // k.shape[-3], -3),
+            v.repeat_interleave(q.shape[-3] // k.shape[-3], -3),
+        )
     s = (q.float() @ k.float().mT) * (scale if scale is not None else 1 / math.sqrt(q.shape[-1]))
     if is_causal:
         s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(0), float("-inf"))
