@@ -257,6 +257,12 @@ def _reduction_parts(
     return None
 
 
+def _last_tile(k: int, counted: int) -> bool:
+    """Whether ``counted`` terms are what an overwritten running sum keeps: the last tile of a K-loop (a tile
+    size, or the remainder K mod tile); any other suffix is a loop that started late."""
+    return any(counted == b or counted == k % b for b in BLOCKS if b < k)
+
+
 def _intervals(op: str, k: int) -> list[tuple[int, int, str, str]]:
     """Candidate counted intervals [s, e) with their cause and description."""
     out: list[tuple[int, int, str, str]] = []
@@ -271,6 +277,13 @@ def _intervals(op: str, k: int) -> list[tuple[int, int, str, str]]:
                     "overwritten-accumulator",
                     f"only the last {k - s} of {k} terms counted: the running "
                     "sum overwritten (acc = instead of acc +=)",
+                )
+                if _last_tile(k, k - s)
+                else (
+                    s,
+                    k,
+                    "wrong-extent",
+                    f"a reduction over the wrong extent: the first {s} of {k} terms not counted",
                 )
             )
         return out
@@ -452,8 +465,8 @@ def row_factor_fit(
             if g == n:
                 return None  # one row factor near 1, or one constant: not this fit's
             continue
-        off = c[(c - 1).abs() >= ROW_FACTOR_MIN]
-        if bool((off.abs() < ROW_FACTOR_MIN).all()):
+        off = (c - 1).abs() >= ROW_FACTOR_MIN
+        if not bool(off.all()) and bool((c[off].abs() < ROW_FACTOR_MIN).all()):
             continue  # the rows or tiles off are zeroed, the rest right: a dropped tail or tile, not a factor
         scale = c.abs().clamp_min(1.0).expand_as(r).reshape(ref.shape)
         budget = clean(out, ref, (c * r).reshape(ref.shape), allowed * scale)
