@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 
-from kcgate.engine.backward import grad_dot_scale
+from kcgate.engine.backward import grad_dot_scale, reference_grads
 from kcgate.engine.transforms import fitted_signature
 from kcgate.numerics.emulate import round_mantissa
 from kcgate.numerics.ops.base import upcast
@@ -77,6 +78,7 @@ def nearest_format(bits: float) -> str:
 ACC_SLOPE = (0.3, 0.8)  # a rounding accumulator's normalized error grows like K^0.5 (biased: K^1)
 ACC_RESIDUAL = 0.35  # rms of the log-log fit's residual: above it the points are not one power law
 ACC_MIN_KS = 3  # distinct reduction lengths needed before a width is claimed
+ACC_MIN_BITS = 3  # fp8 e5m2's significand: a fit below it is an error as large as the result, no format
 
 
 def fit_residual(ks: Sequence[int], nerr: Sequence[float]) -> float:
@@ -106,18 +108,35 @@ def _rounded(k: int, block: int) -> float:
     return math.sqrt((math.ceil(k / block) + 1) / 2)
 
 
-def fit_blocked(ks: Sequence[int], nerr: Sequence[float]) -> list[tuple[int, float, float]]:
+Partials = Sequence[dict[int, float]]  # per sweep point: B -> the rms of √(Σ_j S_jB²)/‖a∘b‖₂ on its own data
+
+
+def fit_blocked(
+    ks: Sequence[int], nerr: Sequence[float], partials: Partials | None = None
+) -> list[tuple[int, float, float]]:
     """(rounding interval B, effective bits, rms log residual) for each B in ACC_BLOCKS whose model grows over
-    the sweep, the width fitted by least squares in log space."""
-    pts = [(k, e) for k, e in zip(ks, nerr) if e > 0 and math.isfinite(e)]
+    the sweep, the width fitted by least squares in log space. ``partials``: the rounded partial sums measured
+    on each point's own inputs (``partial_sums``) in place of the zero-mean model ``_rounded``: a sum of
+    same-sign terms grows like K, and so do its roundings."""
+    pts = [
+        (k, e, partials[i] if partials is not None else None)
+        for i, (k, e) in enumerate(zip(ks, nerr))
+        if e > 0 and math.isfinite(e)
+    ]
     if len(pts) < 2:
         return []
-    lo, hi = min(k for k, _ in pts), max(k for k, _ in pts)
+
+    def model(k: int, b: int, p: dict[int, float] | None) -> float:
+        return p[b] if p is not None else _rounded(k, b)
+
+    lo, hi = min(pts, key=lambda x: x[0]), max(pts, key=lambda x: x[0])
     out = []
     for b in ACC_BLOCKS:
-        if _rounded(hi, b) / _rounded(lo, b) < ACC_GROWTH:
+        if any(p is not None and b not in p for _, _, p in pts):
             continue
-        dev = [math.log(e / (_ACC_C0 * _rounded(k, b))) for k, e in pts]
+        if model(hi[0], b, hi[2]) / model(lo[0], b, lo[2]) < ACC_GROWTH:
+            continue
+        dev = [math.log(e / (_ACC_C0 * model(k, b, p))) for k, e, p in pts]
         log_u = sum(dev) / len(dev)
         resid = math.sqrt(sum((d - log_u) ** 2 for d in dev) / len(dev))
         out.append((b, -log_u / math.log(2), resid))
@@ -130,18 +149,27 @@ def _grows(ks: Sequence[int], nerr: Sequence[float]) -> bool:
 
 
 def accumulator_signature(
-    ks: Sequence[int], nerr: Sequence[float], declared_bits: int, grid: str | None = None
+    ks: Sequence[int],
+    nerr: Sequence[float],
+    declared_bits: int,
+    grid: str | None = None,
+    partials: Partials | None = None,
 ) -> Signature | None:
     """ "keeps its running sum in bf16, rounding about every 128 terms" when a K sweep fits a rounding
     accumulator (at least three reduction lengths, growing with K, one rounding interval's curve within the
     residual bound) well below the declared width; never from one K. ``grid``: the format whose values the
-    outputs are (they end in that format), which settles the width when several intervals fit."""
+    outputs are (they end in that format), which settles the width when several intervals fit. ``partials``:
+    the rounded partial sums measured on each point's inputs; where the error grows like K they tell a running
+    sum of same-sign terms (its partial sums grow like K: plain rounding) from a biased one."""
     if len({k for k, e in zip(ks, nerr) if e > 0 and math.isfinite(e)}) < ACC_MIN_KS or not _grows(ks, nerr):
         return None
     bits, slope = fit_accumulator(ks, nerr)
-    if not math.isfinite(bits) or not math.isfinite(slope) or slope < ACC_SLOPE[0] / 2:
+    if not math.isfinite(bits) or not math.isfinite(slope) or slope < ACC_SLOPE[0] / 2 or bits < ACC_MIN_BITS:
         return None
     if slope > ACC_SLOPE[1]:  # error vs K: √K-like growth is rounding, ≈ K is bias
+        same_sign = _width_fit(ks, nerr, declared_bits, grid, slope, partials) if partials else None
+        if same_sign is not None:
+            return same_sign
         if bits > declared_bits - 3 or slope > 1.3 or fit_residual(ks, nerr) > ACC_RESIDUAL:
             return None
         return sig(
@@ -150,11 +178,27 @@ def accumulator_signature(
             effective_bits=round(bits, 2),
             slope=round(slope, 3),
         )
-    fits = fit_blocked(ks, nerr)
+    found = _width_fit(ks, nerr, declared_bits, grid, slope)
+    if (
+        found is None and partials
+    ):  # the zero-mean model misses terms of one sign: their measured partial sums
+        found = _width_fit(ks, nerr, declared_bits, grid, slope, partials)
+    return found
+
+
+def _width_fit(
+    ks: Sequence[int],
+    nerr: Sequence[float],
+    declared_bits: int,
+    grid: str | None,
+    slope: float,
+    partials: Partials | None = None,
+) -> Signature | None:
+    fits = fit_blocked(ks, nerr, partials)
     best = min((r for _, _, r in fits), default=math.inf)
     if best > ACC_RESIDUAL:
         return None
-    near = [(b, w, r) for b, w, r in fits if r <= best + ACC_TIE and w <= declared_bits - 3]
+    near = [(b, w, r) for b, w, r in fits if r <= best + ACC_TIE and ACC_MIN_BITS <= w <= declared_bits - 3]
     if not near:
         return None
     return _width(near, grid, slope)
@@ -179,7 +223,14 @@ def _width(near: list[tuple[int, float, float]], grid: str | None, slope: float)
             return _named(
                 fit, grid, f"keeps its running sum in {grid} (the outputs are {grid} values)", evidence
             )
-    fmts = [f for f in FORMAT_BITS if any(abs(w - FORMAT_BITS[f]) <= FORMAT_MATCH for _, w, _ in near)]
+    # outputs that are values of one narrow format are not values of another: a running sum kept in that
+    # other format would have ended there, so the fit cannot name it
+    refuted = {name for name, _ in GRIDS if grid is not None and name != grid}
+    fmts = [
+        f
+        for f in FORMAT_BITS
+        if f not in refuted and any(abs(w - FORMAT_BITS[f]) <= FORMAT_MATCH for _, w, _ in near)
+    ]
     if len(fmts) == 1:
         fit = [x for x in near if abs(x[1] - FORMAT_BITS[fmts[0]]) <= FORMAT_MATCH]
         return _named(fit, fmts[0], f"behaves like a {fmts[0]} accumulator", evidence)
@@ -396,6 +447,10 @@ def nan_signature(
 # ---- structure of the error field: sparse, offset, garbage, row scale, noise ---------------------------
 
 
+SPARSE_REST = 8  # elements within the bound that "the rest" must count at least
+SPARSE_SHARE = 3  # and at least this many times the corrupted ones
+
+
 def sparse_signature(cmp: Any) -> Signature | None:
     """A few elements far over the bound, standing out from the rest (which are within it)."""
     ratio, err = cmp.ratio, cmp.err
@@ -406,6 +461,8 @@ def sparse_signature(cmp: Any) -> Signature | None:
     n_bad, n = int(bad.sum()), ratio.numel()
     if n_bad == 0 or n_bad > max(8, n // 200) or int(marginal.sum()) > max(4, n // 50):
         return None
+    if n - n_bad < max(SPARSE_REST, SPARSE_SHARE * n_bad):
+        return None  # "a few corrupted, the rest within the bound" needs a rest: a tiny output wrong everywhere is not
     good = err[~bad & err.isfinite()]
     floor = float(good.quantile(0.99)) if good.numel() > 1 else 0.0
     if float(err[bad].min()) < 5 * floor:
@@ -429,19 +486,40 @@ def offset_signature(signed: torch.Tensor, ref: torch.Tensor) -> Signature | Non
     if energy == 0:
         return None
     mean = float(e.mean())
+    # (block, residual energy, means): one constant (block 0), then one per row, then per tile from the largest
+    fits: list[tuple[int, float, torch.Tensor]] = []
     if mean**2 >= 0.9 * energy and _spread(e) < 0.3 * abs(mean):
-        return sig("offset", f"a constant offset of {mean:.3g} on every element", offset=mean, block="all")
+        fits.append((0, float(((e - mean) ** 2).mean()), torch.tensor([mean])))
     for block in _blocks(e):
         means = e.reshape(-1, block).mean(1, keepdim=True)
-        explained = float((means**2).mean()) / energy
-        if explained >= 0.9 and float(((e.reshape(-1, block) - means) ** 2).mean()) < 0.05 * energy:
+        resid = float(((e.reshape(-1, block) - means) ** 2).mean())
+        if float((means**2).mean()) >= 0.9 * energy and resid < 0.05 * energy:
+            fits.append((block, resid, means))
+    # the coarsest structure that fits, unless a finer one leaves a tenth of its residual or less
+    for i, (block, resid, means) in enumerate(fits):
+        if resid > OFFSET_EXACT * energy and any(r < OFFSET_FINER * resid for _, r, _ in fits[i + 1 :]):
+            continue
+        if block == 0:
             return sig(
-                "offset",
-                f"a bias constant over blocks of {block} elements (up to {float(means.abs().max()):.3g})",
-                offset=float(means.abs().max()),
-                block=float(block),
+                "offset", f"a constant offset of {mean:.3g} on every element", offset=mean, block="all"
             )
+        lo, hi = float(means.min()), float(means.max())
+        where = (
+            "one constant per row" if block == e.shape[-1] else f"one constant per block of {block} columns"
+        )
+        return sig(
+            "offset",
+            f"{where} ({lo:.3g} to {hi:.3g}) added to the output",
+            offset=float(means.abs().max()),
+            block=float(block),
+        )
     return None
+
+
+OFFSET_EXACT = 1e-6  # a residual below this share of the error energy is rounding: nothing finer is needed
+OFFSET_FINER = (
+    0.1  # a finer offset is named over a coarser one only where it leaves this share of its residual
+)
 
 
 def _spread(e: torch.Tensor) -> float:
@@ -451,10 +529,8 @@ def _spread(e: torch.Tensor) -> float:
 def _blocks(e: torch.Tensor) -> list[int]:
     """Block sizes along the flattened last dimension: tiles of 8..128 columns, and whole rows."""
     n = e.shape[-1] if e.dim() else 1
-    sizes = [b for b in (8, 16, 32, 64, 128) if b < n and n % b == 0]
-    if e.dim() > 1 and n >= 8:
-        sizes.append(n)
-    return sizes
+    sizes = [b for b in (128, 64, 32, 16, 8) if b < n and n % b == 0]
+    return ([n] if e.dim() > 1 and n >= 8 else []) + sizes
 
 
 def garbage_signature(out: torch.Tensor, ref: torch.Tensor, cmp: Any) -> Signature | None:
@@ -506,10 +582,13 @@ def row_scale_signature(signed: torch.Tensor, ref: torch.Tensor) -> Signature | 
     )
 
 
+NOISE_MIN = 16  # elements: fewer cannot show that errors are diffuse and unbiased
+
+
 def noise_signature(cmp: Any) -> Signature | None:
     """Diffuse errors: many elements over the bound, unbiased."""
     over = float((cmp.ratio > 1).float().mean())
-    if over < 0.02 or _biased(cmp.signed, cmp.ref) is not None:
+    if over < 0.02 or cmp.ratio.numel() < NOISE_MIN or _biased(cmp.signed, cmp.ref) is not None:
         return None
     e = cmp.signed[cmp.signed.isfinite()]
     return sig(
@@ -556,18 +635,26 @@ def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
         if s is not None:
             return s
     b = worst.metrics.budget_used
+    over, n = int((cmp.ratio > 1).sum()), cmp.ratio.numel()
+    every = (
+        f"; every element of a tiny output ({n}) wrong, too few to fit a pattern"
+        if over == n and n < NOISE_MIN
+        else ""
+    )
     return sig(
         "exceeds-bound",
-        f"error {'inf' if b is None else f'{b:.3g}'}× the allowed bound, no specific pattern",
+        f"error {'inf' if b is None else f'{b:.3g}'}× the allowed bound, no specific pattern{every}",
         budget_used=b if b is not None else "inf",
     )
 
 
 def semantics_signature(ctx: Any, trial: Any) -> Signature | None:
-    """The forward output within the bound of one of the family's known mistakes (``OpFamily.mistakes``):
-    "matches the op with the causal mask dropped"."""
-    if trial.grad or getattr(ctx.op, "mistakes", None) is None or trial.out is None:
+    """The forward output, or the gradient that decides the trial, within the bound of one of the family's
+    known mistakes (``OpFamily.mistakes``): "matches the op with the causal mask dropped"."""
+    if getattr(ctx.op, "mistakes", None) is None or trial.out is None:
         return None
+    if trial.grad:
+        return grad_semantics_signature(ctx, trial)
     if ctx.contract.tolerance.method not in ("error-bound", "relative"):
         return None  # the allowance must be an absolute error to hold another oracle to it
     up = upcast(trial.inputs)
@@ -583,6 +670,39 @@ def semantics_signature(ctx: Any, trial: Any) -> Signature | None:
             return sig(
                 "wrong-semantics",
                 f"matches the op with {what} (budget {there:.2g} against it)",
+                mistake=what,
+                budget_there=round(there, 4),
+            )
+    return None
+
+
+def grad_semantics_signature(ctx: Any, trial: Any) -> Signature | None:
+    """The deciding gradient within the gradient bound of a known mistake's own gradient (fp64 autograd
+    through the mistaken oracle, the same dY): "the gradient of logits matches the op with the mean over
+    every row, ignored ones included"."""
+    if trial.dy is None or ctx.contract.tolerance.method == "abs-rel":
+        return None
+    idx = [i for i in range(len(trial.inputs)) if ctx.op.input_name(i) == trial.grad]
+    if len(idx) != 1:
+        return None
+    i = idx[0]
+    out = trial.out.detach().to(torch.float64)
+    for what, family in ctx.op.mistakes():
+        if family.grad_bound is None:
+            continue
+        try:
+            up, refs = reference_grads(SimpleNamespace(op=family), trial.inputs, trial.dy)  # type: ignore[arg-type]
+            with torch.no_grad():
+                allowed = family.grad_bound(up, trial.dy.to(torch.float64), refs, ctx.grad_bound_args())[i]
+        except Exception:  # a mistake whose oracle has no gradient here: not this one
+            continue
+        if allowed is None or refs[i].shape != out.shape:
+            continue
+        there = float(((out - refs[i]).abs() / allowed.clamp_min(1e-300)).nan_to_num(nan=math.inf).max())
+        if there <= 1:
+            return sig(
+                "wrong-semantics",
+                f"the gradient of {trial.grad} matches the op with {what} (budget {there:.2g} against it)",
                 mistake=what,
                 budget_there=round(there, 4),
             )
@@ -651,7 +771,8 @@ def _operand(ctx: Any, trial: Any) -> Signature | None:
 
 
 def _accumulator(ctx: Any, ts: Sequence[Any]) -> Signature | None:
-    pts = []
+    pts: list[tuple[int, float]] = []
+    part: list[dict[int, float] | None] = []
     for t in ts:
         if t.grad:  # the trial is decided by a gradient: fit its own reduction
             found = grad_dot_scale(ctx, t) if t.cmp is not None else None
@@ -661,12 +782,63 @@ def _accumulator(ctx: Any, ts: Sequence[Any]) -> Signature | None:
         scale = dot_scale(ctx.op.name, t.inputs) if t.cmp is not None else None
         if scale is not None:
             pts.append((ctx.op.reduction_len(t.shape), normalized_error(t.cmp.err, scale)))
+            part.append(partial_sums(ctx.op.name, t.inputs))
     if not pts:
         return None
-    pts.sort()
+    order = sorted(range(len(pts)), key=lambda i: pts[i])
+    parts = [part[i] for i in order] if len(part) == len(pts) and all(p is not None for p in part) else None
+    pts = [pts[i] for i in order]
     declared = dtypes.FORMATS[dtypes.canonical(ctx.contract.accumulate)].p
     outs = [t.out for t in ts if not t.grad and t.out is not None]
-    return accumulator_signature([k for k, _ in pts], [e for _, e in pts], declared, output_grid(outs))
+    named = accumulator_signature(
+        [k for k, _ in pts],
+        [e for _, e in pts],
+        declared,
+        output_grid(outs),
+        parts,  # type: ignore[arg-type]
+    )
+    if named is not None and ctx.op.name not in MATMUL_LIKE:  # tf32 is a tensor-core operand format only
+        return Signature(
+            named.cause,
+            named.summary.replace("fp16 or tf32", "fp16"),
+            tuple(
+                (k, v.replace("fp16 or tf32", "fp16") if isinstance(v, str) else v) for k, v in named.evidence
+            ),
+        )
+    return named
+
+
+PARTIAL_SAMPLE = 256  # output elements whose partial sums a matmul's same-sign test measures
+
+
+def partial_sums(op: str, inputs: Sequence[torch.Tensor]) -> dict[int, float] | None:
+    """For each rounding interval B: the rms over output elements of √(Σ_j S_jB²)/‖a∘b‖₂, S_jB the exact
+    partial sum after j·B terms (the last one the whole sum): what a running sum rounded every B terms
+    rounds, measured on these inputs (zero-mean terms give ``_rounded``'s √((⌈K/B⌉ + 1)/2))."""
+    f = [t.detach().to(torch.float64) for t in inputs]
+    if op in ("sum", "mean"):
+        terms = f[0].reshape(-1, f[0].shape[-1])
+    elif op in ("matmul", "bmm") and f[0].dim() == f[1].dim() and f[0].dim() in (2, 3):
+        a, b = (t if t.dim() == 3 else t.unsqueeze(0) for t in f[:2])
+        g = torch.Generator().manual_seed(0)
+        n = a.shape[0] * a.shape[1] * b.shape[2]
+        pick = torch.randperm(n, generator=g)[:PARTIAL_SAMPLE]
+        bi, rest = pick // (a.shape[1] * b.shape[2]), pick % (a.shape[1] * b.shape[2])
+        terms = a[bi, rest // b.shape[2], :] * b[bi, :, rest % b.shape[2]]
+    else:
+        return None
+    k = terms.shape[-1]
+    cs = terms.cumsum(-1)
+    scale = (terms**2).sum(-1).sqrt()
+    ok = scale > 0
+    if not bool(ok.any()):
+        return None
+    out = {}
+    for blk in ACC_BLOCKS:
+        idx = torch.arange(blk - 1, k + blk - 1, blk).clamp_max(k - 1).unique()
+        energy = (cs[:, idx] ** 2).sum(-1).sqrt()
+        out[blk] = float(((energy[ok] / scale[ok]) ** 2).mean().sqrt())
+    return out
 
 
 GRIDS = (("bf16", torch.bfloat16), ("fp16 or tf32", torch.float16))

@@ -29,6 +29,7 @@ GRID_TOL = 0.2  # a statistic within this share of the format's spacing of a val
 GRID_ROWS = 0.8  # share of rows whose statistic must lie on the grid (chance: 2·GRID_TOL)
 GRID_MIN_ROWS = 8
 BLOCKS = (8, 16, 32, 64, 128, 256, 512)  # K-tile sizes tried for a dropped or overwritten block
+FIT_MIN_ELEMENTS = 4  # fewer outputs than this: no fit is evidence
 GRID_FORMATS = (("bf16", torch.bfloat16, 8), ("fp16", torch.float16, 11))
 
 Fit = Callable[[Any, Any, torch.Tensor, torch.Tensor, torch.Tensor], "Signature | None"]
@@ -256,6 +257,12 @@ def _reduction_parts(
     return None
 
 
+def _last_tile(k: int, counted: int) -> bool:
+    """Whether ``counted`` terms are what an overwritten running sum keeps: the last tile of a K-loop (a tile
+    size, or the remainder K mod tile); any other suffix is a loop that started late."""
+    return any(counted == b or counted == k % b for b in BLOCKS if b < k)
+
+
 def _intervals(op: str, k: int) -> list[tuple[int, int, str, str]]:
     """Candidate counted intervals [s, e) with their cause and description."""
     out: list[tuple[int, int, str, str]] = []
@@ -270,6 +277,13 @@ def _intervals(op: str, k: int) -> list[tuple[int, int, str, str]]:
                     "overwritten-accumulator",
                     f"only the last {k - s} of {k} terms counted: the running "
                     "sum overwritten (acc = instead of acc +=)",
+                )
+                if _last_tile(k, k - s)
+                else (
+                    s,
+                    k,
+                    "wrong-extent",
+                    f"a reduction over the wrong extent: the first {s} of {k} terms not counted",
                 )
             )
         return out
@@ -417,6 +431,240 @@ def reduction_precision_fit(
     return None
 
 
+# ---- per-row factors and reductions over the wrong extent ---------------------------------------------------
+
+ROW_FACTOR_MIN = (
+    2.0**-4
+)  # fp8 e4m3's unit roundoff: a row factor further from 1 is no rounding of a row statistic
+ROW_FACTOR_SPREAD = 0.01  # factors this close to one another are one constant (scale_fit's), not a row's own
+
+
+def _span(lo: float, hi: float) -> str:
+    return f"{num(lo)}–{num(hi)}"
+
+
+def row_factor_fit(
+    ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor
+) -> Signature | None:
+    """out ≈ c_r·ref with one factor per row (or per tile of a row), the factors far from 1 and unlike one
+    another: a row's normaliser read from another row, a softmax normalised per tile. Factors within
+    ROW_FACTOR_MIN of 1 are left to the precision signatures (a row statistic rounded or kept narrow)."""
+    if ref.dim() < 2 or ref.shape[-1] < 8:
+        return None
+    n = ref.shape[-1]
+    for g in [n] + [b for b in reversed(BLOCKS) if 8 <= b < n and n % b == 0]:
+        r, o = ref.reshape(-1, g), out.reshape(-1, g)
+        if r.shape[0] < 2:
+            continue
+        den = (r * r).sum(1, keepdim=True)
+        c = torch.where(den > 0, (o * r).sum(1, keepdim=True) / den.clamp_min(1e-300), torch.ones_like(den))
+        lo, hi = float(c.min()), float(c.max())
+        if max(abs(lo - 1), abs(hi - 1)) < ROW_FACTOR_MIN or hi - lo < ROW_FACTOR_SPREAD * max(
+            abs(lo), abs(hi)
+        ):
+            if g == n:
+                return None  # one row factor near 1, or one constant: not this fit's
+            continue
+        off = (c - 1).abs() >= ROW_FACTOR_MIN
+        if not bool(off.all()) and bool((c[off].abs() < ROW_FACTOR_MIN).all()):
+            continue  # the rows or tiles off are zeroed, the rest right: a dropped tail or tile, not a factor
+        scale = c.abs().clamp_min(1.0).expand_as(r).reshape(ref.shape)
+        budget = clean(out, ref, (c * r).reshape(ref.shape), allowed * scale)
+        if budget is None:
+            continue
+        if g == n:
+            text = (
+                f"each row scaled by its own factor ({_span(lo, hi)}), far beyond any rounding: the row's "
+                "statistic or normaliser is wrong (read from another row, or taken over the wrong extent)"
+            )
+        else:
+            text = (
+                f"each tile of {g} columns scaled by its own factor ({_span(lo, hi)}): the row normalised per "
+                f"tile of {g}, not over the whole row of {n}"
+            )
+        return sig(
+            "scaled-rows",
+            text,
+            group=float(g),
+            factor_min=round(lo, 6),
+            factor_max=round(hi, 6),
+            budget_there=round(budget, 4),
+        )
+    return None
+
+
+def _subset_masks(k: int) -> list[tuple[torch.Tensor, str]]:
+    """Strided and every-other-tile subsets of K terms, each with its description."""
+    idx = torch.arange(k)
+    out = []
+    for stride in (2, 3, 4, 8, 16, 32):
+        if stride * 2 > k:
+            break
+        for o in range(stride):
+            out.append(
+                (
+                    idx % stride == o,
+                    f"every {stride}th term from {o}" if stride > 2 else f"every other term from {o}",
+                )
+            )
+    for b in BLOCKS:
+        if 2 * b >= k:
+            break
+        for o in (0, 1):
+            out.append(
+                ((idx // b) % 2 == o, f"every other tile of {b} from tile {o}: the pointer advanced twice")
+            )
+    return out
+
+
+def _extent_sum(op: str, x: torch.Tensor, out: torch.Tensor) -> list[tuple[torch.Tensor, str]]:
+    k = x.shape[-1]
+    found = []
+    for mask, how in _subset_masks(k):
+        part = (x * mask).sum(-1)
+        cnt = int(mask.sum())
+        divs = [(1.0, "")] if op == "sum" else [(float(k), ""), (float(cnt), f", divided by {cnt}")]
+        for d, extra in divs:
+            found.append((part / d, f"sums {cnt} of {k} terms ({how}){extra}"))
+    return found
+
+
+def _counted(w: torch.Tensor) -> str:
+    """The terms a 0/1 weight vector counts, in words."""
+    k = w.numel()
+    on = w.nonzero().flatten()
+    cnt = on.numel()
+    if cnt and int(on[-1] - on[0]) + 1 == cnt:
+        return f"sums {cnt} of {k} terms (terms {int(on[0])}–{int(on[-1])} only)"
+    if cnt > 1:
+        steps = (on[1:] - on[:-1]).unique()
+        if steps.numel() == 1:
+            return f"sums {cnt} of {k} terms (every {int(steps[0])}th from {int(on[0])})"
+        starts = [int(on[0])] + [int(b) for a, b in zip(on[:-1], on[1:]) if b - a > 1]
+        runs = cnt // len(starts)
+        gaps = {b - a for a, b in zip(starts, starts[1:])}
+        if runs * len(starts) == cnt and len(gaps) == 1:
+            return f"sums {cnt} of {k} terms (tiles of {runs}, one in every {gaps.pop() // runs} from term {starts[0]})"
+    return f"sums {cnt} of {k} terms"
+
+
+EXTENT_MAX_K = 1024  # the least-squares fit of a matmul's per-term weights runs up to this K
+EXTENT_TOL = 0.1  # a fitted per-term weight this close to 0 or 1 is that
+
+
+def _extent_matmul(op: str, xs: Sequence[torch.Tensor], out: torch.Tensor) -> list[tuple[torch.Tensor, str]]:
+    """out ≈ Σ_k w_k·a_ik·b_kj with each w_k fitted (least squares on a sample of outputs): the K terms counted."""
+    a = xs[0]
+    b = xs[1].mT if op == "linear" else xs[1]
+    k = a.shape[-1]
+    y = out - xs[2] if op == "linear" else out
+    if k > EXTENT_MAX_K or a.dim() != b.dim() or a.dim() not in (2, 3):
+        return []
+    a3, b3, y3 = (t if t.dim() == 3 else t.unsqueeze(0) for t in (a, b, y))
+    total = y3.numel()
+    if total < 2 * k:
+        return []
+    g = torch.Generator().manual_seed(0)
+    pick = torch.randperm(total, generator=g)[: min(total, 4 * k)]
+    bi, rest = pick // (y3.shape[1] * y3.shape[2]), pick % (y3.shape[1] * y3.shape[2])
+    i, j = rest // y3.shape[2], rest % y3.shape[2]
+    design = a3[bi, i, :] * b3[bi, :, j]
+    w = torch.linalg.lstsq(design, y3[bi, i, j].unsqueeze(-1)).solution.flatten()
+    wr = w.round()
+    if (
+        float((w - wr).abs().max()) > EXTENT_TOL
+        or not bool(((wr == 0) | (wr == 1)).all())
+        or bool((wr == 1).all())
+    ):
+        return []
+    pred = (a * wr) @ b + (xs[2] if op == "linear" else 0)
+    return [(pred, _counted(wr))]
+
+
+def _prefix_stat(
+    op: str, xs: Sequence[torch.Tensor], ref: torch.Tensor, e: int, d: int, eps: float
+) -> torch.Tensor | None:
+    """The op with its row statistic taken over the first e columns (divided by d where it is a mean)."""
+    x = xs[0]
+    xe = x[..., :e]
+    if op == "rmsnorm":
+        ms, ms_e = (x * x).mean(-1, keepdim=True), (xe * xe).sum(-1, keepdim=True) / d
+        return ref * ((ms + eps) / (ms_e + eps)).sqrt()
+    if op == "l2norm":
+        return ref * x.norm(dim=-1, keepdim=True) / xe.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+    if op in ("layernorm", "layernorm-mean"):
+        w, b = xs[1], xs[2]
+        mu = xe.sum(-1, keepdim=True) / d
+        if op == "layernorm":
+            var = ((xe - mu) ** 2).sum(-1, keepdim=True) / d
+        else:  # only the mean over the tile; the variance about it over the whole row
+            var = ((x - mu) ** 2).mean(-1, keepdim=True)
+        return (x - mu) * (var + eps).rsqrt() * w + b
+    m = x.amax(-1, keepdim=True)
+    s, s_e = (x - m).exp().sum(-1, keepdim=True), (xe - m).exp().sum(-1, keepdim=True)
+    if op == "softmax":
+        return ref * s / s_e
+    if op == "log_softmax":
+        return ref + s.log() - s_e.log()
+    if op == "logsumexp":
+        return ref + (s_e.log() - s.log()).squeeze(-1)
+    return None
+
+
+PREFIX_STATS = {
+    "rmsnorm": "mean of squares",
+    "l2norm": "norm",
+    "layernorm": "mean and variance",
+    "softmax": "sum of exp",
+    "log_softmax": "sum of exp",
+    "logsumexp": "sum of exp",
+}
+
+
+def _extent_rows(ctx: Any, xs: Sequence[torch.Tensor], ref: torch.Tensor) -> list[tuple[torch.Tensor, str]]:
+    op = ctx.op.name
+    n = xs[0].shape[-1]
+    eps = float(dict(ctx.contract.params).get("eps", 1e-5))
+    ends = sorted({b for b in BLOCKS if b < n} | {n // 2} - {0})
+    found = []
+    variants = [(op, PREFIX_STATS[op])] + ([("layernorm-mean", "mean")] if op == "layernorm" else [])
+    for e in ends:
+        divs = (e, n) if op in ("rmsnorm", "layernorm") else (e,)
+        for d in divs:
+            for how, what in variants:
+                pred = _prefix_stat(how, xs, ref, e, d, eps)
+                if pred is not None:
+                    extra = f" (divided by {n})" if d != e else ""
+                    found.append((pred, f"the row's {what} taken over the first {e} of {n} columns{extra}"))
+    return found
+
+
+def extent_fit(
+    ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor
+) -> Signature | None:
+    """A reduction over the wrong extent: a sum or matmul that counted a strided or partial subset of its K
+    terms (a sum's prefix and suffix, a matmul's whole K-blocks are reduction_fit's), or a row statistic
+    (the mean of squares, the sum of exp) taken over the first tile of the row only."""
+    op = ctx.op.name
+    xs = [t.to(torch.float64) for t in trial.inputs]
+    if op in ("sum", "mean"):
+        cands = _extent_sum(op, xs[0], out)
+    elif op in ("matmul", "bmm", "linear"):
+        cands = _extent_matmul(op, xs, out)
+    elif op in PREFIX_STATS:
+        cands = _extent_rows(ctx, xs, ref)
+    else:
+        return None
+    cands = [(p, t) for p, t in cands if p.shape == out.shape and bool(p.isfinite().all())]
+    if not cands:
+        return None
+    pred, text = min(cands, key=lambda c: float(((out - c[0]) ** 2).sum()))
+    budget = clean(out, ref, pred, allowed)
+    if budget is None:
+        return None
+    return sig("wrong-extent", f"a reduction over the wrong extent: {text}", budget_there=round(budget, 4))
+
+
 # ---- backward fits ------------------------------------------------------------------------------------
 
 
@@ -453,8 +701,10 @@ FORWARD_FITS: tuple[Fit, ...] = (
     masked_tail_fit,
     reduction_fit,
     reduction_precision_fit,
+    extent_fit,
+    row_factor_fit,
 )
-GRAD_FITS: tuple[Fit, ...] = (scale_fit, sign_fit, missing_term_fit)
+GRAD_FITS: tuple[Fit, ...] = (scale_fit, sign_fit, missing_term_fit, row_factor_fit)
 
 
 def _allowed(ctx: Any, trial: Any) -> torch.Tensor | None:
@@ -477,6 +727,8 @@ def fitted_signature(ctx: Any, trial: Any) -> Signature | None:
     ref = trial.cmp.ref.to(torch.float64)
     if out.shape != ref.shape or not bool(out.isfinite().all()) or not bool(ref.isfinite().all()):
         return None
+    if out.numel() < FIT_MIN_ELEMENTS:
+        return None  # a fitted parameter against one or two values explains anything
     allowed = _allowed(ctx, trial)
     if allowed is None or allowed.shape != ref.shape:
         return None

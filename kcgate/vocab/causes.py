@@ -101,6 +101,12 @@ CAUSE_TABLE: tuple[Cause, ...] = (
     Cause("low-precision-reduction", "precision",
           "a row's statistic (sum of exp, mean of squares) is a bf16 or fp16 value in nearly every row: the row "
           "reduction is kept in that format", keeps=True),
+    Cause("scaled-rows", "semantic",
+          "each row (or each tile of a row) is the right one times its own factor, far beyond any rounding: the "
+          "row's statistic or normaliser is wrong (read from another row, normalised per tile)", keeps=True),
+    Cause("wrong-extent", "semantic",
+          "a reduction over the wrong extent: a sum that counted a strided or partial subset of its terms, a row "
+          "statistic taken over part of the row", keeps=True),
     Cause("missing-term", "semantic",
           "a backward lacks one term of its formula (softmax's −y·Σ(y·dy))", keeps=True),
 )

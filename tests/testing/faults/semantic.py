@@ -212,6 +212,7 @@ class Bug:
     params: tuple[tuple[str, Any], ...] = ()
     direction: str = "forward"
     custom: tuple[Callable[..., Any], Callable[..., Any]] | None = None  # (inputs, reference) of a custom op
+    distribution: str = "normal"  # the contract's input distribution
 
 
 SEMANTIC: tuple[Bug, ...] = (
@@ -380,6 +381,7 @@ def diagnose(bug: Bug, seed: int) -> Any:
         protocol=Protocol(seeds=1, trials=2),
         params=bug.params,
         direction=bug.direction,
+        distribution=bug.distribution,
     )
     if bug.custom is not None:
         op = custom_op(*bug.custom)
