@@ -634,7 +634,7 @@ def _single(t: _Target) -> Project:
 
 def _run_original(t: _Target, executor: Any, seed: int) -> list[CaseResult]:
     if t.original is None:
-        t.cases = make_plan(_single(t), seed, executor.default_shapes())
+        t.cases = make_plan(_single(t), seed, executor.default_shapes(), boundary=True)
         t.original = [executor.run(case) for case in t.cases]
     return t.original
 
@@ -720,7 +720,8 @@ def _advise_survivors(
         if key in memo:
             return memo[key]
         executor = InProcessExecutor(variant, device)
-        results = list(executor.run_many(make_plan(variant, seed, executor.default_shapes()), kernel=kernel))
+        plan = make_plan(variant, seed, executor.default_shapes(), boundary=True)
+        results = list(executor.run_many(plan, kernel=kernel))
         if not kernel.startswith(PREFIX):
             memo[key] = results
         return results

@@ -371,12 +371,13 @@ def test_an_unmutated_kernel_that_fails_judges_no_mutant(tmp_path: Path) -> None
     toml = _project(tmp_path, "sm", "def sm(x):\n    return torch.softmax(x * 0.5, -1)\n")
     report = mut.mutate([load_project(toml)], lambda p: make_executor("process", p, "cpu"), advice=False)
     (c,) = report.contracts
-    assert c.false_alarms == c.cases == 1 and "passes none" in c.skipped
+    # the declared shape and its boundary shape, planned as `kcgate run` plans them
+    assert c.false_alarms == c.cases == 2 and "passes none" in c.skipped
     assert {m.outcome for m in c.mutants} == {mut.NOT_RUN} and report.to_json()["kill_rate"] is None
     # the report says so first: the unmutated kernel's false alarms over the same seeds, then per contract
     for shown in (render.text(report.to_json()), render.markdown(report.to_json())):
-        assert "unmutated kernels' false alarms: 1 case(s)" in shown
-        assert "the unmutated kernel passes none of its 1 case" in shown
+        assert "unmutated kernels' false alarms: 2 case(s)" in shown
+        assert "the unmutated kernel passes none of its 2 case" in shown
 
 
 def test_installed_modules_are_not_mutated(tmp_path: Path) -> None:
@@ -393,13 +394,14 @@ def test_installed_modules_are_not_mutated(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_an_equivalent_mutant_told_apart_by_a_remedy_is_a_survivor(tmp_path: Path) -> None:
     """At a width that is a multiple of the block, ``offs <= n`` masks nothing more than ``offs < n``: equal
-    on the contract's inputs. A held-out shape with a tail block (the C-CMP-03 remedy) tells it apart."""
+    on the contract's inputs. A held-out shape with a tail block (the C-CMP-03 remedy) tells it apart. (The
+    contract turns its boundary shapes off: with them, the width off the block kills the mutant outright.)"""
     (tmp_path / "kernels.py").write_text((EXAMPLE.parent / "kernels.py").read_text())
     toml = tmp_path / "contracts.toml"
     toml.write_text(
         '[project]\nname = "t"\npaths = ["."]\n\n[[contract]]\nid = "row-sum"\nclass = "C-PRC-01"\nop = "sum"\n'
         'kernel = "kernels:row_sum"\ndtypes = ["bfloat16"]\naccumulate = "float32"\nshapes = [[8, 256]]\n'
-        "protocol = { seeds = 1 }\n"
+        "protocol = { seeds = 1, boundary = false }\n"
     )
     run = lambda probe: mut.mutate(  # noqa: E731
         [load_project(toml)],
