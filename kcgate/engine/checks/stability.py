@@ -159,6 +159,8 @@ def run_probe(
         notes[f"{probe.name}_probe_skipped"] = 1.0
         return None
     xs, offset = found
+    if offset != probe.offset:  # scaled down so that the exact result fits the output dtype
+        notes[f"{probe.name}_probe_offset"] = offset
     return measurable(ctx, probe, base, xs, offset, notes)
 
 
