@@ -15,6 +15,7 @@ from kcgate.engine.harness import run_trial
 from kcgate.engine.trial import CaseContext, probe_offset
 from kcgate.results.model import Status
 
+
 def check(ctx: CaseContext) -> Finding:
     base = trials(ctx)
     finding = verdict(ctx, base)

@@ -29,7 +29,8 @@ from kcgate.vocab.causes import ISSUE_MESSAGES, NONFINITE
 from kcgate.vocab.classes import CLASSES
 
 OVERFLOW_SHIFT = 100.0  # > ln(float32 max) = 88.7: exp(x) without max-subtraction overflows in fp32 and below
-SATURATION_DEPTH = 8.0  # logits at about −8·cap: tanh(−8) = −1 + 2e-7, padded lanes weigh as much as real ones
+# logits at about −8·cap: tanh(−8) = −1 + 2e-7, so padded lanes softcapped to −cap weigh as much as real ones
+SATURATION_DEPTH = 8.0
 EXP_FAMILIES = families("exp")
 NORM_FAMILIES = families("normalizes")
 PROBED_FAMILIES = families("offset_probes")

@@ -124,7 +124,9 @@ def _boundary(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 @pytest.mark.parametrize("reduction", ["mean", "none"])
-def test_padded_lanes_leaking_into_a_softcapped_logsumexp_fail_where_the_cap_saturates(reduction: str) -> None:
+def test_padded_lanes_leaking_into_a_softcapped_logsumexp_fail_where_the_cap_saturates(
+    reduction: str,
+) -> None:
     # declared as a new user writes it (one power-of-two shape, fp32, the natural class): the boundary shape
     # gives the row a tail, and the saturation probe makes the tail's −cap lanes weigh as much as real ones
     shape = _boundary((32, 1024))
@@ -134,7 +136,9 @@ def test_padded_lanes_leaking_into_a_softcapped_logsumexp_fail_where_the_cap_sat
         assert f.status == Status.FAIL and f.signature is not None, f
         assert f.signature.cause == "saturation" and "−240" in f.signature.summary, f.signature
         # without the probe the same case passes: ordinary logits weigh e^30 more than the padding
-        off = _softcapped(softcap.leaky_padded, "float32", shape, seed=seed, reduction=reduction, probes=False)
+        off = _softcapped(
+            softcap.leaky_padded, "float32", shape, seed=seed, reduction=reduction, probes=False
+        )
         assert off.status == Status.PASS, off
     # and at the power-of-two shape there is no padding to leak
     assert _softcapped(softcap.leaky_padded, "float32", (32, 1024)).status == Status.PASS
@@ -151,7 +155,9 @@ def test_correct_softcapped_kernels_pass_the_saturation_probe(kernel: Any, dtype
 
 def test_the_softcap_is_part_of_the_oracle() -> None:
     # a kernel that forgets the cap fails on ordinary inputs (no probe needed), named as the known mistake
-    def uncapped(x: torch.Tensor, t: torch.Tensor, reduction: str = "mean", softcap: float = 0.0) -> torch.Tensor:
+    def uncapped(
+        x: torch.Tensor, t: torch.Tensor, reduction: str = "mean", softcap: float = 0.0
+    ) -> torch.Tensor:
         return F.cross_entropy(x, t, reduction=reduction)
 
     f = _softcapped(uncapped, "float32", (16, 1021), probes=False)

@@ -13,7 +13,9 @@ import torch
 F = torch.nn.functional
 
 
-def _loss(lse: torch.Tensor, picked: torch.Tensor, target: torch.Tensor, reduction: str, ignore: int) -> torch.Tensor:
+def _loss(
+    lse: torch.Tensor, picked: torch.Tensor, target: torch.Tensor, reduction: str, ignore: int
+) -> torch.Tensor:
     keep = target != ignore
     loss = torch.where(keep, lse - picked, torch.zeros_like(lse))
     return loss.sum() / keep.sum().clamp_min(1) if reduction == "mean" else loss
