@@ -244,6 +244,14 @@ def repro_command(
     return " ".join(parts)
 
 
+def nonzero_phrase(nonzero: tuple[int, ...]) -> str:
+    """The sparsest failing input of a shrunk failure, in words (kcgate.engine.shrink.fewest_nonzero)."""
+    if len(nonzero) != 2:
+        return ""
+    k, n = nonzero
+    return f"fails with {k} of its {n} input elements nonzero (the rest set to 0)"
+
+
 def select(cases: list[Case], keyword: str | None, dtypes: list[str] | None) -> list[Case]:
     """``-k`` matches a substring or glob of the case id, or a class id; ``--dtype`` filters dtypes.
 

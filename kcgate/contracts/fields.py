@@ -221,6 +221,16 @@ PROTOCOL_FIELDS = (
         since="0.2",
     ),
     Field(
+        "probes",
+        "7 protocol",
+        "also run the stability probes after the class's check, on the families C-PRC-02 applies to: "
+        "cancellation (a large input offset), overflow (logits past exp's range), saturation (softcapped "
+        "logits where tanh saturates); C-PRC-02 always runs them (kcgate.engine.checks.stability)",
+        type="boolean",
+        default=True,
+        since="0.2",
+    ),
+    Field(
         "freivalds_vectors",
         "7 protocol",
         "random vectors per Freivalds check (default 10: a bad row missed w.p. <= 1e-3)",

@@ -48,6 +48,7 @@ class Protocol:
     freivalds_vectors: int = FREIVALDS_VECTORS  # random vectors per Freivalds check (docs/freivalds.md)
     held_out: int | None = None  # C-CMP-03's held-out shapes per seed; None: params.held_out (the class's)
     boundary: bool = CONTRACT_FIELD["protocol"].field("boundary").default  # kcgate.plan.boundary_shapes
+    probes: bool = CONTRACT_FIELD["protocol"].field("probes").default  # kcgate.engine.checks.stability
 
 
 @dataclass(frozen=True)

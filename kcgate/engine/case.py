@@ -13,7 +13,7 @@ from typing import Any
 
 from kcgate.contracts.records import Contract, Project
 from kcgate.devices.base import HostStopwatch
-from kcgate.engine.shrink import shrink
+from kcgate.engine.shrink import shrink_case
 from kcgate.plan import Case
 from kcgate.results.model import CaseResult, Metrics, Signature, Status
 from kcgate.util.resolve import resolve
@@ -97,7 +97,8 @@ def _execute(project: Project, case: Case, backend: Any, kernel: str | None) -> 
     try:
         ctx = make_context(project, case, backend, kernel)
         finding = CHECKS[case.klass](ctx)
-        shrunk = shrink(ctx, finding, CHECKS[case.klass])  # only where `run --shrink-s` gives it time
+        # only where `run --shrink-s` gives it time: the smallest shape, then the fewest nonzero inputs
+        shrunk, nonzero = shrink_case(ctx, finding, CHECKS[case.klass])
         backend.empty_cache()
     except BaseException as exc:  # noqa: BLE001 — SystemExit and KeyboardInterrupt from a kernel included
         if isinstance(exc, KeyboardInterrupt):
@@ -113,6 +114,7 @@ def _execute(project: Project, case: Case, backend: Any, kernel: str | None) -> 
         kernel_s=ctx.kernel_s,
         oracle_s=ctx.oracle_s,
         shrunk_shape=shrunk,
+        shrunk_nonzero=nonzero,
     )
 
 

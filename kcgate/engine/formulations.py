@@ -47,7 +47,7 @@ def log_softmax_exp(op: OpFamily, x: Tensors, kw: dict[str, Any]) -> torch.Tenso
 def lse_cross_entropy(op: OpFamily, x: Tensors, kw: dict[str, Any]) -> torch.Tensor | None:
     """``logsumexp(x) − x[t]`` per row, then the mean over the rows not ignored (Liger's and most fused
     kernels' form): the loss rounds twice at its own size, about one ulp where torch's is nearer half."""
-    if kw.get("label_smoothing", 0.0):
+    if kw.get("label_smoothing", 0.0) or kw.get("softcap", 0.0):
         return None
     logits, target = x[0], x[1]
     ignore = int(kw.get("ignore_index", -100))

@@ -9,6 +9,13 @@ grid steps above them, halvings, one step down) at which the whole class check s
 cause; two passes, since a smaller dimension can let another shrink. Every candidate respects the family's
 and the contract's shape constraints and the relations of the failing shape (kcgate.plan.relate_shape).
 A tail bug is not monotone in n (1021 fails, 1024 passes), so candidates are tried from the smallest up.
+
+Then, at the smallest shape (or the case's own where none is smaller), ``fewest_nonzero`` searches for the
+fewest nonzero input elements that still fail with the same cause: the first trial's inputs, with their
+floating-point elements set to 0 in halves, quarters, ... (delta debugging), one trial's verdict per
+candidate, bounded by what the shape search left of the time (at least half of it) and MAX_TRIES. The
+results record ``(nonzero, elements)`` (``shrunk_nonzero``): a softmax that reads 0 past n fails on all-zero
+rows (0 nonzero), which says the bug is in the masking, not in the arithmetic. Index inputs are kept.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from typing import Any
 from kcgate.contracts import shape_class
 from kcgate.plan import relate_shape
 from kcgate.results.model import Status
+
+Shrunk = tuple[tuple[int, ...], tuple[int, ...]]  # (smallest shape, (nonzero input elements, elements))
 
 NO_SHRINK = ("C-CMP-03",)  # its failure is already a search over shapes (the held-out shape is named)
 MAX_TRIES = 64
@@ -78,6 +87,87 @@ def candidates(n: int, dom: shape_class.Domain) -> list[int]:
                 break
         vals.append(dom.snap(n - dom.step))
     return sorted({v for v in vals if dom.ok(v) and v < n})
+
+
+def shrink_case(ctx: Any, finding: Any, check: Any) -> Shrunk:
+    """The smallest failing shape (``shrink``), then the fewest nonzero inputs that fail alike at it."""
+    budget = getattr(ctx.case, "shrink_s", 0.0)
+    if budget <= 0 or finding.status != Status.FAIL or finding.signature is None:
+        return (), ()
+    t0 = time.perf_counter()
+    shape = shrink(ctx, finding, check)
+    left = max(budget - (time.perf_counter() - t0), budget / 2)
+    nonzero = fewest_nonzero(ctx, shape or tuple(ctx.case.shape), finding.signature.cause, left)
+    return shape, nonzero
+
+
+def fewest_nonzero(ctx: Any, shape: tuple[int, ...], cause: str, seconds: float) -> tuple[int, ...]:
+    """``(nonzero, elements)``: the fewest nonzero floating-point input elements found at ``shape`` whose
+    single trial still fails with ``cause``; () where the first trial's own inputs do not fail so (a class's
+    own measurement named the cause) or no element could be zeroed."""
+    import torch
+
+    from kcgate.engine.checks import verdict
+    from kcgate.engine.harness import run_trial
+
+    small = _at(ctx, shape)
+    deadline = time.perf_counter() + seconds
+    xs = small.inputs(shape, 0)
+    floats = [i for i, x in enumerate(xs) if x.is_floating_point()]
+    sizes = [xs[i].numel() for i in floats]
+    total = sum(sizes)
+    tries = 0
+
+    def fails(keep: list[int]) -> bool:
+        nonlocal tries
+        tries += 1
+        mask = torch.zeros(total, dtype=torch.bool)
+        mask[keep] = True
+        parts = list(xs)
+        for i, m in zip(floats, mask.split(sizes), strict=True):
+            parts[i] = torch.where(m.view(xs[i].shape), xs[i], torch.zeros_like(xs[i]))
+        try:
+            found = verdict(
+                small, [run_trial(small, inputs=tuple(parts), salt=("shrink", tries))], excess=False
+            )
+        except Exception:  # noqa: BLE001 — a kernel that raises on these inputs is another failure
+            return False
+        return found.status == Status.FAIL and found.signature is not None and found.signature.cause == cause
+
+    keep = [int(j) for j in torch.cat([xs[i].flatten() for i in floats]).nonzero().flatten()] if total else []
+    if not keep or not fails(keep):
+        return ()
+    start = len(keep)
+    chunk = len(keep)
+    while chunk >= 1 and keep:
+        removed = False
+        at = 0
+        while at < len(keep):
+            if time.perf_counter() > deadline or tries >= MAX_TRIES:
+                return (len(keep), total) if len(keep) < start else ()
+            rest = keep[:at] + keep[at + chunk :]
+            if fails(rest):
+                keep, removed = rest, True
+            else:
+                at += chunk
+        if not removed:
+            chunk //= 2
+        chunk = min(chunk, len(keep))
+    return (len(keep), total) if len(keep) < start else ()
+
+
+def _at(ctx: Any, shape: tuple[int, ...]) -> Any:
+    """The case's context at another shape, with no shrinking of its own."""
+    from kcgate.engine.trial import CaseContext
+
+    return CaseContext(
+        contract=ctx.contract,
+        case=replace(ctx.case, shape=shape, shrink_s=0.0),
+        kernel=ctx.kernel,
+        op=ctx.op,
+        device=ctx.device,
+        synchronize=ctx.synchronize,
+    )
 
 
 def _fails_alike(ctx: Any, shape: tuple[int, ...], cause: str, check: Any) -> bool:

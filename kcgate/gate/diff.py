@@ -233,6 +233,7 @@ def _present(
                 "dtype",
                 "seed",
                 "shrunk_shape",
+                "shrunk_nonzero",
             )
         ),
         cases.metric("budget_used"),
@@ -254,6 +255,7 @@ def _present(
         dtype,
         seed,
         shrunk,
+        nonzero,
         budget,
         ulp,
         abs_err,
@@ -298,6 +300,7 @@ def _present(
                     "max_ulp": ulp,
                     "max_abs_err": abs_err,
                     "shrunk_shape": tuple(shrunk or ()),
+                    "shrunk_nonzero": tuple(nonzero or ()),
                 },
             )
         )

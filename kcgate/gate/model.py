@@ -50,6 +50,7 @@ class CaseChange:
     # None when either side has no budget
     budget_factor: float | None = None
     shrunk_shape: tuple[int, ...] = ()  # the smallest failing shape kcgate.engine.shrink found; (): none
+    shrunk_nonzero: tuple[int, ...] = ()  # (nonzero input elements, elements) of the sparsest failing input
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -57,8 +58,9 @@ class CaseChange:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> CaseChange:
         fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        if "shrunk_shape" in fields:  # a JSON list
-            fields["shrunk_shape"] = tuple(fields["shrunk_shape"] or ())
+        for name in ("shrunk_shape", "shrunk_nonzero"):  # JSON lists
+            if name in fields:
+                fields[name] = tuple(fields[name] or ())
         return cls(**fields)
 
 

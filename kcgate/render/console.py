@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from kcgate.plan import repro_command
+from kcgate.plan import nonzero_phrase, repro_command
 from kcgate.render.escape import console_text
 from kcgate.results.model import CaseResult, RunResult, Status
 from kcgate.vocab.dtypes import low_precision
@@ -69,14 +69,20 @@ def render_run(run: RunResult) -> str:
 
 def shrunk_lines(run: RunResult) -> str:
     """Each failure shrunk to a smaller shape (kcgate.engine.shrink), with the command that reproduces it."""
-    lines = [
-        f"  {c.case_id}: smallest failing shape {'x'.join(map(str, c.shrunk_shape))} "
-        f"(same cause, {c.signature.cause if c.signature else 'failed'}): "
-        + repro_command(c.contract_id, c.dtype, c.seed, c.shrunk_shape, _contracts(run))
-        for c in run.cases
-        if c.shrunk_shape
-    ]
+    lines = [_shrunk_line(c, _contracts(run)) for c in run.cases if c.shrunk_shape or c.shrunk_nonzero]
     return "\n\nshrunk reproductions:\n" + "\n".join(lines) if lines else ""
+
+
+def _shrunk_line(c: CaseResult, contracts: str) -> str:
+    cause = f"same cause, {c.signature.cause if c.signature else 'failed'}"
+    sparse = nonzero_phrase(c.shrunk_nonzero)
+    if not c.shrunk_shape:  # no smaller shape: the sparsest input at the case's own
+        return f"  {c.case_id}: at its own shape {sparse} ({cause})"
+    return (
+        f"  {c.case_id}: smallest failing shape {'x'.join(map(str, c.shrunk_shape))} ({cause}): "
+        + repro_command(c.contract_id, c.dtype, c.seed, c.shrunk_shape, contracts)
+        + (f"; there it {sparse}" if sparse else "")
+    )
 
 
 def _contracts(run: RunResult) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from kcgate.gate.model import CaseChange, Diff, RunnerDiff
-from kcgate.plan import base_seed_for, case_id
+from kcgate.plan import base_seed_for, case_id, nonzero_phrase
 from kcgate.render.escape import is_sha, md_cell, md_code, md_text
 from kcgate.render.labels import SEVERITY, factor_text, icon, label, rank
 from kcgate.results.model import UNEVALUATED, Status
@@ -420,6 +420,9 @@ def reproduce_line(g: Group, ctx: RenderContext) -> str:
         shrunk = replace(c, case_id=case_id(c.contract_id, c.dtype, shape, 0))
         cmd = reproduce_command(shrunk, ctx.contracts_file, rerun) + " --shape " + "x".join(map(str, shape))
         line += f"; smallest failing shape {'x'.join(map(str, shape))}: {md_code(cmd, 600)}"
+    if c.shrunk_nonzero:
+        where = "there it" if c.shrunk_shape else "at its own shape it"
+        line += f"; {where} {nonzero_phrase(tuple(c.shrunk_nonzero))}"
     return line
 
 

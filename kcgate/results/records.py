@@ -245,6 +245,8 @@ class CaseResult:
     shrunk_shape: tuple[
         int, ...
     ] = ()  # the smallest shape found failing with the same cause (kcgate.engine.shrink)
+    # (nonzero input elements, elements) of the sparsest input found failing alike at that shape; (): none
+    shrunk_nonzero: tuple[int, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -418,6 +420,13 @@ CASE_COLUMNS: tuple[Column, ...] = (
         INTS,
         "a failed case: the smallest shape found that fails with the same cause on the case's seed "
         "(`kcgate run --shape`); empty: not searched or none smaller",
+    ),
+    _case(
+        "shrunk_nonzero",
+        INTS,
+        "a failed case: [nonzero input elements, elements] of the sparsest input found at the shrunk shape (the "
+        "case's own where none is smaller) that fails with the same cause, the other elements set to 0; "
+        "empty: not searched or none sparser",
     ),
 )
 CASE_FIELDS: tuple[str, ...] = names(CASE_COLUMNS)

@@ -300,6 +300,11 @@ CATALOGUE: dict[str, Op] = {
                     int, -100, help="target value whose rows are ignored (1 row in 8 has it)"
                 ),
                 "label_smoothing": ParamSpec(float, 0.0, help="label smoothing ε in [0, 1)"),
+                "softcap": ParamSpec(
+                    float,
+                    0.0,
+                    help="logits capped to softcap·tanh(logits / softcap) before the loss (Gemma 2: 30); 0 = none",
+                ),
             },
         ),
         Op(

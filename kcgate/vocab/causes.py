@@ -62,6 +62,8 @@ CAUSE_TABLE: tuple[Cause, ...] = (
     Cause("cancellation", "precision", "catastrophic cancellation: the error scales with |mean|/std or the inputs' offset"),
     Cause("overflow", "structural", "an intermediate overflowed (inf or NaN where the oracle is finite)", keeps=True,
           nonfinite=True),
+    Cause("saturation", "semantic",
+          "fine on the contract's inputs, wrong on softcapped logits where tanh saturates (padded lanes counted)"),
     Cause("approximation", "precision", "a smooth, systematic error over the input range (a fast-math approximation)"),
     Cause("order-dependence", "precision", "the result depends on the reduction order beyond the non-associativity bound"),
     Cause("nondeterminism", "precision", "identical calls return different bits"),

@@ -34,6 +34,11 @@ class ContractClass:
     # Whether the measurement carries over to gradients (docs/classes/*.md, "Backward"): not for operand
     # rounding (C-PRC-03), output rounding and saturation (C-PRC-04), nor out-of-range indices (C-EXC-02).
     backward: bool = True
+    # Whether its check is followed by the stability probes on the families with the ``offset_probes`` trait
+    # (kcgate.engine.checks.stability): every class that compares outputs with the oracle. Not C-PRC-02 (it
+    # asserts them itself), C-PRC-04 (fp8 outputs: the output format's policy), nor the exceptional classes
+    # (a special-value or index policy, not the numbers).
+    probes: bool = True
 
 
 _ALL = tuple(CATALOGUE)  # every op family, in the catalogue's order
@@ -80,7 +85,8 @@ CLASSES: dict[str, ContractClass] = {
             provenance="paper",
             asserts="stable under cancellation and overflow (softmax, logsumexp, norms with a large mean)",
             trait="offset_probes",
-            signatures=("cancellation", "overflow", "nan-pattern"),
+            probes=False,
+            signatures=("cancellation", "overflow", "saturation", "nan-pattern"),
             params={
                 "offset": ParamSpec(
                     float,
@@ -110,6 +116,7 @@ CLASSES: dict[str, ContractClass] = {
             provenance="paper",
             asserts="low-precision outputs round and saturate as declared (RNE, fp8 saturate or NaN)",
             trait="fp8_output",
+            probes=False,
             tolerance="exact",
             postcondition="policy",
             signatures=("biased-rounding", "overflow"),
@@ -194,6 +201,7 @@ CLASSES: dict[str, ContractClass] = {
             provenance="kcgate",
             asserts="NaN/Inf propagate per declared policy; subnormals kept or flushed as declared",
             trait="",
+            probes=False,
             postcondition="policy",
             signatures=("nan-pattern", "subnormal-flush"),
             params={
@@ -217,6 +225,7 @@ CLASSES: dict[str, ContractClass] = {
             provenance="kcgate",
             asserts="out-of-bounds indices and accesses follow the declared policy (raise, clamp, zero, undefined)",
             trait="indexed",
+            probes=False,
             postcondition="policy",
             tolerance="exact",
             signatures=("out-of-bounds",),

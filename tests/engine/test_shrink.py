@@ -49,6 +49,44 @@ def test_the_tail_mask_bug_shrinks_to_a_row_of_three() -> None:
     assert shape[0] <= 3
 
 
+def test_the_tail_mask_bug_fails_on_all_zero_inputs_at_its_smallest_shape() -> None:
+    # the sparsest failing input says where the bug is: a softmax reading 0 past n is wrong on all-zero rows
+    # (1/4 where 1/3 is right), so the fault is the masking, not the arithmetic
+    from kcgate.engine.checks import CHECKS
+    from kcgate.engine.shrink import shrink_case
+
+    ctx, finding = _failing((3, 1021), 5.0)
+    shape, nonzero = shrink_case(ctx, finding, CHECKS["C-PRC-01"])
+    assert shape[-1] == 3 and nonzero == (0, shape[0] * shape[1])
+
+
+def test_a_bug_that_needs_its_inputs_keeps_the_ones_it_needs() -> None:
+    # a softmax wrong only where the last lane is nonzero (it drops x[..., -1] from the sum): all-zero rows
+    # pass, so the search keeps at least one lane and stops short of zero
+    import torch
+
+    from kcgate.contracts.records import Contract, Protocol
+    from kcgate.engine.shrink import fewest_nonzero
+    from kcgate.engine.trial import CaseContext
+    from kcgate.numerics.ops import OPS
+    from kcgate.plan import Case
+
+    def last_lane_scaled(x: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        y[..., -1] = 2 * y[..., -1]  # a wrong value exactly where the last lane is nonzero
+        return torch.softmax(y, -1)
+
+    contract = Contract(id="t", klass="C-CMP-01", kernel="x:y", op="softmax", protocol=Protocol(seeds=1))
+    case = Case("t", "t", "C-CMP-01", "softmax", "float32", (4, 64), 0, 11, shrink_s=5.0)
+    ctx = CaseContext(contract=contract, case=case, kernel=last_lane_scaled, op=OPS["softmax"])
+    from kcgate.engine.checks import CHECKS
+
+    finding = CHECKS["C-CMP-01"](ctx)
+    assert finding.status == "fail" and finding.signature is not None
+    nonzero = fewest_nonzero(ctx, (4, 64), finding.signature.cause, 5.0)
+    assert nonzero and 1 <= nonzero[0] < 256 and nonzero[1] == 256, nonzero
+
+
 def test_no_time_no_search_and_passing_cases_are_not_shrunk() -> None:
     from kcgate.engine.checks import CHECKS
     from kcgate.engine.shrink import shrink
@@ -64,13 +102,17 @@ def test_results_files_without_the_column_still_read(tmp_path: Path) -> None:
     from kcgate.results.model import CASE_FIELDS, CaseResult, Fingerprint, RunResult
 
     case = CaseResult("c/float32/3x1021/s0", "c", "C-PRC-01", "softmax", "float32", (3, 1021), 7, "fail")
-    text = dumps_run(RunResult("r", Fingerprint("cpu"), (replace(case, shrunk_shape=(2, 3)),)))
-    assert load_run(_write(tmp_path / "new.json", text)).cases[0].shrunk_shape == (2, 3)
-    doc = json.loads(text)  # a file written before the column existed: one column fewer, read as empty
-    assert doc["case_fields"][-1] == "shrunk_shape" == CASE_FIELDS[-1]
-    doc["case_fields"] = doc["case_fields"][:-1]
-    doc["cases"] = [row[:-1] for row in doc["cases"]]
-    assert load_run(_write(tmp_path / "old.json", json.dumps(doc))).cases[0].shrunk_shape == ()
+    text = dumps_run(
+        RunResult("r", Fingerprint("cpu"), (replace(case, shrunk_shape=(2, 3), shrunk_nonzero=(0, 6)),))
+    )
+    new = load_run(_write(tmp_path / "new.json", text)).cases[0]
+    assert new.shrunk_shape == (2, 3) and new.shrunk_nonzero == (0, 6)
+    doc = json.loads(text)  # a file written before the columns existed: two columns fewer, read as empty
+    assert doc["case_fields"][-2:] == ["shrunk_shape", "shrunk_nonzero"] == list(CASE_FIELDS[-2:])
+    doc["case_fields"] = doc["case_fields"][:-2]
+    doc["cases"] = [row[:-2] for row in doc["cases"]]
+    old = load_run(_write(tmp_path / "old.json", json.dumps(doc))).cases[0]
+    assert old.shrunk_shape == () and old.shrunk_nonzero == ()
 
 
 def _write(path: Path, text: str) -> Path:
@@ -88,12 +130,14 @@ def test_the_pr_comment_reproduce_line_names_the_smallest_shape() -> None:
         dtype="float32",
         seed=12345,
         shrunk_shape=(2, 3),
+        shrunk_nonzero=(0, 6),
     )
     line = reproduce_line(Group((change,)), RenderContext())
     assert "smallest failing shape 2x3" in line
+    assert "there it fails with 0 of its 6 input elements nonzero" in line
     # the same seed as the console's command, with the runner's contracts file and runner (issue 36)
     seed = repro_command("sm", "float32", 12345, (2, 3)).split("--seed ")[1]
-    assert "-k sm/float32/2x3/s0 --seed " + seed in line and line.rstrip("`").endswith("--shape 2x3")
+    assert "-k sm/float32/2x3/s0 --seed " + seed in line and "--shape 2x3`; there it" in line
 
 
 CONTRACTS = """
@@ -124,9 +168,10 @@ def test_kcgate_run_prints_a_command_that_reproduces_the_shrunk_failure(tmp_path
     assert proc.returncode == 1, proc.stderr[-2000:]
     (case,) = [c for c in load_run(tmp_path / "r.json").cases if c.status == "fail"]
     assert case.case_id == "softmax-other-zero/float32/3x1021/s0"
-    assert case.shrunk_shape[-1] == 3
+    assert case.shrunk_shape[-1] == 3 and case.shrunk_nonzero == (0, case.shrunk_shape[0] * 3)
     found = re.search(
-        r"smallest failing shape (\S+) \(same cause, masked-tail\): (kcgate run .*)", proc.stdout
+        r"smallest failing shape (\S+) \(same cause, masked-tail\): (kcgate run .*?); there it fails with 0 of",
+        proc.stdout,
     )
     assert found, proc.stdout[-3000:]
     cmd = shlex.split(found.group(2))[2:]  # after "kcgate run"

@@ -149,22 +149,22 @@ def test_unknown_fields_are_ignored(tmp_path: Path) -> None:
 
 
 def _older(doc: dict[str, object]) -> dict[str, object]:
-    """The document as a kcgate before the last case column (``shrunk_shape``) was appended wrote it."""
+    """The document as a kcgate before the last case column (``shrunk_nonzero``) was appended wrote it."""
     doc["case_fields"] = doc["case_fields"][:-1]  # type: ignore[index]
     doc["cases"] = [r[:-1] for r in doc["cases"]]  # type: ignore[attr-defined]
     return doc
 
 
 def test_a_file_written_before_a_column_was_appended_reads_it_as_its_default(tmp_path: Path) -> None:
-    assert CASE_FIELDS[-3:] == ("source", "harness_s", "shrunk_shape")
+    assert CASE_FIELDS[-4:] == ("source", "harness_s", "shrunk_shape", "shrunk_nonzero")
     cases = load_run(_write(tmp_path, _older(_doc(2)))).cases
-    assert cases == load_run(DATA / "current.json").cases and all(c.shrunk_shape == () for c in cases)
-    two_older = _older(_older(_doc(2)))  # before harness_s too: both read as their defaults
-    assert all(
-        c.harness_s == 0.0 and c.shrunk_shape == () for c in load_run(_write(tmp_path, two_older)).cases
-    )
-    three_older = _older(two_older)  # before source too
-    assert all(c.source == "" for c in load_run(_write(tmp_path, three_older)).cases)
+    assert cases == load_run(DATA / "current.json").cases and all(c.shrunk_nonzero == () for c in cases)
+    two_older = _older(_older(_doc(2)))  # before shrunk_shape too
+    assert all(c.shrunk_shape == () for c in load_run(_write(tmp_path, two_older)).cases)
+    three_older = _older(two_older)  # before harness_s too: read as its default
+    assert all(c.harness_s == 0.0 for c in load_run(_write(tmp_path, three_older)).cases)
+    four_older = _older(three_older)  # before source too
+    assert all(c.source == "" for c in load_run(_write(tmp_path, four_older)).cases)
     doc = _older(_doc(2))
     doc["cases"][0].append(1)  # type: ignore[index]
     code, out = _cli("compare", str(_write(tmp_path, doc)))

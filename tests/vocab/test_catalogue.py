@@ -58,14 +58,14 @@ def test_run_list_plans_without_torch(no_torch_env: dict[str, str]) -> None:
 
 def test_a_family_trait_is_read_from_the_catalogue_only() -> None:
     # the classes, the C-PRC-02 probes, signatures and the backward fit read traits through families/has
-    from kcgate.engine.checks import c_prc_02
+    from kcgate.engine.checks import stability
     from kcgate.vocab.catalogue import CATALOGUE, families, has
     from kcgate.vocab.classes import CLASSES
 
     assert CLASSES["C-PRC-02"].ops == families("offset_probes") + ("custom",)
     assert CLASSES["C-EXC-02"].ops == families("indexed") + ("custom",)
     assert "rope" not in CLASSES["C-ORD-03"].ops and "gelu" in CLASSES["C-ORD-03"].ops
-    assert c_prc_02.EXP_FAMILIES == families("exp") and c_prc_02.NORM_FAMILIES == ("layernorm", "rmsnorm")
+    assert stability.EXP_FAMILIES == families("exp") and stability.NORM_FAMILIES == ("layernorm", "rmsnorm")
     assert has("bmm", "plain_product") and not has("linear", "plain_product") and not has("nope", "exp")
     assert {n for n, op in CATALOGUE.items() if op.grad_reduction} == {
         "matmul",

@@ -1,7 +1,8 @@
 """Class checks: ``CHECKS[class_id](ctx) -> Finding``. A violation is a Finding, never an exception.
 
 Every class starts from ``verdict(ctx, trials(ctx))`` (the output against the fp64 oracle under the
-contract's tolerance, over fresh-input trials) and adds its own measurements.
+contract's tolerance, over fresh-input trials) and adds its own measurements; where it passes, the
+stability probes follow (``kcgate.engine.checks.stability.after_class``; ``protocol.probes``).
 """
 
 from __future__ import annotations
@@ -223,7 +224,9 @@ def _class_check(module: str) -> Callable[[CaseContext], Finding]:
     """A class's own check from ``kcgate.engine.checks.<module>``, imported on first use (no import cycle)."""
 
     def run(ctx: CaseContext) -> Finding:
-        return importlib.import_module(f"kcgate.engine.checks.{module}").check(ctx)  # type: ignore[no-any-return]
+        finding = importlib.import_module(f"kcgate.engine.checks.{module}").check(ctx)
+        # then the stability probes every class runs where they apply (kcgate.engine.checks.stability)
+        return importlib.import_module("kcgate.engine.checks.stability").after_class(ctx, finding)  # type: ignore[no-any-return]
 
     run.__name__ = f"{module}.check"
     return run

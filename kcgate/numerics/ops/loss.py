@@ -2,7 +2,9 @@
 
 Shape form ``[rows, vocab]``; call ``kernel(logits, target, **kw)`` with logits (rows, vocab) and int64 target
 (rows,), in the ``F.cross_entropy`` convention: ``reduction`` always passed ("none" or "mean"),
-``ignore_index`` and ``label_smoothing`` when they differ from torch's defaults. One row in eight is ignored.
+``ignore_index``, ``label_smoothing`` and ``softcap`` when they differ from torch's defaults. One row in eight
+is ignored. ``softcap``: the loss of ``softcap·tanh(logits / softcap)`` (Gemma 2's final logits, Liger's
+``softcap``).
 Derivation of the bound: docs/ops.md#cross_entropy.
 """
 
@@ -24,6 +26,7 @@ class CrossEntropy:
     reduction: str = "mean"  # "none" (per-row loss) or "mean" over the rows not ignored
     ignore_index: int = -100
     label_smoothing: float = 0.0
+    softcap: float = 0.0  # > 0: the logits are softcap·tanh(logits / softcap) first
     all_rows: bool = False  # not a param: the mistake of a mean over every row, ignored ones included
 
 
@@ -43,10 +46,31 @@ def _oracle(cfg: CrossEntropy) -> Callable[..., torch.Tensor]:
         if cfg.all_rows:
             return _oracle(replace(cfg, reduction="none", all_rows=False))(x, t).sum() / x.shape[0]
         return F.cross_entropy(
-            x, t, ignore_index=cfg.ignore_index, label_smoothing=cfg.label_smoothing, reduction=cfg.reduction
+            capped(x, cfg),
+            t,
+            ignore_index=cfg.ignore_index,
+            label_smoothing=cfg.label_smoothing,
+            reduction=cfg.reduction,
         )
 
     return oracle
+
+
+def capped(x: torch.Tensor, cfg: CrossEntropy) -> torch.Tensor:
+    """The logits the loss is taken of: softcap·tanh(x / softcap), or x without a softcap."""
+    return cfg.softcap * torch.tanh(x / cfg.softcap) if cfg.softcap else x
+
+
+def cap_error(xc: torch.Tensor, t: torch.Tensor, cfg: CrossEntropy, ba: BoundArgs) -> torch.Tensor:
+    """A row's loss error from the softcap's own roundings: x / cap, tanh and cap·(...) cost 4·u_c·|x̃| per
+    capped logit x̃ (|t|·(1 − tanh² t) <= |tanh t|: the division's rounding stays relative), and the loss
+    moves by at most the largest of them in the logsumexp plus the target's own."""
+    if not cfg.softcap:
+        return torch.zeros(xc.shape[0], dtype=xc.dtype)
+    u_c = max(ba.u_acc, ba.u_in)
+    n = xc.shape[-1]
+    xt = xc.gather(1, t.clamp(0, n - 1)[:, None])[:, 0].abs()
+    return 4 * u_c * (xc.abs().amax(-1) + xt)
 
 
 def row_bound(x: torch.Tensor, t: torch.Tensor, cfg: CrossEntropy, ba: BoundArgs) -> torch.Tensor:
@@ -71,7 +95,8 @@ def row_bound(x: torch.Tensor, t: torch.Tensor, cfg: CrossEntropy, ba: BoundArgs
 def _bound(cfg: CrossEntropy) -> Callable[[Tensors, torch.Tensor, BoundArgs], torch.Tensor]:
     def bound(xs: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
         x, t = xs
-        rows = row_bound(x, t, cfg, ba)
+        x = capped(x, cfg)
+        rows = row_bound(x, t, cfg, ba) + torch.where(t != cfg.ignore_index, cap_error(x, t, cfg, ba), 0.0)
         if cfg.reduction == "none":
             return rows + ba.u_out * y.abs()
         keep = (t != cfg.ignore_index).sum().clamp_min(1)
@@ -95,7 +120,8 @@ def _grad_bound(cfg: CrossEntropy) -> GradBound:
         p = exp(log p) from the saved log-softmax: its relative error is the forward's absolute lse error
         plus the roundings of log p = x − lse (2·u_c·(|x| + |lse| + |log p|)); g_i, the scalings, the
         sum of the two gradients and p − t̃ are rounded (4·u_c·(p + t̃): the difference may cancel); the smoothing's Σ over the vocabulary adds ε·λ√V·u_c·p. Ignored rows: 0."""
-        x, t = xs
+        raw, t = xs
+        x = capped(raw, cfg)
         n = x.shape[-1]
         u_c = max(ba.u_acc, ba.u_in)
         keep = (t != cfg.ignore_index)[:, None]
@@ -111,6 +137,11 @@ def _grad_bound(cfg: CrossEntropy) -> GradBound:
         # g_i = dy / kept, the (1 − ε) and ε/V scalings, the nll and smoothing gradients added, then p − t̃
         # (which may cancel, so relative to p + t̃): 4 roundings; fp16 gradients g·p are often subnormal
         err = gi.abs()[:, None] * (rel * p + 4 * u_c * (p + target))
+        if cfg.softcap:  # d logits = d x̃ · (1 − tanh²): the factor <= 1, its own error 4·u_c absolute
+            # (1 − tanh² cancels where tanh saturates) plus the forward's 4·u_c·|x̃| in the log
+            s = 1 - torch.tanh(raw / cfg.softcap) ** 2
+            err = s * (err + gi.abs()[:, None] * 4 * u_c * x.abs().amax(-1, keepdim=True) * p)
+            err = err + 4 * u_c * gi.abs()[:, None] * (p + target)
         err = err + 4 * underflow(ba.u_in) * (1 + gi.abs()[:, None])
         return torch.where(keep, err, torch.zeros_like(err)) + ba.u_out * g[0].abs(), None
 
@@ -119,6 +150,8 @@ def _grad_bound(cfg: CrossEntropy) -> GradBound:
 
 def mistakes(cfg: CrossEntropy) -> tuple[tuple[str, OpFamily], ...]:
     out = [("label smoothing ignored", replace(cfg, label_smoothing=0.0))] if cfg.label_smoothing else []
+    if cfg.softcap:
+        out.append(("the softcap not applied", replace(cfg, softcap=0.0)))
     if cfg.reduction == "mean":
         out.append(("the mean over every row, ignored ones included", replace(cfg, all_rows=True)))
     return tuple((what, build(alt)) for what, alt in out)
@@ -127,7 +160,8 @@ def mistakes(cfg: CrossEntropy) -> tuple[tuple[str, OpFamily], ...]:
 def call_kwargs(cfg: CrossEntropy) -> dict[str, Any]:
     kw: dict[str, Any] = {"reduction": cfg.reduction}
     kw |= {"ignore_index": cfg.ignore_index} if cfg.ignore_index != -100 else {}
-    return kw | ({"label_smoothing": cfg.label_smoothing} if cfg.label_smoothing else {})
+    kw |= {"label_smoothing": cfg.label_smoothing} if cfg.label_smoothing else {}
+    return kw | ({"softcap": cfg.softcap} if cfg.softcap else {})
 
 
 def configure(params: dict[str, Any]) -> OpFamily:
@@ -136,6 +170,7 @@ def configure(params: dict[str, Any]) -> OpFamily:
             reduction=str(params.get("reduction", "mean")),
             ignore_index=int(params.get("ignore_index", -100)),
             label_smoothing=float(params.get("label_smoothing", 0.0)),
+            softcap=abs(float(params.get("softcap", 0.0))),
         )
     )
 
