@@ -21,7 +21,7 @@ def test_mutate_writes_json_and_markdown_and_caches(tmp_path: Path) -> None:
     assert doc["kind"] == "kcgate-mutation" and doc["counts"]["killed"] >= 4
     assert [c["contract_id"] for c in doc["contracts"]] == ["softmax-stable"]
     assert doc["rules"]["neg-inf-to-zero"]["counts"]["killed"] == 1
-    assert "| softmax-stable | C-PRC-02 | 0/4 | 100% |" in md.read_text()
+    assert "| softmax-stable | C-PRC-02 | 0/6 | 100% |" in md.read_text()
     assert (cache / "mutate.json").is_file()
     again = kcgate(*args, "--cache", str(cache), "--no-advice")
     assert again.returncode == 0 and json.loads(out.read_text())["contracts"][0]["mutants"][0]["cached"]

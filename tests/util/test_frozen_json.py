@@ -70,7 +70,7 @@ def _everything_set() -> Project:
     """A project whose every field (nested records too) differs from its default."""
     tolerance = Tolerance("abs-rel", 2.5, 3.0, 1e-5, 1e-6, 3.0, "m:base", 0.0, "sequential")
     protocol = Protocol(
-        3, 4, False, 8, 60, (16, 64), 7, 5, False
+        3, 4, False, 8, 60, (16, 64), 7, 5, False, False
     )  # timeout_s given as the int 60, as TOML may
     contract = Contract(
         id="c",
