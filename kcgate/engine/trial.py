@@ -197,10 +197,18 @@ def signal_ratio(trial: Trial) -> float:
 
 @quiet
 def signal(cmp: Comparison, cap: float | None = None) -> float:
+    """‖allowed‖ / ‖reference‖ over the elements where the reference is finite. Where it is NaN or ±Inf (C-EXC-01's
+    planted inputs; a mean loss over a NaN logit) the comparison is of categories, which a zero output
+    fails: those elements have no magnitude to lose, and a reference with none finite has nothing to refuse."""
     allowed = spread(f64(cmp.allowed), cmp.ref.shape)
     if cap is not None:  # method "relative": the tighter of the bound and factor x the baseline's error
         allowed = np.minimum(allowed, cap)
-    ref = host(cmp.ref) if cmp.finite else np.nan_to_num(host(cmp.ref), posinf=0, neginf=0)
+    ref = host(cmp.ref)
+    if not cmp.finite:
+        finite = np.isfinite(ref)
+        if not finite.any():
+            return 0.0
+        ref, allowed = ref[finite], np.asarray(allowed)[finite]
     ref_norm = math.sqrt(sum_squares(ref))
     return math.sqrt(sum_squares(allowed)) / ref_norm if ref_norm > 0 else float("inf")
 
