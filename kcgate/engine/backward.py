@@ -92,6 +92,35 @@ def subnormal_grad_floor(dtype: torch.dtype, lam: float, up: Tensors) -> float:
     return lam * max((t.numel() for t in up), default=1) ** 0.5 * eta
 
 
+def dy_scale(ctx: CaseContext, trial: Trial) -> float:
+    """The power of two to scale kcgate's dY by so that no gradient is lost under the subnormal floor; 1 when
+    none is, or when the floor is not what makes it unmeasurable (its own bound is: that refusal stays).
+
+    dY is kcgate's choice, and a gradient is linear in it: a scalar loss's dY drawn near zero (−0.0005), or
+    a mean over many rows in fp16, puts the whole gradient below fp16's normal range, where the floor
+    (λ·√L half subnormal spacings) exceeds it and the case would be refused as unmeasurable. fp16 training
+    scales the loss for the same reason (loss scaling); the scale is exact, and the results record it."""
+    if trial.dy is None or not trial.grads:
+        return 1.0
+    up = tuple(t.to(torch.float64) if t.is_floating_point() else t for t in trial.inputs)
+    floor = subnormal_grad_floor(ctx.dtype, ctx.contract.tolerance.lam, up)
+    need = 1.0
+    for name, ratio in trial.signals.items():
+        c = trial.cmps.get(name)
+        if name == "out" or ratio < 1.0 or c is None:
+            continue
+        ref = float(c.ref.norm())
+        bound = float((torch.broadcast_to(c.allowed, c.ref.shape) - floor).clamp_min(0).norm())
+        if not (0 < ref < math.inf and bound < math.inf) or bound / ref > 0.5:
+            return 1.0  # the family's bound, not the floor, swamps this gradient
+        need = max(need, 2.0 ** math.ceil(math.log2(8 * floor * math.sqrt(c.ref.numel()) / ref)))
+    if need == 1.0:
+        return 1.0
+    top = max(float(c.ref.abs().max()) for n, c in trial.cmps.items() if n != "out") * need
+    limit = float(torch.finfo(trial.dy.dtype).max) / 16  # the scaled gradients stay far from overflow
+    return need if top <= limit and float(trial.dy.abs().max()) * need <= limit else 1.0
+
+
 def compare_grads(ctx: CaseContext, trial: Trial, inputs: Tensors | None = None) -> None:
     """Compare every differentiated input's gradient; the worst compared tensor decides the trial. The fp64
     references are computed from ``inputs`` where they live (the kernel's own inputs on its device, or the

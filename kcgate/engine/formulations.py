@@ -91,6 +91,33 @@ def eager_attention(op: OpFamily, x: Tensors, kw: dict[str, Any]) -> torch.Tenso
     return torch.matmul(p, v)
 
 
+def _pointwise_fn(op: OpFamily, x: torch.Tensor) -> str:
+    """Which named function a pointwise family computes, from its oracle's values on these inputs."""
+    from kcgate.numerics.ops.pointwise import Pointwise, identify
+
+    a = x.detach().to(torch.float64)
+    return identify(a, op.oracle(a).to(torch.float64), Pointwise())
+
+
+def stable_tanh(op: OpFamily, x: Tensors, kw: dict[str, Any]) -> torch.Tensor | None:
+    """``sign(x)·(1 − e^−2|x|)/(1 + e^−2|x|)``: the overflow-free textbook quotient (and ``2σ(2x) − 1`` alike).
+    1 − e^−2|x| cancels near 0: about u absolute where tanh ≈ x, 2.2x torch's fp32 error on N(0, 1)."""
+    if _pointwise_fn(op, x[0]) != "tanh":
+        return None
+    a = _wide(x[0])
+    e = torch.exp(-2 * a.abs())
+    return (torch.sign(a) * (1 - e) / (1 + e)).to(x[0].dtype)
+
+
+def stable_softplus(op: OpFamily, x: Tensors, kw: dict[str, Any]) -> torch.Tensor | None:
+    """``max(x, 0) + log(1 + e^−|x|)``: the overflow-free textbook softplus; 1 + e^−|x| rounded is an
+    absolute u in the log (log1p avoids it), 1.9x torch's fp32 error on N(0, 1)."""
+    if _pointwise_fn(op, x[0]) != "softplus":
+        return None
+    a = _wide(x[0])
+    return (a.clamp(min=0) + torch.log(1 + torch.exp(-a.abs()))).to(x[0].dtype)
+
+
 # family name -> its correct alternative formulations, (name shown in messages, function)
 ALTERNATIVES: dict[str, tuple[tuple[str, Formulation], ...]] = {
     "softmax": (("exp(x - logsumexp(x))", saved_lse_softmax), ("log_softmax(x).exp()", log_softmax_exp)),
@@ -98,6 +125,10 @@ ALTERNATIVES: dict[str, tuple[tuple[str, Formulation], ...]] = {
     "rmsnorm": (("LlamaRMSNorm (normalised x rounded before the weight)", llama_rmsnorm),),
     "attention": (("eager attention (scores in the input dtype)", eager_attention),),
     "sdpa": (("eager attention (scores in the input dtype)", eager_attention),),
+    "pointwise": (
+        ("sign(x)(1 - exp(-2|x|))/(1 + exp(-2|x|))", stable_tanh),
+        ("max(x, 0) + log(1 + exp(-|x|))", stable_softplus),
+    ),
 }
 
 

@@ -21,7 +21,7 @@ import torch
 
 from kcgate.devices.base import is_out_of_memory
 from kcgate.engine import sensitivity, torch_state
-from kcgate.engine.backward import compare_grads, run_backward
+from kcgate.engine.backward import compare_grads, dy_scale, run_backward
 from kcgate.engine.trial import (
     CaseContext,
     Trial,
@@ -78,9 +78,26 @@ def run_trial(
         _relative(ctx, trial)
     if ctx.contract.backward:
         compare_grads(ctx, trial, x)
+        if dy is None and (scale := dy_scale(ctx, trial)) > 1.0:
+            trial = _rescaled(ctx, trial, scale, kernel, call_kwargs)
     if fresh:
         _stale_check(ctx, trial)
     return trial
+
+
+def _rescaled(
+    ctx: CaseContext,
+    trial: Trial,
+    scale: float,
+    kernel: Callable[..., Any] | None,
+    call_kwargs: dict[str, Any] | None,
+) -> Trial:
+    """The trial again on the same inputs with kcgate's dY scaled by a power of two (exact), so that its
+    gradients clear the subnormal floor (kcgate.engine.backward.dy_scale); ``dy_scale`` in the metrics."""
+    assert trial.dy is not None  # dy_scale is 1 without one
+    t = run_trial(ctx, trial.shape, trial.salt, trial.inputs, kernel, call_kwargs, dy=trial.dy * scale)
+    t.metrics = replace(t.metrics, extra=tuple(sorted({**dict(t.metrics.extra), "dy_scale": scale}.items())))
+    return t
 
 
 def _relative(ctx: CaseContext, trial: Trial) -> None:

@@ -205,9 +205,12 @@ def signal_ratio(trial: Trial) -> float:
 
 
 def signal(cmp: Comparison, cap: float | None = None) -> float:
-    """‖allowed‖ / ‖reference‖ of one comparison (``cap``: method "relative", the tighter of the bound and
-    factor x the baseline's error): as torch ops where the comparison lives (two sums of squares come back),
-    or through numpy on the CPU's fast path. The two may differ in the last bit (sums in another order)."""
+    """‖allowed‖ / ‖reference‖ over the elements where the reference is finite (``cap``: method "relative",
+    the tighter of the bound and factor x the baseline's error). Where the reference is NaN or ±Inf (C-EXC-01's
+    planted inputs; a mean loss over a NaN logit) the comparison is of categories, which a zero output fails:
+    those elements have no magnitude to lose, and a reference with none finite has nothing to refuse. As torch
+    ops where the comparison lives (two sums of squares come back), or through numpy on the CPU's fast path;
+    the two may differ in the last bit (sums in another order)."""
     return (_signal_on_device if torch_ops(cmp.ref) else _signal_on_host)(cmp, cap)
 
 
@@ -215,8 +218,12 @@ def _signal_on_device(cmp: Comparison, cap: float | None) -> float:
     allowed = cmp.allowed.to(device=cmp.ref.device, dtype=torch.float64).expand(cmp.ref.shape).reshape(-1)
     if cap is not None:
         allowed = torch.clamp(allowed, max=cap)  # NaN stays NaN, as np.minimum
-    ref = cmp.ref if cmp.finite else cmp.ref.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
-    ref = ref.reshape(-1)
+    ref = cmp.ref.reshape(-1)
+    if not cmp.finite:
+        finite = ref.isfinite()
+        ref, allowed = ref[finite], allowed[finite]  # the masked size is a scalar read, not a tensor copy
+        if not ref.numel():
+            return 0.0
     allowed_ss, ref_ss = torch.stack([allowed.dot(allowed), ref.dot(ref)]).tolist()
     ref_norm = math.sqrt(ref_ss)
     return math.sqrt(allowed_ss) / ref_norm if ref_norm > 0 else float("inf")
@@ -227,7 +234,12 @@ def _signal_on_host(cmp: Comparison, cap: float | None) -> float:
     allowed = spread(f64(cmp.allowed), cmp.ref.shape)
     if cap is not None:  # method "relative": the tighter of the bound and factor x the baseline's error
         allowed = np.minimum(allowed, cap)
-    ref = host(cmp.ref) if cmp.finite else np.nan_to_num(host(cmp.ref), posinf=0, neginf=0)
+    ref = host(cmp.ref)
+    if not cmp.finite:
+        finite = np.isfinite(ref)
+        if not finite.any():
+            return 0.0
+        ref, allowed = ref[finite], np.asarray(allowed)[finite]
     ref_norm = math.sqrt(sum_squares(ref))
     return math.sqrt(sum_squares(allowed)) / ref_norm if ref_norm > 0 else float("inf")
 

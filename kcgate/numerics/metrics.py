@@ -291,9 +291,18 @@ def _unravel(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(idx))
 
 
+# Extra figures that say how a case was measured, kept from whichever trial has them (the largest), not
+# only from the worst trial: ``dy_scale``, the power of two kcgate scaled its upstream gradient by.
+KEPT_EXTRA = ("dy_scale",)
+
+
 def merge_metrics(ms: list[Metrics]) -> Metrics:
     """The worst of several trials (by budget used), with mismatches and elements summed."""
     worst = max(ms, key=lambda m: -1.0 if m.budget_used is None else m.budget_used)
+    extra = dict(worst.extra)
+    for key in KEPT_EXTRA:
+        if seen := [dict(m.extra)[key] for m in ms if key in dict(m.extra)]:
+            extra[key] = max(seen)
     return Metrics(
         budget_used=worst.budget_used,
         max_abs_err=max((m.max_abs_err for m in ms if m.max_abs_err is not None), default=None),
@@ -303,7 +312,7 @@ def merge_metrics(ms: list[Metrics]) -> Metrics:
         elements=sum(m.elements for m in ms),
         worst_index=worst.worst_index,
         allowed_at_worst=worst.allowed_at_worst,
-        extra=worst.extra,
+        extra=tuple(sorted(extra.items())) if extra != dict(worst.extra) else worst.extra,
         cr_ulp=max((m.cr_ulp for m in ms if m.cr_ulp is not None), default=None),
         cr_miss=_share([(m.cr_miss, m.elements) for m in ms]),
     )

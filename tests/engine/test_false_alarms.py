@@ -144,6 +144,45 @@ def test_a_scalar_loss_is_pooled_over_trials(tmp_path: Path) -> None:
     assert "trials" in bad.signature.summary
 
 
+@pytest.mark.parametrize(("klass", "seed"), [("C-ORD-02", 5), ("C-ORD-01", 0)])
+def test_a_tiny_upstream_gradient_is_scaled_not_refused(tmp_path: Path, klass: str, seed: int) -> None:
+    """fp16 cross-entropy, mean over the rows: kcgate drew dY = −0.0005 (seed 5) or −0.0038 for the scalar
+    loss, which put the whole logits gradient under fp16's normal range. The subnormal floor then exceeded
+    it and the case was refused ("allowed error / output = 62.2"). kcgate chose dY: it scales it by a power
+    of two, as fp16 training scales its loss, and records the scale."""
+    (r,) = _run(tmp_path, "lse-cross-entropy", range(seed, seed + 1), klass, "float16", "both")
+    assert r.status == "pass", r.message
+    assert dict(r.metrics.extra)["dy_scale"] >= 16
+
+
+def test_a_wrong_gradient_under_a_tiny_upstream_gradient_fails(tmp_path: Path) -> None:
+    """With dY scaled the gradient is measured: a kernel whose backward is half the right one fails where
+    the case was refused before (a zero gradient would have been refused too: the floor excused it)."""
+    text = correct.toml(ENTRIES["lse-cross-entropy"], "C-ORD-02", "float16", "both").replace(
+        "tests.testing.kernels.correct:lse_cross_entropy", "tests.engine.test_false_alarms:half_grad_ce"
+    )
+    project = _project(tmp_path, text)
+    (case,) = make_plan(project, 5, {})
+    r = execute_case(project, case, CpuBackend())
+    assert r.status == "fail", r.message
+    assert dict(r.metrics.extra)["dy_scale"] >= 16
+
+
+class _HalfGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: object, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: object, dy: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return dy * 0.5
+
+
+def half_grad_ce(logits: torch.Tensor, target: torch.Tensor, **kw: object) -> torch.Tensor:
+    """The textbook cross-entropy with its logits gradient halved (a scale bug in a fused backward)."""
+    return correct.lse_cross_entropy(_HalfGrad.apply(logits), target, **kw)
+
+
 def test_upper_bound_is_the_rule_of_three_at_zero() -> None:
     assert abs(false_alarms.upper_95(0, 5000) - 3 / 5000) < 2e-5
     assert 0.5 < false_alarms.upper_95(5, 10) < 0.9

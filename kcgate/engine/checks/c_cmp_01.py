@@ -9,6 +9,8 @@ from dataclasses import replace
 import torch
 
 from kcgate.engine.checks import Finding, named, trials, verdict
+from kcgate.engine.checks import c_cmp_01_range as range_probe
+from kcgate.engine.checks.c_support import count_budget, fold
 from kcgate.engine.diagnosis import sig
 from kcgate.engine.trial import CaseContext, Trial
 from kcgate.results.model import Signature, Status
@@ -17,10 +19,21 @@ from kcgate.results.model import Signature, Status
 def check(ctx: CaseContext) -> Finding:
     ts = trials(ctx)
     finding = verdict(ctx, ts)
+    if finding.status == Status.PASS:
+        return _range(ctx, finding)
     if finding.status != Status.FAIL or named(finding) or _semantics(finding):
         return finding
     found = approximation_signature(ts)
     return replace(finding, signature=found) if found else finding
+
+
+def _range(ctx: CaseContext, finding: Finding) -> Finding:
+    """An activation that passes on N(0, 1) must stay finite where its function is (c_cmp_01_range)."""
+    found = range_probe.probe(ctx)
+    if found is None:
+        return finding
+    # budget 2 per element made NaN/Inf (half a unit allowed, as the overflow policies of C-PRC-04)
+    return fold(finding, count_budget(found.introduced), found.signature, found.message, found.extra())
 
 
 def _semantics(finding: Finding) -> bool:

@@ -82,11 +82,21 @@ def _worse(a: Any, b: Any) -> bool:
     )
 
 
+def _first_float(xs: tuple[torch.Tensor, ...]) -> int | None:
+    """The position of the first floating-point input (embedding's weight, after its indices), if any."""
+    return next((i for i, x in enumerate(xs) if x.is_floating_point()), None)
+
+
+def _put(xs: tuple[torch.Tensor, ...], i: int, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (*xs[:i], x, *xs[i + 1 :])
+
+
 def poisoned(ctx: CaseContext, xs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
     """Plant one NaN, one +Inf, and a +Inf/−Inf pair in separate rows of the first float input."""
-    x = xs[0].clone()
-    if not x.is_floating_point() or x.dim() < 2 or x.shape[0] < 4:
+    i = _first_float(xs)
+    if i is None or xs[i].dim() < 2 or xs[i].shape[0] < 4:
         return xs
+    x = xs[i].clone()
     gen = ctx.generator("nan-rows")
     rows = torch.randperm(x.shape[0], generator=gen)[:3].tolist()
     col = lambda: int(torch.randint(0, x.shape[-1], (1,), generator=gen))  # noqa: E731
@@ -94,14 +104,18 @@ def poisoned(ctx: CaseContext, xs: tuple[torch.Tensor, ...]) -> tuple[torch.Tens
     x[rows[1], ..., col()] = float("inf")
     x[rows[2], ..., 0] = float("inf")
     x[rows[2], ..., -1] = float("-inf")
-    return (x, *xs[1:])
+    return _put(xs, i, x)
 
 
 def subnormal(ctx: CaseContext, xs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
-    """The first input scaled into the subnormal range (its values stay distinct and non-zero)."""
-    x = xs[0]
+    """The first float input scaled into the subnormal range (its values stay distinct and non-zero); an
+    op without one (no float input) is left as it is."""
+    i = _first_float(xs)
+    if i is None:
+        return xs
+    x = xs[i]
     scale = torch.finfo(x.dtype).tiny * 2.0**-8
-    return ((x.to(torch.float64) * scale).to(x.dtype), *xs[1:])
+    return _put(xs, i, (x.to(torch.float64) * scale).to(x.dtype))
 
 
 # ---- nan = "raise" and nan = "mask" ---------------------------------------------------------------------
@@ -112,13 +126,14 @@ INJECTIONS = {"NaN": float("nan"), "+Inf": float("inf"), "-Inf": float("-inf")}
 def injected(ctx: CaseContext, value: float, salt: str) -> tuple[torch.Tensor, ...]:
     """Fresh inputs with ``value`` at a few random positions of the first float input (as the peer injects)."""
     xs = ctx.inputs(ctx.case.shape, salt)
-    x = xs[0].clone()
-    if not x.is_floating_point() or x.numel() == 0:
+    i = _first_float(xs)
+    if i is None or xs[i].numel() == 0:
         return xs
+    x = xs[i].clone()
     gen = ctx.generator("inject", salt)
     idx = torch.randperm(x.numel(), generator=gen)[: max(1, min(10, x.numel() // 64))]
     x.view(-1)[idx] = value
-    return (x, *xs[1:])
+    return _put(xs, i, x)
 
 
 def _raise(ctx: CaseContext) -> Finding | None:

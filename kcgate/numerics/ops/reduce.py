@@ -187,11 +187,14 @@ def _norm_dx(
     centred: bool,
     u_g: float = 0.0,
 ) -> torch.Tensor:
-    """dx = r·(g − mean(g) − x̂·mean(g·x̂)) (rmsnorm: no mean(g)), g = w·dy: each term's error."""
+    """dx = r·(g − mean(g) − x̂·mean(g·x̂)) (rmsnorm: no mean(g)), g = w·dy: each term's error.
+
+    ``u_g``: the relative roundings to the input dtype of each term before the fp32 steps or after them:
+    g = w·dy (HF's weight * h), and each gradient path's contribution (T5's x · rsqrt(var) in fp32 from a
+    16-bit x: autograd rounds dy·r and x·Σ(g·x̂)·r/n to x's dtype apiece before adding them)."""
     n = xhat.shape[-1]
     gx = (gw.abs() * xhat.abs()).mean(-1, keepdim=True)
     terms = gw.abs() + xhat.abs() * gx + (gw.abs().mean(-1, keepdim=True) if centred else 0)
-    # u_g: g = w·dy rounded to the input dtype before the fp32 steps (HF's weight * h), relative in each g
     rel = ba.lam * sqrt(n) * ba.u_acc + 4 * ba.u_acc + u_g + 2 * e.amax(-1, keepdim=True)
     return r * (rel * terms + e * gx + (e * gw.abs()).mean(-1, keepdim=True))
 
@@ -215,7 +218,9 @@ def _rmsnorm_grad(cfg: Norm) -> GradBound:
         a, w = x
         rows = a.shape[0]
         xhat, r, e = _norm_parts(a, ba, centred=False, eps=cfg.eps)
-        dx = _norm_dx(xhat, r, e, (cfg.offset + w) * dy, ba, centred=False, u_g=_u_elementwise(cfg, ba))
+        # the casting mode's roundings of g, and u_in for each path of dx rounded on its own (docs/ops.md#t5)
+        u_g = _u_elementwise(cfg, ba) + ba.u_in
+        dx = _norm_dx(xhat, r, e, (cfg.offset + w) * dy, ba, centred=False, u_g=u_g)
         # HF's weight * h in the input dtype: h and each product dy·h round to it before the row sum (2u_in)
         t = (dy.abs() * xhat.abs()).sum(0)
         dw = (ba.lam * sqrt(rows) * ba.u_acc + 2 * ba.u_in) * t + (dy.abs() * e).sum(0)

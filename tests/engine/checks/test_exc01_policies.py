@@ -126,3 +126,22 @@ def test_policy_validation(tmp_path: Path, params: str, words: str) -> None:
     ok = p.read_text().replace(params, '{ nan = "mask", mask_value = 0.0 }')
     p.write_text(ok)
     assert load_project(p).contracts[0].param("mask_value") == 0.0
+
+
+def test_embedding_plants_into_its_weight_not_its_indices() -> None:
+    """embedding's first input is its index tensor: the subnormal trial called torch.finfo on it (a
+    TypeError out of kcgate) and NaN/Inf were never planted. They go into the weight, the first float input."""
+    f = _check("embedding", lambda idx, w: w[idx], {"subnormals": "keep"}, shape=(64, 256, 32))
+    assert f.status == "pass", f.message
+    bug = _check("embedding", lambda idx, w: w.nan_to_num(0.0, 0.0, 0.0)[idx], {}, shape=(64, 256, 32))
+    assert bug.status == "fail"  # (named exceeds-bound "0x the bound" for now: the diagnosis misses it)
+
+
+def test_a_scalar_loss_that_is_nan_is_compared_not_refused() -> None:
+    """A NaN logit makes the mean loss NaN: the reference has no finite element, so "allowed / output" had
+    no denominator (inf) and the case was refused as unmeasurable. A NaN against a NaN is a category
+    comparison, which a kernel returning zeros fails: it is judged."""
+    f = _check("cross_entropy", F.cross_entropy, {}, shape=(16, 1024))
+    assert f.status == "pass", f.message
+    zeros = _check("cross_entropy", lambda x, t, **kw: F.cross_entropy(x, t, **kw) * 0, {}, shape=(16, 1024))
+    assert zeros.status == "fail", zeros.message

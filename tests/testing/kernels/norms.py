@@ -39,6 +39,29 @@ class GemmaRMSNorm(torch.nn.Module):
         return output.type_as(x)
 
 
+class T5LayerNorm(torch.nn.Module):
+    """transformers' T5LayerNorm: the variance in fp32, ``x * rsqrt(variance + eps)`` with x still 16-bit (the
+    product promotes to fp32), cast to the weight's dtype when that is 16-bit, then ``weight * h``."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        if self.weight.dtype in [torch.float16, torch.bfloat16]:
+            hidden_states = hidden_states.to(self.weight.dtype)
+        return self.weight * hidden_states
+
+
+def t5_detached_rstd(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """T5's rmsnorm with the statistic detached (a gradient path lost): the forward is right, dx is not."""
+    variance = x.to(torch.float32).pow(2).mean(-1, keepdim=True).detach()
+    return w * (x * torch.rsqrt(variance + 1e-6)).to(w.dtype)
+
+
 def rms_norm_eps6(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """A Llama-style fused kernel at eps = 1e-6 (Liger's default)."""
     return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, 1e-6)
