@@ -55,7 +55,10 @@ def run(
         None, "--held-out", help="C-CMP-03: held-out shapes per case besides the class's extremes."
     ),
     shrink_s: float = typer.Option(
-        5.0, "--shrink-s", help="Seconds a failed case searches for its smallest failing shape (0: none)."
+        5.0,
+        "--shrink-s",
+        help="Seconds a failed case searches for its smallest failing shape, then its fewest nonzero "
+        "inputs (0: none).",
     ),
     shape: Optional[str] = typer.Option(
         None, "--shape", help="Run every contract of that arity at this shape alone, e.g. 3x1021."
