@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from kcgate.numerics.ops.base import OpFamily, Tensors
+from kcgate.numerics.ops.pointwise import Pointwise, identify
 
 Formulation = Callable[[OpFamily, Tensors, dict[str, Any]], "torch.Tensor | None"]
 
@@ -93,8 +94,6 @@ def eager_attention(op: OpFamily, x: Tensors, kw: dict[str, Any]) -> torch.Tenso
 
 def _pointwise_fn(op: OpFamily, x: torch.Tensor) -> str:
     """Which named function a pointwise family computes, from its oracle's values on these inputs."""
-    from kcgate.numerics.ops.pointwise import Pointwise, identify
-
     a = x.detach().to(torch.float64)
     return identify(a, op.oracle(a).to(torch.float64), Pointwise())
 

@@ -131,7 +131,7 @@ kernel = "advk:good_softmax"
 good = "advk:good_softmax"
 bad = "advk:naive_softmax"
 shapes = [[32, 256]]
-protocol = {{ seeds = 1, trials = 1 }}
+protocol = {{ seeds = 1, trials = 1, probes = false }}
 
 [[contract]]
 id = "mm-prc01"
@@ -157,6 +157,21 @@ def test_advice_names_the_probe_or_the_shape_class_that_catches_the_bad_kernel(t
     assert "C-CMP-03" in advice["mm-prc01"][0] and "64x1024x64" in advice["mm-prc01"][0]
     assert "tighten the tolerance" not in res.output
     assert "softmax-prc01: add a C-PRC-02 contract" in res.output
+
+
+def test_with_its_stability_probes_c_prc_01_catches_the_softmax_without_max_subtraction(tmp_path: Path):
+    """The same contract as above with ``protocol.probes`` on (the default): its own C-PRC-01 cases fail the
+    naive softmax, so calibrate has no advice to give for it."""
+    (tmp_path / "advk.py").write_text(ADVICE_KERNELS)
+    toml = tmp_path / "contracts.toml"
+    toml.write_text(ADVICE.format(root=tmp_path).replace(", probes = false", "", 1))
+    out = tmp_path / "cal.json"
+    CliRunner().invoke(app, ["calibrate", "--no-builtin", "--contracts", str(toml), "--json", str(out)])
+    rows = {r["contract_id"]: r for r in json.loads(out.read_text())["contracts"]}
+    assert rows["softmax-prc01"]["advice"] == [], rows["softmax-prc01"]
+    bad = next(st for st in rows["softmax-prc01"]["states"] if st["state"] == "bad")
+    assert bad["status"] == "fail" and bad["cause"] == "overflow-nan" and "probe" in bad["message"]
+    assert rows["mm-prc01"]["advice"]  # the K-truncating matmul still needs a held-out shape
 
 
 def test_loose_tolerance_advice_is_the_derived_bound(tmp_path: Path):

@@ -167,6 +167,24 @@ def _rows(path: Path) -> dict[str, dict[str, Any]]:
     return {r[0]: {k: v for k, v in zip(fields, r) if not k.endswith("_s")} for r in doc["cases"]}
 
 
+# The sensitivity gate's statistics are sums of squares (rms), which torch and numpy add in different orders:
+# they may differ in the last bits between the two paths; every other number is bitwise the same
+SUMS = ("excess_rms_ratio", "excess_max_ratio", "excess_ratio", "kernel_rms_err", "reference_rms_err")
+
+
+def _differences(a: Any, b: Any, where: str = "") -> list[str]:
+    """Where two results rows differ, the gate's sums (``SUMS``) allowed 1e-12 relative."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if set(a) != set(b):
+            return [f"{where}: keys {sorted(set(a) ^ set(b))}"]
+        return [d for k in a for d in _differences(a[k], b[k], f"{where}.{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _differences(x, y, f"{where}[{i}]")]
+    if isinstance(a, float) and isinstance(b, float) and where.endswith(SUMS):
+        return [] if math.isclose(a, b, rel_tol=1e-12) else [f"{where}: {a!r} != {b!r}"]
+    return [] if a == b else [f"{where}: {a!r} != {b!r}"]
+
+
 @pytest.mark.slow
 def test_the_repositorys_contracts_give_the_same_results_on_both_paths(tmp_path: Path) -> None:
     """``kcgate run`` on contracts.toml with the host path and with the device path: every case's verdict,
@@ -181,7 +199,7 @@ def test_the_repositorys_contracts_give_the_same_results_on_both_paths(tmp_path:
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout + proc.stderr
         found[mode] = {k: v for k, v in _rows(out).items() if not k.startswith("matmul-large-freivalds/")}
-    assert len(found["host"]) >= 40 and found["host"] == found["device"]
+    assert len(found["host"]) >= 40 and not _differences(found["host"], found["device"])
 
 
 def test_ulp_keys_agree_with_numpy_on_negative_zero_and_extremes() -> None:

@@ -80,6 +80,7 @@ def rows(draw: Any) -> list[list[Any]]:
                 draw(texts),
                 draw(numbers),
                 draw(int_lists),  # shrunk_shape
+                draw(int_lists),  # shrunk_nonzero
             ]
         )
     return out
