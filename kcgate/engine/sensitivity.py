@@ -505,7 +505,8 @@ def statistics(ctx: CaseContext, parts: list[Errors]) -> Excess:
         kernel_rms=_rms(_cat([p.e for p in parts])),
         ref_rms=max(_rms(x) for x in e_refs) if e_refs else math.nan,
         worst_index=_unravel(flat, parts[k].shape),
-        sequential_rms=rms_k,
+        # a sequential accumulator explains nothing where nothing is summed (pointwise ops): no order hint
+        sequential_rms=rms_k if ctx.op.reduction_len(tuple(ctx.case.shape)) > 1 else math.nan,
         reference=_reference_name(ctx, any(is_own)),
         limit=limit,
         elements=_size(z),

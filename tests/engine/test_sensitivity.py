@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -36,7 +38,6 @@ def test_every_composite_is_a_correct_kernel_of_its_family(name: str, dtype: tor
 
 # ---- the gate on real kernels -------------------------------------------------------------------------
 
-import math  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from kcgate.contracts.load import load_project  # noqa: E402
@@ -181,6 +182,23 @@ def test_low_precision_faults_fail(dtype: str, kernel) -> None:  # type: ignore[
         trial, e = _excess("matmul", kernel, dtype, (64, 1024, 64), seed)
         budget = trial.metrics.budget_used
         assert (budget is None or budget > 1.0) or (e is not None and e.ratio > 1.0)
+
+
+def _noisy_gelu(x: torch.Tensor) -> torch.Tensor:
+    """A pointwise kernel about 4x torch's error: within gelu's bound, caught by the gate."""
+    y = torch.nn.functional.gelu(x.double())
+    g = torch.Generator().manual_seed(0)
+    return (y * (1 + 2.4e-7 * torch.randn(y.shape, generator=g, dtype=torch.float64))).float()
+
+
+def test_a_pointwise_failure_gets_no_summation_order_hint() -> None:
+    """Nothing is summed in a pointwise op: "within a sequential accumulator's error, declare
+    excess_reference = sequential" would send the reviewer after a reduction that does not exist."""
+    trial, e = _excess("gelu", _noisy_gelu, "float32", (64, 1024), 0)
+    assert e is not None and e.ratio > 1.0, e
+    assert math.isnan(e.sequential_rms) and e.order_hint() == "" and "sequential" not in e.summary()
+    _, s = _excess("sum", k.sum_noise_2x, "float32", (64, 4096), 0)
+    assert s is not None and not math.isnan(s.sequential_rms)  # a reduction keeps its model
 
 
 CONTRACT = """
