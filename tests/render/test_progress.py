@@ -152,5 +152,5 @@ def test_outside_ci_and_a_terminal_each_case_line_says_where_its_time_went(tmp_p
     found = re.search(pattern, proc.stderr)
     assert found, proc.stderr
     duration, kernel, oracle, harness = (float(x) for x in found.groups())
-    assert kernel >= 300.0 and oracle > 0.0
+    assert kernel >= 300.0 and oracle >= 0.0  # this tiny case's fp64 oracle may take under 0.05 ms: "0.0"
     assert abs(duration - (kernel + oracle + harness) / 1e3) <= 0.01  # each rounded to its last digit
