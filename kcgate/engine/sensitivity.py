@@ -267,6 +267,16 @@ def _sequential_sum(name: str, x: Tensors, y: np.ndarray, n: int, u: float) -> n
     add: ≈ SEQ_ROUND·u·√(Σₖ sₖ²) over the partial sums sₖ, whose expectation is n·(‖t‖²/2 + y²/3) (a random
     walk plus its drift; the drift is what large-mean inputs add). Exact families of sums only (one fp64
     product of squares); None for the others, which use the bound-derived model."""
+    terms = _sum_terms(name, x, y, n)
+    if terms is None:
+        return None
+    t2, total, scale = terms
+    return SEQ_ROUND * u * scale * np.sqrt(n * (f64(t2) / 2 + np.square(total) / 3))
+
+
+def _sum_terms(name: str, x: Tensors, y: Any, n: int) -> tuple[torch.Tensor, Any, float] | None:
+    """(Σ t² behind each output, the output's exact total, its scale) for the exact families of sums; ``y``
+    is a numpy array on the host path and a tensor on the device path (both take ``y * n``)."""
     if has(name, "plain_product"):
         t2, total, scale = x[0].square() @ x[1].square(), y, 1.0
     elif name == "linear":
@@ -277,7 +287,7 @@ def _sequential_sum(name: str, x: Tensors, y: np.ndarray, n: int, u: float) -> n
         t2, total, scale = x[0].square().sum(-1), y * n, 1.0 / n
     else:
         return None
-    return SEQ_ROUND * u * scale * np.sqrt(n * (f64(t2) / 2 + np.square(total) / 3))
+    return t2, total, scale
 
 
 def _freivalds(ctx: CaseContext, res: Any) -> Excess | None:
@@ -443,16 +453,10 @@ def _sequential_sum_on_device(
     name: str, x: Tensors, y: torch.Tensor, n: int, u: float
 ) -> torch.Tensor | None:
     """``_sequential_sum`` as torch ops (the same products and the same order of operations)."""
-    if has(name, "plain_product"):
-        t2, total, scale = x[0].square() @ x[1].square(), y, 1.0
-    elif name == "linear":
-        t2, total, scale = x[0].square() @ x[1].square().T + x[2].square(), y, 1.0
-    elif name == "sum":
-        t2, total, scale = x[0].square().sum(-1), y, 1.0
-    elif name == "mean":
-        t2, total, scale = x[0].square().sum(-1), y * n, 1.0 / n
-    else:
+    terms = _sum_terms(name, x, y, n)
+    if terms is None:
         return None
+    t2, total, scale = terms
     return SEQ_ROUND * u * scale * (n * (t2.to(torch.float64) / 2 + total.square() / 3)).sqrt()
 
 
