@@ -171,16 +171,7 @@ def _at(ctx: Any, shape: tuple[int, ...]) -> Any:
 
 
 def _fails_alike(ctx: Any, shape: tuple[int, ...], cause: str, check: Any) -> bool:
-    from kcgate.engine.trial import CaseContext
-
-    small = CaseContext(
-        contract=ctx.contract,
-        case=replace(ctx.case, shape=shape, shrink_s=0.0),
-        kernel=ctx.kernel,
-        op=ctx.op,
-        device=ctx.device,
-        synchronize=ctx.synchronize,
-    )
+    small = _at(ctx, shape)
     try:
         found = check(small)
     except Exception:  # noqa: BLE001 — a kernel that raises at the smaller shape is another failure
