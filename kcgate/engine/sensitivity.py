@@ -34,7 +34,7 @@ declared; its failure says so (``Excess.order_hint``).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -346,22 +346,9 @@ def errors(ctx: CaseContext, trial: Trial) -> Errors | None:
     if torch_ops(cmp.ref):
         return errors_on_device(ctx, trial, cmp)
     r, err = f64(cmp.ref), host(cmp.err)
-    outs = reference_outputs(ctx, trial.inputs)  # one, or oneDNN's and ATen's: both named every trial
-    named = [
-        *((f"torch's composite{' (ATen)' if i else ''}", outs[-i]) for i in range(2) if outs),
-        ("a blocked sum", blocked_sum(ctx, trial.inputs)),
-    ]
-    own = [
-        (name, np.abs(f64(out.to(ctx.out_dtype)) - r))
-        for name, out in named
-        if out is not None and _fits(out, r)
-    ]
-    kw = ctx.op.kwargs(trial.shape) if ctx.op.kwargs is not None else {}
-    alts = [
-        (name, np.abs(f64(out.to(ctx.out_dtype)) - r))
-        for name, out in alternatives(ctx.op, _ref_inputs(ctx, trial.inputs), kw)
-        if _fits(out, r)
-    ]
+    own, alts = _reference_errors(
+        ctx, trial, trial.inputs, r, lambda out: np.abs(f64(out.to(ctx.out_dtype)) - r)
+    )
     if not own and ctx.contract.tolerance.excess_reference == "composite":
         return None  # no correct implementation ran (a custom op without a baseline): the bound judges
     refs = own + alts
@@ -384,6 +371,25 @@ def errors(ctx: CaseContext, trial: Trial) -> Errors | None:
     )
 
 
+def _reference_errors(
+    ctx: CaseContext, trial: Trial, inputs: Tensors, r: Any, diff: Callable[[torch.Tensor], Any]
+) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
+    """(the family's own correct implementations, the alternative formulations): each name with ``diff`` of
+    its output, the |error| against the reference ``r`` (numpy on the host path, torch ops on the device's).
+    Torch's composite is one reference, or oneDNN's and ATen's: both named every trial."""
+    outs = reference_outputs(ctx, inputs)
+    named = [
+        *((f"torch's composite{' (ATen)' if i else ''}", outs[-i]) for i in range(2) if outs),
+        ("a blocked sum", blocked_sum(ctx, inputs)),
+    ]
+    own = [(name, diff(out)) for name, out in named if out is not None and _fits(out, r)]
+    kw = ctx.op.kwargs(trial.shape) if ctx.op.kwargs is not None else {}
+    alts = [
+        (name, diff(out)) for name, out in alternatives(ctx.op, _ref_inputs(ctx, inputs), kw) if _fits(out, r)
+    ]
+    return own, alts
+
+
 def _fits(out: torch.Tensor, r: Array) -> bool:
     return tuple(out.shape) == tuple(r.shape)
 
@@ -396,22 +402,7 @@ def errors_on_device(ctx: CaseContext, trial: Trial, cmp: Any) -> Errors | None:
     if x and x[0].device != cmp.ref.device:  # the comparison ran elsewhere than the kernel: its inputs
         x = tuple(t.to(cmp.ref.device) for t in x)
     r, err = cmp.ref, cmp.err
-    outs = reference_outputs(ctx, x)
-    named = [
-        *((f"torch's composite{' (ATen)' if i else ''}", outs[-i]) for i in range(2) if outs),
-        ("a blocked sum", blocked_sum(ctx, x)),
-    ]
-    own = [
-        (name, (out.to(ctx.out_dtype).double() - r).abs())
-        for name, out in named
-        if out is not None and _fits(out, r)
-    ]
-    kw = ctx.op.kwargs(trial.shape) if ctx.op.kwargs is not None else {}
-    alts = [
-        (name, (out.to(ctx.out_dtype).double() - r).abs())
-        for name, out in alternatives(ctx.op, _ref_inputs(ctx, x), kw)
-        if _fits(out, r)
-    ]
+    own, alts = _reference_errors(ctx, trial, x, r, lambda out: (out.to(ctx.out_dtype).double() - r).abs())
     if not own and ctx.contract.tolerance.excess_reference == "composite":
         return None
     refs = own + alts
