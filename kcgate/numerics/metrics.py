@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -197,15 +197,20 @@ def rounding(out: torch.Tensor, ref: np.ndarray) -> tuple[float | None, float | 
 
 
 def _special(
-    o: torch.Tensor, o64: torch.Tensor, ref: torch.Tensor, diff: torch.Tensor
+    o: torch.Tensor,
+    o64: torch.Tensor,
+    ref: torch.Tensor,
+    diff: torch.Tensor,
+    ulps: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """err, signed error and ULPs where NaN or Inf occur: matching specials are exact, a category change is
-    an infinite error (and a NaN signed error)."""
+    an infinite error (and a NaN signed error). ``ulps``: the ULP distance to use (``ulp_distance``, or the
+    device path's ``ulp_distance_on_device``)."""
     same_class = (o64.isnan() == ref.isnan()) & (o64.isinf() == ref.isinf())
     both_special = (o64.isnan() & ref.isnan()) | (o64.isinf() & (o64 == ref))
     diff = torch.where(both_special, torch.zeros_like(o64), diff)
     err = torch.where(same_class, diff.abs(), torch.full_like(o64, float("inf")))
-    ulp = ulp_distance(o, ref) if o.is_floating_point() else diff.abs()
+    ulp = (ulps or ulp_distance)(o, ref) if o.is_floating_point() else diff.abs()
     ulp = torch.where(both_special, torch.zeros_like(ulp), ulp)
     ulp = torch.where(same_class, ulp, torch.full_like(ulp, float("inf")))
     return err, torch.where(same_class, diff, torch.nan), ulp
@@ -362,14 +367,8 @@ def compare_on_device(out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tenso
         ulp = ulp_distance_on_device(o, ref) if o.is_floating_point() else err
         signed, finite = diff, True
     else:
-        same_class = (o64.isnan() == ref.isnan()) & (o64.isinf() == ref.isinf())
-        both_special = (o64.isnan() & ref.isnan()) | (o64.isinf() & (o64 == ref))
-        diff = torch.where(both_special, torch.zeros_like(o64), diff)
-        err = torch.where(same_class, diff.abs(), torch.full_like(o64, float("inf")))
-        ulp = ulp_distance_on_device(o, ref) if o.is_floating_point() else diff.abs()
-        ulp = torch.where(both_special, torch.zeros_like(ulp), ulp)
-        ulp = torch.where(same_class, ulp, torch.full_like(ulp, float("inf")))
-        signed, finite = torch.where(same_class, diff, torch.nan), False
+        err, signed, ulp = _special(o, o64, ref, diff, ulp_distance_on_device)
+        finite = False
     allowed64 = allowed.to(torch.float64)
     if method in ("exact", "ulp"):
         ratio = _ratio_on_device(torch.where(err.isinf(), torch.inf, ulp), allowed64)
