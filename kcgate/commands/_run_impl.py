@@ -7,6 +7,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -56,20 +57,24 @@ def run_command(o: Options) -> int:
     if not o.list_only:
         check_torch(o.isolation)
     project = planning.with_shape(load_project(o.contracts), o.shape)
+    # with several workers, the plan as the catalogue's default shapes make it says how many to start at once
+    expected = len(_plan(o, project, _default_shapes())) if workers > 1 and not o.list_only else 0
     executor = (  # with isolation the worker starts now and makes the run's one torch import
         None
         if o.list_only
         else make_executor(
-            o.isolation, project, o.device, o.memory_limit_gb, o.timeout, workers, o.workers == "auto"
+            o.isolation,
+            project,
+            o.device,
+            o.memory_limit_gb,
+            o.timeout,
+            workers,
+            o.workers == "auto",
+            expected,
         )
     )
     try:
-        shapes = executor.default_shapes() if executor else _default_shapes()
-        cases = planning.shard(
-            planning.select(planning.make_plan(project, o.seed, shapes, boundary=True), o.keyword, o.dtypes),
-            planning.parse_shard(o.shard),
-        )
-        cases = planning.with_shrink(planning.with_held_out(cases, o.held_out), o.shrink_s)
+        cases = _plan(o, project, executor.default_shapes() if executor else _default_shapes())
         if o.list_only:
             typer.echo(render_plan(cases))
             return ExitCode.OK if cases else ExitCode.NOTHING_SELECTED
@@ -82,6 +87,15 @@ def run_command(o: Options) -> int:
     finally:
         if executor is not None:
             executor.close()
+
+
+def _plan(o: Options, project: Any, shapes: dict[str, tuple[tuple[int, ...], ...]]) -> list[Any]:
+    """The cases to run: the plan at ``shapes`` (the op families' default shapes), selected, sharded."""
+    cases = planning.shard(
+        planning.select(planning.make_plan(project, o.seed, shapes, boundary=True), o.keyword, o.dtypes),
+        planning.parse_shard(o.shard),
+    )
+    return planning.with_shrink(planning.with_held_out(cases, o.held_out), o.shrink_s)  # type: ignore[no-any-return]
 
 
 def check_torch(isolation: str) -> None:

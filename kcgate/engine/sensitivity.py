@@ -33,6 +33,7 @@ declared; its failure says so (``Excess.order_hint``).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -50,6 +51,7 @@ from kcgate.numerics.metrics import (
     format_ulp,
     format_ulp_on_device,
     host,
+    minus,
     quiet,
     spread,
     sum_squares,
@@ -172,26 +174,36 @@ def reference_outputs(ctx: CaseContext, inputs: Tensors, *, upcast: bool = True)
     out = reference_output(ctx, inputs, upcast=upcast)
     if out is None or not _onednn_on(inputs):
         return [] if out is None else [out]
-    with onednn_off():
+    torch._C._set_mkldnn_enabled(False)  # onednn_off() inline: a generator's enter and exit cost 2 µs a trial
+    try:
         aten = reference_output(ctx, inputs, upcast=upcast)
+    finally:
+        torch._C._set_mkldnn_enabled(True)  # it was on (_onednn_on)
     return [out] if aten is None or torch.equal(aten, out) else [out, aten]
 
 
 @contextmanager
 def onednn_off() -> Iterator[None]:
     """torch's CPU ops on ATen's own kernels inside, the previous setting restored after. Not
-    mkldnn.flags(), which also sets (and warns about) TF32; the property is typed as its descriptor."""
-    was = bool(torch.backends.mkldnn.enabled)
-    torch.backends.mkldnn.enabled = False  # type: ignore[assignment]
+    mkldnn.flags(), which also sets (and warns about) TF32; torch._C's getter and setter are what the
+    ``torch.backends.mkldnn.enabled`` property calls, without its descriptor."""
+    was = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
     try:
         yield
     finally:
-        torch.backends.mkldnn.enabled = was  # type: ignore[assignment]
+        torch._C._set_mkldnn_enabled(was)
+
+
+@functools.cache
+def _onednn_built() -> bool:
+    return bool(torch.backends.mkldnn.is_available())
 
 
 def _onednn_on(inputs: Tensors) -> bool:
     return (
-        bool(torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled)
+        _onednn_built()
+        and torch._C._get_mkldnn_enabled()
         and bool(inputs)
         and all(t.device.type == "cpu" for t in inputs)
     )
@@ -258,8 +270,13 @@ def error_scale(
         acc = ctx.op.bound(up, ref, BoundArgs(u, 0.0, 1.0))
         sigma = SEQ_C * np.abs(f64(acc)) / math.sqrt(max(n, 1))
     ulp = format_ulp(r, ctx.out_dtype) if ctx.out_dtype.is_floating_point else np.zeros_like(r)
-    scale = spread(np.sqrt(np.square(sigma) + np.square(ulp) / 12), r.shape)
-    return scale, ulp / math.sqrt(12)
+    q = np.square(ulp)
+    q /= 12
+    var = np.asarray(
+        np.square(sigma) + q
+    )  # an array (0-d for a scalar loss), so that it can be written in place
+    ulp /= math.sqrt(12)  # in place from here (the arrays are this call's own): the same values, fewer copies
+    return spread(np.sqrt(var, out=var), r.shape), ulp
 
 
 def _sequential_sum(name: str, x: Tensors, y: np.ndarray, n: int, u: float) -> np.ndarray | None:
@@ -271,7 +288,14 @@ def _sequential_sum(name: str, x: Tensors, y: np.ndarray, n: int, u: float) -> n
     if terms is None:
         return None
     t2, total, scale = terms
-    return SEQ_ROUND * u * scale * np.sqrt(n * (f64(t2) / 2 + np.square(total) / 3))
+    drift = np.square(total)
+    drift /= 3
+    walk = np.asarray(f64(t2) / 2)  # an array even for a scalar output (ufuncs return 0-d results as scalars)
+    walk += drift  # n·(‖t‖²/2 + y²/3), in place: the same operations in the same order
+    walk *= n
+    walk = np.sqrt(walk, out=walk)
+    walk *= SEQ_ROUND * u * scale
+    return walk
 
 
 def _sum_terms(name: str, x: Tensors, y: Any, n: int) -> tuple[torch.Tensor, Any, float] | None:
@@ -347,7 +371,7 @@ def errors(ctx: CaseContext, trial: Trial) -> Errors | None:
         return errors_on_device(ctx, trial, cmp)
     r, err = f64(cmp.ref), host(cmp.err)
     own, alts = _reference_errors(
-        ctx, trial, trial.inputs, r, lambda out: np.abs(f64(out.to(ctx.out_dtype)) - r)
+        ctx, trial, trial.inputs, r, lambda out: _abs(minus(out.to(ctx.out_dtype), r))
     )
     if not own and ctx.contract.tolerance.excess_reference == "composite":
         return None  # no correct implementation ran (a custom op without a baseline): the bound judges
@@ -472,15 +496,8 @@ def statistics(ctx: CaseContext, parts: list[Errors]) -> Excess:
     sum, or an alternative formulation (kcgate.engine.formulations). The max statistic's Gaussian-tail
     floor stays on the family's own references: an alternative raises it only through its own largest
     error, so torch's result plus Gaussian noise, whose tail no rounding reaches, still fails it."""
-    z = _cat([p.z for p in parts])
-    first = parts[0]
-    own_names = {name for name, _ in first.refs[: first.primary]}
-    # the references every pooled trial has (each trial runs the same ones unless one could not run)
-    names = [name for name, _ in first.refs if all(name in dict(p.refs) for p in parts)]
-    z_refs = [_cat([dict(p.refs)[name] for p in parts]) for name in names]
-    e_refs = [_cat([p.e_refs[[m for m, _ in p.refs].index(name)] for p in parts]) for name in names]
-    is_own = [name in own_names for name in names]
-    floor = _floor(ctx, any(is_own), _cat([p.rounding for p in parts]))
+    z, names, z_refs, e_refs, is_own, z_round, e = _pool(parts)
+    floor = _floor(ctx, any(is_own), z_round)
     rms_refs = [_rms(x) for x in z_refs]
     own = max([floor, *(r for r, o in zip(rms_refs, is_own) if o)])
     ref, limit = own, ""
@@ -488,8 +505,13 @@ def statistics(ctx: CaseContext, parts: list[Errors]) -> Excess:
         if not o and r > ref:
             ref, limit = r, name
     ref_max = max((float(x.max()) for x in z_refs), default=0.0)  # a scalar back from each, on a device
-    k, worst = max(
-        ((j, int(p.z.argmax())) for j, p in enumerate(parts)), key=lambda jw: float(parts[jw[0]].z[jw[1]])
+    k, worst = (
+        (0, int(z.argmax()))
+        if len(parts) == 1
+        else max(
+            ((j, int(p.z.argmax())) for j, p in enumerate(parts)),
+            key=lambda jw: float(parts[jw[0]].z[jw[1]]),
+        )
     )
     flat = worst if parts[k].flat is None else int(parts[k].flat[worst])  # type: ignore[index]
     rms_k = _rms(z)
@@ -497,7 +519,7 @@ def statistics(ctx: CaseContext, parts: list[Errors]) -> Excess:
         rms_ratio=rms_k / ref,
         max_ratio=float(parts[k].z[worst]) / max(ref_max, TAIL * math.sqrt(2 * math.log(2 * _size(z))) * own),
         factor=ctx.contract.tolerance.excess,
-        kernel_rms=_rms(_cat([p.e for p in parts])),
+        kernel_rms=_rms(e),
         ref_rms=max(_rms(x) for x in e_refs) if e_refs else math.nan,
         worst_index=_unravel(flat, parts[k].shape),
         # a sequential accumulator explains nothing where nothing is summed (pointwise ops): no order hint
@@ -506,6 +528,37 @@ def statistics(ctx: CaseContext, parts: list[Errors]) -> Excess:
         limit=limit,
         elements=_size(z),
         trials=len(parts),
+    )
+
+
+def _pool(parts: list[Errors]) -> tuple[Array, list[str], list[Array], list[Array], list[bool], Array, Array]:
+    """The parts' arrays concatenated: (kernel z, the reference names every part has, their z and |err|,
+    whether each is the family's own, the rounding z, the kernel |err|). One part (the usual case) as it is."""
+    first = parts[0]
+    own_names = {name for name, _ in first.refs[: first.primary]}
+    if len(parts) == 1:
+        names = [name for name, _ in first.refs]
+        return (
+            first.z,
+            names,
+            [x for _, x in first.refs],
+            list(first.e_refs),
+            [name in own_names for name in names],
+            first.rounding,
+            first.e,
+        )
+    # the references every pooled trial has (each trial runs the same ones unless one could not run)
+    names = [name for name, _ in first.refs if all(name in dict(p.refs) for p in parts)]
+    z_refs = [_cat([dict(p.refs)[name] for p in parts]) for name in names]
+    e_refs = [_cat([p.e_refs[[m for m, _ in p.refs].index(name)] for p in parts]) for name in names]
+    return (
+        _cat([p.z for p in parts]),
+        names,
+        z_refs,
+        e_refs,
+        [name in own_names for name in names],
+        _cat([p.rounding for p in parts]),
+        _cat([p.e for p in parts]),
     )
 
 
@@ -544,12 +597,23 @@ def _counted(
 ) -> np.ndarray | None:
     """The elements the gate counts (finite everywhere, s > 0), or None when that is every element, which
     is found with a few reductions instead of building the mask."""
-    if finite and s.size and s.min() > 0 and all(math.isfinite(x.max()) for x in refs):
+    if finite and s.size and _MIN(s, None) > 0 and all(math.isfinite(_MAX(x, None)) for x in refs):
         return None  # min and max propagate NaN: each test fails where the mask would be False somewhere
     ok = (s > 0) if finite else np.isfinite(r) & np.isfinite(err) & (s > 0)
     for x in refs:
         ok &= np.isfinite(x)
     return None if bool(ok.all()) else ok
+
+
+_MIN, _MAX = (
+    np.minimum.reduce,
+    np.maximum.reduce,
+)  # over every element (axis None), without ndarray.min's wrapper
+
+
+def _abs(a: np.ndarray) -> np.ndarray:
+    """|a|, in place (``a`` is a fresh difference; a scalar loss's is a numpy scalar)."""
+    return np.abs(a, out=a) if isinstance(a, np.ndarray) else np.abs(a)
 
 
 def _flat(t: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -41,10 +42,30 @@ JOIN_S = 10.0  # how long close() waits for a lane's thread after killing its wo
 # ``--workers auto`` (the default): how many workers, and when the extra ones are worth starting
 AUTO_MAX = 8  # each worker holds its own torch (about 250 MB resident)
 AUTO_RAM = 4 * 2**30  # each worker's share of half the RAM (its address-space cap) stays at least this
-# one worker per this many cases: a worker's start-up (a torch import, about 2 s of CPU) costs about what a
-# thousand small cases do; on the 2-vCPU CI VM a second worker made 400 cases slower (3.09 against 2.86 s) and
-# 2,000 faster (5.23 against 6.06 s; benchmarks/scale.py)
-AUTO_CASES_PER_WORKER = 1000
+# one worker per this many cases. The workers a plan of this size uses start together with the first, before
+# the plan is made (``WorkerPool.warm``), so their torch imports (about 1.1 s of CPU each) overlap one another
+# on idle cores instead of following the first's. On the 2-vCPU AMD VM (benchmarks/scale.py, C-PRC-01 matmul
+# cases of about 0.9 ms): two workers started together ran 400 cases in 1.51-1.54 s against one worker's
+# 1.58-1.60 and 2,000 in 2.64-2.70 against 3.16-3.19, and 40 in the same 1.27 s; started after the plan, as
+# before, a second worker made 2,000 cases only 5% faster.
+AUTO_CASES_PER_WORKER = 250
+
+# Device nodes of the accelerators torch backends drive (NVIDIA, AMD's ROCm, Intel GPUs, Huawei Ascend, other
+# accel drivers), and macOS, where MPS may be: where any is present, ``--device auto`` may resolve to one, so
+# extra workers are not started before the first worker has said which device it found.
+ACCELERATOR_NODES = (
+    "/dev/nvidiactl",
+    "/dev/nvidia0",
+    "/dev/kfd",
+    "/dev/dri",
+    "/dev/davinci_manager",
+    "/dev/accel",
+)
+
+
+def accelerator_possible() -> bool:
+    """Torch-free: whether ``--device auto`` could find an accelerator on this machine."""
+    return sys.platform == "darwin" or any(os.path.exists(node) for node in ACCELERATOR_NODES)
 
 
 def worker_count(text: str, isolation: str, device: str | None = "cpu") -> int:
@@ -169,7 +190,14 @@ class WorkerPool:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        self.lanes[0].start()  # the others start when a plan has work for them (run_many)
+        self.lanes[0].start()  # the others start when a plan has work for them (run_many), or ``warm``
+
+    def warm(self, cases: int) -> None:
+        """Start now every worker a plan of about ``cases`` cases will use (``lanes_for``, before the first
+        worker has said which device it found: only where that can only be the CPU), so that their start-ups
+        overlap the first's and the parent's planning."""
+        for lane in self.lanes[: auto_lanes(cases, len(self.lanes)) if self.auto else len(self.lanes)]:
+            lane.start()
 
     def handshake(self) -> tuple[str, Fingerprint]:
         return self.lanes[0].handshake()
@@ -273,11 +301,14 @@ def make_executor(
     timeout: float | None = None,
     workers: int = 1,
     auto: bool = False,
+    expected_cases: int = 0,
 ) -> Executor:
     """The executor for ``--isolation``; its first worker is started at once, so its start-up overlaps the
     caller's work. ``workers`` > 1: a WorkerPool of that many lanes (the others start when a plan has chunks
     for them, and with ``auto`` only as many as the plan's size and device are worth), each worker capped at
-    its share of half the RAM (under ``auto`` the first at half the RAM), or at ``memory_limit_gb`` each."""
+    its share of half the RAM (under ``auto`` the first at half the RAM), or at ``memory_limit_gb`` each.
+    ``expected_cases``: the plan's size as far as it is known before the worker's handshake (0: unknown);
+    on a machine with no accelerator, the workers a plan of that size uses all start at once."""
     check_isolation(isolation)
     device = device or "auto"
     if device != "auto":
@@ -294,4 +325,10 @@ def make_executor(
     ]
     executor: Executor = lanes[0] if workers == 1 else WorkerPool(lanes, auto)
     executor.start()
+    if (
+        isinstance(executor, WorkerPool)
+        and expected_cases
+        and (device == "cpu" or not accelerator_possible())
+    ):
+        executor.warm(expected_cases)
     return executor

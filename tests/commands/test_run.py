@@ -76,3 +76,41 @@ def test_a_run_never_imports_sympy(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     assert imported(proc, "sympy") == []
+
+
+@pytest.mark.parametrize("workers", ["auto", "1"])
+def test_run_tells_the_pool_the_plans_size_before_the_worker_starts(
+    monkeypatch: pytest.MonkeyPatch, workers: str
+) -> None:
+    """With several workers, the plan as the catalogue's default shapes make it (the repository's cases, the
+    boundary shapes included) is counted before the first worker starts, so the pool can start the workers it
+    will use at once; with one, nothing is counted."""
+    from kcgate import plan as planning
+    from kcgate.commands import _run_impl
+    from kcgate.contracts.load import load_project
+    from kcgate.vocab.catalogue import default_shapes
+
+    plan = planning.make_plan(load_project(ROOT / "contracts.toml"), 0, default_shapes(), boundary=True)
+    expected = len(plan) if workers == "auto" else 0
+    assert len(plan) > 80
+
+    seen: list[int] = []
+
+    def stop(*args: object) -> None:
+        seen.append(int(args[-1]))  # type: ignore[call-overload]
+        raise _Stop
+
+    monkeypatch.setattr(_run_impl, "worker_count", lambda *a: 2 if workers == "auto" else 1)
+    monkeypatch.setattr(_run_impl, "make_executor", stop)
+    options = _run_impl.Options(
+        contracts=ROOT / "contracts.toml", out=None, runner=None, device=None, junit=None, keyword=None,
+        dtypes=[], list_only=False, shard=None, resume=False, seed=0, isolation="process", timeout=None,
+        memory_limit_gb=0.0, quiet=True, workers=workers,
+    )  # fmt: skip
+    with pytest.raises(_Stop):
+        _run_impl.run_command(options)
+    assert seen == [expected]
+
+
+class _Stop(Exception):
+    pass

@@ -104,10 +104,41 @@ def test_no_cgroup_v2_means_no_limit(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 @pytest.mark.parametrize(
-    ("cases", "most", "lanes"), [(1, 4, 1), (999, 4, 1), (1000, 4, 2), (2000, 2, 2), (5000, 4, 4), (50, 1, 1)]
+    ("cases", "most", "lanes"), [(1, 4, 1), (249, 4, 1), (250, 4, 2), (2000, 2, 2), (1250, 8, 6), (50, 1, 1)]
 )
-def test_auto_adds_a_worker_per_thousand_cases(cases: int, most: int, lanes: int) -> None:
-    assert AUTO_CASES_PER_WORKER == 1000 and auto_lanes(cases, most) == lanes
+def test_auto_adds_a_worker_per_250_cases(cases: int, most: int, lanes: int) -> None:
+    assert AUTO_CASES_PER_WORKER == 250 and auto_lanes(cases, most) == lanes
+
+
+@pytest.mark.parametrize(
+    ("expected", "accelerator", "started"),
+    [(6, False, [True, True]), (6, True, [True, False]), (0, False, [True, False])],
+)
+def test_auto_starts_the_workers_a_plan_will_use_together_with_the_first(
+    monkeypatch: pytest.MonkeyPatch, expected: int, accelerator: bool, started: list[bool]
+) -> None:
+    """A plan of AUTO_CASES_PER_WORKER cases or more (here made 4) starts its second worker with the first, before
+    the plan is made, so their start-ups overlap; not where --device auto may find an accelerator (the first
+    worker's handshake decides there), nor when the plan's size is unknown."""
+    monkeypatch.setattr(pooling, "AUTO_CASES_PER_WORKER", 4)
+    monkeypatch.setattr(pooling, "accelerator_possible", lambda: accelerator)
+    pool = make_executor(
+        "process", load_project(DATA / "pool.toml"), None, workers=2, auto=True, expected_cases=expected
+    )
+    try:
+        assert [_started(lane) for lane in pool.lanes] == started  # type: ignore[attr-defined]
+    finally:
+        pool.close()
+
+
+def test_accelerator_possible_reads_device_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pooling.sys, "platform", "linux")
+    monkeypatch.setattr(pooling.os.path, "exists", lambda p: p == "/dev/kfd")
+    assert pooling.accelerator_possible()
+    monkeypatch.setattr(pooling.os.path, "exists", lambda p: False)
+    assert not pooling.accelerator_possible()
+    monkeypatch.setattr(pooling.sys, "platform", "darwin")  # MPS
+    assert pooling.accelerator_possible()
 
 
 @pytest.mark.parametrize("bad", ["0", "-2", "two", "1.5", ""])
