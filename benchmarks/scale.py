@@ -2,7 +2,7 @@
 with the same checks written as pytest + ``torch.testing.assert_close``.
 
 Run: ``python benchmarks/scale.py [--sizes 40 400 2000] [--repeats 1] [--workers N]``. ``kcgate`` is
-``kcgate run`` as it ships (``--workers auto``: on the CPU one worker per 1,000 cases, up to one per CPU),
+``kcgate run`` as it ships (``--workers auto``: on the CPU one worker per 250 cases, up to one per CPU, started together),
 ``kcgate --workers 1`` the same on one worker. With ``--workers N`` it also times ``kcgate run --workers N``
 against ``pytest -n N`` (pytest-xdist): parallel against parallel.
 
@@ -13,7 +13,7 @@ inputs once per case, runs the kernel and compares it with an fp64 matmul under 
 defaults. Wall times are of whole subprocesses (``kcgate run --isolation process`` and ``python -m pytest``);
 the cost per case and the fixed cost are the slope and intercept of a least-squares line through the sizes.
 With three sizes or more it also prints the cost per case between the two largest: ``kcgate run`` adds a
-worker per 1,000 cases, so the line through 40, 400 and 2,000 spans one worker and two.
+worker per 250 cases, so on two CPUs the line through 40, 400 and 2,000 spans one worker and two.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def run(
         "--workers",
         "-n",
         envvar="KCGATE_WORKERS",
-        help="Worker processes running cases at once: a number, or auto (on the CPU one per 1,000 cases, up to "
+        help="Worker processes running cases at once: a number, or auto (on the CPU one per 250 cases, up to "
         "one per CPU, 8, and one per 4 GiB of half the RAM; on an accelerator 1).",
     ),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Per-case timeout in seconds."),
