@@ -15,6 +15,7 @@ import torch
 
 from kcgate.engine.backward import grad_dot_scale, reference_grads
 from kcgate.engine.transforms import fitted_signature
+from kcgate.engine.trial import severity
 from kcgate.numerics.emulate import round_mantissa
 from kcgate.numerics.ops.base import upcast
 from kcgate.results.model import Signature
@@ -610,9 +611,7 @@ def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
     structure of the error field (a dense tail tile, a few corrupted elements, an offset, garbage), operand
     rounding, an accumulator width only where the trials span a K sweep that fits one, bias, a per-row
     factor and diffuse noise."""
-    worst = max(
-        (t for t in ts if t.cmp is not None), key=lambda t: t.metrics.budget_used or math.inf, default=None
-    )
+    worst = max((t for t in ts if t.cmp is not None), key=severity, default=None)
     if worst is None:
         return None
     cmp = worst.cmp

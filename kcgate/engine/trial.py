@@ -196,6 +196,13 @@ def subnormal_floor(ba: BoundArgs) -> float:
     return 2 * (underflow(ba.u_in) + underflow(ba.u_out))
 
 
+def severity(trial: Trial) -> float:
+    """A trial's budget used for picking the worst: an unmeasured one (None: it raised, or NaN where none is
+    allowed) as infinite, an exact one (0.0) as the least of all."""
+    b = trial.metrics.budget_used
+    return math.inf if b is None else b
+
+
 def signal_ratio(trial: Trial) -> float:
     """‖allowed‖ / ‖reference‖: at 1 or more the tolerance is as large as the output and proves nothing.
     With gradients, the worst over every compared tensor (a zero backward must never pass)."""

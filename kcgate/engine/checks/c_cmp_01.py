@@ -12,7 +12,7 @@ from kcgate.engine.checks import Finding, named, trials, verdict
 from kcgate.engine.checks import c_cmp_01_range as range_probe
 from kcgate.engine.checks.c_support import count_budget, fold
 from kcgate.engine.diagnosis import sig
-from kcgate.engine.trial import CaseContext, Trial
+from kcgate.engine.trial import CaseContext, Trial, severity
 from kcgate.results.model import Signature, Status
 
 
@@ -46,7 +46,7 @@ def approximation_signature(ts: list[Trial]) -> Signature | None:
     """Systematic error: a large share of elements over the bound, varying smoothly with the input."""
     t = max(
         (t for t in ts if t.cmp is not None),
-        key=lambda t: t.metrics.budget_used or float("inf"),
+        key=severity,
         default=None,
     )
     if t is None or t.cmp is None or t.inputs[0].shape != t.cmp.ref.shape:

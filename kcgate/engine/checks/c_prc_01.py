@@ -11,7 +11,7 @@ from kcgate.engine.checks import Finding, named, trials, verdict
 from kcgate.engine.checks.c_support import SHAPE_K
 from kcgate.engine.diagnosis import _accumulator
 from kcgate.engine.harness import run_trial
-from kcgate.engine.trial import CaseContext, Trial
+from kcgate.engine.trial import CaseContext, Trial, severity
 from kcgate.results.model import Status
 
 DEFAULT_SWEEP = (64, 256, 1024)
@@ -35,7 +35,7 @@ def check(ctx: CaseContext) -> Finding:
 def _sweep_dim(ctx: CaseContext, ts: list[Trial]) -> int:
     """The shape dimension to sweep: the forward reduction (K), or the reduction of the gradient that decides
     the worst trial (dA = dY·Bᵀ sums over N), so the fit sees that reduction's length change."""
-    worst = max(ts, key=lambda t: t.metrics.budget_used or float("inf"))
+    worst = max(ts, key=severity)
     dims = GRAD_REDUCTION.get(ctx.op.name, {})
     return dims[worst.grad] if worst.grad in dims else SHAPE_K[ctx.op.name]
 

@@ -10,7 +10,7 @@ import torch
 
 from kcgate.engine.checks import Finding, named, trials, verdict
 from kcgate.engine.diagnosis import operand_signature
-from kcgate.engine.trial import CaseContext, Trial, allowance
+from kcgate.engine.trial import CaseContext, Trial, allowance, severity
 from kcgate.numerics.metrics import compare, to_metrics
 from kcgate.results.model import Status
 from kcgate.vocab.catalogue import has
@@ -25,7 +25,7 @@ def check(ctx: CaseContext) -> Finding:
     finding = verdict(ctx, ts, excess=not bits)
     if finding.status != Status.FAIL or named(finding):
         return finding
-    worst = max((t for t in ts if t.cmp is not None), key=lambda t: t.metrics.budget_used or float("inf"))
+    worst = max((t for t in ts if t.cmp is not None), key=severity)
     assert worst.out is not None and worst.cmp is not None
     found = operand_signature(worst.out, worst.cmp.ref, worst.inputs, ctx.op.oracle, ctx.op.float_inputs)
     return replace(finding, signature=found) if found else finding

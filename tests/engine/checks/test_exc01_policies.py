@@ -10,6 +10,7 @@ import torch
 
 from kcgate.contracts.load import load_project
 from kcgate.contracts.records import Contract
+from kcgate.engine.case import op_for
 from kcgate.engine.checks import CHECKS, Finding
 from kcgate.engine.trial import CaseContext
 from kcgate.errors import ContractsError
@@ -145,3 +146,19 @@ def test_a_scalar_loss_that_is_nan_is_compared_not_refused() -> None:
     assert f.status == "pass", f.message
     zeros = _check("cross_entropy", lambda x, t, **kw: F.cross_entropy(x, t, **kw) * 0, {}, shape=(16, 1024))
     assert zeros.status == "fail", zeros.message
+
+
+def test_propagate_names_a_pointwise_kernel_that_swallows_nan() -> None:
+    """relu as ``where(x > 0, x, 0)`` maps NaN to 0 (NaN > 0 is false). Its clean trial is exact (budget 0.0),
+    which the worst-trial pick once ranked as unmeasured (0.0 is falsy): the diagnosis then read the clean trial
+    and said "error 0x the allowed bound". It reads the poisoned trial and names the swallowed NaN."""
+    relu = lambda x: torch.where(x > 0, x, torch.zeros_like(x))  # noqa: E731
+    contract = Contract(
+        id="t", klass="C-EXC-01", kernel="x:y", op="pointwise", params=(("fn", "relu"), ("subnormals", "any"))
+    )
+    case = Case("t", "t", "C-EXC-01", "pointwise", "float32", (64, 256), 0, 7)
+    ctx = CaseContext(contract=contract, case=case, kernel=relu, op=op_for(contract, ()))
+    f = CHECKS["C-EXC-01"](ctx)
+    assert f.status == "fail" and f.signature is not None, f.message
+    assert f.signature.cause == "nan-pattern" and "swallowed" in f.signature.summary, f.signature
+    assert _check("sum", lambda x: x.sum(-1), {"nan": "propagate"}).status == "pass"
