@@ -21,7 +21,7 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any, Protocol
 
@@ -244,6 +244,14 @@ class WorkerHandle:
         self.log.close()
 
 
+def _unshrunk(result: CaseResult, lost: str) -> CaseResult:
+    """A result from the run without shrinking, saying why (``lost``: how the shrinking run ended)."""
+    if not lost:
+        return result
+    note = f"not shrunk: the search for a smaller failing shape ended the worker ({lost[:300]}); run again without it"
+    return replace(result, message=f"{result.message}; {note}" if result.message else note)
+
+
 def _init_line(fields: dict[str, Any], project: str) -> str:
     """The worker's first line: ``fields`` and ``"project"`` (``handoff.encode``'s base64 text, spliced in as
     a JSON string: it has nothing to escape) in one JSON object."""
@@ -317,6 +325,7 @@ class IsolatedExecutor:
         crash, a timeout, a bad channel, changed state) before it began is sent again to the fresh one."""
         queue, sent = deque(cases), deque[Sent]()
         owner: WorkerHandle | None = None  # the worker the cases in ``sent`` were queued to
+        unshrunk: dict[str, str] = {}  # case id -> how its shrinking ended the worker (it runs again without)
         while queue or sent:
             worker = self._worker()  # a fresh one if the last was replaced or died between answers
             if worker is not owner:  # what the old one had queued is sent again, as if never queued
@@ -326,9 +335,17 @@ class IsolatedExecutor:
             while queue and len(sent) < PIPELINE_DEPTH:
                 sent.append(worker.send(queue.popleft(), kernel))
             first = sent.popleft()
-            yield self._answer(worker, first, case_timeout(self.project, first.case, self.timeout))
+            result, lost = self._answer(worker, first, case_timeout(self.project, first.case, self.timeout))
+            if lost and first.case.shrink_s > 0:
+                # the kernel may have crashed or hung only at a smaller shape the shrink tried: the case's own
+                # verdict is not lost with it; it runs again, first, without shrinking (kcgate.engine.shrink)
+                unshrunk[first.case.case_id] = result.message.split("\n", 1)[0]
+                queue.appendleft(replace(first.case, shrink_s=0.0))
+                continue
+            yield _unshrunk(result, unshrunk.pop(first.case.case_id, ""))
 
-    def _answer(self, worker: WorkerHandle, sent: Sent, limit: float) -> CaseResult:
+    def _answer(self, worker: WorkerHandle, sent: Sent, limit: float) -> tuple[CaseResult, bool]:
+        """The case's result, and whether it was lost with its worker (a crash, a timeout, a bad channel)."""
         t0 = time.perf_counter()
         try:
             result = CaseResult.from_json(worker.answer(sent, limit))
@@ -347,11 +364,11 @@ class IsolatedExecutor:
         else:
             if worker.retired:  # it changed global state or its stdio: the next case gets a fresh worker
                 self._discard()
-            return result
+            return result, False
         tail = worker.stderr_tail().strip()
         self._discard()
         full = message + (f"\n--- stderr tail ---\n{tail}" if tail else "")
-        return error_result(sent.case, full, time.perf_counter() - t0)
+        return error_result(sent.case, full, time.perf_counter() - t0), True
 
     def _worker(self) -> WorkerHandle:
         if self.halted:

@@ -186,3 +186,26 @@ def test_kcgate_run_prints_a_command_that_reproduces_the_shrunk_failure(tmp_path
     (rerun,) = load_run(tmp_path / "again.json").cases
     assert rerun.shape == case.shrunk_shape and rerun.seed == case.seed
     assert rerun.signature is not None and rerun.signature.cause == "masked-tail"
+
+
+@pytest.mark.slow
+def test_a_kernel_that_crashes_at_a_smaller_shape_keeps_its_verdict(tmp_path: Path) -> None:
+    """The shrink tries smaller shapes in the worker; a kernel that segfaults there takes the worker with it.
+    The case's own verdict is not lost: it runs again without shrinking, and says why it is not shrunk."""
+    (tmp_path / "contracts.toml").write_text(
+        '[project]\nname = "t"\n\n[[contract]]\nid = "mm"\nclass = "C-PRC-01"\n'
+        'kernel = "tests.testing.kernels.crashy:wrong_then_segfault_when_small"\nop = "matmul"\n'
+        'dtypes = ["float32"]\nshapes = [[64, 64, 64]]\nprotocol = { seeds = 1 }\n',
+        encoding="utf-8",
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "kcgate", "run", "--contracts", str(tmp_path / "contracts.toml"),
+         "--out", str(tmp_path / "r.json"), "--shrink-s", "5", "-k", "64x64x64"],
+        capture_output=True, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (case,) = load_run(tmp_path / "r.json").cases
+    assert case.status == "fail" and case.shrunk_shape == (), case.message
+    assert "not shrunk: the search for a smaller failing shape ended the worker" in case.message
+    assert "SIGSEGV" in case.message or "signal" in case.message, case.message

@@ -80,3 +80,11 @@ def late_exit(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         _LATE.append(threading.Timer(0.5, os._exit, (3,)))
         _LATE[0].start()  # type: ignore[attr-defined]
     return a @ b
+
+
+def wrong_then_segfault_when_small(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A wrong matmul (an offset) at its declared shapes that crashes the process at any smaller M: what a
+    kernel whose launch grid assumes a minimum size does when a shrink tries a smaller shape."""
+    if a.shape[0] < 32:
+        ctypes.string_at(0)  # SIGSEGV
+    return a @ b + 1.0
