@@ -270,13 +270,8 @@ def error_scale(
         acc = ctx.op.bound(up, ref, BoundArgs(u, 0.0, 1.0))
         sigma = SEQ_C * np.abs(f64(acc)) / math.sqrt(max(n, 1))
     ulp = format_ulp(r, ctx.out_dtype) if ctx.out_dtype.is_floating_point else np.zeros_like(r)
-    q = np.square(ulp)
-    q /= 12
-    var = np.asarray(
-        np.square(sigma) + q
-    )  # an array (0-d for a scalar loss), so that it can be written in place
-    ulp /= math.sqrt(12)  # in place from here (the arrays are this call's own): the same values, fewer copies
-    return spread(np.sqrt(var, out=var), r.shape), ulp
+    scale = spread(np.sqrt(np.square(sigma) + np.square(ulp) / 12), r.shape)
+    return scale, ulp / math.sqrt(12)
 
 
 def _sequential_sum(name: str, x: Tensors, y: np.ndarray, n: int, u: float) -> np.ndarray | None:
@@ -288,14 +283,7 @@ def _sequential_sum(name: str, x: Tensors, y: np.ndarray, n: int, u: float) -> n
     if terms is None:
         return None
     t2, total, scale = terms
-    drift = np.square(total)
-    drift /= 3
-    walk = np.asarray(f64(t2) / 2)  # an array even for a scalar output (ufuncs return 0-d results as scalars)
-    walk += drift  # n·(‖t‖²/2 + y²/3), in place: the same operations in the same order
-    walk *= n
-    walk = np.sqrt(walk, out=walk)
-    walk *= SEQ_ROUND * u * scale
-    return walk
+    return SEQ_ROUND * u * scale * np.sqrt(n * (f64(t2) / 2 + np.square(total) / 3))
 
 
 def _sum_terms(name: str, x: Tensors, y: Any, n: int) -> tuple[torch.Tensor, Any, float] | None:
@@ -597,18 +585,12 @@ def _counted(
 ) -> np.ndarray | None:
     """The elements the gate counts (finite everywhere, s > 0), or None when that is every element, which
     is found with a few reductions instead of building the mask."""
-    if finite and s.size and _MIN(s, None) > 0 and all(math.isfinite(_MAX(x, None)) for x in refs):
+    if finite and s.size and s.min() > 0 and all(math.isfinite(x.max()) for x in refs):
         return None  # min and max propagate NaN: each test fails where the mask would be False somewhere
     ok = (s > 0) if finite else np.isfinite(r) & np.isfinite(err) & (s > 0)
     for x in refs:
         ok &= np.isfinite(x)
     return None if bool(ok.all()) else ok
-
-
-_MIN, _MAX = (
-    np.minimum.reduce,
-    np.maximum.reduce,
-)  # over every element (axis None), without ndarray.min's wrapper
 
 
 def _abs(a: np.ndarray) -> np.ndarray:

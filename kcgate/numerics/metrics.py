@@ -118,11 +118,8 @@ def format_ulp(values: np.ndarray, out_dtype: torch.dtype) -> np.ndarray:
     """The output format's ulp at |values| (float64), 2^(⌊log2|v|⌋ − (p − 1)), read exactly from the
     exponent bits; below the normal range the smallest normal's ulp; inf and NaN stay themselves."""
     tiny, scale = _ulp_constants(out_dtype)
-    a = np.asarray(np.abs(values))  # an array even for a scalar (ufuncs return 0-d results as scalars)
-    np.maximum(a, tiny, out=a)
-    bits = a.view(np.int64) & _EXPONENT
-    ulp = bits.view(np.float64)
-    ulp *= scale  # 2^⌊log2 a⌋, scaled exactly
+    a = np.maximum(np.abs(values), tiny)
+    ulp = (a.view(np.int64) & _EXPONENT).view(np.float64) * scale  # 2^⌊log2 a⌋, scaled exactly
     return ulp if not a.size or math.isfinite(a.max()) else np.where(np.isfinite(a), ulp, a)
 
 
