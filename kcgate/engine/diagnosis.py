@@ -606,17 +606,19 @@ def noise_signature(cmp: Any) -> Signature | None:
 def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
     """Name the failure mode of a failed case from its trials (the most specific classifier first).
 
-    Integrity issues are named before this runs (kcgate.engine.checks.verdict); then non-finite results, the
-    family's known mistakes, a clean fit of a simple transformation (kcgate.engine.transforms), the
-    structure of the error field (a dense tail tile, a few corrupted elements, an offset, garbage), operand
-    rounding, an accumulator width only where the trials span a K sweep that fits one, bias, a per-row
-    factor and diffuse noise."""
+    Integrity issues are named before this runs (kcgate.engine.checks.verdict); then NaN/Inf that a known
+    mistake gives in exactly those elements (a fully masked row), other non-finite results, the family's
+    known mistakes, a clean fit of a simple transformation (kcgate.engine.transforms), the structure of the
+    error field (a dense tail tile, a few corrupted elements, an offset, garbage), operand rounding, an
+    accumulator width only where the trials span a K sweep that fits one, bias, a per-row factor and
+    diffuse noise."""
     worst = max((t for t in ts if t.cmp is not None), key=severity, default=None)
     if worst is None:
         return None
     cmp = worst.cmp
     exp = ctx.op.name in EXP_FAMILIES or _large_inputs(worst.inputs)
     for found in (
+        lambda: nonfinite_semantics_signature(ctx, worst),
         lambda: nan_signature(worst.out, cmp.ref, exp, overflow_where(ctx.op.name, worst.grad)),
         lambda: semantics_signature(ctx, worst),
         lambda: fitted_signature(ctx, worst),
@@ -647,38 +649,42 @@ def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
     )
 
 
-def semantics_signature(ctx: Any, trial: Any) -> Signature | None:
+def semantics_signature(ctx: Any, trial: Any, nonfinite: bool = False) -> Signature | None:
     """The forward output, or the gradient that decides the trial, within the bound of one of the family's
-    known mistakes (``OpFamily.mistakes``): "matches the op with the causal mask dropped"."""
-    if getattr(ctx.op, "mistakes", None) is None or trial.out is None:
+    known mistakes (``OpFamily.mistakes``): "matches the op with the causal mask dropped". ``nonfinite``:
+    an element NaN (or the same infinity) in both the output and the mistake's oracle matches too."""
+    if trial.out is None:
         return None
     if trial.grad:
-        return grad_semantics_signature(ctx, trial)
+        return grad_semantics_signature(ctx, trial, nonfinite)
+    if getattr(ctx.op, "mistakes", None) is None:
+        return None
     if ctx.contract.tolerance.method not in ("error-bound", "relative"):
         return None  # the allowance must be an absolute error to hold another oracle to it
     up = upcast(trial.inputs)
+    out = trial.out.detach().to(torch.float64)
     for what, family in ctx.op.mistakes():
         with torch.no_grad():
             alt = family.oracle(*up).to(torch.float64)
             allowed = family.bound(up, alt, ctx.bound_args())
-        if alt.shape != trial.out.shape:
+        if alt.shape != out.shape:
             continue
-        err = (trial.out.to(torch.float64) - alt).abs()
-        there = float((err / allowed.clamp_min(1e-300)).nan_to_num(nan=math.inf).max())
+        there = budget_against(out, alt, allowed, nonfinite)
         if there <= 1:
             return sig(
                 "wrong-semantics",
-                f"matches the op with {what} (budget {there:.2g} against it)",
+                f"matches the op with {what} (budget {there:.2g} against it){_alike(out, trial.cmp, nonfinite)}",
                 mistake=what,
                 budget_there=round(there, 4),
             )
     return None
 
 
-def grad_semantics_signature(ctx: Any, trial: Any) -> Signature | None:
+def grad_semantics_signature(ctx: Any, trial: Any, nonfinite: bool = False) -> Signature | None:
     """The deciding gradient within the gradient bound of a known mistake's own gradient (fp64 autograd
     through the mistaken oracle, the same dY): "the gradient of logits matches the op with the mean over
-    every row, ignored ones included"."""
+    every row, ignored ones included". The family's known mistakes, then its known wrong backwards
+    (``OpFamily.grad_mistakes``: the forward right, the gradient formula wrong)."""
     if trial.dy is None or ctx.contract.tolerance.method == "abs-rel":
         return None
     idx = [i for i in range(len(trial.inputs)) if ctx.op.input_name(i) == trial.grad]
@@ -686,7 +692,8 @@ def grad_semantics_signature(ctx: Any, trial: Any) -> Signature | None:
         return None
     i = idx[0]
     out = trial.out.detach().to(torch.float64)
-    for what, family in ctx.op.mistakes():
+    known = [f() for f in (getattr(ctx.op, "mistakes", None), getattr(ctx.op, "grad_mistakes", None)) if f]
+    for what, family in (m for group in known for m in group):
         if family.grad_bound is None:
             continue
         try:
@@ -697,15 +704,64 @@ def grad_semantics_signature(ctx: Any, trial: Any) -> Signature | None:
             continue
         if allowed is None or refs[i].shape != out.shape:
             continue
-        there = float(((out - refs[i]).abs() / allowed.clamp_min(1e-300)).nan_to_num(nan=math.inf).max())
+        there = budget_against(out, refs[i], allowed, nonfinite)
         if there <= 1:
             return sig(
                 "wrong-semantics",
-                f"the gradient of {trial.grad} matches the op with {what} (budget {there:.2g} against it)",
+                f"the gradient of {trial.grad} matches the op with {what} (budget {there:.2g} against it)"
+                f"{_alike(out, trial.cmp, nonfinite)}",
                 mistake=what,
                 budget_there=round(there, 4),
             )
     return None
+
+
+def budget_against(out: torch.Tensor, alt: torch.Tensor, allowed: torch.Tensor, nonfinite: bool) -> float:
+    """max |out − alt|/allowed (NaN: infinite). ``nonfinite``: an element NaN in both, or the same infinity in
+    both, matches; but only where the finite elements are most of the output (an output that is NaN nearly
+    everywhere matches any mistake that is, and says nothing)."""
+    ratio = ((out - alt).abs() / allowed.clamp_min(1e-300)).nan_to_num(nan=math.inf)
+    if nonfinite:
+        alike = (out.isnan() & alt.isnan()) | (out.isinf() & (out == alt))
+        if int(alike.sum()) * 2 > out.numel():
+            return math.inf
+        ratio = ratio.masked_fill(alike, 0.0)
+    return float(ratio.max()) if ratio.numel() else math.inf
+
+
+def nonfinite_semantics_signature(ctx: Any, trial: Any) -> Signature | None:
+    """NaN/Inf where the contract's oracle is finite that one of the family's known mistakes gives in exactly
+    those elements, the rest within that mistake's bound: the mistake, not an overflow (a causal mask that
+    hides each query's own key leaves the first query no key, and a softmax over no key is NaN)."""
+    if trial.out is None or trial.cmp is None:
+        return None
+    o, ref = trial.out.detach().to(torch.float64), trial.cmp.ref.to(torch.float64)
+    if o.shape != ref.shape or not bool((~o.isfinite() & ref.isfinite()).any()):
+        return None
+    if bool((o.isfinite() & ~ref.isfinite()).any()):
+        return None  # NaN swallowed as well: nan_signature names that
+    return semantics_signature(ctx, trial, nonfinite=True)
+
+
+def _alike(out: torch.Tensor, cmp: Any, nonfinite: bool) -> str:
+    """The evidence of a non-finite match, in words: "; row 0 of each of the 8 (2×4) leading slices is NaN as
+    in that mistake's output, where the contract's oracle is finite"."""
+    if not nonfinite or cmp is None:
+        return ""
+    bad = ~out.isfinite() & cmp.ref.to(torch.float64).isfinite()
+    what = "NaN" if bool(out[bad].isnan().all()) else "NaN/Inf"
+    where = f"{int(bad.sum())} element(s) are {what}"
+    if out.dim() >= 2 and bool((bad.all(-1) == bad.any(-1)).all()):  # whole rows
+        rows = bad.all(-1).reshape(-1, out.shape[-2])
+        idx = rows.any(0).nonzero().flatten().tolist()
+        which = ", ".join(map(str, idx[:5])) + (" ..." if len(idx) > 5 else "")
+        which, verb = (f"row {which}", "is") if len(idx) == 1 else (f"rows {which}", "are")
+        lead = "×".join(map(str, out.shape[:-2]))
+        if lead and bool((rows == rows[0]).all()):  # the same rows in every leading slice (batch, head)
+            where = f"{which} of each of the {rows.shape[0]} ({lead}) leading slices {verb} {what}"
+        else:
+            where = f"{int(rows.sum())} whole row(s) ({which}) are {what}"
+    return f"; {where} as in that mistake's output, where the contract's oracle is finite"
 
 
 # A within-the-bound failure is named as a known mistake when the kernel's rms error against that mistake's

@@ -381,7 +381,12 @@ def mistakes(cfg: Attention) -> tuple[tuple[str, OpFamily], ...]:
             )
         )
         out.append(
-            ("the causal mask off by one diagonal (each query misses its own key)", replace(cfg, diagonal=-1))
+            (
+                # the first query then sees no key at all: its row is a softmax over nothing, NaN
+                "the causal mask off by one diagonal (each query misses its own key, and a query whose keys "
+                "are all masked gets a NaN row; check the mask's diagonal: mask keys j > i, not j ≥ i)",
+                replace(cfg, diagonal=-1),
+            )
         )
     for block in STALE_BLOCKS:
         for stale_l, what in ((False, "the accumulator"), (True, "the accumulator and the row sum")):

@@ -62,6 +62,10 @@ class OpFamily:
     # root): () -> (what, the family with it); only a within-the-bound failure that one of them explains
     # closely is named by it (kcgate.engine.diagnosis.explain_excess), never a failure of the bound
     variants: Callable[[], tuple[tuple[str, OpFamily], ...]] | None = None
+    # known wrong backwards: () -> (what, the family whose forward is the op's own and whose fp64 autograd
+    # gradient has the mistake, with that gradient's bound); only a failing gradient is held to them (a
+    # forward failure cannot be one)
+    grad_mistakes: Callable[[], tuple[tuple[str, OpFamily], ...]] | None = None
     grad_bound: GradBound | None = None  # None: the family has no backward contract
     input_names: tuple[str, ...] = ()  # placeholders of `call` and the names gradients are reported by
     # inputs -> the "{size}" placeholders of `call` ({"m": 64, ...}); None: read from the inputs' shapes

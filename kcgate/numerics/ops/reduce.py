@@ -135,6 +135,50 @@ def _softmax_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tu
     return (err + ba.u_out * g[0].abs(),)
 
 
+class _SoftmaxWithoutY(torch.autograd.Function):
+    """softmax whose backward omits the y factor: dx = dy − Σ(y·dy) for y·(dy − Σ(y·dy)) (a known mistake)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        y = torch.softmax(x, -1)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        return dy - (y * dy).sum(-1, keepdim=True)
+
+
+def _softmax_without_y(x: torch.Tensor) -> torch.Tensor:
+    return _SoftmaxWithoutY.apply(x)  # type: ignore[no-any-return]
+
+
+def _softmax_without_y_grad(
+    x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs
+) -> tuple[torch.Tensor, ...]:
+    """dx = dy − Σ y·dy, the mistake's own bound: the row sum as in _softmax_grad (y's relative error in
+    each term, λ√n·u_acc·Σ|y·dy|), the difference's rounding, then the gradient's own; no factor y after."""
+    n = x[0].shape[-1]
+    y = torch.softmax(x[0], -1)
+    eps_y = (ba.lam * sqrt(n) + 4) * ba.u_acc + ba.u_out
+    s_abs = (y * dy).abs().sum(-1, keepdim=True)
+    s = (y * dy).sum(-1, keepdim=True).abs()
+    err = (eps_y + ba.lam * sqrt(n) * ba.u_acc) * s_abs + 2 * ba.u_acc * (dy.abs() + s)
+    return (err + ba.u_out * g[0].abs(),)
+
+
+def _softmax_grad_mistakes() -> tuple[tuple[str, OpFamily], ...]:
+    return (
+        (
+            "its backward's y factor missing (dx = dy − Σ(y·dy) where y·(dy − Σ(y·dy)) is meant)",
+            replace(
+                SOFTMAX, oracle=_softmax_without_y, grad_bound=_softmax_without_y_grad, grad_mistakes=None
+            ),
+        ),
+    )
+
+
 def _lse_grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor, ...]:
     """dx = exp(x − lse)·dy: the forward's absolute error of lse (and its rounding to the output dtype
     when it is saved) is a relative error of every exp; so is x − lse rounded in the gradient's dtype
@@ -411,6 +455,7 @@ SOFTMAX = _family(
     ((64, 1024),),
     composite=lambda x: torch.softmax(x, -1),
     grad=_softmax_grad,
+    grad_mistakes=_softmax_grad_mistakes,
 )
 LOGSUMEXP = _family(
     "logsumexp",
