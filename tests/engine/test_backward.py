@@ -186,6 +186,50 @@ def test_torch_bf16_layer_norm_backward_is_named_a_low_precision_accumulator(tmp
     # dβ is a bf16 sum rounded after every add: ≈8 bits with the interval fitted (a fit that assumed a
     # rounding every 32 terms read ≈5.5 bits and said "fp8 e4m3")
     assert dict(r.signature.evidence)["nearest"] == "bf16" and "fp8" not in r.signature.summary, r.signature
+    # the accumulator is dγ/dβ's alone: dx (fp32 row sums from a 1/σ saved in bf16) is within its bound
+    # (it used 3.6-22 budgets before the saved 1/σ's rounding was allowed for)
+    budgets = dict(r.metrics.extra)
+    assert r.metrics.worst_grad in ("w", "b") and budgets["grad_budget.b"] > 20, budgets
+    assert budgets["grad_budget.x"] <= 1.0, budgets
+
+
+def _saved_stats_contract(kernel: str, shapes: str = "[[32, 256], [3, 251]]") -> str:
+    body = contract(f"tests.testing.kernels.backward:{kernel}", "layernorm", [32, 256], "bfloat16")
+    return body.replace("shapes = [[32, 256]]", f"shapes = {shapes}").replace("trials = 2", "trials = 3")
+
+
+def test_a_layernorm_that_saves_its_rstd_in_bf16_passes(tmp_path: Path) -> None:
+    """torch's CPU layout with fp32 sums everywhere: 1/σ saved rounded to bf16 scales x̂ and dx by (1 + δ),
+    which the bound allows (docs/ops.md#saved-statistics). Before, dx used 1.3-23 budgets and dγ 1.6-29."""
+    rs = run_contract(tmp_path, _saved_stats_contract("layernorm_saved_rstd"))
+    assert rs and all(r.status == "pass" for r in rs), [(r.message, r.metrics.extra) for r in rs]
+
+
+@pytest.mark.parametrize(
+    ("kernel", "grads", "cause"),
+    [
+        # torch's CPU algorithm: dγ/dβ rounded into a bf16 buffer after every row
+        ("layernorm_torch_cpu", ("w", "b"), "low-precision-accumulator"),
+        ("layernorm_saved_rstd_rows_bf16", ("w", "b"), "low-precision-accumulator"),
+        # dx's two row sums in bf16: the saved 1/σ's allowance is u·|dx|, not a bf16 sum's
+        ("layernorm_saved_rstd_dx_sums_bf16", ("x",), ""),
+    ],
+)
+def test_a_bf16_accumulation_beside_a_saved_rstd_still_fails(
+    tmp_path: Path, kernel: str, grads: tuple[str, ...], cause: str
+) -> None:
+    for r in run_contract(tmp_path, _saved_stats_contract(kernel)):
+        assert r.status == "fail" and r.signature is not None, r.message
+        assert r.metrics.worst_grad in grads, (r.metrics.worst_grad, r.metrics.extra)
+        assert not cause or r.signature.cause == cause, r.signature
+
+
+def test_a_layernorm_that_saves_its_mean_in_bf16_fails_at_large_means(tmp_path: Path) -> None:
+    """μ rounded to bf16 shifts x̂ by u·|μ|/σ: the cancellation C-PRC-02 probes, not allowed for. The
+    stability probe (offset 16 in bf16) names it on the gradients."""
+    (r,) = run_contract(tmp_path, _saved_stats_contract("layernorm_saved_stats", "[[32, 256]]"))
+    assert r.status == "fail" and r.signature is not None, r.message
+    assert r.signature.cause == "cancellation" and r.metrics.worst_grad, r.signature
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -243,14 +243,33 @@ def _norm_dx(
     return r * (rel * terms + e * gx + (e * gw.abs()).mean(-1, keepdim=True))
 
 
+def _saved_rstd(
+    xhat: torch.Tensor, r: torch.Tensor, gw: torch.Tensor, dx: torch.Tensor, u_s: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """x̂'s error per element, and dx's, when the forward saves 1/σ rounded to a dtype of unit roundoff ``u_s``
+    and the backward rebuilds x̂ from it (torch's CPU kernel saves μ and 1/σ in γ's dtype: bf16 for a bf16
+    layer). r̃ = r·(1 + δ), |δ| ≤ u_s: x̂ becomes x̂·(1 + δ), m = mean(g·x̂) becomes m·(1 + δ), and
+    dx = r̃·(g − mean g − x̂·m) becomes dx·(1 + δ) − r·x̂·m·(2δ + 3δ² + δ³): x̂ errs by e_s = u_s·|x̂|, dx by
+    u_s·|dx| + r·|x̂|·|m|·(2u_s + 3u_s² + u_s³) (``dx``: the fp64 gradient). The saved mean's rounding
+    (u_s·|μ|/σ in x̂) is not allowed: it is the cancellation C-PRC-02 probes (docs/ops.md#saved-statistics)."""
+    m = (gw * xhat).mean(-1, keepdim=True).abs()
+    return u_s * xhat.abs(), u_s * dx.abs() + r * xhat.abs() * m * (2 * u_s + 3 * u_s**2 + u_s**3)
+
+
 def _layernorm_grad(cfg: Norm) -> GradBound:
     def grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor | None, ...]:
-        """dw = Σ_rows dy·x̂ and db = Σ_rows dy sum over the rows; dx from its analytic form."""
+        """dw = Σ_rows dy·x̂ and db = Σ_rows dy sum over the rows; dx from its analytic form; each row's μ and
+        1/σ possibly saved in the output dtype (_saved_rstd)."""
         a, w, _ = x
         rows = a.shape[0]
         xhat, r, e = _norm_parts(a, ba, centred=True, eps=cfg.eps)
-        dx = _norm_dx(xhat, r, e, w * dy, ba, centred=True)
+        e_s, dx_s = _saved_rstd(xhat, r, w * dy, g[0], ba.u_out)
+        dx = _norm_dx(xhat, r, e, w * dy, ba, centred=True) + dx_s
         dw = ba.lam * sqrt(rows) * ba.u_acc * (dy.abs() * xhat.abs()).sum(0) + (dy.abs() * e).sum(0)
+        # each row's δ is its own rounding: independent over the rows, so their sum in dw is a
+        # random walk (λ·‖·‖₂, Hoeffding), never more than every term at its worst (Σ|·|)
+        t = dy.abs() * e_s
+        dw = dw + torch.minimum(t.sum(0), ba.lam * t.pow(2).sum(0).sqrt())
         db = ba.lam * sqrt(rows) * ba.u_acc * dy.abs().sum(0)
         return tuple(b + ba.u_out * gi.abs() for b, gi in zip((dx, dw, db), g))
 

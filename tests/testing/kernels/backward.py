@@ -188,3 +188,53 @@ def softmax_writes_x_in_forward(x: torch.Tensor) -> torch.Tensor:
 
 def softmax_writes_x_in_backward(x: torch.Tensor) -> torch.Tensor:
     return _SoftmaxWrites.apply(x, "backward")  # type: ignore[no-any-return]
+
+
+class _SavedStatsLayerNorm(torch.autograd.Function):
+    """layer_norm as torch's CPU kernel writes it for a 16-bit layer: the forward in fp32, 1/σ saved rounded
+    to the input dtype, the backward's dx in fp32 from it. ``mean``: "input" saves μ rounded to the input
+    dtype too (torch does), "fp32" keeps it; ``rows``: dγ/dβ summed over the rows in fp32, or ("bf16") into
+    a buffer of the input dtype rounded after every row (torch's CPU kernel); ``dx_sums``: "bf16"
+    accumulates dx's two row sums (Σg, Σg·x̂) in bf16 (a fault)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, modes: tuple[str, ...]) -> Any:
+        xf = x.to(torch.float32)
+        mu = xf.mean(-1, keepdim=True)
+        rstd = torch.rsqrt(xf.var(-1, unbiased=False, keepdim=True) + 1e-5)
+        y = ((xf - mu) * rstd * w.to(torch.float32) + b.to(torch.float32)).to(x.dtype)
+        ctx.save_for_backward(x, w, mu.to(x.dtype) if modes[0] == "input" else mu, rstd.to(x.dtype))
+        ctx.modes = modes
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> Any:
+        x, w, mu_s, rstd_s = ctx.saved_tensors
+        _, rows, dx_sums = ctx.modes
+        xf, dyf, wf = x.to(torch.float32), dy.to(torch.float32), w.to(torch.float32)
+        xhat = (xf - mu_s.to(torch.float32)) * rstd_s.to(torch.float32)
+        g = dyf * wf
+        if dx_sums == "bf16":
+            sg = sequential_sum(g, torch.bfloat16).to(torch.float32).unsqueeze(-1)
+            sgx = sequential_sum(g * xhat, torch.bfloat16).to(torch.float32).unsqueeze(-1)
+        else:
+            sg, sgx = g.sum(-1, keepdim=True), (g * xhat).sum(-1, keepdim=True)
+        n = x.shape[-1]
+        dx = (rstd_s.to(torch.float32) * (g - sg / n - xhat * sgx / n)).to(x.dtype)
+        terms = torch.stack([dyf * xhat, dyf], 1)  # (rows, 2, n)
+        sums = _rows_bf16(terms) if rows == "bf16" else terms.sum(0)
+        return dx, sums[0].to(w.dtype), sums[1].to(w.dtype), None
+
+
+def _saved(*modes: str) -> Callable[..., torch.Tensor]:
+    def kernel(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return _SavedStatsLayerNorm.apply(x, w, b, modes)  # type: ignore[no-any-return]
+
+    return kernel
+
+
+layernorm_saved_rstd = _saved("fp32", "fp32", "fp32")  # correct under accumulate = "float32"
+layernorm_saved_stats = _saved("input", "fp32", "fp32")  # μ rounded too: cancellation at large means
+layernorm_torch_cpu = _saved("input", "bf16", "fp32")  # torch's CPU algorithm for a bf16 layer
+layernorm_saved_rstd_rows_bf16 = _saved("fp32", "bf16", "fp32")
+layernorm_saved_rstd_dx_sums_bf16 = _saved("fp32", "fp32", "bf16")
