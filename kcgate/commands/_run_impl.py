@@ -58,7 +58,7 @@ def run_command(o: Options) -> int:
         check_torch(o.isolation)
     project = planning.with_shape(load_project(o.contracts), o.shape)
     # with several workers, the plan as the catalogue's default shapes make it says how many to start at once
-    expected = len(_plan(o, project, _default_shapes())) if workers > 1 and not o.list_only else 0
+    early = _plan(o, project, _default_shapes()) if workers > 1 and not o.list_only else None
     executor = (  # with isolation the worker starts now and makes the run's one torch import
         None
         if o.list_only
@@ -70,11 +70,12 @@ def run_command(o: Options) -> int:
             o.timeout,
             workers,
             o.workers == "auto",
-            expected,
+            len(early or ()),
         )
     )
     try:
-        cases = _plan(o, project, executor.default_shapes() if executor else _default_shapes())
+        shapes = executor.default_shapes() if executor else _default_shapes()
+        cases = early if early is not None and shapes == _default_shapes() else _plan(o, project, shapes)
         if o.list_only:
             typer.echo(render_plan(cases))
             return ExitCode.OK if cases else ExitCode.NOTHING_SELECTED
