@@ -468,6 +468,15 @@ CONTRACT_FIELDS: tuple[Field, ...] = (
         since="0.2",
     ),
     Field(
+        "mutates",
+        "2 scope",
+        'inputs the kernel overwrites by design, by name, e.g. ["logits"] (Liger\'s cross-entropy writes its '
+        "gradient into them): not an input-mutation finding; the oracle, the bounds and the gradients' "
+        "references read the values drawn",
+        type="strings",
+        since="0.2",
+    ),
+    Field(
         "env",
         "harness",
         'environment set in the worker before the kernel is imported, e.g. { TRITON_INTERPRET = "1" }',

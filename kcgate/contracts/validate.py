@@ -105,6 +105,7 @@ def _contract(i: int, d: dict[str, Any], col: Collector, roots: tuple[Path, ...]
         **_call_table(d, op or "", at),
         init=_mapping(d, "init", op or "", at),
         env=_env(d, at),
+        mutates=_mutates(d, op or "", at),
         line=at.line,
     )
     _cross_checks(contract, d, at)
@@ -167,6 +168,18 @@ def _check_value(v: Any, op: str, at: At) -> None:
         if m.group(1) not in CATALOGUE[op].dim_sources and m.group(1) != "none":
             dims = ", ".join("{" + n + "}" for n in (*CATALOGUE[op].dim_sources, "none"))
             at.add(f"{v!r} is not a size of op {op!r}", f"use one of: {dims}")
+
+
+def _mutates(d: dict[str, Any], op: str, at: At) -> tuple[str, ...]:
+    """``mutates``: names of the op's inputs (a custom op's are its generator's, checked when it runs)."""
+    names = tuple(_key(d, "mutates", at) or ())
+    known = CATALOGUE[op].inputs if op in CATALOGUE and op != "custom" else None
+    for j, name in enumerate(names):
+        if known is not None and name not in known:
+            at.key("mutates", index=j).add(
+                f"{name!r} is not an input of op {op!r}", f"use one of: {', '.join(known)}"
+            )
+    return names
 
 
 def _env(d: dict[str, Any], at: At) -> tuple[tuple[str, str], ...]:

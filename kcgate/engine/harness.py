@@ -259,7 +259,13 @@ def _call(
         _global_state(trial)
     _mutated(ctx, trial, views, snapshots, "backward" if out is not None and backward else "forward")
     _out_of_bounds(trial, bufs, guard)  # after the backward too: it must not write outside its buffers
-    trial.on_device = views
+    # where the verification reads the kernel's inputs; an input it overwrites by design (``mutates``) as drawn
+    declared = ctx.contract.mutates
+    trial.on_device = (
+        tuple(s if ctx.op.input_name(i) in declared else v for i, (v, s) in enumerate(zip(views, snapshots)))
+        if declared
+        else views
+    )
     return _as_output(ctx, trial, out)
 
 
@@ -299,7 +305,12 @@ def _mutated(ctx: CaseContext, trial: Trial, views: Tensors, snaps: list[torch.T
     after each phase, so the first phase that wrote is the one reported."""
     if "input-mutation" in trial.issues:
         return
-    changed = [ctx.op.input_name(i) for i, (v, s) in enumerate(zip(views, snaps)) if _changed(v, s)]
+    declared = ctx.contract.mutates  # overwritten by design: not a finding
+    changed = [
+        name
+        for i, (v, s) in enumerate(zip(views, snaps))
+        if (name := ctx.op.input_name(i)) not in declared and _changed(v, s)
+    ]
     if changed:
         issue(trial, "input-mutation")
         trial.found_in["input-mutation"] = phase

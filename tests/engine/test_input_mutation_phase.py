@@ -25,3 +25,45 @@ def test_the_phase_that_overwrote_the_input_is_named(tmp_path: Path, phase: str)
     assert ("phase", phase) in case.signature.evidence
     if phase == "forward":
         assert "gradient of" not in case.signature.summary + case.message
+
+
+def test_a_declared_overwrite_is_no_finding_and_the_oracle_reads_the_drawn_inputs(tmp_path: Path) -> None:
+    """``mutates = ["x"]``: a softmax that stores its output in x (as Liger's cross-entropy stores its gradient
+    in the logits) passes forward and backward; the oracle and the gradients' references read x as drawn,
+    not the softmax it was overwritten with (softmax(y) is not y)."""
+    kernel = "tests.testing.kernels.backward:softmax_writes_x_in_forward"
+    for seedless in run_contract(tmp_path, contract(kernel, "softmax", [8, 64], "float32", mutates='["x"]')):
+        assert seedless.status == "pass", seedless.message
+
+
+def _forward(kernel: str) -> str:
+    return (
+        f'class = "C-PRC-01"\nkernel = "tests.testing.kernels.backward:{kernel}"\nop = "matmul"\n'
+        'shapes = [[16, 32, 8]]\nprotocol = { seeds = 1 }\nmutates = ["a"]'
+    )
+
+
+def test_an_undeclared_overwrite_is_still_named(tmp_path: Path) -> None:
+    """Forward only: a product that zeroes ``a`` after computing passes with ``a`` declared (its backward would
+    read the zeroed ``a``, which the zero-gradient check names); zeroing ``b`` too is still input-mutation."""
+    (ok,) = run_contract(tmp_path, _forward("matmul_overwrites_a"))
+    assert ok.status == "pass", ok.message
+    (bad,) = run_contract(tmp_path, _forward("matmul_overwrites_a_and_b"))
+    assert bad.status == "fail" and bad.signature is not None and bad.signature.cause == "input-mutation"
+    assert "input 'b'" in bad.message and "'a'" not in bad.message.split("input")[-1], bad.message
+
+
+def test_mutates_names_an_input_of_the_op(tmp_path: Path) -> None:
+    from kcgate.contracts.load import load_project
+    from kcgate.errors import ContractsError
+
+    f = tmp_path / "contracts.toml"
+    f.write_text(
+        '[project]\n\n[[contract]]\nid = "c"\nclass = "C-PRC-01"\nkernel = "torch:matmul"\nop = "matmul"\n'
+        'mutates = ["logits"]\n'
+    )
+    with pytest.raises(ContractsError) as err:
+        load_project(f)
+    (p,) = err.value.problems
+    assert p.where.endswith("mutates[0]") and p.line == 8, p
+    assert p.message == "'logits' is not an input of op 'matmul'" and "a, b" in p.fix

@@ -238,3 +238,17 @@ layernorm_saved_stats = _saved("input", "fp32", "fp32")  # μ rounded too: cance
 layernorm_torch_cpu = _saved("input", "bf16", "fp32")  # torch's CPU algorithm for a bf16 layer
 layernorm_saved_rstd_rows_bf16 = _saved("fp32", "bf16", "fp32")
 layernorm_saved_rstd_dx_sums_bf16 = _saved("fp32", "fp32", "bf16")
+
+
+def matmul_overwrites_a(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A correct product that then zeroes its input ``a`` (a scratch buffer by design)."""
+    out = a @ b
+    a.data.zero_()
+    return out
+
+
+def matmul_overwrites_a_and_b(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The same, zeroing ``b`` too."""
+    out = matmul_overwrites_a(a, b)
+    b.data.zero_()
+    return out
