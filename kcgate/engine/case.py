@@ -122,13 +122,10 @@ def _with_grad(signature: Any, metrics: Metrics) -> Any:
     """A backward case's signature names the gradient it was measured on (``grad = "w"``), so the
     diff, report and PR comment say which gradient broke. A signature that names the tensor it measured
     (``tensor``: the sensitivity gate's forward output) keeps its own name: a figure from one tensor is
-    never shown under another's."""
+    never shown under another's; so does one that names the phase a kernel wrote its inputs in (``phase``):
+    an overwrite is no gradient's."""
     grad = metrics.worst_grad
-    if (
-        signature is None
-        or not grad
-        or any(k in ("grad", "tensor") or (k, v) == ("phase", "forward") for k, v in signature.evidence)
-    ):
+    if signature is None or not grad or any(k in ("grad", "tensor", "phase") for k, _ in signature.evidence):
         return signature
     evidence = tuple(sorted((*signature.evidence, ("grad", grad))))
     return Signature(signature.cause, f"gradient of {grad!r}: {signature.summary}", evidence)

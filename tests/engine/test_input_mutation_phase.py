@@ -26,8 +26,7 @@ def test_the_phase_that_overwrote_the_input_is_named(tmp_path: Path, phase: str)
         in (case.message)
     )
     assert ("phase", phase) in case.signature.evidence
-    if phase == "forward":
-        assert "gradient of" not in case.signature.summary + case.message
+    assert "gradient of" not in case.signature.summary  # an overwrite is named by its phase, not a gradient
 
 
 def test_a_declared_overwrite_is_no_finding_and_the_oracle_reads_the_drawn_inputs(tmp_path: Path) -> None:
@@ -72,3 +71,19 @@ def test_mutates_names_an_input_of_the_op(tmp_path: Path) -> None:
     (p,) = err.value.problems
     assert p.where.endswith("mutates[0]") and p.line == 8, p
     assert p.message == "'logits' is not an input of op 'matmul'" and "a, b" in p.fix
+
+
+def test_an_overwrite_in_the_backward_is_not_named_after_a_gradient() -> None:
+    """A backward case's signature is prefixed with the gradient that decided it; an input-mutation names the
+    phase the kernel wrote in instead (Liger's swiglu read "gradient of 'b': the kernel modified its inputs")."""
+    from kcgate.engine.case import _with_grad
+    from kcgate.results.model import Metrics, Signature
+
+    m = Metrics(budget_used=0.4, extra=(("grad_budget.b", 0.4), ("out_budget", 0.1)))
+    assert m.worst_grad == "b"
+    wrote = Signature(
+        "input-mutation", "the kernel modified its inputs during the backward", (("phase", "backward"),)
+    )
+    assert _with_grad(wrote, m) == wrote
+    other = Signature("garbage", "garbage", ())
+    assert _with_grad(other, m).summary == "gradient of 'b': garbage"
