@@ -105,6 +105,7 @@ def _everything_set() -> Project:
         call_kwargs=(("alpha", 0.5), ("dims", (0, 1))),
         init=(("width", 8),),
         env=(("TRITON_INTERPRET", "1"),),
+        mutates=("a",),
         line=12,
         source="pkg/kernels.py",
     )
