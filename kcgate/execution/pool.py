@@ -328,7 +328,7 @@ def make_executor(
     if (
         isinstance(executor, WorkerPool)
         and expected_cases
-        and (device == "cpu" or not accelerator_possible())
+        and (device == "cpu" or (device == "auto" and not accelerator_possible()))
     ):
         executor.warm(expected_cases)
     return executor

@@ -131,6 +131,19 @@ def test_auto_starts_the_workers_a_plan_will_use_together_with_the_first(
         pool.close()
 
 
+def test_a_named_accelerator_never_starts_workers_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--device cuda on a machine with no device node kcgate knows: the first worker alone (it then reports
+    the device it could not find)."""
+    monkeypatch.setattr(pooling, "accelerator_possible", lambda: False)
+    started: list[int] = []
+    monkeypatch.setattr(pooling.WorkerPool, "warm", lambda self, cases: started.append(cases))
+    monkeypatch.setattr(pooling.WorkerPool, "start", lambda self: None)
+    project = load_project(DATA / "pool.toml")
+    for device, expect in (("cuda", []), ("cpu", [600]), (None, [600, 600])):
+        make_executor("process", project, device, workers=2, auto=True, expected_cases=600)
+        assert started == expect, device
+
+
 def test_accelerator_possible_reads_device_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pooling.sys, "platform", "linux")
     monkeypatch.setattr(pooling.os.path, "exists", lambda p: p == "/dev/kfd")
