@@ -23,7 +23,7 @@ def compare_command(
     results: list[str] = typer.Argument(
         ..., help="Results files or directories, one results file per runner."
     ),
-    fmt: str = format_option("console", "markdown", "json"),
+    fmt: str = format_option("console", "markdown", "json", "github"),
     png: Path | None = typer.Option(
         None, "--png", help="Also write a PNG heatmap and K curves (needs kcgate[plot])."
     ),

@@ -1,4 +1,5 @@
-"""Pure renderers for the cross-vendor Comparison: console, Markdown (with Mermaid) and JSON.
+"""Pure renderers for the cross-vendor Comparison: console, Markdown (with Mermaid), JSON and GitHub workflow
+commands (annotations for a vendor-matrix job).
 
 ``FORMATS`` is the registry the ``compare`` command lists in its help and its errors.
 """
@@ -9,6 +10,7 @@ import json
 from collections.abc import Callable
 
 from kcgate.gate.compare import Cell, Comparison, Outlier
+from kcgate.render.annotations import Annotation, render_workflow_commands, select
 from kcgate.render.diff_formats import align, budget, plain
 from kcgate.render.escape import console_text, json_console_text, md_cell, md_code
 from kcgate.render.mermaid import budget_chart, k_curve_chart
@@ -145,6 +147,61 @@ def _md_charts(comparison: Comparison) -> list[str]:
     return parts
 
 
+# ---- GitHub workflow commands --------------------------------------------------------------------
+
+
+def render_github(comparison: Comparison, contracts_file: str = "contracts.toml") -> str:
+    """A warning for each contract whose runners disagree on its verdict, a notice for each runner that is a
+    consensus outlier on a contract (GitHub's per-step caps applied), then the headline. Every untrusted part
+    (contract ids, runner names) is escaped by the workflow-command writer."""
+    disagree = disagreements(comparison)
+    notes = [
+        Annotation("warning", contracts_file, None, "kcgate compare: runners disagree", _verdicts(k, cells))
+        for k, cells in disagree
+    ]
+    groups = outlier_groups(comparison.outliers)
+    notes += [
+        Annotation(
+            "notice",
+            contracts_file,
+            None,
+            "kcgate compare: consensus outlier",
+            f"{o.runner}: {o.contract_id} ({n} case{'s' * (n > 1)}, worst {o.case_id}): {outlier_note(o)}",
+        )
+        for o, n in groups
+    ]
+    kept, omitted = select(notes)
+    more = sum(omitted.values())
+    return render_workflow_commands(kept) + (
+        f"{_title(comparison)}; {len(disagree)} disagree on the verdict, {len(groups)} consensus outlier(s)"
+        + (f" ({more} more not annotated: see the Markdown or JSON output)" if more else "")
+        + "\n"
+    )
+
+
+def disagreements(comparison: Comparison) -> list[tuple[str, list[Cell]]]:
+    """The contracts whose runners give different verdicts, each with its cells in runner order."""
+    grid = comparison.grid()
+    found = []
+    for k in comparison.contracts:
+        cells = [c for r in comparison.runners if (c := grid.get((k, r))) is not None]
+        if len({c.verdict for c in cells}) > 1:
+            found.append((k, cells))
+    return found
+
+
+def _verdicts(contract: str, cells: list[Cell]) -> str:
+    """ "gemm: pass on a, b; fail on c (budget 3.2, 1/4 cases)": each verdict with the runners that gave it."""
+    by: dict[str, list[Cell]] = {}
+    for c in cells:
+        by.setdefault(c.verdict, []).append(c)
+    parts = [
+        f"{verdict} on " + ", ".join(f"{c.runner} ({cell_text(c, icons=False)})" for c in group)
+        for verdict, group in by.items()
+    ]
+    return f"{contract}: " + "; ".join(parts)
+
+
 # ---- JSON ----------------------------------------------------------------------------------------
 
 
@@ -158,4 +215,5 @@ FORMATS: dict[str, Callable[[Comparison], str]] = {
     "console": render_console,
     "markdown": render_markdown,
     "json": render_json,
+    "github": render_github,
 }

@@ -89,7 +89,7 @@ def test_diff_github_annotates_the_contracts_file(tmp_path: Path) -> None:
     [
         ("validate", "console|json|github"),
         ("diff", "console|markdown|json|github"),
-        ("compare", "console|markdown|json"),
+        ("compare", "console|markdown|json|github"),
         ("runners", "console|json"),
         ("calibrate", "console|json"),
         ("report", "console|github"),

@@ -167,7 +167,7 @@ def results_dir(tmp_path: Path) -> Path:
     return tmp_path / "results"
 
 
-@pytest.mark.parametrize("fmt", ["console", "markdown", "json"])
+@pytest.mark.parametrize("fmt", ["console", "markdown", "json", "github"])
 def test_compare_command(results_dir: Path, fmt: str) -> None:
     files = sorted(str(p) for p in results_dir.glob("*.json"))
     result = CliRunner().invoke(app, ["compare", *files, "--format", fmt])
@@ -190,3 +190,29 @@ def test_compare_command_bad_format(results_dir: Path) -> None:
 def test_compare_command_empty_dir(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["compare", str(tmp_path)])
     assert result.exit_code == 3 and "no results files found" in result.output
+
+
+def test_github_format_annotates_disagreements_and_outliers() -> None:
+    """One warning per contract whose runners disagree on the verdict, one notice per consensus outlier, then
+    the headline; hostile runner and contract names cannot start a workflow command of their own."""
+    hostile = "evil\n::error::pwned,x:y"
+    runs = {
+        "a": run("a", case("gemm/k1", err=1e-6), case("sm/1", contract="softmax")),
+        "b": run("b", case("gemm/k1", err=1.1e-6), case("sm/1", contract="softmax")),
+        hostile: run(
+            hostile, case("gemm/k1", status="fail", budget=3.0, err=1e-3), case("sm/1", contract="softmax")
+        ),
+    }
+    text = compare_formats.render_github(compare_runs(runs))
+    lines = text.splitlines()
+    assert lines[-1].startswith(
+        "kcgate compare: 2 contracts x 3 runners; 1 disagree on the verdict, 1 consensus"
+    )
+    (warning,) = [ln for ln in lines if ln.startswith("::warning ")]
+    assert "gemm: pass on a (pass 0.1), b (pass 0.1); fail on evil" in warning and "%0A" in warning
+    (notice,) = [ln for ln in lines if ln.startswith("::notice ")]
+    assert "gemm (1 case, worst gemm/k1)" in notice and "x the others' median" in notice
+    assert not any(ln.startswith("::error") for ln in lines)  # the hostile name stayed inside its message
+    assert compare_formats.render_github(compare_runs({"a": runs["a"], "b": runs["b"]})).splitlines() == [
+        "kcgate compare: 2 contracts x 2 runners; 0 disagree on the verdict, 0 consensus outlier(s)"
+    ]
