@@ -315,7 +315,7 @@ def _mutated(ctx: CaseContext, trial: Trial, views: Tensors, snaps: list[torch.T
         issue(trial, "input-mutation")
         trial.found_in["input-mutation"] = phase
         what = ", ".join(map(repr, changed))
-        declare = ", ".join(f'"{name}"' for name in (*ctx.contract.mutates, *changed))
+        declare = ", ".join(f'"{name}"' for name in (*declared, *changed))
         trial.error = trial.error or (
             f"the {phase} wrote into input{'s' * (len(changed) > 1)} {what}; if the kernel does so by "
             f"design, declare mutates = [{declare}] in its contract"

@@ -174,11 +174,8 @@ def reference_outputs(ctx: CaseContext, inputs: Tensors, *, upcast: bool = True)
     out = reference_output(ctx, inputs, upcast=upcast)
     if out is None or not _onednn_on(inputs):
         return [] if out is None else [out]
-    torch._C._set_mkldnn_enabled(False)  # onednn_off() inline: a generator's enter and exit cost 2 µs a trial
-    try:
+    with onednn_off():
         aten = reference_output(ctx, inputs, upcast=upcast)
-    finally:
-        torch._C._set_mkldnn_enabled(True)  # it was on (_onednn_on)
     return [out] if aten is None or torch.equal(aten, out) else [out, aten]
 
 
@@ -370,16 +367,33 @@ def errors(ctx: CaseContext, trial: Trial) -> Errors | None:
     if ok is not None and not bool(ok.any()):
         return None
     pick = _flat if ok is None else (lambda t: t[ok])
+    return _weighed(
+        pick, err, s, rounding, refs, len(own), None if ok is None else np.flatnonzero(ok), r.shape
+    )
+
+
+def _weighed(
+    pick: Callable[[Array], Array],
+    err: Array,
+    s: Array,
+    rounding: Array,
+    refs: list[tuple[str, Array]],
+    primary: int,
+    flat: Array | None,
+    shape: tuple[int, ...],
+) -> Errors:
+    """The counted elements (``pick``) of the kernel's and each reference's |error|, and each weighted by the
+    correct kernel's RMS error ``s``: the host and device paths' ``Errors`` alike."""
     scale = pick(s)
     return Errors(
         z=pick(err) / scale,
         refs=tuple((name, pick(x) / scale) for name, x in refs),
-        primary=len(own),
+        primary=primary,
         rounding=pick(rounding) / scale,
         e=pick(err),
         e_refs=tuple(pick(x) for _, x in refs),
-        flat=None if ok is None else np.flatnonzero(ok),
-        shape=r.shape,
+        flat=flat,
+        shape=shape,
     )
 
 
@@ -424,17 +438,8 @@ def errors_on_device(ctx: CaseContext, trial: Trial, cmp: Any) -> Errors | None:
     if ok is not None and not bool(ok.any()):
         return None
     pick = (lambda t: t.reshape(-1)) if ok is None else (lambda t: t[ok])
-    scale = pick(s)
-    return Errors(
-        z=pick(err) / scale,
-        refs=tuple((name, pick(e) / scale) for name, e in refs),
-        primary=len(own),
-        rounding=pick(rounding) / scale,
-        e=pick(err),
-        e_refs=tuple(pick(e) for _, e in refs),
-        flat=None if ok is None else ok.reshape(-1).nonzero().reshape(-1),
-        shape=tuple(r.shape),
-    )
+    flat = None if ok is None else ok.reshape(-1).nonzero().reshape(-1)
+    return _weighed(pick, err, s, rounding, refs, len(own), flat, tuple(r.shape))
 
 
 def error_scale_on_device(
@@ -493,13 +498,8 @@ def statistics(ctx: CaseContext, parts: list[Errors]) -> Excess:
         if not o and r > ref:
             ref, limit = r, name
     ref_max = max((float(x.max()) for x in z_refs), default=0.0)  # a scalar back from each, on a device
-    k, worst = (
-        (0, int(z.argmax()))
-        if len(parts) == 1
-        else max(
-            ((j, int(p.z.argmax())) for j, p in enumerate(parts)),
-            key=lambda jw: float(parts[jw[0]].z[jw[1]]),
-        )
+    k, worst = max(
+        ((j, int(p.z.argmax())) for j, p in enumerate(parts)), key=lambda jw: float(parts[jw[0]].z[jw[1]])
     )
     flat = worst if parts[k].flat is None else int(parts[k].flat[worst])  # type: ignore[index]
     rms_k = _rms(z)
@@ -521,20 +521,9 @@ def statistics(ctx: CaseContext, parts: list[Errors]) -> Excess:
 
 def _pool(parts: list[Errors]) -> tuple[Array, list[str], list[Array], list[Array], list[bool], Array, Array]:
     """The parts' arrays concatenated: (kernel z, the reference names every part has, their z and |err|,
-    whether each is the family's own, the rounding z, the kernel |err|). One part (the usual case) as it is."""
+    whether each is the family's own, the rounding z, the kernel |err|); one part's arrays as they are."""
     first = parts[0]
     own_names = {name for name, _ in first.refs[: first.primary]}
-    if len(parts) == 1:
-        names = [name for name, _ in first.refs]
-        return (
-            first.z,
-            names,
-            [x for _, x in first.refs],
-            list(first.e_refs),
-            [name in own_names for name in names],
-            first.rounding,
-            first.e,
-        )
     # the references every pooled trial has (each trial runs the same ones unless one could not run)
     names = [name for name, _ in first.refs if all(name in dict(p.refs) for p in parts)]
     z_refs = [_cat([dict(p.refs)[name] for p in parts]) for name in names]
