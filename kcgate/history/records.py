@@ -7,6 +7,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from kcgate.results.baseline import check_runner_name
 from kcgate.results.model import RunResult
 
 SHA = re.compile(r"[0-9a-f]{7,64}")
@@ -45,7 +46,9 @@ class RunEntry:
 
 
 def from_run(run: RunResult, commit: str, time: str, run_id: str = "", pr: int | None = None) -> RunEntry:
-    """The history's record of a (validated) results file, read by column."""
+    """The history's record of a (validated) results file, read by column; the runner name must be plain,
+    since it names the run's log file."""
+    check_runner_name(run.runner)
     t = run.table
     errors = [a if n is None else n for n, a in zip(t.extra("norm_err"), t.metric("max_abs_err"))]
     signatures = t.column("signature")

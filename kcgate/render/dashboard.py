@@ -201,6 +201,7 @@ def chart_svg(view: HistoryView, contract: str, links: Links = Links()) -> str:
              f'<line x1="{PAD}" x2="{CHART_W - PAD}" y1="{y(1.0):.1f}" y2="{y(1.0):.1f}" stroke="#cf222e" stroke-dasharray="4 3"/>',
              f'<text x="{CHART_W - PAD + 2}" y="{y(1.0) + 4:.1f}" font-size="11">1.0</text>',
              f'<text x="2" y="{PAD - 10}" font-size="11">budget used (capped at {BUDGET_AXIS_CAP:g})</text>']  # fmt: skip
+    parts += _ticks(view, x)
     legend = []
     for i, runner in enumerate(view.runners):
         series = [p for p in view.series(contract, runner) if p.budget is not None]
@@ -215,6 +216,18 @@ def chart_svg(view: HistoryView, contract: str, links: Links = Links()) -> str:
         legend.append(f'<span style="border-left:12px solid {colour}">{e(runner)}</span>')
     parts.append("</svg>")
     return "\n".join(parts) + '<p class="legend">' + "".join(legend) + "</p>"
+
+
+def _ticks(view: HistoryView, x: dict[str, float]) -> list[str]:
+    """The commit (and PR) under each step; every k-th when there are many."""
+    step = max(1, len(view.commits) // 12)
+    out = []
+    for c in view.commits[::step]:
+        label = c.sha[:7] + (f" #{c.pr}" if c.pr else "")
+        out.append(
+            f'<text class="tick" x="{x[c.sha]:.1f}" y="{CHART_H - PAD + 16}" font-size="10" text-anchor="middle">{e(label)}</text>'
+        )
+    return out
 
 
 def _point(view: HistoryView, p: Point, cx: float, cy: float, colour: str, links: Links) -> str:
