@@ -115,7 +115,10 @@ def add_command(
         help="The commit the results are of (default: $GITHUB_SHA).",
     ),
     time: str = typer.Option(
-        "", "--time", metavar="TIME", help="The commit's time, YYYY-MM-DDTHH:MM:SSZ (default: now)."
+        "",
+        "--time",
+        metavar="TIME",
+        help="The commit's time, ISO 8601 with a zone, e.g. 2026-12-01T10:00:00Z (default: now).",
     ),
     pr: Optional[int] = typer.Option(
         None, "--pr", metavar="N", min=1, help="The pull request this commit merged."
@@ -141,9 +144,9 @@ def add_command(
     from kcgate.results.artifacts import collect_results
     from kcgate.results.baseline import paused_gc
 
-    time = time or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    time = utc_time(time)
     _check(SHA.fullmatch(commit.lower()), f"--commit {commit[:70]!r}: pass the commit's hex SHA")
-    _check(TIME.fullmatch(time), f"--time {time[:40]!r}: use YYYY-MM-DDTHH:MM:SSZ (UTC)")
+    _check(TIME.fullmatch(time), f"--time {time[:40]!r}: use ISO 8601 with a zone, e.g. 2026-12-01T10:00:00Z")
     _check(
         RUN_ID.fullmatch(run_id), f"--run-id {run_id[:70]!r}: use up to 64 letters, digits, '.', '_' or '-'"
     )
@@ -183,6 +186,20 @@ def rebuild_command(
     typer.echo(
         f"kcgate history: {done.added} runs added ({done.cases:,} cases), {done.skipped} already recorded"
     )
+
+
+def utc_time(text: str) -> str:
+    """An ISO 8601 time with a zone (a commit's timestamp, e.g. 2026-12-01T10:00:00+01:00) in UTC as
+    YYYY-MM-DDTHH:MM:SSZ; now when empty; the text unchanged when it does not parse (then refused)."""
+    if not text:
+        return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        when = dt.datetime.fromisoformat(text[:40].replace("Z", "+00:00"))
+    except ValueError:
+        return text
+    if when.tzinfo is None:
+        return text
+    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _check(ok: object, message: str) -> None:
