@@ -21,6 +21,8 @@ import typer
 from kcgate.commands.diff import parse_today
 from kcgate.errors import IOFault, UsageError, os_error
 from kcgate.gate.decide import apply_fail_on, decide
+from kcgate.history.store import open_store
+from kcgate.history.view import load_view
 from kcgate.publish.outcome import missing_outcome
 from kcgate.publish.settings import Settings, dig, head_sha
 from kcgate.publish.step_files import append_text, output_text
@@ -38,6 +40,7 @@ from kcgate.render.markdown import (
     render_report,
     render_summary,
 )
+from kcgate.render.pr_charts import charted
 from kcgate.results.artifacts import collect_results
 from kcgate.results.baseline import load_many, paused_gc, project_facts
 from kcgate.results.model import write_atomic
@@ -164,10 +167,6 @@ def recorded_history(db: Path | None, verdict: Diff, policy: Policy) -> HistoryV
     show the baseline and the head only), never a different verdict."""
     if db is None:
         return None
-    from kcgate.history.store import open_store
-    from kcgate.history.view import load_view
-    from kcgate.render.pr_charts import charted
-
     try:
         with open_store(db, create=False) as conn:
             return load_view(conn, HISTORY_COMMITS, charted(verdict), (), policy.budget_drift)

@@ -16,7 +16,7 @@ from kcgate.errors import UsageError
 
 DEFAULT_DB = Path("kcgate-history.db")
 
-app = typer.Typer(
+history_app = typer.Typer(
     name="history",
     invoke_without_command=True,
     no_args_is_help=False,
@@ -28,15 +28,15 @@ app = typer.Typer(
 )
 
 
-def register(root: typer.Typer) -> None:
-    root.add_typer(app, name="history")
+def register(app: typer.Typer) -> None:
+    app.add_typer(history_app, name="history")
 
 
 def _db_option() -> Path:
     return typer.Option(DEFAULT_DB, "--db", metavar="PATH", help="The history database (SQLite).")
 
 
-@app.callback()
+@history_app.callback()
 def history_command(
     ctx: typer.Context,
     db: Path = _db_option(),
@@ -102,7 +102,7 @@ def _emit(text: str, output: Path | None) -> None:
     write_atomic(output, text)
 
 
-@app.command("add")
+@history_app.command("add")
 def add_command(
     results: list[Path] = typer.Argument(
         ..., metavar="RESULTS...", help="Results files or directories of them."
@@ -166,7 +166,7 @@ def add_command(
     )
 
 
-@app.command("rebuild")
+@history_app.command("rebuild")
 def rebuild_command(
     logdir: Path = typer.Argument(
         ..., metavar="LOGDIR", help="The log directory (the data branch's checkout)."

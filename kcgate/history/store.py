@@ -14,6 +14,7 @@ from pathlib import Path
 from kcgate.errors import UsageError
 from kcgate.gate.compare import STATUS_RANK
 from kcgate.history.records import CaseEntry, RunEntry
+from kcgate.results.model import Status
 
 KIND = "kcgate-history"
 SCHEMA_VERSION = 1
@@ -158,7 +159,7 @@ def _cell_rows(
     for contract, group in by_contract.items():
         worst = max(group, key=lambda c: (STATUS_CODE[c.status], c.budget_used or 0.0))
         budgets = [c.budget_used for c in group if c.budget_used is not None]
-        failing = sum(c.status == "fail" for c in group)
+        failing = sum(c.status == Status.FAIL for c in group)
         yield (
             run,
             ids[contract],

@@ -8,13 +8,13 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any
 
 from kcgate.contracts.policy import DriftRule
 from kcgate.gate.compare import case_outliers
 from kcgate.history.store import STATUS_OF
-
-FAIL = "fail"
+from kcgate.results.model import Status
 
 
 @dataclass(frozen=True)
@@ -80,21 +80,34 @@ class HistoryView:
     def head(self) -> str:
         return self.commits[-1].sha if self.commits else ""
 
+    @cached_property
+    def _pairs(self) -> dict[tuple[str, str], list[Point]]:
+        """(contract, runner) -> its points, oldest commit first (built once: views are queried per pair)."""
+        order = {c.sha: i for i, c in enumerate(self.commits)}
+        out: dict[tuple[str, str], list[Point]] = defaultdict(list)
+        for p in sorted(self.points, key=lambda p: order[p.commit]):
+            out[(p.contract, p.runner)].append(p)
+        return dict(out)
+
+    @cached_property
+    def _prs(self) -> dict[str, int | None]:
+        return {c.sha: c.pr for c in self.commits}
+
+    def pr_of(self, sha: str) -> int | None:
+        """The pull request a commit merged, where recorded."""
+        return self._prs.get(sha)
+
     def series(self, contract: str, runner: str) -> list[Point]:
         """The contract's points on a runner, oldest commit first."""
-        order = {c.sha: i for i, c in enumerate(self.commits)}
-        return sorted(
-            (p for p in self.points if p.contract == contract and p.runner == runner),
-            key=lambda p: order[p.commit],
-        )
+        return list(self._pairs.get((contract, runner), ()))
+
+    def of_contract(self, contract: str) -> list[Point]:
+        """Every point of a contract, by runner, oldest commit first."""
+        return [p for r in self.runners for p in self._pairs.get((contract, r), ())]
 
     def at_head(self) -> dict[tuple[str, str], Point]:
         """(contract, runner) -> the latest point of each pair (the runner x contract matrix at the head)."""
-        order = {c.sha: i for i, c in enumerate(self.commits)}
-        out: dict[tuple[str, str], Point] = {}
-        for p in sorted(self.points, key=lambda p: order[p.commit]):
-            out[(p.contract, p.runner)] = p
-        return out
+        return {key: points[-1] for key, points in self._pairs.items()}
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -201,11 +214,11 @@ def find_moves(points: Sequence[Point], commits: Sequence[Commit], drift: DriftR
 
 def _move(a: Point, b: Point, drift: DriftRule) -> Move | None:
     kind = ""
-    if a.status != FAIL and b.status == FAIL:
+    if a.status != Status.FAIL and b.status == Status.FAIL:
         kind = "fails"
-    elif a.status == FAIL and b.status != FAIL:
+    elif a.status == Status.FAIL and b.status != Status.FAIL:
         kind = "fixed"
-    elif a.status == b.status == "pass" and drift.drifted(a.budget, b.budget):
+    elif a.status == b.status == Status.PASS and drift.drifted(a.budget, b.budget):
         kind = "drift"
     if not kind:
         return None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from kcgate.history.view import HistoryView, Point
 from kcgate.render.history_text import budget_words, divergence_words, move_words
+from kcgate.results.model import Status
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 PALETTE = ("#0969da", "#cf222e", "#1a7f37", "#8250df", "#bc4c00", "#1b7c83", "#bf3989", "#6e7781")
@@ -32,9 +33,9 @@ class Band:
 
 
 BANDS = (  # first match wins; the legend and the tests read this table
-    Band("fails", "#f85149", "fail", math.inf),
-    Band("error", "#a371f7", "error", math.inf),
-    Band("refused", "#d0d7de", "refused", math.inf),
+    Band("fails", "#f85149", Status.FAIL, math.inf),
+    Band("error", "#a371f7", Status.ERROR, math.inf),
+    Band("refused by the kernel", "#d0d7de", Status.REFUSED, math.inf),
     Band("at most half the budget", "#7ee787", "", 0.5),
     Band("up to the budget", "#f2cc60", "", 1.0),
     Band("over the budget", "#f85149", "", math.inf),
@@ -86,7 +87,7 @@ def _link(prefix: str, tail: str, text: str) -> str:
 
 
 def commit_html(view: HistoryView, sha: str, links: Links) -> str:
-    pr = next((c.pr for c in view.commits if c.sha == sha), None)
+    pr = view.pr_of(sha)
     out = _link(links.commit, sha, f"<code>{e(sha[:10])}</code>")
     return out + (" " + _link(links.pull, str(pr), f"PR #{pr}") if pr else "")
 
@@ -184,14 +185,8 @@ def render_contract(view: HistoryView, contract: str, links: Links = Links()) ->
 def chart_svg(view: HistoryView, contract: str, links: Links = Links()) -> str:
     """One line per runner of budget used against commit (oldest left); each point links to its commit."""
     n = max(len(view.commits), 2)
-    top = max(
-        [1.2]
-        + [
-            min(p.budget, BUDGET_AXIS_CAP)
-            for p in view.points
-            if p.contract == contract and p.budget is not None
-        ]
-    )
+    budgets = [min(p.budget, BUDGET_AXIS_CAP) for p in view.of_contract(contract) if p.budget is not None]
+    top = max([1.2, *budgets])
     x = {c.sha: PAD + i * (CHART_W - 2 * PAD) / (n - 1) for i, c in enumerate(view.commits)}
 
     def y(b: float) -> float:
@@ -231,9 +226,9 @@ def _ticks(view: HistoryView, x: dict[str, float]) -> list[str]:
 
 
 def _point(view: HistoryView, p: Point, cx: float, cy: float, colour: str, links: Links) -> str:
-    pr = next((c.pr for c in view.commits if c.sha == p.commit), None)
+    pr = view.pr_of(p.commit)
     title = f"{p.runner} at {p.commit[:10]}{f' (PR #{pr})' if pr else ''}: budget used {budget_words(p.budget)}, {p.status}"
-    fill = band(p).colour if p.status == "fail" else colour
+    fill = band(p).colour if p.status == Status.FAIL else colour
     circle = (
         f'<circle class="point" cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="{fill}" data-runner="{e(p.runner)}" '
         f'data-commit="{e(p.commit)}" data-budget="{p.budget!r}" data-status="{e(p.status)}"><title>{e(title)}</title></circle>'
@@ -243,7 +238,7 @@ def _point(view: HistoryView, p: Point, cx: float, cy: float, colour: str, links
 
 
 def _causes(view: HistoryView, contract: str) -> str:
-    counts = Counter((p.cause, p.runner) for p in view.points if p.contract == contract and p.cause)
+    counts = Counter((p.cause, p.runner) for p in view.of_contract(contract) if p.cause)
     if not counts:
         return "<p>No failure diagnosed in these commits.</p>"
     rows = [
@@ -256,7 +251,7 @@ def _reproduce(view: HistoryView, contract: str, links: Links) -> str:
     head = view.at_head()
     ranked = sorted(
         (p for (c, _r), p in head.items() if c == contract),
-        key=lambda p: (p.status != "fail", -(p.budget or 0.0)),
+        key=lambda p: (p.status != Status.FAIL, -(p.budget or 0.0)),
     )
     if not ranked:
         return "<p>No run at the head.</p>"
@@ -279,9 +274,7 @@ def _table(view: HistoryView, contract: str, links: Links) -> str:
         "<table><tr><th>commit</th><th>runner</th><th>status</th><th>budget used</th><th>cases</th><th>failing</th><th>cause</th></tr>"
     ]
     order = {c.sha: i for i, c in enumerate(view.commits)}
-    points = sorted(
-        (p for p in view.points if p.contract == contract), key=lambda p: (-order[p.commit], p.runner)
-    )
+    points = sorted(view.of_contract(contract), key=lambda p: (-order[p.commit], p.runner))
     for p in points:
         rows.append(
             f"<tr><td>{commit_html(view, p.commit, links)}</td><td>{e(p.runner)}</td><td>{e(p.status)}</td>"

@@ -7,6 +7,7 @@ import json
 
 from kcgate.history.view import Divergence, HistoryView, Move, Point
 from kcgate.render.escape import console_text
+from kcgate.results.model import Status
 
 CONSOLE_COMMITS = 8  # columns of budgets per contract; the JSON has them all
 
@@ -38,7 +39,7 @@ def render_history_console(view: HistoryView) -> str:
 def _cell(p: Point | None) -> str:
     if p is None:
         return "."
-    mark = {"fail": "!", "error": "E", "refused": "R"}.get(p.status, "")
+    mark = {Status.FAIL: "!", Status.ERROR: "E", Status.REFUSED: "R"}.get(Status(p.status), "")
     return (budget_words(p.budget) + mark) if p.budget is not None or not mark else p.status
 
 

@@ -88,8 +88,8 @@ def _history(
     if base in commits:
         commits = commits[: commits.index(base)]
     values: dict[str, dict[str, float]] = {}
-    for p in view.points:
-        if p.contract == contract and p.budget is not None and p.runner in runners:
+    for p in view.of_contract(contract):
+        if p.budget is not None and p.runner in runners:
             values.setdefault(p.commit, {})[p.runner] = p.budget
     full = [(sha, values[sha]) for sha in commits if set(values.get(sha, {})) >= set(runners)]
     return full[-MAX_HISTORY:]
