@@ -32,7 +32,7 @@ def render_history_console(view: HistoryView) -> str:
                 cells = "".join(f" {_cell(points.get(c.sha)):>9}" for c in shown)
                 lines.append("  " + runner.ljust(width) + cells)
         lines.append("")
-    lines += _moves(view.moves) + _divergences(view.divergences)
+    lines += _moves(view) + _divergences(view.divergences)
     return console_text("\n".join(lines).rstrip("\n")) + "\n"
 
 
@@ -64,10 +64,11 @@ def divergence_words(d: Divergence) -> str:
     )
 
 
-def _moves(moves: tuple[Move, ...]) -> list[str]:
-    if not moves:
+def _moves(view: HistoryView) -> list[str]:
+    if not view.moves:
         return ["No step moved past the drift rule.", ""]
-    return ["Steps past the drift rule, into or out of failure:", *("  " + move_words(m) for m in moves), ""]
+    words = ("  " + move_words(m, view.pr_of(m.commit)) for m in view.moves)
+    return ["Steps past the drift rule, into or out of failure:", *words, ""]
 
 
 def _divergences(found: tuple[Divergence, ...]) -> list[str]:

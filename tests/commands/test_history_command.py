@@ -27,8 +27,14 @@ def test_the_console_shows_the_drift_at_its_commit(tmp_path: Path) -> None:
     db = fill_store(tmp_path, hostile=False)
     code, out = kcgate("history", "--db", str(db), "--contract", "gemm-bf16")
     assert code == 0, out
-    assert f"gemm-bf16 on {DRIFT_RUNNER} at {commit_sha(DRIFT_AT)[:8]}: drift, 0.05 -> 0.60 (11.8x)" in out
-    assert f"gemm-bf16 on {DRIFT_RUNNER} at {commit_sha(FAIL_AT)[:8]}: fails, 0.60 -> 3.50" in out
+    assert (
+        f"gemm-bf16 on {DRIFT_RUNNER} at {commit_sha(DRIFT_AT)[:8]} (PR #{10 + DRIFT_AT}): drift, 0.05 -> 0.60 (11.8x)"
+        in out
+    )
+    assert (
+        f"gemm-bf16 on {DRIFT_RUNNER} at {commit_sha(FAIL_AT)[:8]} (PR #{10 + FAIL_AT}): fails, 0.60 -> 3.50"
+        in out
+    )
     row = next(line for line in out.splitlines() if line.strip().startswith(DRIFT_RUNNER))
     assert row.split()[1:] == ["0.05", "0.05", "0.05", "0.60", "3.50!", "3.50!"]
     assert "softmax-fp32" not in out.split("Steps past")[0]
@@ -80,3 +86,24 @@ def test_bad_input_exits_3_with_the_place_and_the_fix(tmp_path: Path) -> None:
     assert code == 3 and "no history database" in out
     code, out = kcgate("history", "--db", str(db), "--format", "html")
     assert code == 3
+
+
+def test_report_with_an_unreadable_history_warns_and_keeps_its_verdict(tmp_path: Path) -> None:
+    from tests.testing.report_samples import write_results_pair
+
+    base, artifacts = write_results_pair(tmp_path)
+    junk = tmp_path / "junk.db"
+    junk.write_text("not a database" * 50)
+    out_md = tmp_path / "comment.md"
+    code, out = kcgate(
+        "report",
+        str(artifacts),
+        "--baseline",
+        str(base),
+        "--history",
+        str(junk),
+        "--comment-out",
+        str(out_md),
+    )
+    assert code == 1 and "warning: " in out and "not a kcgate history database" in out
+    assert 'x-axis ["base", "head"]' in out_md.read_text()  # the chart without recorded commits
