@@ -107,3 +107,12 @@ def test_report_with_an_unreadable_history_warns_and_keeps_its_verdict(tmp_path:
     )
     assert code == 1 and "warning: " in out and "not a kcgate history database" in out
     assert 'x-axis ["base", "head"]' in out_md.read_text()  # the chart without recorded commits
+
+
+def test_commit_times_are_stored_in_utc() -> None:
+    from kcgate.commands.history import utc_time
+
+    assert utc_time("2026-11-01T12:00:00+01:00") == "2026-11-01T11:00:00Z"
+    assert utc_time("2026-11-01T12:00:00Z") == "2026-11-01T12:00:00Z"
+    assert utc_time("2026-11-01T12:00:00") == "2026-11-01T12:00:00"  # no zone: left to be refused
+    assert utc_time("").endswith("Z")

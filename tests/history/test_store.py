@@ -146,3 +146,11 @@ def test_a_file_that_is_not_a_history_database_is_refused(tmp_path: Path) -> Non
     with pytest.raises(UsageError, match="another kind or version"):
         with open_store(other):
             pass
+
+
+def test_a_runner_name_that_cannot_name_a_file_is_refused() -> None:
+    from dataclasses import replace
+
+    run = replace(run_at(0, "cpu-x86"), runner="../../etc/passwd")
+    with pytest.raises(UsageError, match="cannot name a baseline file"):
+        from_run(run, commit_sha(0), commit_time(0))
