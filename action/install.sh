@@ -9,6 +9,7 @@ fail() {  # one ::error line, outside the fold so it stays in sight, and exit 3 
   exit 3
 }
 
+[ "$KCGATE_MODE" != history ] || KCGATE_MODE=report  # history mode needs what report mode installs
 echo "::group::Install kcgate ($KCGATE_MODE mode)"
 
 action="${GITHUB_ACTION_PATH:?GITHUB_ACTION_PATH is not set}"

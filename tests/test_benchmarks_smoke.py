@@ -66,3 +66,20 @@ def test_false_alarm_benchmark_runs_and_counts() -> None:
     assert out.startswith("false alarms: 0 of 4 cases"), out[:200]
     assert "| klass | cases | false alarms | rate | 95% upper | s/case |" in out
     assert "false alarms by cause: none" in out
+
+
+def test_history_scale_benchmark_runs_small() -> None:
+    """benchmarks/history_scale.py at 40 commits x 10 contracts x 3 runners: it fills, adds, queries and
+    prints a median for each operation."""
+    args = ["--commits", "40", "--contracts", "10", "--runners", "3", "--repeats", "1"]
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "history_scale.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "40 commits x 10 contracts x 3 runners = 1,200 case rows" in proc.stdout
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "median" not in line]
+    assert len(rows) == 6 and all(float(r.rsplit("|", 2)[1]) >= 0 for r in rows)

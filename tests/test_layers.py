@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engine",),
     ("execution",),
     ("gate",),
+    ("history",),
     ("render",),
     ("publish",),
     ("calibration",),

@@ -250,6 +250,12 @@ def test_torch_free_commands_import_no_torch_or_numpy(tmp_path: Path, no_torch_e
         "compare": (["compare", str(artifacts), "--format", "json"], 0),
         "merge": (["merge", str(current), "--out", str(tmp_path / "merged.json")], 0),
         "report": (["report", str(artifacts), "--baseline", str(base)], 1),
+        "history add": (
+            ["history", "add", str(artifacts), "--commit", "a" * 40, "--db", "h.db", "--log", "log"],
+            0,
+        ),
+        "history": (["history", "--db", "h.db", "--html", "site"], 0),
+        "history rebuild": (["history", "rebuild", "log", "--db", "h2.db"], 0),
     }
     for name, (args, code) in runs.items():
         proc = kcgate(*args, env=no_torch_env, python_flags=("-X", "importtime"), cwd=tmp_path)

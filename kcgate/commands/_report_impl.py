@@ -21,6 +21,8 @@ import typer
 from kcgate.commands.diff import parse_today
 from kcgate.errors import IOFault, UsageError, os_error
 from kcgate.gate.decide import apply_fail_on, decide
+from kcgate.history.store import open_store
+from kcgate.history.view import load_view
 from kcgate.publish.outcome import missing_outcome
 from kcgate.publish.settings import Settings, dig, head_sha
 from kcgate.publish.step_files import append_text, output_text
@@ -38,6 +40,7 @@ from kcgate.render.markdown import (
     render_report,
     render_summary,
 )
+from kcgate.render.pr_charts import charted
 from kcgate.results.artifacts import collect_results
 from kcgate.results.baseline import load_many, paused_gc, project_facts
 from kcgate.results.model import write_atomic
@@ -47,10 +50,12 @@ if TYPE_CHECKING:
     from kcgate.contracts.policy import Policy
     from kcgate.gate.decide import GateVerdict
     from kcgate.gate.model import Diff
+    from kcgate.history.view import HistoryView
     from kcgate.publish.outcome import Outcome
     from kcgate.results.model import RunResult
 
 COMMENT_MODES = ("sticky", "off")
+HISTORY_COMMITS = 20  # recorded commits read for the comment's charts (they show the last few)
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,7 @@ class Options:
     today: str
     note: tuple[str, ...]
     gate_name: str
+    history: Path | None = None  # a history database for the comment's charts
 
 
 def report(o: Options) -> int:
@@ -97,6 +103,7 @@ def report(o: Options) -> int:
         notes=tuple(n[:400] for n in o.note if n.strip()),
     )
     ctx = replace(ctx, base_source_url=_base_source(settings, ctx.base_ref, _contracts_name(o.contracts)))
+    ctx = replace(ctx, charts=True, history=recorded_history(o.history, verdict, policy))
     if o.publish:
         ctx = replace(ctx, job_urls=_job_urls(settings, event, verdict))
     outcomes = _publish(
@@ -153,6 +160,21 @@ def _gate(
 
 
 # ---- rendering context ---------------------------------------------------------------------------
+
+
+def recorded_history(db: Path | None, verdict: Diff, policy: Policy) -> HistoryView | None:
+    """The charted contracts' recorded budgets; a missing or broken history is a warning (the charts then
+    show the baseline and the head only), never a different verdict."""
+    if db is None:
+        return None
+    try:
+        with open_store(db, create=False) as conn:
+            return load_view(conn, HISTORY_COMMITS, charted(verdict), (), policy.budget_drift)
+    except UsageError as exc:
+        typer.echo(
+            console_text(f"warning: {exc.message}; the charts show the baseline and the head only"), err=True
+        )
+        return None
 
 
 def _event(settings: Settings) -> dict[str, Any]:

@@ -72,6 +72,12 @@ def report_command(
     note: list[str] = typer.Option(
         [], "--note", help="A line shown under the comment's header (repeatable), e.g. the watchdog's."
     ),
+    history: Optional[Path] = typer.Option(
+        None,
+        "--history",
+        metavar="PATH",
+        help="A history database (kcgate history add): the comment's charts show the last recorded commits.",
+    ),
     gate_name: str = typer.Option(
         "kcgate",
         "--gate-name",
@@ -99,6 +105,7 @@ def report_command(
         today,
         tuple(note),
         gate_name,
+        history,
     )
     code = report(options)
     if code:

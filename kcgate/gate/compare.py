@@ -160,6 +160,13 @@ def find_outliers(runs: Mapping[str, RunResult]) -> tuple[Outlier, ...]:
 _Entry = tuple[float, str, int]  # error, runner, row in its table
 
 
+def case_outliers(errors: Mapping[str, float]) -> list[tuple[str, float]]:
+    """(runner, consensus error) of each runner whose error on one case is an outlier by ``find_outliers``'
+    rule: the one consensus rule, shared with the history's runners-diverging view."""
+    entries = [(e, r, 0) for r, e in sorted(errors.items())]
+    return [(entry[1], 10.0**consensus) for entry, consensus in _case_outliers(entries)]
+
+
 def _outliers(
     runs: Mapping[str, RunResult], measured: Mapping[str, list[float | None]]
 ) -> tuple[Outlier, ...]:

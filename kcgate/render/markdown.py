@@ -18,9 +18,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from kcgate.gate.model import CaseChange, Diff, RunnerDiff
+from kcgate.history.view import HistoryView
 from kcgate.plan import base_seed_for, case_id, nonzero_phrase
 from kcgate.render.escape import is_sha, md_cell, md_code, md_text
 from kcgate.render.labels import SEVERITY, factor_text, icon, label, rank
+from kcgate.render.pr_charts import HEAD as CHARTS_HEAD
+from kcgate.render.pr_charts import chart_rows
 from kcgate.results.model import UNEVALUATED, Status
 from kcgate.vocab.categories import SILENT, UNKNOWN, WAIVER_APPLIED
 from kcgate.vocab.causes import CAUSE
@@ -65,6 +68,8 @@ class RenderContext:
     check_run_url: str = ""  # the verdict's check run on the PR head
     contracts_file: str = "contracts.toml"  # report's --contracts, as given: reproduce lines pass it with -c
     reruns: tuple[tuple[str, Rerun], ...] = ()  # runner -> how its cases were run (from results: quoted)
+    charts: bool = False  # Mermaid charts of the contracts that block or drifted (render.pr_charts)
+    history: HistoryView | None = None  # their recorded budgets over commits (report --history)
 
 
 @dataclass(frozen=True)
@@ -316,6 +321,7 @@ def _sections(verdict: Diff, ctx: RenderContext, collapse: bool) -> list[Section
         Section("runners", ("### Runners", "", *_RUNNER_HEAD), _runner_rows(verdict, ctx), ("",)),
         Section("rows", ("### Blocking", "", *_GROUP_HEAD), rows, ("",)),
         Section("reproduce commands", (REPRODUCE_HEAD, ""), repro, ("",)),
+        Section("charts", CHARTS_HEAD, _charts(verdict, ctx), ("",)),
         _folded(
             "rows",
             f"Other changes ({len(others):,})",
@@ -325,6 +331,11 @@ def _sections(verdict: Diff, ctx: RenderContext, collapse: bool) -> list[Section
         ),
         _folded("contracts", "Contract × runner", *matrix(verdict), collapse),
     ]
+
+
+def _charts(verdict: Diff, ctx: RenderContext) -> tuple[str, ...]:
+    rows = chart_rows(verdict, ctx.history, ctx.base_ref) if ctx.charts else ()
+    return tuple(r + "\n" for r in rows)  # a blank line between a fence and the next line of text
 
 
 def _folded(kind: str, title: str, head: Sequence[str], rows: Sequence[str], collapse: bool) -> Section:

@@ -10,6 +10,7 @@ import math
 import re
 
 from kcgate.gate.compare import Comparison, KCurve, runner_budgets
+from kcgate.render.axes import LogAxis, error_axis
 
 MAX_SERIES = 8
 BUDGET_CAP = 2.0  # bars above 2x the budget would flatten everything else
@@ -45,13 +46,15 @@ def k_curve_chart(comparison: Comparison) -> tuple[str, tuple[str, ...]]:
     contract, curves, ks = _pick_contract(comparison)
     if not curves:
         return "", ()
+    axis = error_axis(e for c in curves for k, e in c.points if k in ks)
+    floor = " (zero at the floor)" if axis.zeros or axis.clamped else ""
     lines = [
         "xychart-beta",
         f"    title {label(f'{contract}: log10 error against reduction length K', 80)}",
         f'    x-axis "K" [{", ".join(label(f"{k:g}") for k in ks)}]',
-        '    y-axis "log10 error"',
+        f'    y-axis "log10 error{floor}" {math.log10(axis.lo):g} --> {math.log10(axis.hi):g}',
     ]
-    lines += [f"    line [{', '.join(_log_points(c, ks))}]" for c in curves]
+    lines += [f"    line [{', '.join(_log_points(c, ks, axis))}]" for c in curves]
     return _fence(lines), tuple(c.runner for c in curves)
 
 
@@ -66,9 +69,10 @@ def _pick_contract(comparison: Comparison) -> tuple[str, list[KCurve], list[floa
     return best[1], best[2], best[3]
 
 
-def _log_points(curve: KCurve, ks: list[float]) -> list[str]:
+def _log_points(curve: KCurve, ks: list[float], axis: LogAxis) -> list[str]:
+    """log10 of each error, a zero or tinier one at the axis floor (not at -300)."""
     points = dict(curve.points)
-    return [f"{math.log10(max(points[k], 1e-300)):.3g}" for k in ks]
+    return [f"{math.log10(axis.place(points[k])):.3g}" for k in ks]
 
 
 def _fence(lines: list[str]) -> str:

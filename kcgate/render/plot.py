@@ -11,6 +11,7 @@ from typing import Any
 
 from kcgate.errors import UsageError
 from kcgate.gate.compare import Comparison
+from kcgate.render.axes import LogAxis, error_axis
 
 MAX_CONTRACTS = 60
 MAX_CURVES = 12
@@ -60,23 +61,37 @@ def _budget(cell: Any) -> float:
 
 def _curves(ax: Any, comparison: Comparison) -> None:
     shown = comparison.curves[:MAX_CURVES]
+    axis = error_axis(e for curve in shown for _, e in curve.points)
     for curve in shown:
         ks, errors = zip(*curve.points)
-        ax.plot(
+        line = ax.plot(
             ks,
-            [max(e, 1e-300) for e in errors],
+            [axis.place(e) for e in errors],
             marker="o",
             label=_short(f"{curve.contract_id} @ {curve.runner}"),
         )
+        floor = [k for k, e in curve.points if axis.at_floor(e)]
+        if floor:  # zero (exact) or below the axis: a hollow triangle on the floor, not a point at 1e-300
+            ax.plot(floor, [axis.lo] * len(floor), "v", mfc="none", color=line[0].get_color(), markersize=9)
     ax.set_title("worst error against reduction length K")
     if shown:
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_ylim(axis.lo, axis.hi)
         ax.legend(fontsize=7)
+        if axis.zeros or axis.clamped:
+            ax.text(0.01, 0.01, floor_note(axis), transform=ax.transAxes, fontsize=7, va="bottom")
     else:
         ax.text(0.5, 0.5, "no case reports extra.reduction_len", ha="center", va="center")
     ax.set_xlabel("K")
     ax.set_ylabel("error")
+
+
+def floor_note(axis: LogAxis) -> str:
+    """What the hollow triangles on the floor stand for."""
+    parts = [f"{axis.zeros} exact (zero)"] if axis.zeros else []
+    parts += [f"{axis.clamped} below {axis.lo:.0e}"] if axis.clamped else []
+    return "▽ at the floor: " + ", ".join(parts)
 
 
 def _short(text: str, limit: int = 30) -> str:

@@ -1,0 +1,269 @@
+"""What ``kcgate history`` shows, read from the store: each contract's budget over the last N commits
+per runner, the steps where it moved past the policy's drift rule (``DriftRule``, the diff's own rule),
+and the runners whose errors diverge from the consensus (``gate.compare.case_outliers``). No torch."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from typing import Any
+
+from kcgate.contracts.policy import DriftRule
+from kcgate.gate.compare import case_outliers
+from kcgate.history.store import STATUS_OF
+from kcgate.results.model import Status
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    time: str
+    pr: int | None
+
+
+@dataclass(frozen=True)
+class Point:
+    """A contract on a runner at a commit: the worst case's status, the largest budget used."""
+
+    contract: str
+    runner: str
+    commit: str
+    status: str
+    budget: float | None
+    cases: int
+    failing: int
+    cause: str
+
+
+@dataclass(frozen=True)
+class Move:
+    """A step from one commit to the next past the drift rule ("drift"), into failure ("fails") or out
+    of it ("fixed")."""
+
+    contract: str
+    runner: str
+    commit: str
+    before: float | None
+    after: float | None
+    factor: float | None
+    kind: str
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """A runner whose error on some case of a contract was a consensus outlier at ``outlier_commits`` of
+    the ``commits`` where at least three runners ran it; ``ratio`` at the latest such commit."""
+
+    contract: str
+    runner: str
+    case_id: str
+    outlier_commits: int
+    commits: int
+    ratio: float
+
+
+@dataclass(frozen=True)
+class HistoryView:
+    commits: tuple[Commit, ...]  # oldest first
+    runners: tuple[str, ...]
+    contracts: tuple[str, ...]
+    points: tuple[Point, ...]
+    moves: tuple[Move, ...]
+    divergences: tuple[Divergence, ...]
+    drift_rule: str
+    devices: tuple[tuple[str, str], ...] = ()  # runner -> device words at its latest run
+
+    @property
+    def head(self) -> str:
+        return self.commits[-1].sha if self.commits else ""
+
+    @cached_property
+    def _pairs(self) -> dict[tuple[str, str], list[Point]]:
+        """(contract, runner) -> its points, oldest commit first (built once: views are queried per pair)."""
+        order = {c.sha: i for i, c in enumerate(self.commits)}
+        out: dict[tuple[str, str], list[Point]] = defaultdict(list)
+        for p in sorted(self.points, key=lambda p: order[p.commit]):
+            out[(p.contract, p.runner)].append(p)
+        return dict(out)
+
+    @cached_property
+    def _prs(self) -> dict[str, int | None]:
+        return {c.sha: c.pr for c in self.commits}
+
+    def pr_of(self, sha: str) -> int | None:
+        """The pull request a commit merged, where recorded."""
+        return self._prs.get(sha)
+
+    def series(self, contract: str, runner: str) -> list[Point]:
+        """The contract's points on a runner, oldest commit first."""
+        return list(self._pairs.get((contract, runner), ()))
+
+    def of_contract(self, contract: str) -> list[Point]:
+        """Every point of a contract, by runner, oldest commit first."""
+        return [p for r in self.runners for p in self._pairs.get((contract, r), ())]
+
+    def at_head(self) -> dict[tuple[str, str], Point]:
+        """(contract, runner) -> the latest point of each pair (the runner x contract matrix at the head)."""
+        return {key: points[-1] for key, points in self._pairs.items()}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": "kcgate-history-view",
+            "drift_rule": self.drift_rule,
+            "commits": [asdict(c) for c in self.commits],
+            "runners": list(self.runners),
+            "contracts": list(self.contracts),
+            "devices": dict(self.devices),
+            "points": [asdict(p) for p in self.points],
+            "moves": [asdict(m) for m in self.moves],
+            "divergences": [asdict(d) for d in self.divergences],
+        }
+
+
+def load_view(
+    conn: sqlite3.Connection,
+    last: int,
+    contracts: Sequence[str] = (),
+    runners: Sequence[str] = (),
+    drift: DriftRule = DriftRule(),
+) -> HistoryView:
+    commits = _commits(conn, last)
+    runs = _runs(conn, [c.sha for c in commits], runners)
+    points = _points(conn, runs, contracts)
+    return HistoryView(
+        commits=commits,
+        runners=tuple(sorted({r[1] for r in runs.values()})),
+        contracts=tuple(sorted({p.contract for p in points})),
+        points=points,
+        moves=find_moves(points, commits, drift),
+        divergences=find_divergences(_errors(conn, runs, contracts), len(commits)),
+        drift_rule=drift.describe(),
+        devices=tuple(sorted({r[1]: r[2] for r in sorted(runs.values(), key=lambda r: r[3])}.items())),
+    )
+
+
+def _commits(conn: sqlite3.Connection, last: int) -> tuple[Commit, ...]:
+    rows = conn.execute(
+        "SELECT commit_sha, MAX(committed_at) AS t, MAX(pr) FROM runs GROUP BY commit_sha"
+        " ORDER BY t DESC, commit_sha DESC LIMIT ?",
+        (last,),
+    ).fetchall()
+    return tuple(Commit(sha, t, pr) for sha, t, pr in reversed(rows))
+
+
+_Run = tuple[str, str, str, int]  # commit, runner, device, commit's place (oldest 0)
+
+
+def _runs(conn: sqlite3.Connection, commits: list[str], runners: Sequence[str]) -> dict[int, _Run]:
+    if not commits:
+        return {}
+    place = {sha: i for i, sha in enumerate(commits)}
+    marks = ",".join("?" * len(commits))
+    rows = conn.execute(
+        f"SELECT id, commit_sha, runner, device FROM runs WHERE commit_sha IN ({marks})", commits
+    )
+    return {i: (sha, r, dev, place[sha]) for i, sha, r, dev in rows if not runners or r in runners}
+
+
+def _points(conn: sqlite3.Connection, runs: dict[int, _Run], contracts: Sequence[str]) -> tuple[Point, ...]:
+    out = []
+    for run, contract, status, budget, cases, failing, cause in _select(
+        conn,
+        "SELECT c.run, n.text, c.status, c.budget, c.cases, c.failing, k.text FROM cells c"
+        " JOIN names n ON n.id = c.contract JOIN names k ON k.id = c.cause",
+        runs,
+        contracts,
+    ):
+        sha, runner, _dev, place = runs[run]
+        out.append((place, Point(contract, runner, sha, STATUS_OF[status], budget, cases, failing, cause)))
+    out.sort(key=lambda pp: (pp[1].contract, pp[1].runner, pp[0]))
+    return tuple(p for _, p in out)
+
+
+def _select(
+    conn: sqlite3.Connection, sql: str, runs: dict[int, _Run], contracts: Sequence[str]
+) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` (its table aliased c) for the given runs (by primary key) and contracts."""
+    ids = sorted(runs)
+    if not ids:
+        return []
+    where = f" WHERE c.run IN ({','.join('?' * len(ids))})"
+    args: list[Any] = list(ids)
+    if contracts:
+        where += f" AND n.text IN ({','.join('?' * len(contracts))})"
+        args += list(contracts)
+    return conn.execute(sql + where, args).fetchall()
+
+
+def find_moves(points: Sequence[Point], commits: Sequence[Commit], drift: DriftRule) -> tuple[Move, ...]:
+    """Each step between a pair's consecutive recorded commits that the drift rule (both passing) or a
+    change into or out of failure marks."""
+    order = {c.sha: i for i, c in enumerate(commits)}
+    series: dict[tuple[str, str], list[Point]] = defaultdict(list)
+    for p in points:
+        series[(p.contract, p.runner)].append(p)
+    moves = []
+    for key in sorted(series):
+        steps = sorted(series[key], key=lambda p: order[p.commit])
+        moves += [m for a, b in zip(steps, steps[1:]) if (m := _move(a, b, drift))]
+    return tuple(moves)
+
+
+def _move(a: Point, b: Point, drift: DriftRule) -> Move | None:
+    kind = ""
+    if a.status != Status.FAIL and b.status == Status.FAIL:
+        kind = "fails"
+    elif a.status == Status.FAIL and b.status != Status.FAIL:
+        kind = "fixed"
+    elif a.status == b.status == Status.PASS and drift.drifted(a.budget, b.budget):
+        kind = "drift"
+    if not kind:
+        return None
+    return Move(b.contract, b.runner, b.commit, a.budget, b.budget, drift.factor(a.budget, b.budget), kind)
+
+
+_Error = tuple[int, str, str, str, float]  # commit place, case, contract, runner, error
+
+
+def _errors(conn: sqlite3.Connection, runs: dict[int, _Run], contracts: Sequence[str]) -> list[_Error]:
+    rows = _select(
+        conn,
+        "SELECT c.run, s.text, n.text, c.error FROM cases c JOIN names n ON n.id = c.contract"
+        " JOIN names s ON s.id = c.case_name",
+        runs,
+        contracts,
+    )
+    return [
+        (runs[run][3], case, contract, runs[run][1], err)
+        for run, case, contract, err in rows
+        if err is not None
+    ]
+
+
+def find_divergences(errors: Sequence[_Error], n_commits: int) -> tuple[Divergence, ...]:
+    """Per commit and case, the consensus outliers; then per contract and runner, how often and how far."""
+    by_case: dict[tuple[int, str, str], dict[str, float]] = defaultdict(dict)
+    for place, case, contract, runner, err in errors:
+        by_case[(place, case, contract)][runner] = err
+    judged: dict[tuple[str, str], set[int]] = defaultdict(set)  # (contract, runner) -> commits with consensus
+    found: dict[tuple[str, str], dict[int, tuple[float, str]]] = defaultdict(dict)
+    for (place, case, contract), errs in sorted(by_case.items()):
+        if len(errs) < 3:
+            continue
+        for runner in errs:
+            judged[(contract, runner)].add(place)
+        for runner, consensus in case_outliers(errs):
+            ratio = errs[runner] / consensus if consensus > 0 else float("inf")
+            held = found[(contract, runner)].get(place)
+            if held is None or ratio > held[0]:
+                found[(contract, runner)][place] = (ratio, case)
+    out = []
+    for (contract, runner), at in sorted(found.items()):
+        ratio, case = at[max(at)]
+        out.append(
+            Divergence(contract, runner, case, len(at), len(judged[(contract, runner)]), min(ratio, 1e300))
+        )
+    return tuple(out)

@@ -1,0 +1,103 @@
+"""The history log is untrusted (a data branch anyone with push rights can edit): every defect is
+refused with the file, the line and the fix, and a file must sit where its header says it belongs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kcgate.errors import ExitCode, ResultsError
+from kcgate.history.log import dumps_log, log_path, parse_log, read_log, read_logs, write_log
+from kcgate.history.records import from_run
+from tests.testing.history_samples import commit_sha, commit_time, run_at
+
+
+def entry():  # type: ignore[no-untyped-def]
+    return from_run(run_at(4, "amd-mi300x"), commit_sha(4), commit_time(4), "77", 12)
+
+
+def test_a_log_round_trips() -> None:
+    e = entry()
+    assert parse_log(dumps_log(e)) == e
+
+
+def _lines() -> list[str]:
+    return dumps_log(entry()).splitlines()
+
+
+def _with(line: int, value: object) -> str:
+    lines = _lines()
+    lines[line - 1] = value if isinstance(value, str) else json.dumps(value)
+    return "\n".join(lines) + "\n"
+
+
+HEAD = json.loads(_lines()[0]) if False else None  # built per test below
+
+
+@pytest.mark.parametrize(
+    ("line", "mutate", "words"),
+    [
+        (1, lambda h: h | {"kind": "kcgate-results"}, "not a kcgate history file"),
+        (1, lambda h: h | {"version": 99}, "version must be 1"),
+        (1, lambda h: h | {"commit": "zz; rm -rf /"}, "commit must be a lowercase hex"),
+        (1, lambda h: h | {"runner": "../../etc"}, "runner must be a runner name"),
+        (1, lambda h: h | {"time": "yesterday"}, "time must be YYYY-MM-DDTHH:MM:SSZ"),
+        (1, lambda h: h | {"pr": "12"}, "pr must be a pull request number"),
+        (1, lambda h: h | {"case_fields": ["case_id"]}, "case_fields must be"),
+        (1, lambda h: [h], "the first line must be the run's header object"),
+    ],
+)
+def test_a_bad_header_is_refused_at_line_1(line: int, mutate, words: str) -> None:  # type: ignore[no-untyped-def]
+    head = json.loads(_lines()[0])
+    with pytest.raises(ResultsError, match=f"^h:1: .*{words}") as info:
+        parse_log(_with(line, mutate(head)), "h")
+    assert "fix: restore it from the data branch" in info.value.message
+    assert info.value.exit_code == ExitCode.BAD_USAGE
+
+
+@pytest.mark.parametrize(
+    ("row", "words"),
+    [
+        ('["a"', "not a JSON line"),
+        ('{"a": 1}', "a case must be a list of the 9 case_fields"),
+        (["x", "c", "exploded", None, None, None, None, "", ""], "status must be one of"),
+        (["x", "c", "pass", -1.0, None, None, None, "", ""], "budget_used must be a finite number"),
+        (["x", "c", "pass", 1e400, None, None, None, "", ""], "not a JSON line|budget_used must be a finite"),
+        (["x", "c", "pass", "0.5", None, None, None, "", ""], "budget_used must be a finite number"),
+        (["", "c", "pass", None, None, None, None, "", ""], "case_id must not be empty"),
+        (["x" * 301, "c", "pass", None, None, None, None, "", ""], "case_id must be a string of at most 300"),
+        ('["x", "c", "pass", NaN, null, null, null, "", ""]', "not a JSON line"),
+        ("[" * 5000, "not a JSON line"),
+    ],
+)
+def test_a_bad_case_line_is_refused_with_its_line(row: object, words: str) -> None:
+    with pytest.raises(ResultsError, match=f"^h:3: ({words})"):
+        parse_log(_with(3, row), "h")
+
+
+def test_a_file_must_sit_where_its_header_says(tmp_path: Path) -> None:
+    e = entry()
+    path = write_log(tmp_path, e)
+    assert path == log_path(tmp_path, e) and read_log(path) == e
+    moved = tmp_path / commit_sha(0) / "amd-mi300x.jsonl"
+    moved.parent.mkdir()
+    moved.write_text(path.read_text())
+    with pytest.raises(ResultsError, match=r":1: commit 5{40} does not match its directory"):
+        list(read_logs(tmp_path))
+    renamed = tmp_path / commit_sha(4) / "nvidia-h100.jsonl"
+    renamed.write_text(path.read_text())
+    with pytest.raises(ResultsError, match="runner 'amd-mi300x' does not match the file name"):
+        read_log(renamed)
+
+
+def test_empty_binary_and_linked_files_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ResultsError, match=":1: the file is empty"):
+        parse_log("", "h")
+    with pytest.raises(ResultsError, match="not UTF-8"):
+        parse_log(b"\xff\xfe", "h")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.jsonl").symlink_to("/etc/passwd")
+    with pytest.raises(ResultsError, match="is a symbolic link"):
+        list(read_logs(tmp_path))
