@@ -114,3 +114,42 @@ def test_deprecated_spellings_still_work_and_say_so(tmp_path: Any) -> None:
     assert res.returncode == 0 and "a positional contracts file is deprecated" in res.stderr, res.stderr
     res = kcgate("report", str(tmp_path), "--no-annotations", cwd=tmp_path)
     assert "--annotations/--no-annotations is deprecated" in res.stderr
+
+
+def test_format_json_prints_json_and_output_writes_it(tmp_path: Any) -> None:
+    """Every cheap command, run: ``--format json`` is one JSON document on stdout, and ``--output`` puts
+    the same document in a file (mutate, calibrate and init run kernels: their tests cover them)."""
+    import json
+
+    from tests.conftest import ROOT as REPO
+    from tests.conftest import kcgate
+    from tests.testing.report_samples import write_results_pair
+
+    base, current = write_results_pair(tmp_path)
+    runs = [
+        (("validate",), REPO, 0),
+        (("schema", "results"), REPO, 0),
+        (("run", "--list", "-k", "gemm"), REPO, 0),
+        (("diff", str(base), str(current)), tmp_path, 1),
+        (("compare", str(current)), tmp_path, 0),
+        (("report", str(current), "--baseline", str(base)), tmp_path, 1),
+        (("baseline", "update", str(current), "--dir", str(tmp_path / "b")), tmp_path, 0),
+        (
+            (
+                "merge",
+                str(current / "kcgate-results-cpu-x86" / "cpu-x86.json"),
+                "-o",
+                str(tmp_path / "m.json"),
+            ),
+            tmp_path,
+            0,
+        ),
+    ]
+    for args, cwd, code in runs:
+        res = kcgate(*args, "--format", "json", cwd=cwd)
+        assert res.returncode == code, (args, res.stderr)
+        doc = json.loads(res.stdout)
+        out = tmp_path / "out.json"
+        again = kcgate(*args, "--format", "json", "--output", str(out), cwd=cwd)
+        assert again.returncode == code and again.stdout == "", (args, again.stdout)
+        assert type(json.loads(out.read_text())) is type(doc), args
