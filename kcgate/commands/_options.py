@@ -16,6 +16,7 @@ from typing import Any
 import typer
 
 from kcgate.vocab.device_kinds import DEVICES
+from kcgate.vocab.dtypes import TENSOR_DTYPES
 from kcgate.vocab.isolation import ISOLATION_MODES
 
 FORMATS = ("console", "json", "github", "markdown")  # every spelling of --format; a command takes some
@@ -41,6 +42,7 @@ SHARED: dict[str, Shared] = {
     "--out": Shared("-o", meaning="the file the command creates (results, merged results, contracts.toml)"),
     "--isolation": Shared("", ISOLATION_MODES, "process (each case in a worker) or none"),
     "--comment-mode": Shared("", COMMENT_MODES, "the PR comment: sticky or off"),
+    "--dtype": Shared("", TENSOR_DTYPES, "only cases of these dtypes (repeatable)"),
     "--require": Shared("", DEVICES, "a device kind that must be detected"),
     "--summary-out": Shared("", meaning="the job summary's Markdown file"),
     "--junit": Shared("", meaning="a JUnit XML file"),

@@ -11,6 +11,7 @@ from typing import Optional
 import typer
 
 from kcgate.commands._options import (
+    choice_option,
     contracts_file,
     contracts_option,
     device_option,
@@ -19,6 +20,7 @@ from kcgate.commands._options import (
     output_option,
 )
 from kcgate.commands.diff import pick_format
+from kcgate.vocab.dtypes import TENSOR_DTYPES
 
 
 def register(app: typer.Typer) -> None:
@@ -38,7 +40,9 @@ def run(
     ),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Also write JUnit XML here."),
     keyword: Optional[str] = typer.Option(None, "-k", help="Select cases by id substring/glob or class id."),
-    dtype: Optional[list[str]] = typer.Option(None, "--dtype", help="Only these dtypes (repeatable)."),
+    dtype: Optional[list[str]] = choice_option(
+        None, "--dtype", choices=TENSOR_DTYPES, help="Only these dtypes (repeatable)."
+    ),
     list_only: bool = typer.Option(False, "--list", help="Show the plan and exit without running."),
     shard: Optional[str] = typer.Option(None, "--shard", help="Run shard i of N, e.g. 2/3."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted run in --out."),
