@@ -5,8 +5,8 @@ Run: ``python benchmarks/handoff.py [--contracts 10000] [--repeats 7]``.
 The parent parses contracts.toml once and sends the ``Project`` to each worker in its init line; the worker
 rebuilds it. Two ways, timed side by side in this process (interleaved, so load on the machine hits both):
 
-- ``frozen_json`` (what kcgate did): ``json.dumps(project.to_json())`` in the parent, then
-  ``Project.from_json(json.loads(text))`` in the worker;
+- ``frozen_json`` (what kcgate did): ``json.dumps(encode(project))`` in the parent, then
+  ``decode(Project, json.loads(text))`` in the worker;
 - ``pickle`` (what kcgate does now, ``kcgate.execution.handoff``): ``pickle.dumps(project)`` base64-encoded
   (the init line is a JSON line), then ``pickle.loads(b64decode(...))`` with the cyclic GC paused;
 - ``json+nogc``: the JSON codec with the GC paused in the decode too, to show what pausing alone buys.
@@ -38,14 +38,15 @@ from kcgate.contracts.load import load_project  # noqa: E402
 from kcgate.contracts.records import Project  # noqa: E402
 from kcgate.execution import handoff  # noqa: E402
 from kcgate.results.baseline import paused_gc  # noqa: E402
+from tests.testing.frozen_json import decode, encode  # noqa: E402
 
 
 def frozen_json_encode(project: Project) -> str:
-    return json.dumps(project.to_json())
+    return json.dumps(encode(project))
 
 
 def frozen_json_decode(text: str) -> Project:
-    return Project.from_json(json.loads(text))
+    return decode(Project, json.loads(text))
 
 
 def frozen_json_decode_gc_paused(text: str) -> Project:

@@ -26,7 +26,19 @@ DEFAULT = ("contracts.toml", "examples/mutation/contracts.toml")
 
 def run_once(contracts: list[str], cache: Path, out: Path) -> tuple[float, dict[str, int], int]:
     """(wall seconds, outcome counts, mutants served from the cache) of one ``kcgate mutate``."""
-    cmd = [*kcgate_cmd(), "mutate", *contracts, "--no-advice", "--cache", str(cache), "--json", str(out)]
+    files = [arg for c in contracts for arg in ("-c", c)]
+    cmd = [
+        *kcgate_cmd(),
+        "mutate",
+        *files,
+        "--no-advice",
+        "--cache",
+        str(cache),
+        "--format",
+        "json",
+        "--output",
+        str(out),
+    ]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - t0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
+import typing
 from typing import Any
 
 import typer
@@ -54,6 +55,11 @@ def failure(exc: Exception) -> tuple[str, ExitCode]:
 class Dispatch(TyperGroup):
     """The root command group: runs the chosen command inside ``failure``'s mapping."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for command in self.commands.values():
+            plain_metavars(command)
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
@@ -65,13 +71,47 @@ class Dispatch(TyperGroup):
             raise typer.Exit(int(code)) from None
 
 
+# A metavar names what to type, in click's plain style, never a Python type (typer 0.2x prints
+# ``<list[Path]>``). Options that set their own (``[cpu|cuda|...]``, ``PATH``) keep it.
+_METAVARS = {"int": "N", "integer": "N", "float": "NUMBER", "path": "PATH", "Path": "PATH"}
+_SECONDS = ("budget", "timeout", "shrink_s")
+
+
+def plain_metavars(command: Any) -> None:
+    """Give every parameter of ``command`` (and of its subcommands) without a metavar a plain one."""
+    for sub in getattr(command, "commands", {}).values():
+        plain_metavars(sub)
+    for param in command.params:
+        if param.param_type_name != "option":
+            if hasattr(param, "display_type_rich"):  # typer 0.2x: the help's "RESULTS <list[Path]>"
+                param.display_type_rich = lambda ctx: None
+            continue
+        if param.metavar is not None or getattr(param, "is_flag", False):
+            continue
+        kind = _METAVARS.get(_type_name(param), "TEXT")
+        param.metavar = "SECONDS" if kind == "NUMBER" and param.name in _SECONDS else kind
+
+
+def _type_name(param: Any) -> str:
+    """The value's type: click's ParamType name (typer < 0.2x), or typer's annotation (list[X] gives X)."""
+    if getattr(param, "type", None) is not None:
+        return str(param.type.name)
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", str)
+    for arg in typing.get_args(annotation) or (annotation,):
+        inner = typing.get_args(arg) or (arg,)
+        if inner[0] is not type(None):
+            return getattr(inner[0], "__name__", "text")
+    return "text"
+
+
 app = typer.Typer(
     cls=Dispatch,
     name="kcgate",
     help="Kernel contracts: run them on every vendor's hardware, diff against the base commit, gate PRs.\n\n"
     "Exit codes: 0 all hold, 1 violation, 2 bad contracts file, 3 bad usage or input file, "
     "4 internal error, 5 nothing selected, 6 under-specified contract (calibrate), "
-    "7 a worker could not start because of a contract's env or a package's import.",
+    "7 a worker could not start because of a contract's env or a package's import.\n\n"
+    "Example: kcgate init mypackage; kcgate validate; kcgate run --runner laptop; kcgate run --help",
     no_args_is_help=True,
     add_completion=True,  # kcgate --install-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from kcgate.commands._options import COMMENT_MODES, emit
 from kcgate.commands.diff import parse_today
 from kcgate.errors import IOFault, UsageError, os_error
 from kcgate.gate.decide import apply_fail_on, decide
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
     from kcgate.publish.outcome import Outcome
     from kcgate.results.model import RunResult
 
-COMMENT_MODES = ("sticky", "off")
 HISTORY_COMMITS = 20  # recorded commits read for the comment's charts (they show the last few)
 
 
@@ -78,6 +78,8 @@ class Options:
     note: tuple[str, ...]
     gate_name: str
     history: Path | None = None  # a history database for the comment's charts
+    fmt: str = ""  # console, github or json; "" follows annotations
+    output: Path | None = None  # --output: what --format renders, instead of stdout
 
 
 def report(o: Options) -> int:
@@ -113,13 +115,11 @@ def report(o: Options) -> int:
         verdict, runs, ctx, o.comment_out, o.summary_out, o.junit, _contracts_name(o.contracts)
     )
     _write_step_files(settings, verdict, gate, ctx, outcomes, paths)
-    _print(
-        verdict,
-        gate,
-        outcomes,
-        settings.actions if o.annotations is None else o.annotations,
-        _contracts_name(o.contracts),
-    )
+    annotate = settings.actions if o.annotations is None else o.annotations
+    if o.fmt == "json":
+        _print_json(verdict, outcomes, o.output)
+    else:
+        _print(verdict, gate, outcomes, annotate, _contracts_name(o.contracts), o.output)
     return gate.exit_code
 
 
@@ -397,20 +397,35 @@ def _md(text: str) -> str:
 # ---- stdout ---------------------------------------------------------------------------------------
 
 
-def _print(verdict: Diff, gate: GateVerdict, outcomes: list[Outcome], annotate: bool, contracts: str) -> None:
+def _print(
+    verdict: Diff,
+    gate: GateVerdict,
+    outcomes: list[Outcome],
+    annotate: bool,
+    contracts: str,
+    output: Path | None = None,
+) -> None:
+    out = ""
     if annotate:
         kept, _omitted = select(make_annotations(verdict, contracts))
-        typer.echo(render_workflow_commands(kept), nl=False)
+        out += render_workflow_commands(kept)
     for o in outcomes:
         if o.failed and annotate:
-            typer.echo(
-                f"::warning title=kcgate publish::{annotation_text(o.detail)}; the report is in the job summary"
-            )
+            out += f"::warning title=kcgate publish::{annotation_text(o.detail)}; the report is in the job summary\n"
         elif o.action == "skipped" and annotate:
-            typer.echo(f"::notice title=kcgate publish::{annotation_text(o.detail)}")
+            out += f"::notice title=kcgate publish::{annotation_text(o.detail)}\n"
         else:
-            typer.echo(console_text(f"publish: {o.action}: {o.detail} {o.url}".rstrip()))
-    typer.echo(verdict_line(verdict, gate))
+            out += console_text(f"publish: {o.action}: {o.detail} {o.url}".rstrip()) + "\n"
+    emit(out + verdict_line(verdict, gate) + "\n", output)
+
+
+def _print_json(verdict: Diff, outcomes: list[Outcome], output: Path | None) -> None:
+    """``--format json``: the verdict as ``kcgate diff --format json`` writes it; publishing goes to stderr."""
+    from kcgate.render.diff_formats import FORMATS
+
+    for o in outcomes:
+        typer.echo(console_text(f"publish: {o.action}: {o.detail} {o.url}".rstrip()), err=True)
+    emit(FORMATS["json"](verdict), output)
 
 
 def verdict_line(verdict: Diff, gate: GateVerdict) -> str:

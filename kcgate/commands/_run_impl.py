@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from typing import Any
 import typer
 
 from kcgate import plan as planning
+from kcgate.commands._options import emit
 from kcgate.contracts.load import load_project
 from kcgate.devices.base import TORCH_FIX, import_torch
 from kcgate.errors import ExitCode, IOFault, UsageError
@@ -49,6 +51,8 @@ class Options:
     shrink_s: float = 0.0  # kcgate.engine.shrink: the CLI's default is 5 s
     shape: str | None = None  # --shape: every contract of that arity runs it alone (a shrunk reproduction)
     keep_results: bool = True  # False: init's quick run, whose results file is temporary and not named
+    fmt: str = "console"  # json: the results document instead of the table (and the plan's case ids)
+    output: Path | None = None  # --output: what --format renders, instead of stdout
 
 
 def run_command(o: Options) -> int:
@@ -77,7 +81,13 @@ def run_command(o: Options) -> int:
         shapes = executor.default_shapes() if executor else _default_shapes()
         cases = early if early is not None and shapes == _default_shapes() else _plan(o, project, shapes)
         if o.list_only:
-            typer.echo(render_plan(cases))
+            if o.fmt == "json":
+                emit(
+                    json.dumps({"kind": "kcgate-plan", "cases": [c.case_id for c in cases]}, indent=2),
+                    o.output,
+                )
+            else:
+                emit(render_plan(cases), o.output)
             return ExitCode.OK if cases else ExitCode.NOTHING_SELECTED
         if not cases:
             typer.echo(
@@ -139,9 +149,10 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
             result = execute_plan(cases, executor, run, out, done, bar.case_done)
     else:  # a pipe outside CI (a script, a test): a line per case
         result = execute_plan(cases, executor, run, out, done, _progress)
-    typer.echo(render_run(result))
-    if o.keep_results:
-        typer.echo(console_text(f"results: {out}"))
+    if o.fmt == "json":
+        emit(out.read_text(encoding="utf-8"), o.output)
+    else:
+        emit(render_run(result) + (console_text(f"\nresults: {out}") if o.keep_results else ""), o.output)
     if o.junit:
         _write_junit(o.junit, result)
     return ExitCode.OK if all(c.ok for c in result.cases) else ExitCode.VIOLATION

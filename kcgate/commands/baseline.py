@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Optional
 
 import typer
 
+from kcgate.commands._options import contracts_option, emit, format_option, output_option, pick_contracts
+from kcgate.commands.diff import pick_format
 from kcgate.errors import UsageError
 
 baseline_app = typer.Typer(
-    help="Manage baselines: one results file per runner, <runner>.json.", no_args_is_help=True
+    help="Manage baselines: one results file per runner, RUNNER.json. Example: kcgate baseline update results/",
+    no_args_is_help=True,
 )
 
 
@@ -23,11 +28,16 @@ def update_command(
     directory: Path | None = typer.Option(
         None, "--dir", help="Baselines directory (default: [baselines] in contracts.toml, else ./baselines)."
     ),
-    contracts: Path | None = typer.Option(
-        None, "--contracts", help="contracts.toml naming the baselines directory."
+    contracts: Path | None = contracts_option(
+        "contracts.toml naming the baselines directory (default: found upward)."
     ),
+    fmt: str = format_option("console", "json"),
+    output: Optional[Path] = output_option(),
 ) -> None:
-    """Write each runner's results to DIR/<runner>.json with sorted keys and no timestamps."""
+    """Write each runner's results to DIR/<runner>.json with sorted keys and no timestamps.
+
+    Examples: kcgate baseline update results/; kcgate baseline update kcgate-artifacts/ --dir baselines
+    """
     from kcgate.results.baseline import DEFAULT_DIR, load_many, project_settings, write_baselines
 
     runs = load_many(results)
@@ -35,6 +45,10 @@ def update_command(
         raise UsageError(
             "no results files found in " + ", ".join(results)[:300] + "; pass the results of `kcgate run`"
         )
-    target = directory or project_settings(contracts)[1] or DEFAULT_DIR
-    for path in write_baselines(runs, target):
-        typer.echo(f"wrote {path}")
+    pick_format(fmt, {"console": 0, "json": 1})
+    target = directory or project_settings(pick_contracts(contracts, required=False))[1] or DEFAULT_DIR
+    written = [str(p) for p in write_baselines(runs, target)]
+    if fmt == "json":
+        emit(json.dumps({"kind": "kcgate-baseline", "written": written}, indent=2, sort_keys=True), output)
+    else:
+        emit("".join(f"wrote {p}\n" for p in written), output)

@@ -12,10 +12,17 @@ from typing import Optional
 
 import typer
 
-from kcgate.commands._options import completer, deprecated, format_option, isolation_option
+from kcgate.commands._options import (
+    contracts_option,
+    deprecated,
+    device_option,
+    emit,
+    format_option,
+    isolation_option,
+    output_option,
+)
 from kcgate.commands.diff import pick_format
 from kcgate.errors import ExitCode, UsageError
-from kcgate.vocab.device_kinds import DEVICES
 
 
 def register(app: typer.Typer) -> None:
@@ -23,27 +30,24 @@ def register(app: typer.Typer) -> None:
 
 
 def calibrate(
-    contracts: Optional[Path] = typer.Option(
-        None,
-        "--contracts",
-        help="Also calibrate this contracts.toml's contracts that name good/bad/baseline kernels.",
+    contracts: Optional[Path] = contracts_option(
+        "Also calibrate this contracts.toml's contracts that name good/bad/baseline kernels."
     ),
     fmt: str = format_option("console", "json"),
+    output: Optional[Path] = output_option(),
     json_path: Optional[Path] = typer.Option(
         None, "--json", help="Deprecated: --format json > PATH. Writes the matrix as JSON here.", hidden=True
     ),
     keyword: Optional[str] = typer.Option(None, "-k", help="Only contracts whose id or class matches."),
     builtin: bool = typer.Option(True, "--builtin/--no-builtin", help="Include the twelve built-in classes."),
-    backend: str = typer.Option(
-        "cpu",
-        "--backend",
-        help="Device backend to calibrate on.",
-        autocompletion=completer(DEVICES),
-        metavar="[" + "|".join(DEVICES) + "]",
-    ),
+    device: str = device_option("--device", "-d", help="The device to calibrate on.", default="cpu"),
+    backend: Optional[str] = typer.Option(None, "--backend", hidden=True, help="Deprecated: --device."),
     isolation: str = isolation_option("process (default: a crashing kernel costs one state) or none."),
 ) -> None:
-    """Prove each contract accepts its good kernel and rejects its bad and baseline kernels."""
+    """Prove each contract accepts its good kernel and rejects its bad and baseline kernels.
+
+    Examples: kcgate calibrate; kcgate calibrate -c contracts.toml --no-builtin --format json --output cal.json
+    """
     from kcgate.calibration import calibrate as cal
     from kcgate.contracts.load import load_project
     from kcgate.execution.executors import check_isolation
@@ -53,13 +57,16 @@ def calibrate(
     check_isolation(isolation)
     pick_format(fmt, {"console": 0, "json": 1})
     if json_path:
-        deprecated("--json PATH", "--format json > PATH")
+        deprecated("--json PATH", "--format json --output PATH")
+    if backend is not None:
+        deprecated("--backend", "--device")
+        device = backend
     rows = []
     projects = ([load_project(cal.BUILTIN)] if builtin else []) + (
         [load_project(contracts)] if contracts else []
     )
     for project in projects:
-        executor = make_executor(isolation, project, backend)
+        executor = make_executor(isolation, project, device)
         try:
             rows += cal.calibrate(project, executor, keyword)
         finally:
@@ -69,7 +76,7 @@ def calibrate(
             "no contract to calibrate: none names good/bad/baseline kernels or -k matched nothing; "
             'add good = "pkg.mod:fn" (and bad, baseline) to a contract'
         )
-    typer.echo(cal.to_json(rows) if fmt == "json" else cal.render_matrix(rows), nl=fmt != "json")
+    emit(cal.to_json(rows) if fmt == "json" else cal.render_matrix(rows), output)
     if json_path:
         write_atomic(json_path, cal.to_json(rows))
     if any(r.under_specified for r in rows):

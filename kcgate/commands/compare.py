@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from kcgate.commands._options import format_option
+from kcgate.commands._options import emit, format_option, output_option
 from kcgate.commands.diff import pick_format
 from kcgate.errors import UsageError
 
@@ -24,11 +24,15 @@ def compare_command(
         ..., help="Results files or directories, one results file per runner."
     ),
     fmt: str = format_option("console", "markdown", "json", "github"),
+    output: Path | None = output_option(),
     png: Path | None = typer.Option(
         None, "--png", help="Also write a PNG heatmap and K curves (needs kcgate[plot])."
     ),
 ) -> None:
-    """Compare runners side by side: verdict and budget used per contract, and who disagrees with the rest."""
+    """Compare runners side by side: verdict and budget used per contract, and who disagrees with the rest.
+
+    Examples: kcgate compare results/; kcgate compare kcgate-artifacts/ --format markdown --output matrix.md
+    """
     from kcgate.gate.compare import compare_runs
     from kcgate.render.compare_formats import FORMATS
     from kcgate.results.baseline import load_many, paused_gc
@@ -43,7 +47,7 @@ def compare_command(
         comparison = compare_runs(runs)
     if png is not None:
         write_png(comparison, png)
-    typer.echo(render(comparison), nl=False)
+    emit(render(comparison), output)
 
 
 def write_png(comparison: Comparison, path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import TypeVar
 
 import typer
 
-from kcgate.commands._options import format_option
+from kcgate.commands._options import contracts_option, emit, format_option, output_option, pick_contracts
 from kcgate.errors import UsageError
 
 T = TypeVar("T")
@@ -24,12 +24,11 @@ def diff_command(
         ..., help="Baseline results: a file, a directory of results, or git:REF:PATH."
     ),
     current: str = typer.Argument(..., help="Current results: a file or a directory of results."),
-    contracts: Path | None = typer.Option(
-        None,
-        "--contracts",
-        help="contracts.toml with [policy] and waivers (default: ./contracts.toml if present).",
+    contracts: Path | None = contracts_option(
+        "contracts.toml with [policy] and waivers (default: contracts.toml found upward, if any)."
     ),
     fmt: str = format_option("console", "markdown", "json", "github"),
+    output: Path | None = output_option(),
     today: str = typer.Option(
         "", "--today", help="Date for waiver expiry, YYYY-MM-DD (default: today, UTC)."
     ),
@@ -37,11 +36,16 @@ def diff_command(
         [], "--expect-runner", help="A runner that must have results (repeatable); a missing leg blocks."
     ),
 ) -> None:
-    """Diff CURRENT against BASE per case. Exit 1 when a change blocks, 0 when none does, 3 on bad input."""
+    """Diff CURRENT against BASE per case. Exit 1 when a change blocks, 0 when none does, 3 on bad input.
+
+    Examples: kcgate diff baselines/cpu-ubuntu.json results/cpu-ubuntu.json;
+    kcgate diff git:origin/main:baselines results/ --format markdown --output diff.md
+    """
     from kcgate.gate.decide import decide
     from kcgate.render.diff_formats import FORMATS
     from kcgate.results.baseline import load_sources, paused_gc, project_settings
 
+    contracts = pick_contracts(contracts, required=False)
     render = pick_format(fmt, {**FORMATS, "github": _github(contracts)})
     policy, _ = project_settings(contracts)
     with paused_gc():
@@ -49,7 +53,7 @@ def diff_command(
         if not runs:
             raise UsageError(f"{current}: no results files found; pass the results of `kcgate run`")
         verdict, gate = decide(runs, baselines, policy, parse_today(today), expect_runner)
-        typer.echo(render(verdict), nl=False)
+        emit(render(verdict), output)
     if gate.exit_code:
         raise typer.Exit(gate.exit_code)
 

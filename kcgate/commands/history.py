@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from kcgate.commands._options import format_option
+from kcgate.commands._options import contracts_option, emit, format_option, output_option, pick_contracts
 from kcgate.commands.diff import pick_format
 from kcgate.errors import UsageError
+
+if TYPE_CHECKING:
+    from kcgate.history.store import Added
 
 DEFAULT_DB = Path("kcgate-history.db")
 
@@ -45,17 +48,11 @@ def history_command(
     ),
     runner: list[str] = typer.Option([], "--runner", metavar="NAME", help="Only this runner (repeatable)."),
     last: int = typer.Option(20, "--last", metavar="N", min=2, max=100_000, help="The last N commits."),
-    contracts: Optional[Path] = typer.Option(
-        None,
-        "-c",
-        "--contracts",
-        metavar="PATH",
-        help="contracts.toml for the drift rule (default: ./contracts.toml if present).",
+    contracts: Optional[Path] = contracts_option(
+        "contracts.toml for the drift rule (default: found upward)."
     ),
     fmt: str = format_option("console", "json"),
-    output: Optional[Path] = typer.Option(
-        None, "--output", metavar="PATH", help="Write the report here instead of stdout."
-    ),
+    output: Optional[Path] = output_option(),
     html: Optional[Path] = typer.Option(
         None, "--html", metavar="DIR", help="Also write the static dashboard into DIR."
     ),
@@ -69,12 +66,13 @@ def history_command(
     from kcgate.results.baseline import project_settings
 
     render = pick_format(fmt, FORMATS)
+    contracts = pick_contracts(contracts, required=False)
     policy, _ = project_settings(contracts)
     with open_store(db, create=False) as conn:
         view = load_view(conn, last, contract, runner, policy.budget_drift)
     if html is not None:
         write_site(view, html, contracts)
-    _emit(render(view), output)
+    emit(render(view), output)
 
 
 def write_site(view: object, directory: Path, contracts: Path | None) -> None:
@@ -91,15 +89,6 @@ def write_site(view: object, directory: Path, contracts: Path | None) -> None:
     )
     for name, text in render_site(view, links).items():  # type: ignore[arg-type]
         write_atomic(directory / name, text)
-
-
-def _emit(text: str, output: Path | None) -> None:
-    if output is None:
-        typer.echo(text, nl=False)
-        return
-    from kcgate.results.model import write_atomic
-
-    write_atomic(output, text)
 
 
 @history_app.command("add")
@@ -133,6 +122,8 @@ def add_command(
         metavar="DIR",
         help="Also write each run's append-only log file under DIR (the data branch's checkout).",
     ),
+    fmt: str = format_option("console", "json"),
+    output: Optional[Path] = output_option(),
 ) -> None:
     """Record results in the history. Re-adding a run (same commit and runner) changes nothing.
 
@@ -160,10 +151,7 @@ def add_command(
     written = [p for e in entries if log is not None and (p := write_log(log, e))]
     with open_store(db) as conn:
         done = add_runs(conn, entries)
-    typer.echo(
-        f"kcgate history: {done.added} runs added ({done.cases:,} cases), {done.skipped} already recorded; "
-        f"{len(written)} log files written"
-    )
+    _summary(done, fmt, output, len(written))
 
 
 @history_app.command("rebuild")
@@ -172,6 +160,8 @@ def rebuild_command(
         ..., metavar="LOGDIR", help="The log directory (the data branch's checkout)."
     ),
     db: Path = _db_option(),
+    fmt: str = format_option("console", "json"),
+    output: Optional[Path] = output_option(),
 ) -> None:
     """Build (or complete) the database from the append-only log; every file is checked first.
 
@@ -183,9 +173,20 @@ def rebuild_command(
     entries = list(read_logs(logdir))  # all checked before anything is added
     with open_store(db) as conn:
         done = add_runs(conn, entries)
-    typer.echo(
-        f"kcgate history: {done.added} runs added ({done.cases:,} cases), {done.skipped} already recorded"
-    )
+    _summary(done, fmt, output)
+
+
+def _summary(done: Added, fmt: str, output: Path | None, logs: int | None = None) -> None:
+    """What ``history add`` or ``rebuild`` did, as a console line or JSON."""
+    import json
+
+    added, cases, skipped = done.added, done.cases, done.skipped
+    if pick_format(fmt, {"console": "console", "json": "json"}) == "json":
+        fields = {"added": added, "cases": cases, "skipped": skipped}
+        emit(json.dumps(fields | ({} if logs is None else {"log_files": logs}), sort_keys=True), output)
+        return
+    written = "" if logs is None else f"; {logs} log files written"
+    emit(f"kcgate history: {added} runs added ({cases:,} cases), {skipped} already recorded{written}", output)
 
 
 def utc_time(text: str) -> str:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Optional
 
 import typer
 
+from kcgate.commands._options import emit, format_option, output_option
+from kcgate.commands.diff import pick_format
 from kcgate.render.escape import console_text
 
 
@@ -16,11 +20,21 @@ def register(app: typer.Typer) -> None:
 def merge(
     files: list[Path] = typer.Argument(..., help="Shard results files of one runner."),
     out: Path = typer.Option(..., "--out", "-o", help="Merged results file."),
+    fmt: str = format_option("console", "json"),
+    output: Optional[Path] = output_option(),
 ) -> None:
-    """Merge shard results into one runner's results; refuses to mix runners or fingerprints."""
+    """Merge shard results into one runner's results; refuses to mix runners or fingerprints.
+
+    Example: kcgate merge results/gpu.shard-1-of-2.json results/gpu.shard-2-of-2.json -o results/gpu.json
+    """
     from kcgate.results.merge import merge_shards
     from kcgate.results.model import load_run, write_run
 
+    pick_format(fmt, {"console": 0, "json": 1})
     merged = merge_shards([(f, load_run(f)) for f in files])
     write_run(out, merged)
-    typer.echo(console_text(f"merged {len(files)} files, {len(merged.cases)} cases -> {out}"))
+    if fmt == "json":
+        doc = {"kind": "kcgate-merge", "files": len(files), "cases": len(merged.cases), "out": str(out)}
+        emit(json.dumps(doc, indent=2, sort_keys=True), output)
+    else:
+        emit(console_text(f"merged {len(files)} files, {len(merged.cases)} cases -> {out}"), output)

@@ -2,7 +2,8 @@
 mutation rules) and count how many the contracts catch.
 
 A report, not a gate: exit 0 whatever the kill rate (3 on bad usage, 2 on a bad contracts file). It prints
-the summary, and writes the JSON and Markdown reports when asked (the Markdown fits a job summary).
+the report in ``--format`` (console, json or markdown; ``--output`` writes it to a file), and the Markdown
+for a job summary with ``--summary-out``.
 Mutants run in isolated workers (a crashing or hanging mutant costs one case); torch is imported by the
 workers, and by this process only to measure advice for survivors.
 """
@@ -15,6 +16,18 @@ from typing import Optional
 
 import typer
 
+from kcgate.calibration.mutation_rules import BY_NAME
+from kcgate.commands._options import (
+    choice_option,
+    contracts_file,
+    deprecated,
+    device_option,
+    emit,
+    format_option,
+    isolation_option,
+    output_option,
+)
+from kcgate.commands.diff import pick_format
 from kcgate.errors import UsageError
 
 DEFAULT_CACHE = Path(".kcgate-cache")
@@ -25,8 +38,17 @@ def register(app: typer.Typer) -> None:
 
 
 def mutate(
-    contracts: Optional[list[Path]] = typer.Argument(
-        None, help="contracts.toml files (default: ./contracts.toml)."
+    contracts: Optional[list[Path]] = typer.Option(
+        None,
+        "--contracts",
+        "-c",
+        metavar="PATH",
+        help="A contracts file (repeatable; default: contracts.toml, found upward).",
+    ),
+    fmt: str = format_option("console", "json", "markdown"),
+    output: Optional[Path] = output_option(),
+    summary_out: Optional[Path] = typer.Option(
+        None, "--summary-out", metavar="PATH", help="Also write the report as Markdown here (a job summary)."
     ),
     budget: Optional[float] = typer.Option(
         None,
@@ -35,13 +57,17 @@ def mutate(
     ),
     seed: int = typer.Option(0, "--seed", help="Seeds the cases and the order mutants are sampled in."),
     max_mutants: Optional[int] = typer.Option(None, "--max-mutants", help="Run at most this many mutants."),
-    rule: Optional[list[str]] = typer.Option(None, "--rule", help="Only this rule (repeatable)."),
+    rule: Optional[list[str]] = choice_option(
+        None, "--rule", choices=tuple(BY_NAME), help="Only this rule (repeatable)."
+    ),
     keyword: Optional[str] = typer.Option(None, "-k", help="Only contracts whose id or class matches."),
     cache: Path = typer.Option(DEFAULT_CACHE, "--cache", help="Directory of the cache (mutate.json)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor write the cache."),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Write the report as JSON here."),
+    json_path: Optional[Path] = typer.Option(
+        None, "--json", hidden=True, help="Deprecated: --format json --output PATH."
+    ),
     markdown_path: Optional[Path] = typer.Option(
-        None, "--markdown", help="Write the report as Markdown here."
+        None, "--markdown", hidden=True, help="Deprecated: --summary-out."
     ),
     advice: bool = typer.Option(True, "--advice/--no-advice", help="Measure what would kill each survivor."),
     advise_all: bool = typer.Option(
@@ -55,19 +81,25 @@ def mutate(
         "--include-installed",
         help="Also mutate kernels in installed packages (default: only the project's own modules).",
     ),
-    backend: str = typer.Option("cpu", "--backend", help="Device backend the mutants run on."),
-    isolation: str = typer.Option(
-        "process", "--isolation", help="process (default: a crashing mutant costs one case) or none."
-    ),
+    device: str = device_option("--device", "-d", help="The device the mutants run on.", default="cpu"),
+    backend: Optional[str] = typer.Option(None, "--backend", hidden=True, help="Deprecated: --device."),
+    isolation: str = isolation_option("process (default: a crashing mutant costs one case) or none."),
     timeout: Optional[float] = typer.Option(
         None,
         "--timeout",
         help="Per-case timeout in seconds (default: the contract's); a hang costs one case.",
     ),
+    positional: Optional[list[Path]] = typer.Argument(
+        None, metavar="CONTRACTS", hidden=True, help="Deprecated: -c/--contracts PATH."
+    ),
 ) -> None:
-    """Mutate each contract's kernel source and report which planted bugs the contracts let through."""
+    """Mutate each contract's kernel source and report which planted bugs the contracts let through.
+
+    Examples: kcgate mutate --budget 600; kcgate mutate -c contracts.toml --rule tail-dropped -k softmax;
+    kcgate mutate --format json --output mutate.json --summary-out mutate.md
+    """
     from kcgate.calibration import mutate as mut
-    from kcgate.calibration.mutation_rules import BY_NAME, RULES
+    from kcgate.calibration.mutation_rules import RULES
     from kcgate.contracts.load import load_project
     from kcgate.execution.executors import check_isolation
     from kcgate.execution.pool import make_executor
@@ -75,6 +107,14 @@ def mutate(
     from kcgate.results.model import write_atomic
 
     check_isolation(isolation)
+    pick_format(fmt, {"console": 0, "json": 1, "markdown": 2})
+    if backend is not None:
+        deprecated("--backend", "--device")
+        device = backend
+    if json_path:
+        deprecated("--json PATH", "--format json --output PATH")
+    if markdown_path:
+        deprecated("--markdown PATH", "--summary-out PATH")
     if budget is not None and budget <= 0:
         raise UsageError(f"--budget {budget:g}: give a positive number of seconds")
     if max_mutants is not None and max_mutants < 0:
@@ -83,11 +123,13 @@ def mutate(
     if unknown:
         raise UsageError(f"--rule {', '.join(unknown)}: unknown; the rules are {', '.join(BY_NAME)}")
     rules = tuple(BY_NAME[r] for r in rule) if rule else RULES
-    paths = contracts or [Path("contracts.toml")]
+    if positional:
+        deprecated("a positional contracts file", "-c/--contracts PATH")
+    paths = [*(contracts or []), *(positional or [])] or [contracts_file(None)]
     projects = [load_project(p) for p in paths]
     report = mut.mutate(
         projects,
-        lambda project: make_executor(isolation, project, backend, timeout=timeout),
+        lambda project: make_executor(isolation, project, device, timeout=timeout),
         keyword=keyword,
         rules=rules,
         seed=seed,
@@ -95,15 +137,17 @@ def mutate(
         cache_dir=None if no_cache else cache,
         advice=advice,
         advise_all=advise_all,
-        device=backend,
+        device=device,
         max_mutants=max_mutants,
         installed=include_installed,
     )
     if not report.contracts:
         raise UsageError(f"no contract selected: -k {keyword!r} matched none in {', '.join(map(str, paths))}")
     doc = report.to_json()
-    typer.echo(render.text(doc))
+    as_json = json.dumps(doc, indent=1, sort_keys=True) + "\n"
+    emit({"console": render.text(doc), "json": as_json, "markdown": render.markdown(doc)}[fmt], output)
     if json_path:
-        write_atomic(json_path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    if markdown_path:
-        write_atomic(markdown_path, render.markdown(doc))
+        write_atomic(json_path, as_json)
+    for path in (summary_out, markdown_path):
+        if path:
+            write_atomic(path, render.markdown(doc))

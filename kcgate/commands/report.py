@@ -14,10 +14,18 @@ from typing import Optional
 
 import typer
 
-from kcgate.commands._options import format_option
+from kcgate.commands._options import (
+    COMMENT_MODES,
+    choice_option,
+    contracts_option,
+    deprecated,
+    format_option,
+    output_option,
+    pick_contracts,
+)
 from kcgate.commands.diff import pick_format
 
-REPORT_FORMATS = ("console", "github")
+REPORT_FORMATS = ("console", "github", "json")
 
 
 def register(app: typer.Typer) -> None:
@@ -31,10 +39,8 @@ def report_command(
         "--baseline",
         help="Baseline results: file, directory or git:REF:PATH (repeatable; default: the project's baselines dir).",
     ),
-    contracts: Optional[Path] = typer.Option(
-        None,
-        "--contracts",
-        help="contracts.toml for [policy] and waivers (default: ./contracts.toml if present).",
+    contracts: Optional[Path] = contracts_option(
+        "contracts.toml for [policy] and waivers (default: contracts.toml found upward, if any)."
     ),
     expect_runner: list[str] = typer.Option(
         [], "--expect-runner", help="A runner that must have results (repeatable); a missing leg blocks."
@@ -52,16 +58,21 @@ def report_command(
         None, "--junit", help="Write JUnit XML here (one test case per case change)."
     ),
     fmt: Optional[str] = format_option(*REPORT_FORMATS, default=None),
+    output: Optional[Path] = output_option(),
     annotations: Optional[bool] = typer.Option(
         None,
         "--annotations/--no-annotations",
-        help="The same as --format github / console (default: github in GitHub Actions, else console).",
+        hidden=True,
+        help="Deprecated: --format github / console.",
     ),
     publish: bool = typer.Option(
         False, "--publish/--no-publish", help="Post to the pull request with GITHUB_TOKEN."
     ),
-    comment_mode: str = typer.Option(
-        "sticky", "--comment-mode", help="sticky (one comment, edited in place) or off."
+    comment_mode: str = choice_option(
+        "sticky",
+        "--comment-mode",
+        choices=COMMENT_MODES,
+        help="sticky (one comment, edited in place) or off.",
     ),
     check_run: bool = typer.Option(
         False, "--check-run", help="Also create a check run with annotations (needs --publish)."
@@ -84,15 +95,23 @@ def report_command(
         help="The check run's name, the comment's title and its sticky marker (several gates per repository).",
     ),
 ) -> None:
-    """Gate a PR on every runner's results: exit 1 when a change blocks, 0 when none does, 3 on bad input."""
+    """Gate a PR on every runner's results: exit 1 when a change blocks, 0 when none does, 3 on bad input.
+
+    Format: console, or github (annotations; the default in GitHub Actions), or json (the verdict).
+
+    Examples: kcgate report kcgate-artifacts/ --expect-runner nvidia-h100 --summary-out summary.md;
+    kcgate report results/ --baseline git:origin/main:baselines --format json --output verdict.json
+    """
     from kcgate.commands._report_impl import Options, report
 
-    if fmt is not None and annotations is None:
+    if annotations is not None:
+        deprecated("--annotations/--no-annotations", "--format github / --format console")
+    if fmt is not None:
         annotations = pick_format(fmt, {f: f for f in REPORT_FORMATS}) == "github"
     options = Options(
         tuple(results),
         tuple(baseline),
-        contracts,
+        pick_contracts(contracts, required=False),
         tuple(expect_runner),
         fail_on,
         comment_out,
@@ -106,6 +125,8 @@ def report_command(
         tuple(note),
         gate_name,
         history,
+        fmt or "",
+        output,
     )
     code = report(options)
     if code:

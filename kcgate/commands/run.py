@@ -10,7 +10,17 @@ from typing import Optional
 
 import typer
 
-from kcgate.commands._options import device_option, isolation_option
+from kcgate.commands._options import (
+    choice_option,
+    contracts_file,
+    contracts_option,
+    device_option,
+    format_option,
+    isolation_option,
+    output_option,
+)
+from kcgate.commands.diff import pick_format
+from kcgate.vocab.dtypes import TENSOR_DTYPES
 
 
 def register(app: typer.Typer) -> None:
@@ -18,15 +28,21 @@ def register(app: typer.Typer) -> None:
 
 
 def run(
-    contracts: Path = typer.Option(Path("contracts.toml"), "--contracts", "-c", help="Contracts file."),
+    contracts: Optional[Path] = contracts_option(),
+    fmt: str = format_option("console", "json"),
+    output: Optional[Path] = output_option(),
     out: Optional[Path] = typer.Option(
         None, "--out", "-o", help="Results JSON (default results/<runner>.json)."
     ),
     runner: Optional[str] = typer.Option(None, "--runner", envvar="KCGATE_RUNNER", help="Runner name."),
-    device: Optional[str] = device_option("--device", "-d", help="cpu, cuda, rocm, xpu, mps or npu."),
+    device: Optional[str] = device_option(
+        "--device", "-d", help="The device kind (default: the best detected)."
+    ),
     junit: Optional[Path] = typer.Option(None, "--junit", help="Also write JUnit XML here."),
     keyword: Optional[str] = typer.Option(None, "-k", help="Select cases by id substring/glob or class id."),
-    dtype: Optional[list[str]] = typer.Option(None, "--dtype", help="Only these dtypes (repeatable)."),
+    dtype: Optional[list[str]] = choice_option(
+        None, "--dtype", choices=TENSOR_DTYPES, help="Only these dtypes (repeatable)."
+    ),
     list_only: bool = typer.Option(False, "--list", help="Show the plan and exit without running."),
     shard: Optional[str] = typer.Option(None, "--shard", help="Run shard i of N, e.g. 2/3."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted run in --out."),
@@ -64,12 +80,19 @@ def run(
         None, "--shape", help="Run every contract of that arity at this shape alone, e.g. 3x1021."
     ),
 ) -> None:
-    """Run the contracts on this machine's device and write results (exit 1 on a violation)."""
+    """Run the contracts on this machine's device and write results (exit 1 on a violation).
+
+    --format json prints the results document (the file --out names) instead of the table.
+
+    Examples: kcgate run; kcgate run --runner laptop -k gemm --dtype bfloat16; kcgate run -c ci/contracts.toml
+    --device cuda --shard 1/2 --junit junit.xml
+    """
     from kcgate.commands._run_impl import Options, run_command
     from kcgate.render.console import in_ci
 
+    pick_format(fmt, {"console": 0, "json": 1})
     opts = Options(
-        contracts,
+        contracts_file(contracts),
         out,
         runner,
         device,
@@ -89,5 +112,7 @@ def run(
         shrink_s=shrink_s,
         shape=shape,
         ci_progress=in_ci(os.environ) and not sys.stderr.isatty(),
+        fmt=fmt,
+        output=output,
     )
     raise typer.Exit(run_command(opts))

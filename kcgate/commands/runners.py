@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-from kcgate.commands._options import deprecated, device_option, format_option
+from kcgate.commands._options import deprecated, device_option, emit, format_option, output_option
 from kcgate.commands.diff import pick_format
 from kcgate.errors import UsageError
 
@@ -22,12 +23,16 @@ def register(app: typer.Typer) -> None:
 
 def runners(
     fmt: str = format_option("console", "json"),
+    output: Optional[Path] = output_option(),
     as_json: bool = typer.Option(False, "--json", help="Deprecated: --format json.", hidden=True),
     require: Optional[str] = device_option(
         "--require", help="Exit 3 unless this backend (cpu, cuda, rocm, xpu, mps, npu) is detected."
     ),
 ) -> None:
-    """List every device backend, whether it is detected here, and its fingerprint."""
+    """List every device backend, whether it is detected here, and its fingerprint.
+
+    Examples: kcgate runners; kcgate runners --require cuda --format json --output runners.json
+    """
     if as_json:
         deprecated("--json", "--format json")
         fmt = "json"
@@ -40,7 +45,7 @@ def runners(
     torch = import_torch()  # exits 3 with the fix when torch is missing
     rows = [describe(name, cls(torch)) for name, cls in BACKENDS.items()]
     default = default_backend(r["backend"] for r in rows if r["detected"])
-    typer.echo(render_json(rows, default) if fmt == "json" else render_text(rows, default))
+    emit(render_json(rows, default) if fmt == "json" else render_text(rows, default), output)
     if require:
         check_required(rows, require, torch.__version__)
 

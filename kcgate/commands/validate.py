@@ -2,7 +2,8 @@
 
 ``validate --format github`` prints one workflow annotation per problem, at its line, so a contracts error
 shows on the pull request's diff; ``--format json`` prints one object with every problem. Both exit 2 on
-problems, as the console format does.
+problems, as the console format does. A kernel in a package not installed here is a warning (the pre-commit
+hook's environment has no torch), an error with ``--strict-imports``.
 """
 
 from __future__ import annotations
@@ -10,12 +11,22 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Optional
 
 import typer
 
-from kcgate.commands._options import format_option
+from kcgate.commands._options import (
+    choice_option,
+    contracts_argument,
+    contracts_file,
+    contracts_option,
+    emit,
+    format_option,
+    output_option,
+)
 from kcgate.commands.diff import pick_format
 from kcgate.errors import ContractsError, ExitCode, Problem, UsageError
+from kcgate.vocab.catalogue import CATALOGUE
 
 VALIDATE_FORMATS = ("console", "json", "github")
 
@@ -26,36 +37,53 @@ def register(app: typer.Typer) -> None:
 
 
 def validate(
-    contracts: Path = typer.Argument(Path("contracts.toml"), help="Contracts file to check."),
-    fmt: str = format_option(*VALIDATE_FORMATS),
-    op: str = typer.Option(
-        "", "--op", help="Say which classes apply to this op family, and why (no file read)."
+    contracts: Optional[Path] = contracts_option(
+        "The contracts file to check (default: contracts.toml, found upward)."
     ),
+    fmt: str = format_option(*VALIDATE_FORMATS),
+    output: Optional[Path] = output_option(),
+    strict_imports: bool = typer.Option(
+        False,
+        "--strict-imports",
+        help="A kernel in a package not installed here is an error (default: a warning, so a torch-free "
+        "environment such as the pre-commit hook's checks everything else).",
+    ),
+    op: str = choice_option(
+        "",
+        "--op",
+        choices=tuple(CATALOGUE),
+        help="Say which classes apply to this op family, and why (no file read).",
+    ),
+    positional: Optional[Path] = contracts_argument(),
 ) -> None:
-    """Check contracts.toml without running anything (exit 2 and every problem listed when invalid)."""
+    """Check contracts.toml without running anything (exit 2 and every problem listed when invalid).
+
+    Examples: kcgate validate; kcgate validate -c ci/contracts.toml --format github; kcgate validate --op matmul
+    """
     if op:
         _classes_for(op)
         return
     from kcgate.contracts.load import load_project
 
     render = pick_format(fmt, {f: f for f in VALIDATE_FORMATS})
+    path = contracts_file(contracts, positional)
     if render == "console":
-        _console(load_project(contracts), contracts)
+        _console(load_project(path, strict_imports=strict_imports), path, output)
         return
     try:
-        project = load_project(contracts)
+        project = load_project(path, strict_imports=strict_imports)
     except ContractsError as exc:
-        problems = exc.problems or (Problem(str(contracts), None, "", exc.message),)
-        typer.echo(_machine(render, contracts, problems, (), None), nl=False)
+        problems = exc.problems or (Problem(str(path), None, "", exc.message),)
+        emit(_machine(render, path, problems, (), None), output)
         raise typer.Exit(int(ExitCode.BAD_CONTRACTS)) from None
     counts = (len(project.contracts), len(project.policy.waivers))
-    typer.echo(_machine(render, contracts, (), project.warnings, counts), nl=False)
+    emit(_machine(render, path, (), project.warnings, counts), output)
 
 
-def _console(project, contracts: Path) -> None:  # type: ignore[no-untyped-def]
+def _console(project, contracts: Path, output: Path | None) -> None:  # type: ignore[no-untyped-def]
     for warning in project.warnings:
         typer.echo(f"warning: {warning.render()}", err=True)
-    typer.echo(_ok_line(contracts, len(project.contracts), len(project.policy.waivers)))
+    emit(_ok_line(contracts, len(project.contracts), len(project.policy.waivers)), output)
 
 
 def _machine(
@@ -113,13 +141,26 @@ def _classes_for(op: str) -> None:
         typer.echo(f"{cid}  {c.name}{plain}: {why(cid, op)}")
 
 
+SCHEMAS = ("contracts", "results")
+
+
 def schema(
-    kind: str = typer.Argument("contracts", help="contracts (the TOML file) or results (the JSON file)."),
+    kind: str = typer.Argument(
+        "contracts",
+        metavar="[contracts|results]",
+        help="contracts (the TOML file) or results (the JSON file).",
+    ),
+    fmt: str = format_option("json", default="json"),
+    output: Optional[Path] = output_option(),
 ) -> None:
-    """Print a JSON Schema: of contracts.toml (for editors) or of results files."""
+    """Print a JSON Schema: of contracts.toml (for editors) or of results files.
+
+    Examples: kcgate schema > contracts.schema.json; kcgate schema results --output results.schema.json
+    """
     from kcgate.render import schema as schemas
 
+    pick_format(fmt, {"json": 0})
     makers = {"contracts": schemas.contracts_schema, "results": schemas.results_schema}
     if kind not in makers:
         raise UsageError(f"unknown schema {kind!r}; choose one of: {', '.join(makers)}")
-    typer.echo(json.dumps(makers[kind](), indent=2, sort_keys=True))
+    emit(json.dumps(makers[kind](), indent=2, sort_keys=True), output)

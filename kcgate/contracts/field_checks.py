@@ -27,6 +27,7 @@ class Collector:
         self.problems: list[Problem] = []
         self.warnings: list[Problem] = []
         self.locate = True
+        self.strict_imports = False  # a kernel in a package not installed here: an error, not a warning
         self.located: dict[tuple[str, tuple[Any, ...]], Any] = {}  # locate.locate's answers for this load
 
     def add(self, path: Path_, where: str, message: str, fix: str = "") -> None:

@@ -24,15 +24,17 @@ from kcgate.util import bounded, tomlsrc
 MAX_CONTRACTS_BYTES = 16 * 1024 * 1024
 
 
-def load_project(path: Path | str, *, locate_kernels: bool = True) -> Project:
+def load_project(path: Path | str, *, locate_kernels: bool = True, strict_imports: bool = False) -> Project:
     """Load and validate; raise ContractsError listing every problem.
 
     ``locate_kernels=False`` is for the reporting path (diff, report), which runs where the kernels are
     not installed and must never look at repository code: import strings are then checked for syntax only.
+    A kernel in a package installed neither here nor in the project's directories is a warning (a torch-free
+    pre-commit environment cannot see torch), an error with ``strict_imports``.
     """
     path = Path(path)
     if not path.exists():
-        raise ContractsError(f"{path}: no such file; create it or pass --contracts PATH")
+        raise ContractsError(f"{path}: no such file; check the path, or create it with `kcgate init PACKAGE`")
     try:
         text = bounded.read_capped(path, MAX_CONTRACTS_BYTES).decode("utf-8")
     except bounded.Refused as exc:
@@ -45,6 +47,7 @@ def load_project(path: Path | str, *, locate_kernels: bool = True) -> Project:
         data, lines = _parse(path, text)
         col = Collector(str(path), lines)
         col.locate = locate_kernels
+        col.strict_imports = strict_imports
         project = _project(path, data, col)
     if col.problems:
         n = len(col.problems)

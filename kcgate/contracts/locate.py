@@ -19,6 +19,7 @@ from pathlib import Path
 from kcgate.contracts.field_checks import Collector
 
 _UNSEEN = "the static lookup found no"
+ABSENT = "not installed in this environment:"  # a package that is neither the project's nor installed here
 _MAX_DEPTH = 12  # star imports followed (torch: torch -> torch._C -> stubs is three)
 
 
@@ -39,6 +40,13 @@ def locate(target: str, roots: tuple[Path, ...]) -> tuple[str, str] | None:
     tell, and then it says nothing (``kcgate run`` imports the kernel and names a missing one)."""
     module, name = target.split(":")
     source = module_source(module, roots)
+    if source is None and _absent_package(module, roots):
+        top = module.split(".")[0]
+        return (
+            f"{ABSENT} package {top!r} ({sys.executable}); kernel {target!r} not looked up, "
+            "`kcgate run` imports it",
+            f"install {top!r} where kcgate validate runs to check it too (--strict-imports makes this an error)",
+        )
     if source is None:
         return (
             f"cannot find module {module!r}",
@@ -130,6 +138,18 @@ def _parsed_facts(source: Path, mtime_ns: int, size: int) -> _Facts | Exception:
 
 
 _SOURCES: dict[tuple[str, tuple[Path, ...], tuple[str, ...]], Path] = {}
+
+
+def _absent_package(module: str, roots: tuple[Path, ...]) -> bool:
+    """The module's top-level package is neither in the project's directories nor importable here (a
+    pre-commit hook's environment has no torch): nothing can be said about the kernel, right or wrong."""
+    top = module.split(".")[0]
+    if any((root / top).is_dir() or (root / f"{top}.py").is_file() for root in roots):
+        return False
+    try:
+        return importlib.util.find_spec(top) is None
+    except (ImportError, ValueError):
+        return True
 
 
 def module_source(module: str, roots: tuple[Path, ...]) -> Path | None:

@@ -17,7 +17,7 @@ from kcgate.contracts.fields import (
 )
 from kcgate.contracts.policy import Policy
 from kcgate.errors import Problem
-from kcgate.util.frozen_json import decode, encode
+from kcgate.util.frozen_json import encode
 from kcgate.vocab.catalogue import params_of
 from kcgate.vocab.classes import CLASSES
 
@@ -117,11 +117,8 @@ class Contract:
         return {k: v for k, v in self.params if k in own}
 
     def to_json(self) -> dict[str, Any]:
+        """The fields that differ from their defaults, as JSON data (``kcgate mutate``'s cache key)."""
         return encode(self)  # type: ignore[no-any-return]
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Contract:
-        return decode(cls, d)
 
 
 @dataclass(frozen=True)
@@ -143,12 +140,3 @@ class Project:
     def _by_id(self) -> dict[str, Contract]:
         """Contracts by id, built on first lookup (a run looks one up per case, in parent and worker)."""
         return {c.id: c for c in self.contracts}
-
-    def to_json(self) -> dict[str, Any]:
-        """Every field, nested records included (``kcgate.util.frozen_json``): the worker process rebuilds the
-        project from this instead of parsing contracts.toml again."""
-        return encode(self)  # type: ignore[no-any-return]
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Project:
-        return decode(cls, d)

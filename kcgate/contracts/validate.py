@@ -17,7 +17,7 @@ from kcgate.contracts.fields import (
     IMPORT_PATTERN,
     POLICY_FIELD,
 )
-from kcgate.contracts.locate import _UNSEEN, _located
+from kcgate.contracts.locate import _UNSEEN, ABSENT, _located
 from kcgate.contracts.policy import DriftRule, Policy, Waiver
 from kcgate.contracts.records import Contract, Protocol, Tolerance
 from kcgate.errors import Problem
@@ -537,7 +537,9 @@ def _import_string(
         )
         return ""
     problem = _located(v, roots, at.col) if at.col.locate else None
-    if problem and problem[0].startswith(_UNSEEN):
+    if problem and (
+        problem[0].startswith(_UNSEEN) or (problem[0].startswith(ABSENT) and not at.col.strict_imports)
+    ):
         at.key(key).warn(*problem)
     elif problem:
         at.key(key).add(*problem)

@@ -15,9 +15,13 @@ from typing import Any, Protocol
 from kcgate.errors import UsageError
 from kcgate.results.model import Fingerprint
 
+# A plain `pip install torch` on Linux fetches the CUDA build (torch plus a dozen nvidia-* packages, several
+# GB): a machine without a GPU names the CPU index, as the README's set-up and ci.yml do.
 TORCH_FIX = (
-    "install torch into this environment: `pip install torch` for CPU, or your vendor's build "
-    "(CUDA, ROCm or XPU wheel index, or torch_npu); see runners/README.md"
+    "install torch into this environment: with no GPU, the CPU build: "
+    "`pip install torch --index-url https://download.pytorch.org/whl/cpu`; with a GPU, your vendor's build "
+    "(the CUDA, ROCm or XPU index at https://pytorch.org/get-started/locally/, or torch_npu); "
+    "see runners/README.md"
 )
 
 

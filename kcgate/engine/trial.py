@@ -161,7 +161,7 @@ def oracle(ctx: CaseContext, inputs: Tensors, up: Tensors | None = None) -> torc
             raise OracleOutOfMemory(
                 f"out of memory in the fp64 oracle at shape {tuple(ctx.case.shape)} ({type(exc).__name__}: "
                 f'{str(exc)[:300]}); fix: oracle = "freivalds" for a matmul, a smaller shape, or a larger '
-                "--memory-limit"
+                "--memory-limit-gb"
             ) from exc
         raise
     ctx.oracle_s += time.perf_counter() - t0

@@ -381,7 +381,7 @@ CASE_COLUMNS: tuple[Column, ...] = (
     _case(
         "case_id",
         TEXT,
-        "the case: contract, dtype, shape and seed (`kcgate run --case`)",
+        "the case: contract, dtype, shape and seed (`kcgate run -k CASE_ID`)",
         required=True,
         junit=_ID,
     ),

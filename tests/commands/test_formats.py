@@ -92,7 +92,10 @@ def test_diff_github_annotates_the_contracts_file(tmp_path: Path) -> None:
         ("compare", "console|markdown|json|github"),
         ("runners", "console|json"),
         ("calibrate", "console|json"),
-        ("report", "console|github"),
+        ("report", "console|github|json"),
+        ("mutate", "console|json|markdown"),
+        ("run", "console|json"),
+        ("schema", "json"),
     ],
 )
 def test_every_reporting_command_takes_format(command: str, formats: str) -> None:

@@ -13,10 +13,10 @@ EXAMPLE = ROOT / "examples" / "mutation" / "contracts.toml"
 
 def test_mutate_writes_json_and_markdown_and_caches(tmp_path: Path) -> None:
     out, md, cache = tmp_path / "m.json", tmp_path / "m.md", tmp_path / "cache"
-    args = ("mutate", str(EXAMPLE), "-k", "softmax", "--json", str(out), "--markdown", str(md))
-    proc = kcgate(*args, "--cache", str(cache), "--no-advice")
+    args = ("mutate", "-c", str(EXAMPLE), "-k", "softmax", "--format", "json", "--output", str(out))
+    proc = kcgate(*args, "--summary-out", str(md), "--cache", str(cache), "--no-advice")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("unmutated kernels' false alarms: 0 case(s); kill rate 100%")
+    assert proc.stdout == "" and "deprecated" not in proc.stderr
     doc = json.loads(out.read_text())
     assert doc["kind"] == "kcgate-mutation" and doc["counts"]["killed"] >= 4
     assert [c["contract_id"] for c in doc["contracts"]] == ["softmax-stable"]
@@ -28,9 +28,15 @@ def test_mutate_writes_json_and_markdown_and_caches(tmp_path: Path) -> None:
 
 
 def test_a_spent_budget_is_a_sample_not_a_failure(tmp_path: Path) -> None:
+    """Also the deprecated spellings (a positional file, --json PATH): they work and say what replaces them."""
     out = tmp_path / "m.json"
     proc = kcgate("mutate", str(EXAMPLE), "--budget", "0.001", "--no-cache", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("unmutated kernels' false alarms:")
+    assert (
+        "a positional contracts file is deprecated" in proc.stderr
+        and "--json PATH is deprecated" in proc.stderr
+    )
     doc = json.loads(out.read_text())
     assert doc["sampled"] and doc["counts"]["not-run"] == sum(len(c["mutants"]) for c in doc["contracts"])
     assert "a seeded sample: the budget ran out" in proc.stdout
@@ -38,6 +44,6 @@ def test_a_spent_budget_is_a_sample_not_a_failure(tmp_path: Path) -> None:
 
 def test_bad_usage_exits_3(tmp_path: Path) -> None:
     for args in (("--rule", "nope"), ("--budget", "0"), ("-k", "no-such-contract")):
-        proc = kcgate("mutate", str(EXAMPLE), "--no-cache", *args)
+        proc = kcgate("mutate", "-c", str(EXAMPLE), "--no-cache", *args)
         assert proc.returncode == 3, (args, proc.stdout, proc.stderr)
     assert "unknown; the rules are upcast-dropped" in kcgate("mutate", "--rule", "nope").stderr

@@ -1,5 +1,5 @@
-"""The frozen records' JSON codec: a parsed project survives ``json.dumps``/``json.loads`` field for field,
-type for type (the worker process rebuilds the parent's parse from it instead of reading contracts.toml)."""
+"""The frozen records stay plain data: a parsed project survives ``json.dumps``/``json.loads`` field for
+field, type for type (``kcgate.util.frozen_json.encode``, and the test-only decoder in tests/testing/)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from kcgate.contracts.load import load_project
 from kcgate.contracts.policy import DriftRule, Policy, Waiver
 from kcgate.contracts.records import Contract, Project, Protocol, Tolerance
 from kcgate.errors import Problem
-from kcgate.util import frozen_json
 from tests.conftest import DATA, ROOT
+from tests.testing import frozen_json
 
 CONTRACT_FILES = sorted(
     [
@@ -30,7 +30,7 @@ CONTRACT_FILES = sorted(
 
 
 def _through_json(project: Project) -> Project:
-    return Project.from_json(json.loads(json.dumps(project.to_json())))
+    return frozen_json.decode(Project, json.loads(json.dumps(frozen_json.encode(project))))
 
 
 def assert_same(a: Any, b: Any, where: str = "project") -> None:
@@ -141,25 +141,27 @@ def test_every_field_survives_the_round_trip() -> None:
     project = _everything_set()
     assert not _defaults_left(project.contracts[0], "contract") and not _defaults_left(project.policy)
     assert_same(project, _through_json(project))
-    assert_same(project, Project.from_json(project.to_json()))  # without json too (tuples are read as lists)
+    assert_same(
+        project, frozen_json.decode(Project, frozen_json.encode(project))
+    )  # without json too (tuples are read as lists)
 
 
 def test_a_default_is_left_out_of_the_json_and_comes_back() -> None:
     contract = load_project(DATA / "small.toml").contracts[0]
-    data = contract.to_json()
+    data = frozen_json.encode(contract)
     assert "layout" not in data and data["id"] == contract.id  # most fields are their default
-    assert_same(contract, Contract.from_json(json.loads(json.dumps(data))))
+    assert_same(contract, frozen_json.decode(Contract, json.loads(json.dumps(data))))
 
 
 def test_a_value_equal_to_its_default_but_of_another_type_is_kept() -> None:
     """TOML's ``timeout_s = 120`` is the int 120, equal to the default 120.0: it comes back an int."""
     contract = load_project(DATA / "small.toml").contracts[0]
     contract = dataclasses.replace(contract, protocol=Protocol(timeout_s=120), tolerance=Tolerance(atol=0))
-    assert_same(contract, Contract.from_json(json.loads(json.dumps(contract.to_json()))))
+    assert_same(contract, frozen_json.decode(Contract, json.loads(json.dumps(frozen_json.encode(contract)))))
 
 
 def test_data_that_does_not_fit_is_a_value_error_naming_the_record() -> None:
-    good = load_project(DATA / "small.toml").to_json()
+    good = frozen_json.encode(load_project(DATA / "small.toml"))
     for broken in (
         {**good, "contracts": [{"id": "x"}]},  # required fields missing
         {**good, "name": 3},
@@ -167,7 +169,7 @@ def test_data_that_does_not_fit_is_a_value_error_naming_the_record() -> None:
         {**good, "surprise": 1},
     ):
         with pytest.raises(ValueError, match="Project|Contract"):
-            Project.from_json(broken)
+            frozen_json.decode(Project, broken)
 
 
 def test_freeze_is_the_loaders() -> None:

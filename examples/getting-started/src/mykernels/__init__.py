@@ -1,0 +1,1 @@
+"""The two-kernel package of docs/getting-started.md."""

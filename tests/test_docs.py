@@ -1,0 +1,81 @@
+"""The docs agree with the code and with each other (issue 43): one statement of the required checks,
+getting-started's figures as its script makes them, absolute links in the README (it is the PyPI page),
+action.yml's worker rule as the pool's, the paths docs/github.md names, templates that pin no missing ref."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from kcgate.execution.pool import AUTO_CASES_PER_WORKER
+from tests.conftest import ROOT
+
+REQUIRED = "**Required checks:** `kcgate legs` and `kcgate`"
+TEMPLATE_REQUIRED = "# Required checks: kcgate legs"
+DOCS = ("README.md", "docs/getting-started.md", "docs/github.md")
+TEMPLATES = sorted((ROOT / "docs" / "templates").glob("*.yml"))
+
+
+@pytest.mark.parametrize("name", DOCS)
+def test_one_statement_of_the_required_checks(name: str) -> None:
+    text = (ROOT / name).read_text()
+    assert REQUIRED in text, f"{name} does not say {REQUIRED!r}"
+    assert not re.search(r"kcgate report\*\* checks? required|require[^.]*`kcgate report` job\b(?! )", text)
+
+
+@pytest.mark.parametrize("name", ["kcgate-run.yml", "kcgate-report.yml"])
+def test_the_templates_say_the_same(name: str) -> None:
+    assert TEMPLATE_REQUIRED in (ROOT / "docs" / "templates" / name).read_text()
+
+
+def test_the_readme_links_are_absolute() -> None:
+    """PyPI renders README.md without the repository beside it: a relative link would break there."""
+    links = re.findall(r"\]\(([^)\s]+)\)", (ROOT / "README.md").read_text())
+    assert links and [link for link in links if not link.startswith("https://")] == []
+    base = "https://github.com/kcgate/kcgate/"
+    for link in links:
+        if link.startswith(base + "blob/main/") or link.startswith(base + "tree/main/"):
+            path = link.split("/main/", 1)[1].split("#")[0]
+            assert (ROOT / path).exists(), link
+
+
+def test_action_yml_states_the_pools_worker_rule() -> None:
+    text = (ROOT / "action.yml").read_text()
+    assert f"one per {AUTO_CASES_PER_WORKER} cases" in text
+    assert re.findall(r"one per ([\d,]+) cases", text) == [str(AUTO_CASES_PER_WORKER)]
+
+
+def test_docs_github_names_files_that_exist() -> None:
+    text = (ROOT / "docs" / "github.md").read_text()
+    assert "tests/testing/fake_github.py" in text
+    for path in re.findall(r"`((?:tests|kcgate|action|docs)/[\w./-]+\.(?:py|sh|txt|yml|md))`", text):
+        assert (ROOT / path).exists(), path
+
+
+@pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: p.name)
+def test_templates_carry_no_ignore_that_silences_the_users_zizmor(path) -> None:  # type: ignore[no-untyped-def]
+    for line in path.read_text().splitlines():
+        if "kcgate/kcgate@" in line:
+            assert "zizmor: ignore" not in line, line
+            ref = line.split("kcgate/kcgate@", 1)[1].split()[0].rstrip('"')
+            assert (
+                re.fullmatch(r"[0-9a-f]{40}", ref)
+                or "the first release creates" in line
+                or "first release" in line
+            ), line
+
+
+@pytest.mark.slow
+def test_getting_started_figures_are_what_the_script_makes() -> None:
+    """examples/getting-started/figures.py reruns the guide's steps and compares every figure (decimal
+    numbers and the machine masked): 12 cases, 3 blocking changes and the cause must be as printed."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "getting-started" / "figures.py")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
