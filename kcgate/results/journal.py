@@ -53,12 +53,17 @@ def lock_path(out: Path) -> Path:
 def key_path(out: Path) -> Path:
     """The journal's key file: in kcgate's cache (``$KCGATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/kcgate`` or
     ``~/.cache/kcgate``), never beside the results, which CI uploads; named by the journal's absolute path."""
-    cache = os.environ.get("KCGATE_CACHE_DIR") or (
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kcgate"
-    )
     where = os.path.join(os.path.realpath(out.parent), journal_path(out).name)  # however --out is spelled
     name = hashlib.sha256(os.fsencode(where)).hexdigest()[:32]
-    return Path(cache) / "journal-keys" / f"{name}.key"
+    return cache_home() / "journal-keys" / f"{name}.key"
+
+
+def cache_home() -> Path:
+    """kcgate's per-user cache: ``$KCGATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/kcgate`` or ``~/.cache/kcgate``."""
+    return Path(
+        os.environ.get("KCGATE_CACHE_DIR")
+        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kcgate"
+    )
 
 
 def case_digest(case: CaseResult, plan: str) -> str:
@@ -119,7 +124,7 @@ class Journal:
         # before any case (the workers are started, never told of it); where kcgate's cache cannot be written
         # the journal still holds every case, but --resume then finds no key and runs every case again
         try:
-            _write_key(self.key_file, self.key)
+            write_key(self.key_file, self.key)
         except OSError:
             with contextlib.suppress(OSError):
                 self.key_file.unlink()  # an older run's key must not vouch for this journal's header
@@ -178,7 +183,7 @@ class Journal:
             raise IOFault(self.path, exc) from None
 
 
-def _write_key(path: Path, key: bytes) -> None:
+def write_key(path: Path, key: bytes) -> None:
     """The key, 0600 in a 0700 directory, written through a fresh file (never a planted one) and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(path.parent, 0o700)
@@ -195,7 +200,7 @@ def _write_key(path: Path, key: bytes) -> None:
             os.unlink(tmp)  # gone already after the rename
 
 
-def _read_key(path: Path) -> bytes | None:
+def read_key(path: Path) -> bytes | None:
     """The key of a journal, or None: missing, not this user's, readable by others, or not a key."""
     try:
         raw = bounded.read_capped(path, 256)
@@ -244,7 +249,7 @@ def read_journal(out: Path, run: RunResult, plans: Mapping[str, str]) -> Journal
         raise UsageError(
             f"{path}: the run's journal {exc}; remove it and run again without --resume"
         ) from None
-    key = _read_key(key_path(out))
+    key = read_key(key_path(out))
     header = _verified(key, _HEADER, lines[0]) if key else None
     if not isinstance(header, dict) or {k: header.get(k) for k in _header(run)} != _header(run):
         return None
