@@ -4,10 +4,8 @@ filters and sharding. No torch."""
 from __future__ import annotations
 
 import fnmatch
-import functools
 import hashlib
 import json
-import os
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,8 +13,8 @@ from typing import Any
 
 from kcgate.contracts import shape_class
 from kcgate.contracts.fields import CONTRACT_FIELDS
-from kcgate.contracts.locate import module_source
 from kcgate.contracts.records import Contract, Project
+from kcgate.contracts.sources import code_digest
 from kcgate.errors import UsageError
 from kcgate.vocab.catalogue import CATALOGUE, family_constraints
 
@@ -94,37 +92,14 @@ _CODE_FIELDS = tuple(f.key for f in CONTRACT_FIELDS if f.type == "import")  # ke
 def contract_digest(c: Contract, roots: tuple[Path, ...] = ()) -> str:
     """Everything of a contract that can change its cases' results: every field (env, tolerance, kernel,
     classes...), the source files its import strings name (the kernel's module, the reference's, the
-    input generator's). ``--resume`` keeps a finished case only under the same digest."""
+    input generator's) and the project's modules they import (``contracts.sources``). ``--resume`` keeps
+    a finished case only under the same digest."""
     h = hashlib.sha256(json.dumps(c.to_json(), sort_keys=True, default=str).encode())
     for key in _CODE_FIELDS:
         target = str(getattr(c, key, "") or "")
         if ":" in target:
-            h.update(f"\0{key}\0{_module_digest(target.partition(':')[0], roots)}".encode())
+            h.update(f"\0{key}\0{code_digest(target.partition(':')[0], roots)}".encode())
     return h.hexdigest()[:32]
-
-
-def _module_digest(module: str, roots: tuple[Path, ...]) -> str:
-    path = module_source(module, roots)
-    if path is None:
-        return "not found"
-    try:
-        st = os.stat(path)
-    except OSError:
-        return "unreadable"
-    return _file_digest(str(path), st.st_mtime_ns, st.st_size)
-
-
-@functools.lru_cache(maxsize=256)
-def _file_digest(path: str, mtime_ns: int, size: int) -> str:
-    """A module's bytes, hashed once per version of the file (contracts share a few kernel modules)."""
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 20):
-                h.update(chunk)
-    except OSError:
-        return "unreadable"
-    return h.hexdigest()
 
 
 def _cases(

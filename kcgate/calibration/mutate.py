@@ -778,10 +778,9 @@ class _Sample:
         """The mutant's module, in the kernel module's encoding. The directory's mtime is then set to a value
         it never had: a worker's import system re-lists a directory only when its mtime changes, and files
         written within one clock tick would otherwise stay unseen."""
-        path = self.here / f"{m.module}.py"
-        if path.exists():
-            return
-        path.write_bytes(m.source.encode(encoding))
+        # always afresh (exclusive create, no symlink followed): a file a mutant planted under the next
+        # mutant's name (the names are predictable) is replaced, never run or written through
+        _write_fresh(self.here / f"{m.module}.py", m.source.encode(encoding))
         self.tick += 1
         stamp = self.base_ns + self.tick * 1_000_000_000
         os.utime(self.here, ns=(stamp, stamp))

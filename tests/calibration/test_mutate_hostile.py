@@ -204,3 +204,31 @@ def test_a_module_with_a_bom_or_a_coding_line_is_mutated(tmp_path: Path, raw: by
     project = load_project(toml)
     target = mut.prepare(project, project.contracts[0], mut.RULES, 0)
     assert not target.report.skipped and target.sites, target.report.skipped
+
+
+def test_a_module_planted_under_a_mutants_name_is_replaced(tmp_path: Path) -> None:
+    """Mutants are written when they run, so a running mutant could plant the next one's file first."""
+    project = load_project(_big_project(tmp_path, 3))
+    target = mut.prepare(project, project.contracts[0], mut.RULES, 0)
+    m = target.make(target.sites[0])
+    assert m is not None
+    here = tmp_path / "here"
+    here.mkdir()
+    victim = tmp_path / "victim.py"
+    victim.write_text("planted")
+    (here / f"{m.module}.py").symlink_to(victim)
+    mut._Sample(here, lambda p: None, 0, None, None, time.monotonic).write(m, "utf-8")
+    assert victim.read_text() == "planted"
+    assert (here / f"{m.module}.py").read_text() == m.source and not (here / f"{m.module}.py").is_symlink()
+
+
+def test_a_cache_directory_that_is_a_file_is_an_io_fault_naming_it(tmp_path: Path) -> None:
+    from kcgate.errors import ExitCode, IOFault
+
+    blocker = tmp_path / "cache"
+    blocker.write_text("not a directory")
+    cache = mut.Cache(blocker)
+    assert cache.get("k1") is None  # read: cold
+    with pytest.raises(IOFault) as err:
+        cache.save()
+    assert str(blocker) in str(err.value) and err.value.exit_code == ExitCode.BAD_USAGE

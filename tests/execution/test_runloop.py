@@ -148,6 +148,16 @@ def test_resume_reruns_cases_whose_kernel_source_changed(tmp_path: Path) -> None
     assert resume_from(out, run, _replan(tmp_path, _OWN)).done == {}
 
 
+def test_resume_reruns_cases_whose_kernels_helper_module_changed(tmp_path: Path) -> None:
+    (tmp_path / "helper.py").write_text("def mm(a, b):\n    return a @ b\n")
+    out, run, _cases = _killed_with_module(tmp_path, _OWN)
+    (tmp_path / "kmod.py").write_text("import helper\n\n\ndef mm(a, b):\n    return helper.mm(a, b)\n")
+    out, run, _cases = _killed_after(tmp_path, 3, _OWN)
+    assert resume_from(out, run, _replan(tmp_path, _OWN)).done  # unchanged: kept
+    (tmp_path / "helper.py").write_text("def mm(a, b):\n    return (a @ b) * 0\n")
+    assert resume_from(out, run, _replan(tmp_path, _OWN)).done == {}
+
+
 def test_resume_reruns_cases_whose_tolerance_or_env_changed(tmp_path: Path) -> None:
     out, run, _cases = _killed_with_module(tmp_path, _OWN)
     loose = _OWN.replace("protocol =", 'tolerance = { method = "relative", rtol = 0.5 }\nprotocol =')
