@@ -47,6 +47,18 @@ def md_cell(value: object, limit: int = 120) -> str:
     return md_text(value, limit) or " "
 
 
+def md_fenced(lines: list[str], info: str = "", indent: str = "") -> list[str]:
+    """A fenced code block no line can close: the fence is one backtick longer than any run of backticks
+    in ``lines`` (CommonMark), and ``UNSAFE`` characters are dropped (a tab stays)."""
+    body = [strip_unsafe(line.replace("\t", "    ")) for line in lines]
+    longest = max((len(run) for line in body for run in _BACKTICKS.findall(line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{indent}{fence}{info}", *(f"{indent}{line}" for line in body), f"{indent}{fence}"]
+
+
+_BACKTICKS = re.compile(r"`+")
+
+
 def md_code(value: object, limit: int = 120) -> str:
     """An inline code span that cannot be broken out of: backticks and pipes are replaced."""
     s = _CONTROL.sub("", str(value)).replace("\n", " ").replace("\r", " ")

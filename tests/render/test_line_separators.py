@@ -41,3 +41,26 @@ def test_report_comment_and_annotations_carry_no_raw_separator() -> None:
 @pytest.mark.parametrize("sep", SEPARATORS)
 def test_every_escaper_drops_them(escape, sep: str) -> None:  # type: ignore[no-untyped-def]
     assert _clean(escape(f"a{sep}b")) and "\u200e" not in escape(f"a{sep}b")
+
+
+def test_validate_format_github_quotes_a_hostile_value_on_one_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import kcgate
+
+    (tmp_path / "contracts.toml").write_text(
+        '[project]\n\n[[contract]]\nid = "c"\nclass = "C-PRC-01"\nkernel = "torch:matmul"\n'
+        'op = "mm\\u2028::error::spoofed\\u0085##[error]x"\n',
+        encoding="utf-8",
+    )
+    proc = kcgate("validate", "contracts.toml", "--format", "github", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert _clean(proc.stdout + proc.stderr)
+    assert not any(line.lstrip().startswith("::error::spoofed") for line in proc.stdout.splitlines())
+
+
+def test_a_survivors_diff_cannot_close_its_code_block() -> None:
+    """mutate's Markdown shows a survivor's diff of the kernel's own source: a ``` there ended the fence."""
+    from kcgate.render.escape import md_fenced
+
+    block = md_fenced(["- x = 1", "+ ```", "+ @octocat <img src=x>\u2028::error::y", "+ ````"], "diff", "  ")
+    assert block[0] == "  `````diff" and block[-1] == "  `````"
+    assert all(line.startswith("  ") for line in block) and _clean("\n".join(block))
