@@ -73,3 +73,14 @@ def test_a_nan_output_is_not_stale_against_an_earlier_quarter() -> None:
 def test_a_repeated_output_with_nan_is_still_stale() -> None:
     out = torch.tensor([float("nan"), 1.0, 2.0])
     assert _stale(out, out.clone())
+
+
+def test_bitwise_determinism_counts_a_sign_of_zero_as_a_difference() -> None:
+    """The budget (ULP keys) failed -0.0 against 0.0 while the message counted 0 differing elements."""
+    from kcgate.engine.checks.c_ord_02 import _spread_of
+    from kcgate.engine.trial import Trial
+
+    outs = [torch.tensor([0.0, 1.0, float("nan")]), torch.tensor([-0.0, 1.0, float("nan")])]
+    ts = [Trial(shape=(3,), inputs=(), out=o) for o in outs]
+    budget, differing = _spread_of(ts, "out", "bitwise")
+    assert differing == 1 and budget > 1
