@@ -110,3 +110,19 @@ def test_no_failing_case_is_ever_non_blocking_unless_it_failed_before(
     for c in diff_runs(base, now, "cpu", Policy(), TODAY).changes:
         if c.status == "fail":
             assert c.blocking or (c.category == "still-failing" and c.base_status == "fail"), c
+
+
+def test_the_report_workflow_reads_its_policy_from_the_default_branch() -> None:
+    """Waivers, block_on and acknowledge_removed come from the report job's checkout: the default branch
+    (workflow_run), never the PR's head, so a PR cannot waive its own violation."""
+    import yaml
+
+    from tests.conftest import ROOT
+
+    doc = yaml.safe_load((ROOT / "docs" / "templates" / "kcgate-report.yml").read_text())
+    assert "workflow_run" in doc[True]  # YAML reads the key `on` as True
+    steps = doc["jobs"]["report"]["steps"]
+    [checkout] = [s for s in steps if str(s.get("uses", "")).startswith("actions/checkout@")]
+    assert "ref" not in checkout.get("with", {}) and "repository" not in checkout.get("with", {})
+    [report] = [s for s in steps if s.get("with", {}).get("mode") == "report"]
+    assert report["with"]["contracts"] == "contracts.toml"
