@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import json
 import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -78,27 +77,33 @@ def make_plan(
     """Every contract's cases; ``boundary``: with each contract's boundary shape (``kcgate run`` and the
     pytest plugin ask for it; ``kcgate.check``, calibration and the library's other callers plan the
     declared shapes only)."""
+    code: dict[str, str] = {}  # module -> code_digest, once per plan: 10,000 contracts share a few kernels
     return [
-        replace(case, plan=digest)
+        case
         for c in project.contracts
-        for digest in (contract_digest(c, project.paths),)
-        for case in _cases(c, base_seed, default_shapes, boundary)
+        for case in _cases(c, base_seed, default_shapes, boundary, contract_digest(c, project.paths, code))
     ]
 
 
 _CODE_FIELDS = tuple(f.key for f in CONTRACT_FIELDS if f.type == "import")  # kernel, reference, inputs, ...
 
 
-def contract_digest(c: Contract, roots: tuple[Path, ...] = ()) -> str:
+def contract_digest(c: Contract, roots: tuple[Path, ...] = (), code: dict[str, str] | None = None) -> str:
     """Everything of a contract that can change its cases' results: every field (env, tolerance, kernel,
     classes...), the source files its import strings name (the kernel's module, the reference's, the
     input generator's) and the project's modules they import (``contracts.sources``). ``--resume`` keeps
     a finished case only under the same digest."""
-    h = hashlib.sha256(json.dumps(c.to_json(), sort_keys=True, default=str).encode())
+    h = hashlib.sha256(repr(c).encode())  # every field, nested records too (a frozen dataclass's repr)
     for key in _CODE_FIELDS:
         target = str(getattr(c, key, "") or "")
         if ":" in target:
-            h.update(f"\0{key}\0{code_digest(target.partition(':')[0], roots)}".encode())
+            module = target.partition(":")[0]
+            known = code.get(module) if code is not None else None
+            if known is None:
+                known = code_digest(module, roots)
+                if code is not None:
+                    code[module] = known
+            h.update(f"\0{key}\0{known}".encode())
     return h.hexdigest()[:32]
 
 
@@ -107,6 +112,7 @@ def _cases(
     base_seed: int,
     default_shapes: dict[str, tuple[tuple[int, ...], ...]],
     boundary: bool = True,
+    plan: str = "",
 ) -> list[Case]:
     shapes = c.shapes or default_shapes.get(c.op, ())
     derived = boundary_shapes(c, shapes) if boundary else []
@@ -127,6 +133,7 @@ def _cases(
                         derive_seed(base_seed, cid),
                         c.line,
                         c.source,
+                        plan=plan,
                     )
                 )
     return out
