@@ -7,10 +7,13 @@ import fnmatch
 import hashlib
 import shlex
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from kcgate.contracts import shape_class
+from kcgate.contracts.fields import CONTRACT_FIELDS
 from kcgate.contracts.records import Contract, Project
+from kcgate.contracts.sources import code_digest
 from kcgate.errors import UsageError
 from kcgate.vocab.catalogue import CATALOGUE, family_constraints
 
@@ -31,6 +34,7 @@ class Case:
     source: str = ""  # Contract.source: the .py a discovered contract is declared in
     held_out: int | None = None  # C-CMP-03: `kcgate run --held-out N` (None: the contract's held_out)
     shrink_s: float = 0.0  # `kcgate run --shrink-s`: seconds to search a smaller failing shape (0: none)
+    plan: str = ""  # contract_digest: what --resume checks a finished case was run under
 
     def to_json(self) -> dict[str, Any]:
         """The case as JSON (what the run process sends its worker)."""
@@ -73,7 +77,34 @@ def make_plan(
     """Every contract's cases; ``boundary``: with each contract's boundary shape (``kcgate run`` and the
     pytest plugin ask for it; ``kcgate.check``, calibration and the library's other callers plan the
     declared shapes only)."""
-    return [case for c in project.contracts for case in _cases(c, base_seed, default_shapes, boundary)]
+    code: dict[str, str] = {}  # module -> code_digest, once per plan: 10,000 contracts share a few kernels
+    return [
+        case
+        for c in project.contracts
+        for case in _cases(c, base_seed, default_shapes, boundary, contract_digest(c, project.paths, code))
+    ]
+
+
+_CODE_FIELDS = tuple(f.key for f in CONTRACT_FIELDS if f.type == "import")  # kernel, reference, inputs, ...
+
+
+def contract_digest(c: Contract, roots: tuple[Path, ...] = (), code: dict[str, str] | None = None) -> str:
+    """Everything of a contract that can change its cases' results: every field (env, tolerance, kernel,
+    classes...), the source files its import strings name (the kernel's module, the reference's, the
+    input generator's) and the project's modules they import (``contracts.sources``). ``--resume`` keeps
+    a finished case only under the same digest."""
+    h = hashlib.sha256(repr(c).encode())  # every field, nested records too (a frozen dataclass's repr)
+    for key in _CODE_FIELDS:
+        target = str(getattr(c, key, "") or "")
+        if ":" in target:
+            module = target.partition(":")[0]
+            known = code.get(module) if code is not None else None
+            if known is None:
+                known = code_digest(module, roots)
+                if code is not None:
+                    code[module] = known
+            h.update(f"\0{key}\0{known}".encode())
+    return h.hexdigest()[:32]
 
 
 def _cases(
@@ -81,6 +112,7 @@ def _cases(
     base_seed: int,
     default_shapes: dict[str, tuple[tuple[int, ...], ...]],
     boundary: bool = True,
+    plan: str = "",
 ) -> list[Case]:
     shapes = c.shapes or default_shapes.get(c.op, ())
     derived = boundary_shapes(c, shapes) if boundary else []
@@ -101,6 +133,7 @@ def _cases(
                         derive_seed(base_seed, cid),
                         c.line,
                         c.source,
+                        plan=plan,
                     )
                 )
     return out

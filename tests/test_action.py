@@ -793,3 +793,34 @@ def test_each_vendor_template_runs_in_the_vendors_container(name: str) -> None:
     doc = (ROOT / "runners" / runner_doc).read_text()
     assert f"../docs/templates/{name}" in doc, f"runners/{runner_doc} does not point to {name}"
     assert f"docs/templates/{name}" in (ROOT / "README.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("runner", "gpu\nextra-key=1"),
+        ("runner", "::error::spoofed"),
+        ("runner", "../escape"),
+        ("runner", "-x"),
+        ("runner", "x" * 101),
+        ("results-dir", "results\nresults-path=/etc"),
+        ("results-dir", "results\r::error::spoofed"),
+        ("results-dir", "--publish"),
+        ("results-dir", ""),
+        ("contracts", "contracts.toml\n::error::spoofed"),
+        ("baseline", "git:main:baselines\nx"),
+    ],
+)
+def test_runner_and_path_inputs_are_checked_before_anything_runs(
+    tmp_path: Path, name: str, value: str
+) -> None:
+    """#44: a newline in runner or results-dir added keys to $GITHUB_OUTPUT and an ::error:: line to the log."""
+    argv, procs = _run_args(tmp_path, **{name: value})
+    assert ran(procs) == [("Check the inputs", 3)] and argv == [], procs[-1].stdout
+    assert f"input {name}" in procs[0].stdout
+    assert not any(line.startswith("::error::spoofed") for line in procs[0].stdout.splitlines())
+
+
+def test_a_bad_runner_in_report_mode_is_not_checked_but_results_dir_is(tmp_path: Path) -> None:
+    _outputs, procs = run_action({"mode": "report", "results-dir": "a\nb=c"}, runner_env(tmp_path), tmp_path)
+    assert procs[0].returncode == 3 and "input results-dir" in procs[0].stdout

@@ -18,10 +18,15 @@ contract, the rule and the site. Torch-free: the kernels run in the workers (adv
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 import hashlib
+import hmac
+import importlib
 import json
+import os
 import random
+import secrets
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -33,14 +38,22 @@ from kcgate.calibration.advice import advise
 from kcgate.calibration.mutation_rules import RULES, Rule, Where
 from kcgate.contracts.locate import python_source
 from kcgate.contracts.records import Contract, Project
+from kcgate.errors import IOFault
 from kcgate.execution.executors import InProcessExecutor
 from kcgate.plan import Case, make_plan
+from kcgate.results.journal import cache_home, read_key, write_key
 from kcgate.results.model import CaseResult, Status
+from kcgate.util import bounded
+from kcgate.util.pysource import decode_source, source_encoding
 
 BASE_SEED = 0  # like calibrate: a proof about the contract, reproducible by default
 ROUNDING = 2.0  # a surviving mutant whose error is at most this times the original's differs within rounding
 CACHE_FILE = "mutate.json"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: signed, outcomes only (a diff is always made from the module as it is now)
+MAX_CACHE_BYTES = 64 << 20  # read capped while reading
+MAX_MODULE_BYTES = 1 << 20  # a kernel module larger than this is not mutated (the report says so)
+_CACHE_DOMAIN = b"kcgate-mutate-cache\0"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 PREFIX = "kcgate_mutant_"  # the synthetic modules' names: never a real module's
 
 # a mutant's outcome
@@ -366,6 +379,64 @@ def contract_hash(c: Contract) -> str:
     return hashlib.sha256(json.dumps(c.to_json(), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+@dataclass(frozen=True, eq=False)
+class Site:
+    """One rule applied at one node, not yet spliced into the module: listing every site costs a walk of
+    the tree; splicing, parsing and diffing are paid only for a mutant that runs (or is reported cached)."""
+
+    contract_id: str
+    rule: Rule
+    node: ast.AST
+    new: ast.AST
+    change: str
+    site: str
+    line: int
+    key: str
+
+    def unrun(self) -> Mutant:
+        """The mutant as a not-run row names it: no text, no diff."""
+        r = self.rule
+        return Mutant(self.contract_id, r.name, r.family, self.site, self.line, self.change, "", self.key)
+
+
+def sites(
+    source: str, name: str, contract_id: str = "", rules: tuple[Rule, ...] = RULES, key_salt: str = ""
+) -> list[Site]:
+    """Every rule application on the definition ``name`` (and what it reaches), one per rule, span and
+    variant, without splicing any."""
+    out, keys = [], set()
+    for node, where in walk(scope(ast.parse(source), name)):
+        for rule in rules:
+            for k, (new, change) in enumerate(rule.transform(node, where)):
+                line, col = node.lineno, node.col_offset  # type: ignore[attr-defined]
+                # the span, not only its start: `a + b + c` holds two sums that start at one column
+                site = f"L{line}C{col}-L{node.end_lineno}C{node.end_col_offset}#{k}"  # type: ignore[attr-defined]
+                key = hashlib.sha256(f"{key_salt}|{contract_id}|{rule.name}|{site}".encode()).hexdigest()[:16]
+                if key not in keys:  # the same rule at the same span twice would be the same mutant
+                    keys.add(key)
+                    out.append(Site(contract_id, rule, node, new, change, site, line, key))
+    return out
+
+
+def materialize(source: str, s: Site, label: str = "kernel.py", check: bool = True) -> Mutant | None:
+    """The mutant's module and its diff; None when it does not parse (``check``) or changes nothing."""
+    text = splice(source, s.node, s.new)
+    if text == source:
+        return None
+    if check:
+        try:
+            ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+    diff = "".join(
+        difflib.unified_diff(
+            source.splitlines(keepends=True), text.splitlines(keepends=True), f"a/{label}", f"b/{label}", n=1
+        )
+    )
+    r = s.rule
+    return Mutant(s.contract_id, r.name, r.family, s.site, s.line, s.change, diff, s.key, text)
+
+
 def generate(
     source: str,
     name: str,
@@ -375,35 +446,14 @@ def generate(
     label: str = "kernel.py",
 ) -> list[Mutant]:
     """Every mutant of the definition ``name`` (and what it reaches) in ``source``: one rule, one site,
-    one variant each; mutants whose text repeats an earlier one are left out."""
-    tree = ast.parse(source)
-    lines = source.splitlines(keepends=True)
-    seen, keys = {source}, set()
-    out = []
-    for node, where in walk(scope(tree, name)):
-        for rule in rules:
-            for k, (new, change) in enumerate(rule.transform(node, where)):
-                text = splice(source, node, new)
-                if text in seen:
-                    continue
-                try:
-                    ast.parse(text)
-                except SyntaxError:
-                    continue
-                seen.add(text)
-                line, col = node.lineno, node.col_offset  # type: ignore[attr-defined]
-                # the span, not only its start: `a + b + c` holds two sums that start at one column
-                site = f"L{line}C{col}-L{node.end_lineno}C{node.end_col_offset}#{k}"  # type: ignore[attr-defined]
-                key = hashlib.sha256(f"{key_salt}|{contract_id}|{rule.name}|{site}".encode()).hexdigest()[:16]
-                if key in keys:
-                    continue  # the same rule at the same span twice would be the same mutant
-                keys.add(key)
-                diff = "".join(
-                    difflib.unified_diff(
-                        lines, text.splitlines(keepends=True), f"a/{label}", f"b/{label}", n=1
-                    )
-                )
-                out.append(Mutant(contract_id, rule.name, rule.family, site, line, change, diff, key, text))
+    one variant each; mutants whose text repeats an earlier one are left out. (Spliced all at once: for
+    tests and small modules; ``mutate`` materializes only what it runs.)"""
+    seen, out = {source}, []
+    for s in sites(source, name, contract_id, rules, key_salt):
+        m = materialize(source, s, label)
+        if m is not None and m.source not in seen:
+            seen.add(m.source)
+            out.append(m)
     return out
 
 
@@ -417,21 +467,44 @@ class _Target:
     project: Project
     contract: Contract
     report: ContractReport
-    mutants: list[Mutant]
+    sites: list[Site]
     salt: str = ""  # source hash + contract hash + seed: what every cache key of this contract starts from
     cases: list[Case] | None = None
     original: list[CaseResult] | None = None
+    source: str = ""  # the module, imports made absolute
+    label: str = "kernel.py"
+    encoding: str = "utf-8"  # the module's own: a mutant is written in it, its coding line kept true
+    texts: set[bytes] = field(default_factory=set)  # digests of the mutants made so far (and the module's)
+    dropped: set[str] = field(default_factory=set)  # keys of sites that make no new, parseable module
 
     @property
     def original_key(self) -> str:
         return hashlib.sha256(f"{self.salt}|original".encode()).hexdigest()[:16]
 
+    @property
+    def mutants(self) -> list[Mutant]:
+        """Every mutant, spliced (``generate``'s answer; ``mutate`` itself never asks for all of them)."""
+        return [m for s in self.sites if (m := self.make(s)) is not None]
+
+    def make(self, s: Site, check: bool = True) -> Mutant | None:
+        """The mutant of one site, or None (and the site dropped) when its text is not new or does not parse."""
+        if s.key in self.dropped:
+            return None
+        m = materialize(self.source, s, self.label, check)
+        digest = hashlib.sha256(m.source.encode()).digest() if m is not None else b""
+        if m is None or (check and digest in self.texts):
+            self.dropped.add(s.key)
+            return None
+        self.texts.add(digest)
+        return m
+
 
 def prepare(
     project: Project, c: Contract, rules: tuple[Rule, ...], seed: int, installed: bool = False
 ) -> _Target:
-    """The contract's kernel module, located statically, and its mutants (none, with why, when the kernel
-    is not Python source, or, unless ``installed``, a module outside the project)."""
+    """The contract's kernel module, located statically, and its mutation sites (none, with why, when the
+    kernel is not Python source, is over ``MAX_MODULE_BYTES``, or, unless ``installed``, a module outside
+    the project)."""
     base = ContractReport(c.id, c.klass, c.kernel)
     module, _, name = c.kernel.partition(":")
     path = python_source(module, project.paths)
@@ -443,66 +516,156 @@ def prepare(
             "--include-installed mutates it)"
         )
         return _Target(project, c, replace(base, module_path=str(path), skipped=outside), [])
+    where = replace(base, module_path=str(path))
     try:
-        text = path.read_text(encoding="utf-8")
-        ast.parse(text)
-    except (OSError, UnicodeDecodeError, SyntaxError) as exc:
-        return _Target(project, c, replace(base, module_path=str(path), skipped=f"cannot read: {exc}"), [])
-    norm = absolute_imports(text, module, path.name == "__init__.py")
-    h = source_hash(norm)
-    salt = f"{CACHE_VERSION}|{h}|{contract_hash(c)}|{seed}"
-    mutants = generate(norm, name, c.id, rules, salt, path.name)
+        raw = bounded.read_capped(path, MAX_MODULE_BYTES)
+        encoding = source_encoding(raw)
+        text = decode_source(raw)
+        norm = absolute_imports(text, module, path.name == "__init__.py")
+        h = source_hash(norm)
+        salt = f"{CACHE_VERSION}|{h}|{contract_hash(c)}|{seed}"
+        found = sites(norm, name, c.id, rules, salt)
+    except bounded.Refused as exc:
+        fix = "move the kernel into a smaller module" if "cap" in str(exc) else "make it a regular file"
+        return _Target(project, c, replace(where, skipped=f"not read: {path.name} {exc}; {fix}"), [])
+    except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
+        return _Target(project, c, replace(where, skipped=f"cannot read: {exc}"), [])
+    except (
+        RecursionError,
+        MemoryError,
+    ):  # the parser's and the walk's depth: expressions nested by the thousand
+        return _Target(project, c, replace(where, skipped="cannot read: expressions nested too deeply"), [])
     skipped = ""
-    if not mutants:
+    if not found:
         defined = any(name in _defines(s) for s in ast.parse(norm).body)
         skipped = (
             f"no rule applies to {name!r} in {path.name}"
             if defined
             else f"{name!r} is not defined in {path.name}"
         )
-    report = replace(base, module_path=str(path), source_hash=h, skipped=skipped)
-    return _Target(project, c, report, mutants, salt)
+    report = replace(where, source_hash=h, skipped=skipped)
+    texts = {hashlib.sha256(norm.encode()).digest()}
+    return _Target(
+        project, c, report, found, salt, source=norm, label=path.name, encoding=encoding, texts=texts
+    )
 
 
 class Cache:
-    """Mutant outcomes by key, in one JSON file; written once at the end of a run."""
+    """Mutant outcomes by key, in one JSON file signed with a per-user key kept outside it (in kcgate's
+    cache, as the journal's keys are): an edited, forged, damaged or unsigned file is a cold cache, and an
+    entry of the wrong types is a miss. Written once at the end of a run, through a fresh file and a rename
+    (never through a symlink planted at its path)."""
 
     def __init__(self, directory: Path | None) -> None:
         self.path = directory / CACHE_FILE if directory else None
-        self.entries: dict[str, dict[str, Any]] = {}
-        if self.path and self.path.is_file():
-            try:
-                doc = json.loads(self.path.read_text(encoding="utf-8"))
-                if doc.get("version") == CACHE_VERSION:
-                    self.entries = dict(doc.get("entries", {}))
-            except (OSError, ValueError, AttributeError):
-                self.entries = {}  # a damaged cache is a cold cache
+        self.key = _cache_key() if directory else None
+        self.entries: dict[str, dict[str, Any]] = self._load()
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        if self.path is None or self.key is None or not os.path.lexists(self.path):
+            return {}
+        try:
+            doc = bounded.loads_json(bounded.read_capped(self.path, MAX_CACHE_BYTES))
+        except ValueError:  # Refused, invalid JSON or UTF-8: a damaged cache is a cold cache
+            return {}
+        if not isinstance(doc, dict) or doc.get("version") != CACHE_VERSION:
+            return {}
+        entries, mac = doc.get("entries"), doc.get("mac")
+        if not isinstance(entries, dict) or not isinstance(mac, str):
+            return {}
+        if not hmac.compare_digest(mac, _sign(self.key, entries)):
+            return {}
+        return {k: v for k, v in entries.items() if isinstance(v, dict)}
 
     def get(self, key: str) -> MutantResult | None:
+        """The cached outcome of a mutant (its ``mutant`` a placeholder the caller replaces), or None."""
         d = self.entries.get(key)
         try:
-            return replace(MutantResult.from_json(d), cached=True) if d else None
+            return _outcome(d) if d else None
         except (KeyError, TypeError, ValueError):
             return None
 
     def put(self, r: MutantResult) -> None:
         if r.outcome != NOT_RUN:  # a cached one too: the advice measured this run is kept
-            self.entries[r.mutant.key] = replace(r, cached=False).to_json()
+            self.entries[r.mutant.key] = {
+                "outcome": r.outcome,
+                "cases_run": r.cases_run,
+                "killed_by": r.killed_by,
+                "budget_used": _finite(r.budget_used),
+                "advice": list(r.advice),
+                "advice_note": r.advice_note,
+            }
 
     def original(self, key: str) -> tuple[int, int] | None:
         """(cases, false alarms) of an unmutated kernel, when cached."""
         d = self.entries.get(key)
-        return (int(d["cases"]), int(d["false_alarms"])) if isinstance(d, dict) and "cases" in d else None
+        if not isinstance(d, dict):
+            return None
+        cases, alarms = d.get("cases"), d.get("false_alarms")
+        ok = all(type(v) is int and 0 <= v for v in (cases, alarms))
+        return (cases, alarms) if ok and alarms <= cases else None  # type: ignore[operator, return-value]
 
     def put_original(self, key: str, cases: int, false_alarms: int) -> None:
         self.entries[key] = {"cases": cases, "false_alarms": false_alarms}
 
     def save(self) -> None:
-        if self.path:
+        if self.path is None:
+            return
+        doc = {"version": CACHE_VERSION, "entries": self.entries, "mac": _sign(self.key or b"", self.entries)}
+        try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"version": CACHE_VERSION, "entries": self.entries}, sort_keys=True))
-            tmp.replace(self.path)
+            _write_fresh(self.path, json.dumps(doc, sort_keys=True).encode())
+        except OSError as exc:
+            raise IOFault(self.path, exc, "make the cache directory writable, or pass --no-cache") from None
+
+
+def _outcome(d: dict[str, Any]) -> MutantResult:
+    """A cached entry, its types checked (a wrong one is a miss, never an error)."""
+    outcome, advice, budget = d["outcome"], d.get("advice", []), d.get("budget_used")
+    if outcome not in OUTCOMES or outcome == NOT_RUN or not isinstance(advice, list):
+        raise ValueError(f"not an outcome: {outcome!r}")
+    texts = (d.get("killed_by", ""), d.get("advice_note", ""), *advice)
+    if not all(isinstance(t, str) for t in texts) or type(d.get("cases_run", 0)) is not int:
+        raise TypeError("a field of the wrong type")
+    if budget is not None and type(budget) not in (int, float):
+        raise TypeError("budget_used is not a number")
+    placeholder = Mutant("", "", "", "", 0, "", "", "")
+    return MutantResult(
+        placeholder, outcome, d.get("cases_run", 0), texts[0], budget, tuple(advice), texts[1], cached=True
+    )
+
+
+def _cache_key() -> bytes | None:
+    """The per-user key the cache is signed with, made on first use; None where it cannot be kept."""
+    path = cache_home() / "mutate-cache.key"
+    key = read_key(path)
+    if key is None:
+        with contextlib.suppress(OSError):
+            write_key(path, secrets.token_bytes(32))
+            key = read_key(path)
+    return key
+
+
+def _sign(key: bytes | None, entries: dict[str, Any]) -> str:
+    blob = json.dumps(entries, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(key or b"", _CACHE_DOMAIN + blob, hashlib.sha256).hexdigest() if key else ""
+
+
+def _write_fresh(path: Path, data: bytes) -> None:
+    """``data`` into a new file beside ``path`` (exclusive create, no symlink followed), renamed over it."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)  # replaces a symlink at path, never its target
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 Factory = Callable[[Project], Any]  # a project (the mutants' directory on its paths) -> an executor
@@ -544,67 +707,84 @@ def mutate(
         runs = {id(p): replace(p, paths=(here, *p.paths)) for p in projects}  # the mutants' modules first
         for t in targets:
             t.project = runs[id(t.project)]
-        results, todo = _pending(targets, cache, here)
-        random.Random(seed).shuffle(todo)
-        ran, sampled = _run_sample(todo, make, seed, deadline, max_mutants, clock)
-        results.update(ran)
+        order = [(t, site) for t in targets for site in t.sites]
+        random.Random(seed).shuffle(order)
+        sample = _Sample(here, make, seed, deadline, max_mutants, clock)
+        results = sample.run(order, cache)
         if advice:
-            results = _advise_survivors(targets, results, seed, device, deadline, clock, advise_all)
+            results = _advise_survivors(targets, results, seed, device, deadline, clock, advise_all, sample)
         reports = tuple(_report(t, results, cache) for t in targets)
         for r in results.values():
             cache.put(r)
         cache.save()
-    return MutationReport(reports, seed, budget_s, clock() - t0, sampled)
+    return MutationReport(reports, seed, budget_s, clock() - t0, sample.sampled)
 
 
-def _pending(
-    targets: list[_Target], cache: Cache, here: Path
-) -> tuple[dict[str, MutantResult], list[tuple[_Target, Mutant]]]:
-    """The cached results, and the mutants still to run, each written to ``here`` now: before any worker
-    imports from that directory, so the import system's cached listing of it holds every one."""
-    results: dict[str, MutantResult] = {}
-    todo = []
-    for t in targets:
-        for m in t.mutants:
-            hit = cache.get(m.key)
-            if hit is not None:
-                results[m.key] = hit
-            else:
-                todo.append((t, m))
-                (here / f"{m.module}.py").write_text(m.source, encoding="utf-8")
-    return results, todo
+class _Sample:
+    """Runs mutants in the seeded order until the deadline or ``max_mutants``: each mutant is spliced and
+    written only when it comes up to run, so neither bounds only the running (a 1,000-line kernel once
+    wrote 2,937 files before its one mutant ran). One executor per project, started at its first mutant."""
 
+    def __init__(
+        self,
+        here: Path,
+        make: Factory,
+        seed: int,
+        deadline: float | None,
+        max_mutants: int | None,
+        clock: Callable[[], float],
+    ) -> None:
+        self.here, self.make, self.seed, self.deadline = here, make, seed, deadline
+        self.max_mutants, self.clock = max_mutants, clock
+        self.sampled, self.ran, self.tick = False, 0, 0
+        self.base_ns = time.time_ns()
 
-def _run_sample(
-    todo: list[tuple[_Target, Mutant]],
-    make: Factory,
-    seed: int,
-    deadline: float | None,
-    max_mutants: int | None,
-    clock: Callable[[], float],
-) -> tuple[dict[str, MutantResult], bool]:
-    """Run ``todo`` in its order until the deadline or ``max_mutants``; one executor per project, started
-    when its first mutant comes up. Returns the results and whether some were left ``not-run``."""
-    results: dict[str, MutantResult] = {}
-    executors: dict[int, Any] = {}
-    sampled, ran = False, 0
-    try:
-        for t, m in todo:
-            if (deadline is not None and clock() >= deadline) or (
-                max_mutants is not None and ran >= max_mutants
-            ):
-                sampled = True
-                results[m.key] = MutantResult(m, NOT_RUN)
-                continue
-            executor = executors.get(id(t.project))
-            if executor is None:
-                executor = executors[id(t.project)] = make(t.project)
-            results[m.key] = run_mutant(t, m, executor, seed)
-            ran += 1
-    finally:
-        for e in executors.values():
-            e.close()
-    return results, sampled
+    def run(self, order: list[tuple[_Target, Site]], cache: Cache) -> dict[str, MutantResult]:
+        results: dict[str, MutantResult] = {}
+        executors: dict[int, Any] = {}
+        try:
+            for t, site in order:
+                r = self._one(t, site, cache, executors)
+                if r is not None:
+                    results[site.key] = r
+        finally:
+            for e in executors.values():
+                e.close()
+        return results
+
+    def _one(self, t: _Target, site: Site, cache: Cache, executors: dict[int, Any]) -> MutantResult | None:
+        hit = cache.get(site.key)
+        if hit is not None:  # the outcome from the cache, the mutant (and its diff) from the module now
+            m = t.make(site, check=False)
+            return replace(hit, mutant=m) if m is not None else None
+        if self._spent():
+            self.sampled = True
+            return MutantResult(site.unrun(), NOT_RUN)
+        m = t.make(site)
+        if m is None:
+            return None
+        self.write(m, t.encoding)
+        executor = executors.get(id(t.project))
+        if executor is None:
+            executor = executors[id(t.project)] = self.make(t.project)
+        self.ran += 1
+        return run_mutant(t, m, executor, self.seed)
+
+    def _spent(self) -> bool:
+        late = self.deadline is not None and self.clock() >= self.deadline
+        return late or (self.max_mutants is not None and self.ran >= self.max_mutants)
+
+    def write(self, m: Mutant, encoding: str) -> None:
+        """The mutant's module, in the kernel module's encoding. The directory's mtime is then set to a value
+        it never had: a worker's import system re-lists a directory only when its mtime changes, and files
+        written within one clock tick would otherwise stay unseen."""
+        # always afresh (exclusive create, no symlink followed): a file a mutant planted under the next
+        # mutant's name (the names are predictable) is replaced, never run or written through
+        _write_fresh(self.here / f"{m.module}.py", m.source.encode(encoding))
+        self.tick += 1
+        stamp = self.base_ns + self.tick * 1_000_000_000
+        os.utime(self.here, ns=(stamp, stamp))
+        importlib.invalidate_caches()  # this process too (the advice runs here)
 
 
 def _report(t: _Target, results: dict[str, MutantResult], cache: Cache) -> ContractReport:
@@ -618,7 +798,7 @@ def _report(t: _Target, results: dict[str, MutantResult], cache: Cache) -> Contr
     skipped = t.report.skipped
     if counted[0] and counted[0] == counted[1]:
         skipped = f"the unmutated kernel passes none of its {counted[0]} case(s): no mutant can be judged"
-    mutants = tuple(results[m.key] for m in t.mutants)
+    mutants = tuple(results[s.key] for s in t.sites if s.key in results)  # dropped sites: no row
     return replace(t.report, cases=counted[0], false_alarms=counted[1], mutants=mutants, skipped=skipped)
 
 
@@ -703,6 +883,7 @@ def _advise_survivors(
     deadline: float | None,
     clock: Callable[[], float],
     advise_all: bool = False,
+    sample: _Sample | None = None,
 ) -> dict[str, MutantResult]:
     """Measured advice (``kcgate.calibration.advice``): a remedy that rejects the mutant and still accepts
     the unmutated kernel, for each survivor; with ``advise_all`` for each mutant within rounding and each
@@ -728,8 +909,11 @@ def _advise_survivors(
 
     out = dict(results)
     for t in targets:
-        for m in t.mutants:
-            r = out[m.key]
+        for site in t.sites:
+            r = out.get(site.key)
+            if r is None:
+                continue
+            m = r.mutant
             wanted = (SURVIVED, ROUNDED, EQUIVALENT) if advise_all else (SURVIVED,)
             if r.outcome not in wanted or r.advice or r.advice_note:
                 continue
@@ -737,6 +921,8 @@ def _advise_survivors(
                 out[m.key] = replace(r, advice_note="advice not measured: the budget was spent")
                 continue
             name = t.contract.kernel.partition(":")[2]
+            if sample is not None and m.source:
+                sample.write(m, t.encoding)  # a cached survivor's module was never written this run
             try:
                 lines = advise(_single(t), t.contract, [f"{m.module}:{name}"], t.contract.kernel, run)
             except Exception as exc:  # noqa: BLE001 — a variant that cannot run is no advice, not the end

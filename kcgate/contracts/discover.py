@@ -21,6 +21,7 @@ from kcgate.contracts.locate import module_source
 from kcgate.contracts.validate import validate_contract
 from kcgate.errors import Problem
 from kcgate.util import bounded
+from kcgate.util.pysource import decode_source
 from kcgate.util.tomlsrc import LineMap
 
 ALIASES = {"cls": "class"}  # keyword arguments that are Python keywords as TOML keys
@@ -87,7 +88,7 @@ class Declaration:
 
 def declarations(path: Path, module: str, problems: list[Problem]) -> list[Declaration]:
     try:  # untrusted like contracts.toml: capped while reading (a 40 MB module once took 15.8 GB to parse)
-        tree = ast.parse(bounded.read_capped(path, MAX_SOURCE_BYTES).decode("utf-8"))
+        tree = ast.parse(decode_source(bounded.read_capped(path, MAX_SOURCE_BYTES)))  # BOM, coding line
     except bounded.Refused as exc:
         problems.append(Problem(str(path), None, "", f"not read: {exc}", _SOURCE_FIX))
         return []

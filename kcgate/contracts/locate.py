@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kcgate.contracts.field_checks import Collector
+from kcgate.util import bounded
+from kcgate.util.pysource import decode_source
 
 _UNSEEN = "the static lookup found no"
 ABSENT = "not installed in this environment:"  # a package that is neither the project's nor installed here
@@ -121,12 +123,17 @@ def _facts(source: Path) -> _Facts | Exception:
     return _parsed_facts(source, stat.st_mtime_ns, stat.st_size)
 
 
+MAX_MODULE_BYTES = 16 << 20  # a kernel module read for its names: capped while reading
+
+
 @functools.lru_cache(maxsize=256)
 def _parsed_facts(source: Path, mtime_ns: int, size: int) -> _Facts | Exception:
-    try:
-        tree = ast.parse(source.read_text(encoding="utf-8"))
-    except (SyntaxError, UnicodeDecodeError, OSError, ValueError) as exc:
+    try:  # decoded as Python decodes it: a BOM or a PEP 263 coding line names the encoding
+        tree = ast.parse(decode_source(bounded.read_capped(source, MAX_MODULE_BYTES)))
+    except (SyntaxError, UnicodeDecodeError, OSError, ValueError) as exc:  # bounded.Refused is a ValueError
         return exc
+    except (RecursionError, MemoryError):  # the parser's depth limits: expressions nested by the thousand
+        return ValueError("expressions nested too deeply to parse")
     names: set[str] = set()
     stars: list[tuple[int, str]] = []
     for node in _module_level(tree.body):

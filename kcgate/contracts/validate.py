@@ -172,14 +172,27 @@ def _check_value(v: Any, op: str, at: At) -> None:
 
 def _mutates(d: dict[str, Any], op: str, at: At) -> tuple[str, ...]:
     """``mutates``: names of the op's inputs (a custom op's are its generator's, checked when it runs)."""
-    names = tuple(_key(d, "mutates", at) or ())
+    declared = _key(d, "mutates", at)
+    names = tuple(declared or ())
+    if declared is not None and not names:
+        at.key("mutates").add(
+            "mutates = [] declares no input", "remove the key, or name the inputs the kernel overwrites"
+        )
     known = CATALOGUE[op].inputs if op in CATALOGUE and op != "custom" else None
     for j, name in enumerate(names):
-        if known is not None and name not in known:
+        if name in names[:j]:
+            at.key("mutates", index=j).add(f"{name!r} is listed twice", "list each input once")
+        elif known is not None and name not in known:
             at.key("mutates", index=j).add(
                 f"{name!r} is not an input of op {op!r}", f"use one of: {', '.join(known)}"
             )
     return names
+
+
+# Linux refuses an exec whose one NAME=value string passes 128 KiB (MAX_ARG_STRLEN) or whose whole environment
+# and argv pass ARG_MAX: the worker would not start ("Argument list too long"). Caps well inside both.
+MAX_ENV_VALUE_BYTES = 32 * 1024
+MAX_ENV_TOTAL_BYTES = 128 * 1024
 
 
 def _env(d: dict[str, Any], at: At) -> tuple[tuple[str, str], ...]:
@@ -191,9 +204,35 @@ def _env(d: dict[str, Any], at: At) -> tuple[tuple[str, str], ...]:
                 'environment variables are NAME = "string"',
                 'env = { TRITON_INTERPRET = "1" }',
             )
+        elif _env_value_problem(k, v):
+            at.key("env").key(k).add(*_env_value_problem(k, v))
         else:
             out.append((k, v))
+    total = sum(len(k) + 2 + len(v.encode("utf-8", "surrogatepass")) for k, v in out)
+    if total > MAX_ENV_TOTAL_BYTES:
+        at.key("env").add(
+            f"the env's variables come to {total} bytes, over the {MAX_ENV_TOTAL_BYTES}-byte cap (the worker "
+            "could not be started: the operating system caps a process's environment)",
+            "pass large data through a file the kernel reads, and name the file in env",
+        )
     return tuple(sorted(out))
+
+
+def _env_value_problem(name: str, value: str) -> tuple[str, str] | tuple[()]:
+    """(message, fix) for a value no process environment can hold, else ()."""
+    if "\0" in value:
+        return (
+            f"the value of {name} holds a NUL byte, which no environment variable can hold",
+            "remove the \\u0000 from the value",
+        )
+    size = len(name) + 1 + len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_ENV_VALUE_BYTES:
+        return (
+            f"{name}=... is {size} bytes, over the {MAX_ENV_VALUE_BYTES}-byte cap on one variable (the worker "
+            "could not be started: the operating system caps each environment string)",
+            "pass large data through a file the kernel reads, and name the file in env",
+        )
+    return ()
 
 
 def _default_tolerance(cls: Any, op: str | None) -> str:

@@ -323,11 +323,20 @@ def _mutated(ctx: CaseContext, trial: Trial, views: Tensors, snaps: list[torch.T
 
 
 def _changed(view: torch.Tensor, snap: torch.Tensor) -> bool:
-    """Not bitwise equal, NaN in the same places counting as equal (checked at once when there is none)."""
-    return not torch.equal(view, snap) and not torch.equal(
-        view.nan_to_num(0.5) if view.is_floating_point() else view,
-        snap.nan_to_num(0.5) if snap.is_floating_point() else snap,
-    )
+    """Any bit differs: a NaN written over 0.5, -0.0 over 0.0, another NaN payload are all writes (comparing
+    values with NaN mapped to a number made a NaN written over that number invisible)."""
+    return view.shape != snap.shape or not torch.equal(bit_pattern(view), bit_pattern(snap))
+
+
+_INT_OF_WIDTH = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def bit_pattern(t: torch.Tensor) -> torch.Tensor:
+    """The same storage read as integers of the element's width (a view, no copy): equal exactly when every
+    bit is; complex as its (real, imaginary) pairs."""
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t.view(_INT_OF_WIDTH[t.element_size()]) if t.dtype != torch.bool else t
 
 
 def _out_of_bounds(trial: Trial, bufs: list[tuple[torch.Tensor, torch.Tensor]], guard: int) -> None:
@@ -419,23 +428,21 @@ def _stale_check(ctx: CaseContext, trial: Trial) -> None:
     for name, t in (trial.tensors or {"out": trial.out}).items():
         if name != "out" and not bool(t.any()):
             continue  # an all-zero gradient is named zero-gradient, not stale
-        if t.is_floating_point() and t.element_size() == 1:  # fp8 has no nan_to_num; the upcast is exact
-            t = t.to(torch.float32)
         c = trial.cmps.get(name)
-        if c is None or not c.finite:  # (finite: nothing to replace; the clone below is the copy kept)
-            if t.is_floating_point() and not bool(t.isfinite().any()):
-                continue  # all NaN/Inf (an exp overflow, say) matches any other such output: not evidence of staleness
-            t = t.nan_to_num(0.25)
+        if (c is None or not c.finite) and t.is_floating_point() and not bool(t.isfinite().any()):
+            continue  # all NaN/Inf (an exp overflow, say) matches any other such output: not evidence of staleness
         ref, allowed = (c.ref, c.allowed) if c is not None else (None, None)
         # a repeat outside this trial's own bound is no value a correct kernel returns: stale, as before
         within = c is not None and _within(c.err, c.allowed)
+        bits = bit_pattern(t)  # the same bits, NaN included (NaN read as 0.25 matched an earlier 0.25)
         stale |= any(
-            p.shape == t.shape
-            and torch.equal(p, t)
+            p.shape == bits.shape
+            and p.dtype == bits.dtype
+            and torch.equal(p, bits)
             and (not within or _distinguishable(ref, allowed, pr, pa))
             for p, pr, pa in ctx.previous_outputs
         )
-        ctx.previous_outputs.append((t.clone(), ref, allowed))
+        ctx.previous_outputs.append((bits.clone(), ref, allowed))
     if stale:
         issue(trial, "stale-output")
 

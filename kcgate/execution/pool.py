@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import sys
 import threading
 from collections import deque
@@ -32,6 +33,7 @@ from kcgate.execution.executors import (
 )
 from kcgate.plan import Case
 from kcgate.results.model import CaseResult, Fingerprint
+from kcgate.util import bounded
 
 Lane = Union[IsolatedExecutor, EnvRouter]  # an Executor that can also be halted from another thread
 
@@ -77,7 +79,7 @@ def worker_count(text: str, isolation: str, device: str | None = "cpu") -> int:
     if text == "auto":
         on_cpu = device in (None, "auto", "cpu")
         n = auto_workers(_cpus(), half_memory()) if on_cpu and isolation != "none" else 1
-    elif text.isdigit() and int(text) > 0:
+    elif _DIGITS.fullmatch(text) and int(text) > 0:  # ASCII only: "²".isdigit() holds, int("²") raises
         n = int(text)
     else:
         raise UsageError(f"--workers {text!r}: give a positive number of worker processes, or 'auto'")
@@ -129,19 +131,25 @@ def _cgroup_dirs() -> list[Path]:
     return [here, *[p for p in here.parents if p.is_relative_to(root)]]
 
 
+_DIGITS = re.compile(r"[0-9]{1,19}")  # a count or a byte size: ASCII digits, below 2^63
+CGROUP_FILE_BYTES = 4096  # a cgroup value is one short line; anything longer is not one
+
+
 def _cgroup_values(name: str) -> list[str]:
+    """The file's text at each level, read as an untrusted file: a regular file only (a FIFO is never
+    waited on), capped while reading, ASCII; anything else gives no value from that level."""
     values = []
     for directory in _cgroup_dirs():
         try:
-            values.append((directory / name).read_text().strip())
-        except OSError:  # not set at this level, no cgroup v2 (macOS, cgroup v1): no limit from here
+            values.append(bounded.read_capped(directory / name, CGROUP_FILE_BYTES).decode("ascii").strip())
+        except ValueError:  # absent, not regular, too long, not ASCII (macOS, cgroup v1): no limit from here
             continue
     return values
 
 
 def cgroup_memory() -> int:
     """The lowest cgroup v2 ``memory.max`` in bytes over this process's cgroup and its ancestors; 0: none."""
-    limits = [int(v) for v in _cgroup_values("memory.max") if v.isdigit()]  # "max": unlimited
+    limits = [int(v) for v in _cgroup_values("memory.max") if _DIGITS.fullmatch(v)]  # "max": unlimited
     return min(limits, default=0)
 
 
@@ -151,7 +159,7 @@ def cgroup_cpus() -> int:
     quotas = []
     for value in _cgroup_values("cpu.max"):
         quota, _, period = value.partition(" ")
-        if quota.isdigit() and period.isdigit() and int(period) > 0:
+        if _DIGITS.fullmatch(quota) and _DIGITS.fullmatch(period) and int(period) > 0:
             quotas.append(max(1, int(quota) // int(period)))
     return min(quotas, default=0)
 

@@ -15,7 +15,7 @@ from kcgate import __version__
 from kcgate.errors import ExitCode, RunInterrupted, UsageError
 from kcgate.execution.executors import Executor
 from kcgate.plan import Case
-from kcgate.results.journal import Journal, Journaled, RunLock, case_digest, read_journal
+from kcgate.results.journal import Journal, Journaled, RunLock, case_digest, plan_key, read_journal
 from kcgate.results.model import CaseResult, Fingerprint, RunResult, load_run, write_run
 
 
@@ -31,17 +31,17 @@ class Resumed:
             return ""
         return (
             f"resume: {self.unverified} finished result(s) (journal rows or results-file cases) do not verify "
-            "against the run's signed journal (written by something else, or by an older kcgate): "
-            "those cases run again"
+            "against the run's signed journal and plan (the contract, its kernel's or reference's source or "
+            "kcgate changed since, or something else wrote them): those cases run again"
         )
 
 
-def resume_from(path: Path, run: RunResult, cases: list[Case] | None = None) -> Resumed:
+def resume_from(path: Path, run: RunResult, cases: list[Case]) -> Resumed:
     """Results already on disk for this runner and fingerprint (the results file and the journal beside
     it); anything else is refused, not mixed. A case is kept only when the signed journal vouches for it
     (``results.journal``): a results-file case whose digest its header holds, or a row whose MAC verifies;
     only cases of this plan (``cases``) count."""
-    planned = {c.case_id for c in cases} if cases is not None else None
+    plans = plan_keys(cases)
     prior: Sequence[CaseResult] = ()
     if path.exists():
         loaded = load_run(path)
@@ -52,17 +52,23 @@ def resume_from(path: Path, run: RunResult, cases: list[Case] | None = None) -> 
                 "remove the file or write to another --out"
             )
         prior = loaded.cases
-    journaled = read_journal(path, run) or Journaled()
-    done = {k: c for k, c in journaled.cases.items() if planned is None or k in planned}
+    journaled = read_journal(path, run, plans) or Journaled()
+    done = dict(journaled.cases)
     unverified = journaled.rejected
     for case in prior:
-        if case.case_id in done or (planned is not None and case.case_id not in planned):
+        if case.case_id in done or case.case_id not in plans:
             continue  # a later row of the journal, or not in this plan
-        if journaled.compacted.get(case.case_id) == case_digest(case):
+        if journaled.compacted.get(case.case_id) == case_digest(case, plans[case.case_id]):
             done[case.case_id] = case
         else:
             unverified += 1
     return Resumed(done, unverified)
+
+
+def plan_keys(cases: Sequence[Case]) -> dict[str, str]:
+    """Case id -> the key of what it runs under (``journal.plan_key``). Not its seed: without --seed each run
+    draws a new base seed, and a finished case's draw is as good as the next one's (its seed is recorded)."""
+    return {c.case_id: plan_key({k: v for k, v in c.to_json().items() if k != "seed"}) for c in cases}
 
 
 def execute_plan(
@@ -120,7 +126,7 @@ class Store:
         written = _ordered(self.run, self.cases, results, complete=False)
         write_run(self.out, written)
         if self.journal is None:
-            self.journal = Journal(self.out, self.run, written.cases)
+            self.journal = Journal(self.out, self.run, plan_keys(self.cases), written.cases)
         else:
             self.journal.restart(written.cases)
 

@@ -24,6 +24,8 @@ INCOMPLETE_MESSAGE = (
     "not run: the current results are incomplete (a shard is missing or the run stopped early)"
 )
 
+NO_BASELINE = "not compared: this runner has no baseline"
+
 
 @dataclass(frozen=True)
 class _Context:
@@ -96,11 +98,18 @@ def categorize(
     waived = _waiver_category(status, contract_id, ctx)
     if waived:
         return waived
-    if not ctx.has_base:
-        return "unverified"
-    if not ctx.comparable or contract_id in ctx.env_changed:
-        return "incomparable"
+    if not ctx.has_base or not ctx.comparable or contract_id in ctx.env_changed:
+        return _uncompared(status, base, ctx.has_base)
     return _compare(status, budget, base, ctx.policy.budget_drift, rounding, elements)
+
+
+def _uncompared(status: str, base: tuple[str, float | None, float | None] | None, has_base: bool) -> str:
+    """No comparable baseline. A failure is still a violation: whatever moves a case out of comparison (a
+    PR's env line, a new fingerprint or runner name) never turns a failure into a pass; only a failure the
+    baseline already had stays a known one."""
+    if status == _FAIL:
+        return "still-failing" if base is not None and base[0] == _FAIL else "new-violation"
+    return "incomparable" if has_base else "unverified"
 
 
 def _compare(
@@ -133,6 +142,10 @@ def rounding_note(base: float | None, now: float | None, drift: DriftRule, eleme
         f"not correctly rounded: {base:.1%} -> {now:.1%} of elements (x{factor:.3g}); "
         "the budget stays near 1 for any correct 16-bit kernel, this share shows the regression first"
     )
+
+
+def _comparable(contract_id: str, ctx: _Context) -> bool:
+    return ctx.has_base and ctx.comparable and contract_id not in ctx.env_changed
 
 
 def _error_category(contract_id: str, ctx: _Context) -> str:
@@ -275,6 +288,9 @@ def _present(
         elif category == "incomparable":
             why = ctx.env_changed.get(contract_id) or ctx.incomparable
             message = f"{why}; {message}" if message else why
+        elif status == _FAIL and not _comparable(contract_id, ctx):
+            why = ctx.env_changed.get(contract_id) or ctx.incomparable or NO_BASELINE
+            message = f"fails its own contract; {why}" + (f"; {message}" if message else "")
         changes.append(
             build_frozen(  # one per case, 10^5 per report: skip the frozen __init__
                 CaseChange,

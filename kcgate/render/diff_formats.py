@@ -7,21 +7,20 @@ through ``plain`` (no terminal control sequences).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 
 from kcgate.gate.model import CaseChange, Diff
-from kcgate.render.escape import console_text, json_console_text, md_cell, md_code
+from kcgate.render.escape import console_text, json_console_text, md_cell, md_code, strip_unsafe
 from kcgate.render.labels import factor_text
 from kcgate.vocab.categories import CATEGORIES, SILENT
 
 MAX_ROWS = 300  # rows of changes shown; the JSON format always has all of them
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def plain(value: object, limit: int = 80) -> str:
-    """One line of terminal-safe text: control and bidi characters removed, long text cut with an ellipsis."""
-    s = _CONTROL.sub(" ", str(value)).strip()
+    """One line of terminal-safe text: control and bidi characters and line separators blanked
+    (``escape.UNSAFE``, which every renderer shares), long text cut with an ellipsis."""
+    s = strip_unsafe(str(value).replace("\t", " ").replace("\n", " "), " ").strip()
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 

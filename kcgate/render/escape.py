@@ -10,7 +10,11 @@ from __future__ import annotations
 import re
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~])")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
+# What no renderer passes through (the one table of it): C0 and C1 controls (tab and newline are each
+# format's own business), zero-width and bidi marks, a BOM, and the Unicode line and paragraph separators
+# (U+2028, U+2029, NEL), which editors, terminals and some log viewers break lines on.
+UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2069\ufeff]")
+_CONTROL = UNSAFE
 _MENTION = re.compile(r"@(?=[A-Za-z0-9_-])")
 _URL = re.compile(r"(?i)\b(https?|ftp|mailto|javascript|data):")
 _WWW = re.compile(r"(?i)\bwww\.")
@@ -18,6 +22,11 @@ _DOMAIN_DOT = re.compile(r"(?i)(?<=[a-z0-9-])\.(?=[a-z][a-z0-9-]*)")  # "evil.co
 _SHA = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _LINE_BREAK = re.compile(r"(\r\n|\r|\n)")  # how the Actions runner splits a step's output into lines
 ZWSP = "\u200b"
+
+
+def strip_unsafe(value: object, replacement: str = "") -> str:
+    """``value`` as text with every ``UNSAFE`` character replaced."""
+    return UNSAFE.sub(replacement, str(value))
 
 
 def md_text(value: object, limit: int = 300) -> str:
@@ -36,6 +45,18 @@ def md_text(value: object, limit: int = 300) -> str:
 def md_cell(value: object, limit: int = 120) -> str:
     """A table cell: like md_text, and never empty (an empty cell can shift columns in some renderers)."""
     return md_text(value, limit) or " "
+
+
+def md_fenced(lines: list[str], info: str = "", indent: str = "") -> list[str]:
+    """A fenced code block no line can close: the fence is one backtick longer than any run of backticks
+    in ``lines`` (CommonMark), and ``UNSAFE`` characters are dropped (a tab stays)."""
+    body = [strip_unsafe(line.replace("\t", "    ")) for line in lines]
+    longest = max((len(run) for line in body for run in _BACKTICKS.findall(line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{indent}{fence}{info}", *(f"{indent}{line}" for line in body), f"{indent}{fence}"]
+
+
+_BACKTICKS = re.compile(r"`+")
 
 
 def md_code(value: object, limit: int = 120) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kcgate.render.escape import md_cell, md_text
+from kcgate.render.escape import md_cell, md_fenced, md_text
 
 MAX_DIFF_LINES = 12  # a survivor's diff in the Markdown report (the JSON has it whole)
 
@@ -97,5 +97,5 @@ def markdown(doc: dict[str, Any]) -> str:
                 out.append(f"  - {md_text(m['advice_note'] or 'advice not asked for (--no-advice)')}")
             diff = m["diff"].splitlines()
             cut = diff[:MAX_DIFF_LINES] + (["..."] if len(diff) > MAX_DIFF_LINES else [])
-            out += ["", "  ```diff", *(f"  {ln}" for ln in cut), "  ```"]
+            out += ["", *md_fenced(cut, "diff", "  ")]  # a ``` in the kernel's source cannot close it
     return "\n".join(out) + "\n"

@@ -28,7 +28,7 @@ import json
 import os
 import secrets
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,7 +37,7 @@ from kcgate.results.model import CASE_FIELDS, MAX_RESULTS_BYTES, CaseResult, Run
 from kcgate.util import bounded
 
 KIND = "kcgate-journal"
-VERSION = 2  # 2: signed lines (1: plain JSON, unsigned: nothing in it is trusted on --resume)
+VERSION = 3  # 3: rows name their plan; 2: signed lines; 1: plain JSON (older ones vouch for nothing)
 _HEADER, _ROW = b"kcgate-journal-header\0", b"kcgate-journal-row\0"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -53,18 +53,32 @@ def lock_path(out: Path) -> Path:
 def key_path(out: Path) -> Path:
     """The journal's key file: in kcgate's cache (``$KCGATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/kcgate`` or
     ``~/.cache/kcgate``), never beside the results, which CI uploads; named by the journal's absolute path."""
-    cache = os.environ.get("KCGATE_CACHE_DIR") or (
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kcgate"
-    )
     where = os.path.join(os.path.realpath(out.parent), journal_path(out).name)  # however --out is spelled
     name = hashlib.sha256(os.fsencode(where)).hexdigest()[:32]
-    return Path(cache) / "journal-keys" / f"{name}.key"
+    return cache_home() / "journal-keys" / f"{name}.key"
 
 
-def case_digest(case: CaseResult) -> str:
-    """What the header records for a case compacted into the results file (its row as the file holds it)."""
+def cache_home() -> Path:
+    """kcgate's per-user cache: ``$KCGATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/kcgate`` or ``~/.cache/kcgate``."""
+    return Path(
+        os.environ.get("KCGATE_CACHE_DIR")
+        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kcgate"
+    )
+
+
+def case_digest(case: CaseResult, plan: str) -> str:
+    """What the header records for a case compacted into the results file: its row as the file holds it,
+    and the plan it ran under (``plan_key``)."""
     row = json.dumps(case.to_row(), sort_keys=True, allow_nan=False, separators=(",", ":"))
-    return hashlib.sha256(row.encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{plan}\0{row}".encode()).hexdigest()[:32]
+
+
+def plan_key(planned: Mapping[str, object]) -> str:
+    """A planned case (``plan.Case.to_json``: its overrides, line and its contract's digest, which
+    covers every contract field and the kernel's and reference's sources), hashed: a
+    finished case is kept on ``--resume`` only when the case it would run now has the same key."""
+    blob = json.dumps(planned, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
 def _mac(key: bytes, domain: bytes, payload: bytes) -> str:
@@ -102,13 +116,15 @@ class RunLock:
 class Journal:
     """An open journal: ``append`` writes one finished case, signed, with a single write(2)."""
 
-    def __init__(self, out: Path, run: RunResult, compacted: Iterable[CaseResult] = ()) -> None:
+    def __init__(
+        self, out: Path, run: RunResult, plans: Mapping[str, str], compacted: Iterable[CaseResult] = ()
+    ) -> None:
         self.path, self.key_file = journal_path(out), key_path(out)
-        self.run, self.key = run, secrets.token_bytes(32)
+        self.run, self.key, self.plans = run, secrets.token_bytes(32), plans
         # before any case (the workers are started, never told of it); where kcgate's cache cannot be written
         # the journal still holds every case, but --resume then finds no key and runs every case again
         try:
-            _write_key(self.key_file, self.key)
+            write_key(self.key_file, self.key)
         except OSError:
             with contextlib.suppress(OSError):
                 self.key_file.unlink()  # an older run's key must not vouch for this journal's header
@@ -125,10 +141,13 @@ class Journal:
         self._start(compacted)
 
     def append(self, case: CaseResult) -> None:
-        payload = json.dumps(case.to_row(), allow_nan=False).encode()
-        self._write(
-            _mac(self.key, _ROW + self.header_mac.encode() + b"\0", payload).encode() + b" " + payload
+        """``MAC plan row``: the MAC covers the plan key and the row, bound to the header."""
+        signed = (
+            self.plans.get(case.case_id, "").encode()
+            + b" "
+            + json.dumps(case.to_row(), allow_nan=False).encode()
         )
+        self._write(_mac(self.key, _ROW + self.header_mac.encode() + b"\0", signed).encode() + b" " + signed)
 
     def restart(self, compacted: Iterable[CaseResult]) -> None:
         """Empty the journal: the results file now holds every case it held (their digests: the header)."""
@@ -149,7 +168,8 @@ class Journal:
             self.fd = -1
 
     def _start(self, compacted: Iterable[CaseResult]) -> None:
-        header = _header(self.run) | {"compacted": {c.case_id: case_digest(c) for c in compacted}}
+        digests = {c.case_id: case_digest(c, self.plans.get(c.case_id, "")) for c in compacted}
+        header = _header(self.run) | {"compacted": digests}
         payload = json.dumps(header, sort_keys=True).encode()
         self.header_mac = _mac(self.key, _HEADER, payload)
         self._write(self.header_mac.encode() + b" " + payload)
@@ -163,7 +183,7 @@ class Journal:
             raise IOFault(self.path, exc) from None
 
 
-def _write_key(path: Path, key: bytes) -> None:
+def write_key(path: Path, key: bytes) -> None:
     """The key, 0600 in a 0700 directory, written through a fresh file (never a planted one) and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(path.parent, 0o700)
@@ -180,7 +200,7 @@ def _write_key(path: Path, key: bytes) -> None:
             os.unlink(tmp)  # gone already after the rename
 
 
-def _read_key(path: Path) -> bytes | None:
+def read_key(path: Path) -> bytes | None:
     """The key of a journal, or None: missing, not this user's, readable by others, or not a key."""
     try:
         raw = bounded.read_capped(path, 256)
@@ -198,6 +218,7 @@ def _header(run: RunResult) -> dict[str, object]:
         "version": VERSION,
         "runner": run.runner,
         "fingerprint_key": run.fingerprint.key(),
+        "kcgate_version": run.kcgate_version,  # another kcgate may judge a case otherwise: all run again
         "contract_envs": run.fingerprint.contract_envs(),  # a contract whose env changed: its rows run again
         "case_fields": list(CASE_FIELDS),
     }
@@ -213,10 +234,12 @@ class Journaled:
     rejected: int = 0
 
 
-def read_journal(out: Path, run: RunResult) -> Journaled | None:
+def read_journal(out: Path, run: RunResult, plans: Mapping[str, str]) -> Journaled | None:
     """The journal of ``run``'s runner and fingerprint, verified line by line; None when there is none, when
     its key is gone, or when its header does not verify or names another runner, fingerprint or schema.
-    A journal that is not a regular file (a FIFO would block the run forever) is a UsageError."""
+    A row is kept only for a planned case whose plan key (``plans``) it names: a changed contract, kernel
+    source or kcgate runs the case again. A journal that is not a regular file (a FIFO would block the run
+    forever) is a UsageError."""
     path = journal_path(out)
     if not os.path.lexists(path):
         return None
@@ -226,7 +249,7 @@ def read_journal(out: Path, run: RunResult) -> Journaled | None:
         raise UsageError(
             f"{path}: the run's journal {exc}; remove it and run again without --resume"
         ) from None
-    key = _read_key(key_path(out))
+    key = read_key(key_path(out))
     header = _verified(key, _HEADER, lines[0]) if key else None
     if not isinstance(header, dict) or {k: header.get(k) for k in _header(run)} != _header(run):
         return None
@@ -235,11 +258,11 @@ def read_journal(out: Path, run: RunResult) -> Journaled | None:
     found = Journaled(compacted=compacted if isinstance(compacted, dict) else {})
     bound = _ROW + lines[0].partition(b" ")[0] + b"\0"
     for line in lines[1:-1]:  # the last is empty, or torn by a kill mid-write: that case runs again
-        row = _verified(key, bound, line)
+        plan, row = _verified_row(key, bound, line)
         case = _case(row) if row is not None else None
-        if case is None:
+        if case is None or (case.case_id in plans and plans[case.case_id] != plan):
             found.rejected += 1
-        else:
+        elif case.case_id in plans:
             found.cases[case.case_id] = case
     return found
 
@@ -253,6 +276,18 @@ def _verified(key: bytes, domain: bytes, line: bytes) -> object | None:
         return bounded.loads_json(payload)
     except ValueError:  # Refused is a ValueError too
         return None
+
+
+def _verified_row(key: bytes, domain: bytes, line: bytes) -> tuple[str, object | None]:
+    """A row's plan key and JSON when its MAC verifies, else ("", None)."""
+    mac, _, signed = line.partition(b" ")
+    plan, _, payload = signed.partition(b" ")
+    if not hmac.compare_digest(mac, _mac(key, domain, signed).encode()):
+        return "", None
+    try:
+        return plan.decode("ascii"), bounded.loads_json(payload)
+    except ValueError:  # Refused and UnicodeDecodeError are ValueErrors too
+        return "", None
 
 
 def _case(row: object) -> CaseResult | None:

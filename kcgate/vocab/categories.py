@@ -35,7 +35,8 @@ class Category:
 CATEGORY_TABLE: tuple[Category, ...] = (
     # name               severity label                  tone       quiet  block  default junit_skipped
     Category("new-violation",    1,  "new violation",       "warn",    False, True,  True,  False,
-             "failed now, passed (or absent) in the baseline"),
+             "failed now, passed (or absent) in the baseline, or there is no comparable baseline: a failure "
+             "is a violation whether or not it can be compared"),
     Category("fixed",            11, "fixed",               "good",    False, False, False, False,
              "failed in the baseline, passes now"),
     Category("still-failing",    7,  "still failing",       "warn",    False, True,  False, False,
@@ -61,9 +62,9 @@ CATEGORY_TABLE: tuple[Category, ...] = (
     Category("error",            2,  "error",               "warn",    False, True,  True,  False,
              "the case could not be evaluated now (crash, timeout, refused)"),
     Category("incomparable",     5,  "incomparable",        "unknown", False, True,  False, True,
-             "the baseline has a different fingerprint; never silently compared"),
+             "does not fail now, and the baseline has a different fingerprint; never silently compared"),
     Category("unverified",       6,  "unverified",          "unknown", False, True,  False, True,
-             "no comparable baseline exists for this runner"),
+             "does not fail now, and no baseline exists for this runner"),
     Category("missing-runner",   0,  "missing runner",      "warn",    False, True,  True,  True,
              "a required runner produced no results at all",
              "policy.block_on, for a runner in policy.required_runners or --expect-runner"),

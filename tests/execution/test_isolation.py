@@ -80,7 +80,7 @@ def _journaled(out: Path) -> list[str]:
     """Case ids in the run's journal (its first line is the header; a torn last line is not a case)."""
     path = journal_path(out)
     lines = path.read_bytes().split(b"\n")[1:-1] if path.exists() else []
-    return [json.loads(line.partition(b" ")[2])[0] for line in lines]  # each line: "<MAC> <row>"
+    return [json.loads(line.split(b" ", 2)[2])[0] for line in lines]  # each line: "<MAC> <plan key> <row>"
 
 
 # these tests read the per-case progress lines, which `kcgate run` leaves out under CI with a non-tty stderr

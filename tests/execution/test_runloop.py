@@ -48,9 +48,9 @@ def test_the_journal_grows_per_case_and_the_results_file_is_written_at_the_ends(
     assert not journal_path(out).exists()  # compacted into the results file
 
 
-def _killed_after(tmp_path: Path, n: int):  # type: ignore[no-untyped-def]
+def _killed_after(tmp_path: Path, n: int, contracts: str = ""):  # type: ignore[no-untyped-def]
     """The files a kill -9 after ``n`` finished cases leaves (snapshotted mid-run: results, journal, key)."""
-    (tmp_path / "contracts.toml").write_text(CONTRACTS.replace("seeds = 8", "seeds = 1"))
+    (tmp_path / "contracts.toml").write_text(contracts or CONTRACTS.replace("seeds = 8", "seeds = 1"))
     project = load_project(tmp_path / "contracts.toml")
     executor = InProcessExecutor(project, "cpu")
     cases = make_plan(project, 1, executor.default_shapes())
@@ -76,7 +76,7 @@ def test_resume_keeps_what_the_signed_journal_vouches_for_and_counts_the_rest(tm
     assert sorted(kept.done) == sorted(c.case_id for c in cases[:3]) and kept.unverified == 0
     journal = journal_path(out)
     lines = journal.read_bytes().split(b"\n")
-    row = json.loads(lines[1].partition(b" ")[2])
+    row = json.loads(lines[1].split(b" ", 2)[2])  # MAC, plan key, row
     forged = [cases[4].case_id, *row[1:]]
     edited = lines[2].replace(b'"pass"', b'"fail"') if b'"pass"' in lines[2] else lines[2] + b"x"
     journal.write_bytes(
@@ -107,3 +107,73 @@ def row_case(row: list) -> dict:  # type: ignore[type-arg]
     from kcgate.results.model import CaseResult as C
 
     return {f: getattr(C.from_row(row), f) for f in C.__dataclass_fields__}
+
+
+# ---- a changed plan runs again (#44) ------------------------------------------------------------------
+
+_KERNEL = "import torch\n\n\ndef mm(a, b):\n    return a @ b\n"
+
+
+def _killed_with_module(tmp_path: Path, contracts: str):  # type: ignore[no-untyped-def]
+    (tmp_path / "kmod.py").write_text(_KERNEL)
+    return _killed_after(tmp_path, 3, contracts)
+
+
+def _replan(tmp_path: Path, contracts: str):  # type: ignore[no-untyped-def]
+    import sys
+
+    sys.modules.pop("kmod", None)
+    (tmp_path / "contracts.toml").write_text(contracts)
+    project = load_project(tmp_path / "contracts.toml")
+    return make_plan(project, 1, InProcessExecutor(project, "cpu").default_shapes())
+
+
+_OWN = '[project]\npaths = ["."]\n\n' + CONTRACTS.replace("seeds = 8", "seeds = 1").replace(
+    "kcgate.kernels.builtin:matmul", "kmod:mm"
+)
+
+
+def test_resume_reruns_cases_whose_contract_kernel_changed(tmp_path: Path) -> None:
+    """The attack: kill a run, point the contract at a zeros kernel, resume: the old passes were kept."""
+    out, run, _cases = _killed_with_module(tmp_path, _OWN)
+    (tmp_path / "kmod.py").write_text(_KERNEL + "\n\ndef zeros(a, b):\n    return (a @ b) * 0\n")
+    cases = _replan(tmp_path, _OWN.replace("kmod:mm", "kmod:zeros"))
+    resumed = resume_from(out, run, cases)
+    assert resumed.done == {} and resumed.unverified == 3, resumed
+
+
+def test_resume_reruns_cases_whose_kernel_source_changed(tmp_path: Path) -> None:
+    out, run, _cases = _killed_with_module(tmp_path, _OWN)
+    (tmp_path / "kmod.py").write_text(_KERNEL.replace("a @ b", "(a @ b) * 0"))
+    assert resume_from(out, run, _replan(tmp_path, _OWN)).done == {}
+
+
+def test_resume_reruns_cases_whose_kernels_helper_module_changed(tmp_path: Path) -> None:
+    (tmp_path / "helper.py").write_text("def mm(a, b):\n    return a @ b\n")
+    out, run, _cases = _killed_with_module(tmp_path, _OWN)
+    (tmp_path / "kmod.py").write_text("import helper\n\n\ndef mm(a, b):\n    return helper.mm(a, b)\n")
+    out, run, _cases = _killed_after(tmp_path, 3, _OWN)
+    assert resume_from(out, run, _replan(tmp_path, _OWN)).done  # unchanged: kept
+    (tmp_path / "helper.py").write_text("def mm(a, b):\n    return (a @ b) * 0\n")
+    assert resume_from(out, run, _replan(tmp_path, _OWN)).done == {}
+
+
+def test_resume_reruns_cases_whose_tolerance_or_env_changed(tmp_path: Path) -> None:
+    out, run, _cases = _killed_with_module(tmp_path, _OWN)
+    loose = _OWN.replace("protocol =", 'tolerance = { method = "relative", rtol = 0.5 }\nprotocol =')
+    assert resume_from(out, run, _replan(tmp_path, loose)).done == {}
+    env = _OWN.replace("protocol =", 'env = { ANY = "1" }\nprotocol =')
+    assert resume_from(out, run, _replan(tmp_path, env)).done == {}
+
+
+def test_resume_keeps_the_cases_of_an_unchanged_plan(tmp_path: Path) -> None:
+    out, run, cases = _killed_with_module(tmp_path, _OWN)
+    kept = resume_from(out, run, _replan(tmp_path, _OWN))
+    assert sorted(kept.done) == sorted(c.case_id for c in cases[:3]) and kept.unverified == 0
+
+
+def test_resume_reruns_what_another_kcgate_version_ran(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    out, run, _cases = _killed_with_module(tmp_path, _OWN)
+    assert resume_from(out, replace(run, kcgate_version="0.0.0-other"), _replan(tmp_path, _OWN)).done == {}

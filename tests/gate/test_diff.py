@@ -56,10 +56,11 @@ TABLE = [
     ("removed", "current.json", "base.json", "removed-1", True),
     ("removed", "current.json", "base.json", "removed-ack-1", False),
     ("incomparable", "current-newer-torch.json", "base.json", "unchanged-1", False),
-    ("incomparable", "current-newer-torch.json", "base.json", "new-violation-1", False),
+    # a failure is a violation whether or not the baseline is comparable (#44)
+    ("new-violation", "current-newer-torch.json", "base.json", "new-violation-1", True),
     ("error", "current-newer-torch.json", "base.json", "error-1", True),
     ("waived", "current-newer-torch.json", "base.json", "waived-1", False),
-    ("unverified", "current.json", None, "new-violation-1", False),
+    ("new-violation", "current.json", None, "new-violation-1", True),
     ("unverified", "current.json", None, "unchanged-1", False),
     ("error", "current-incomplete.json", "base.json", "unchanged-1", True),
 ]
@@ -90,7 +91,9 @@ def test_waiver_message_names_owner_and_expiry() -> None:
 
 
 def test_incomparable_never_compares_numbers() -> None:
-    cats = {c.category for c in _diff("current-newer-torch.json").changes}
+    """Only failures (the case's own verdict, no baseline number needed) get a comparison's category."""
+    changes = _diff("current-newer-torch.json").changes
+    cats = {c.category for c in changes if c.status != "fail"}
     assert not cats & {"unchanged", "budget-drift", "new-violation", "fixed", "still-failing", "new"}
 
 
@@ -142,7 +145,9 @@ def test_no_silent_fallback_to_another_runner() -> None:
         "waived",
         "expired-waiver",
         "unexpected-pass",
+        "new-violation",  # a failure, on its own verdict (#44)
     }
+    assert all(c.base_status == "" for c in fresh.changes)  # nothing was compared with cpu-ci's baseline
 
 
 def test_duplicate_case_ids_are_an_error() -> None:

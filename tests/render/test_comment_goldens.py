@@ -140,16 +140,18 @@ def test_a_missing_runner_says_no_results() -> None:
 
 
 def test_a_runner_without_a_baseline_is_unverified_never_green() -> None:
+    """Its passes are unverified; its failures block on their own verdict (#44: a fresh runner name is no way
+    around the gate)."""
     base = [_run("nvidia-h100", FP_NVIDIA, passing("gemm-bf16"))]
     now = [
         _run("nvidia-h100", FP_NVIDIA, passing("gemm-bf16")),
         _run("intel-max", FP_INTEL, regressed("gemm-bf16"), passing("gelu-fp32")),
     ]
     text = render_comment(_verdict(now, base), CTX)
-    assert text.startswith("## ❔ kcgate: no blocking changes, but 1 runner unverified")
-    assert "| unverified (fails) | intel-max |" in text
+    assert text.startswith("## ❌ kcgate: 1 blocking change (2 cases on 1 runner)")
+    assert "| unverified (pass) | intel-max |" in text and "| new violation | intel-max |" in text
     [intel] = [r for r in _rows(text, "Runners") if r.startswith("| intel-max")]
-    assert "❔ unverified: no baseline" in intel and "✅" not in intel
+    assert "unverified: no baseline" in intel and "✅" not in intel
     matrix = text.split("Contract × runner", 1)[1]
     intel_cells = [line.split(" | ")[1] for line in matrix.splitlines() if line.startswith("| g")]
     assert intel_cells and not any("✅" in cell for cell in intel_cells), intel_cells

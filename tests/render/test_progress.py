@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from kcgate.render.console import PROGRESS_S, CiProgress, in_ci, progress_interval
+from kcgate.render.console import MIN_PROGRESS_S, PROGRESS_S, CiProgress, in_ci, progress_interval
 from tests.conftest import DATA, ROOT
 
 
@@ -39,7 +39,15 @@ def _done(p: CiProgress, i: int, n: int, ok: bool = True) -> None:
 
 def test_the_default_is_a_line_every_tenth_or_every_30_seconds() -> None:
     assert PROGRESS_S == 30.0 and progress_interval({}) == 30.0
-    assert progress_interval({"KCGATE_PROGRESS_S": "0.5"}) == 0.5
+    assert progress_interval({"KCGATE_PROGRESS_S": "2.5"}) == 2.5
+    # #44: a tiny interval flooded the log (1e-300: 29,637 lines for 21 cases); raised to the minimum
+    assert progress_interval({"KCGATE_PROGRESS_S": "1e-300"}) == MIN_PROGRESS_S == 1.0
+    assert progress_interval({"KCGATE_PROGRESS_S": "0.5"}) == MIN_PROGRESS_S
+    assert (
+        progress_interval({"KCGATE_PROGRESS_S": "inf"})
+        == progress_interval({"KCGATE_PROGRESS_S": "nan"})
+        == 30
+    )
     assert (
         progress_interval({"KCGATE_PROGRESS_S": "soon"})
         == progress_interval({"KCGATE_PROGRESS_S": "0"})

@@ -9,7 +9,7 @@ import torch
 from kcgate.engine.checks import Finding, verdict
 from kcgate.engine.checks.c_support import bitwise_budget, fold
 from kcgate.engine.diagnosis import sig
-from kcgate.engine.harness import run_trial
+from kcgate.engine.harness import bit_pattern, run_trial
 from kcgate.engine.trial import CaseContext, Trial
 from kcgate.results.model import Status
 
@@ -63,6 +63,8 @@ def _spread_of(ts: list[Trial], name: str, level: str) -> tuple[float, int]:
     for out in outs[1:]:
         assert out is not None and first is not None
         same = (out == first) | (out.isnan() & first.isnan())
+        if level == "bitwise":  # any differing bit: -0.0 against 0.0 too (the budget already says so)
+            same = (bit_pattern(out) == bit_pattern(first)) | (out.isnan() & first.isnan())
         differing = max(differing, int((~same).sum()))
         if level == "bitwise":
             budget = max(budget, bitwise_budget(out, first))

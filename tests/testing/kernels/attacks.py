@@ -180,3 +180,20 @@ def forge_journal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def zeros(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype)
+
+
+# ---- writes the bitwise input check must see (#44) ----------------------------------------------------
+
+
+def softmax_nan_where_half(x: torch.Tensor) -> torch.Tensor:
+    """Writes NaN into its own input wherever x == 0.5 (a check that maps NaN to 0.5 sees no write), and the
+    oracle, reading the mutated input, agrees with its NaN rows."""
+    x.masked_fill_(x == 0.5, float("nan"))
+    return torch.softmax(x, -1)
+
+
+def matmul_negates_zeros(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Writes -0.0 over every +0.0 of ``a``: equal as numbers, a write all the same."""
+    out = a @ b
+    a.masked_fill_(a == 0, -0.0)
+    return out
