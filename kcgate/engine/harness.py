@@ -419,6 +419,8 @@ def _stale_check(ctx: CaseContext, trial: Trial) -> None:
     for name, t in (trial.tensors or {"out": trial.out}).items():
         if name != "out" and not bool(t.any()):
             continue  # an all-zero gradient is named zero-gradient, not stale
+        if t.numel() > 1 and bool((t == t.flatten()[0]).all()):
+            continue  # one value everywhere (a loop that never ran left zeros) equals any such output: no evidence
         if t.is_floating_point() and t.element_size() == 1:  # fp8 has no nan_to_num; the upcast is exact
             t = t.to(torch.float32)
         c = trial.cmps.get(name)

@@ -719,8 +719,8 @@ def _allowed(ctx: Any, trial: Any) -> torch.Tensor | None:
         return None
 
 
-def fitted_signature(ctx: Any, trial: Any) -> Signature | None:
-    """The first clean fit of the trial's deciding tensor (its output, or the gradient that decides it)."""
+def fit_inputs(ctx: Any, trial: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """(out, ref, allowed) in fp64 where a fit can be evidence: finite, of the oracle's shape, not tiny."""
     if trial.out is None or trial.cmp is None or not isinstance(trial.out, torch.Tensor):
         return None
     out = trial.out.detach().to("cpu", torch.float64)
@@ -732,9 +732,25 @@ def fitted_signature(ctx: Any, trial: Any) -> Signature | None:
     allowed = _allowed(ctx, trial)
     if allowed is None or allowed.shape != ref.shape:
         return None
+    return out, ref, allowed
+
+
+def run_fit(fit: Fit, ctx: Any, trial: Any) -> Signature | None:
+    """One fit on the trial's deciding tensor, where it applies (a forward fit to an output, a gradient fit
+    to a gradient)."""
+    if fit not in (GRAD_FITS if trial.grad else FORWARD_FITS):
+        return None
+    found = fit_inputs(ctx, trial)
+    if found is None:
+        return None
+    with torch.no_grad():
+        return fit(ctx, trial, *found)
+
+
+def fitted_signature(ctx: Any, trial: Any) -> Signature | None:
+    """The first clean fit of the trial's deciding tensor (its output, or the gradient that decides it)."""
     for fit in GRAD_FITS if trial.grad else FORWARD_FITS:
-        with torch.no_grad():
-            found = fit(ctx, trial, out, ref, allowed)
+        found = run_fit(fit, ctx, trial)
         if found is not None:
             return found
     return None

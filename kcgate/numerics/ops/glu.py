@@ -148,7 +148,21 @@ def _swiglu_mistakes() -> tuple[tuple[str, OpFamily], ...]:
     return (("silu on the wrong half (the up projection b, not the gate a)", swapped),)
 
 
-SWIGLU = _family("swiglu", lambda a, b: F.silu(a) * b, False, mistakes=_swiglu_mistakes)
+def _swiglu_grad_mistakes() -> tuple[tuple[str, OpFamily], ...]:
+    """The backward's silu'(a) = σ(a)·(1 + a·(1 − σ(a))) taken as σ(a): the path through σ lost."""
+    lost = replace(
+        SWIGLU, oracle=lambda a, b: a * torch.sigmoid(a).detach() * b, mistakes=None, grad_mistakes=None
+    )
+    return (("its backward's silu'(a) taken as σ(a) (the a·σ'(a) term lost)", lost),)
+
+
+SWIGLU = _family(
+    "swiglu",
+    lambda a, b: F.silu(a) * b,
+    False,
+    mistakes=_swiglu_mistakes,
+    grad_mistakes=_swiglu_grad_mistakes,
+)
 GEGLU = _family(
     "geglu", _geglu("none"), True, configure=_configure_geglu, mistakes=lambda: _geglu_mistakes("none")
 )

@@ -31,12 +31,23 @@ class Rope:
     # the angles of the position ``shift`` later)
     inverse: bool = False
     shift: int = 0
+    # the table read as the other layout's (a GPT-J kernel reads a NeoX table's first half as its pair
+    # angles; a NeoX kernel reads a GPT-J table's even lanes as its half table)
+    relayout: bool = False
+    angle_dtype: str = ""  # the angle table (positions × inv_freq) rounded to this dtype: bfloat16, float16
 
 
-def angles(length: int, d: int, base: float, layout: str) -> torch.Tensor:
-    """θ[pos, j] in fp64 for each of the head_dim lanes (each pair's two lanes share one angle)."""
+def angles(length: int, d: int, base: float, layout: str, dtype: str = "") -> torch.Tensor:
+    """θ[pos, j] in fp64 for each of the head_dim lanes (each pair's two lanes share one angle); ``dtype``:
+    positions, inv_freq and their product rounded to that dtype (the mistake of a low-precision table)."""
     inv = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    t = torch.arange(length, dtype=torch.float64)[:, None] * inv[None, :]
+    pos = torch.arange(length, dtype=torch.float64)
+    if dtype:
+        dt = getattr(torch, dtype)
+        inv, pos = inv.to(dt).to(torch.float64), pos.to(dt).to(torch.float64)
+    t = pos[:, None] * inv[None, :]
+    if dtype:
+        t = t.to(getattr(torch, dtype)).to(torch.float64)
     return torch.cat([t, t], dim=-1) if layout == "neox" else t.repeat_interleave(2, dim=-1)
 
 
@@ -67,12 +78,22 @@ def _inputs(cfg: Rope) -> Callable[..., Tensors]:
 def _cos_sin(x: Tensors, cfg: Rope) -> tuple[torch.Tensor, torch.Tensor]:
     if cfg.cos_sin:
         cos, sin = x[2], x[3]
+        if cfg.relayout:
+            cos, sin = _relaid(cos, cfg.layout), _relaid(sin, cfg.layout)
     else:
-        theta = angles(x[0].shape[-2], x[0].shape[-1], cfg.base, cfg.layout)[None]
+        theta = angles(x[0].shape[-2], x[0].shape[-1], cfg.base, cfg.layout, cfg.angle_dtype)[None]
         cos, sin = theta.cos(), theta.sin()
     if cfg.shift:
         cos, sin = cos.roll(-cfg.shift, -2), sin.roll(-cfg.shift, -2)
     return cos, (-sin if cfg.inverse else sin)
+
+
+def _relaid(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """A table of the other layout read as ``layout``'s: its pair angles laid out as ``layout`` lays them."""
+    if layout == "gptj":  # a NeoX table [θ, θ]: its first half is the pair angles
+        return t[..., : t.shape[-1] // 2].repeat_interleave(2, dim=-1)
+    half = t[..., 0::2]  # a GPT-J table [θ0, θ0, θ1, θ1, ...]
+    return torch.cat([half, half], dim=-1)
 
 
 def _oracle(cfg: Rope) -> Callable[..., torch.Tensor]:
@@ -146,8 +167,13 @@ def flatten_pair(result: Any) -> Any:
 def mistakes(cfg: Rope) -> tuple[tuple[str, OpFamily], ...]:
     other = "gptj" if cfg.layout == "neox" else "neox"
     name = {"neox": "NeoX (rotate-half)", "gptj": "GPT-J (interleaved)"}[other]
-    return (
+    out = (
         (f"the {name} layout instead of the declared one", build(replace(cfg, layout=other))),
+        (
+            f"the {name} layout instead of the declared one, reading the table's angles as that layout lays "
+            "them out",
+            build(replace(cfg, layout=other, relayout=True)),
+        ),
         (
             "each pair rotated by −θ (rotate_half with its halves swapped: (x₂, −x₁) for (−x₂, x₁))",
             build(replace(cfg, inverse=True)),
@@ -157,6 +183,22 @@ def mistakes(cfg: Rope) -> tuple[tuple[str, OpFamily], ...]:
             build(replace(cfg, shift=1)),
         ),
     )
+    if cfg.cos_sin:
+        return out
+    return out + tuple(
+        (
+            f"the angle table (positions × inv_freq) computed in {dt} (its angles off by up to "
+            f"{_table_error(dt, cfg):.2g} rad over the first 128 positions)",
+            build(replace(cfg, angle_dtype=dt)),
+        )
+        for dt in ("bfloat16", "float16")
+    )
+
+
+def _table_error(dtype: str, cfg: Rope, length: int = 128, d: int = 64) -> float:
+    """The largest angle error of a table of 128 positions (head_dim 64) rounded to ``dtype``."""
+    exact = angles(length, d, cfg.base, "neox")
+    return float((angles(length, d, cfg.base, "neox", dtype) - exact).abs().max())
 
 
 def configure(params: dict[str, Any]) -> OpFamily:
