@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from kcgate.vocab.version import __version__ as __version__
+
 __all__ = ["CheckResult", "ContractError", "assert_contract", "check", "contract", "registered"]
 
 if TYPE_CHECKING:

@@ -24,9 +24,11 @@ from kcgate.vocab.catalogue import CATALOGUE, MATMUL_LIKE
 NOISE_C = 4.0  # rounding noise: rms error ≤ NOISE_C·√K·u of the output's rms (a generous √K random walk)
 BIAS_C = 4.0  # biased rounding: rms error ≤ BIAS_C·K·u (error growing like K, not √K)
 U_TF32 = 2.0**-11  # an fp32 matmul may round its operands to tf32 without saying so
-STRUCTURE_CV = 3.0  # energy spread of rows (or chunks) within this many times an iid field's
-STRUCTURE_KURTOSIS = 4.5  # a gaussian field's is 3; errors on a few rows or positions are far heavier
-STRUCTURE_LAG = 0.3  # neighbouring errors this correlated are one smooth field, not independent noise
+# Independent draws, told from a structured field by three statistics, each allowed its sampling spread on
+# n elements (the thresholds hold a gaussian field of 64 elements on five seeds of the planted corpus):
+STRUCTURE_CV = 3.0  # energy spread of rows (or chunks) within this many times an iid field's, plus 0.1
+STRUCTURE_KURTOSIS = 6.0  # kurtosis ≤ 3 + this many standard errors √(24/n): a few hot places are far heavier
+STRUCTURE_LAG = 5.0  # |lag-1 correlation| ≤ max(0.3, this many standard errors 1/√pairs)
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ def structure(e: torch.Tensor) -> str | None:
     if m2 == 0:
         return None
     kurt = float((flat**4).mean()) / m2**2
-    if kurt > STRUCTURE_KURTOSIS:
+    if kurt > 3 + STRUCTURE_KURTOSIS * math.sqrt(24 / flat.numel()):
         return f"a heavy tail (kurtosis {kurt:.1f}, independent noise ≈ 3): the error sits on a few places"
     rows = e.reshape(-1, e.shape[-1]) if e.dim() >= 2 else flat[: flat.numel() // 8 * 8].reshape(8, -1)
     for what, energy, n in (
@@ -126,7 +128,8 @@ def structure(e: torch.Tensor) -> str | None:
         if cv > STRUCTURE_CV * math.sqrt(2 / n) + 0.1:
             return f"its energy differs across {what} (spread {cv:.2f}, independent noise ≈ {math.sqrt(2 / n):.2f})"
     lag = float((rows[:, 1:] * rows[:, :-1]).mean()) / m2 if rows.shape[1] > 1 else 0.0
-    if abs(lag) > STRUCTURE_LAG:
+    pairs = rows.shape[0] * (rows.shape[1] - 1)
+    if pairs and abs(lag) > max(0.3, STRUCTURE_LAG / math.sqrt(pairs)):
         return f"neighbouring errors alike (correlation {lag:.2f}): one smooth field"
     return None
 

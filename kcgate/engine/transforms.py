@@ -108,10 +108,11 @@ def scale_fit(
     shift = float((out - ref).mean())  # outputs of nearly one value: a constant added fits as well
     if float(((out - ref - shift) ** 2).sum()) <= 2 * float(((out - c * ref) ** 2).sum()):
         return None
+    what = "the output less its bias" if ctx.op.name == "layernorm" and not trial.grad else _what(trial)
+    zero = " (all zeros where the oracle is not: a loop that never ran, or a store skipped)"
     return sig(
         "scaled-output",
-        f"{'the output less its bias' if ctx.op.name == 'layernorm' and not trial.grad else _what(trial)} "
-        f"scaled by {num(c)}{_relation(ctx, trial, c)}",
+        f"{what} scaled by {num(c)}{zero if abs(c) < UNCHANGED else _relation(ctx, trial, c)}",
         factor=round(c, 6),
         budget_there=round(budget, 4),
     )

@@ -466,7 +466,6 @@ ATTENTION = OpFamily(
     bound=_bound(_DEFAULT),
     grad_bound=_grad_bound(_DEFAULT),
     reduction_len=lambda s: s[3],
-    default_shapes=((2, 4, 2, 128, 64),),
     float_inputs=(0, 1, 2),
     batch_inputs=(0, 1, 2),
     composite=_composite(_DEFAULT),

@@ -127,7 +127,6 @@ def _family(name: str, oracle: Callable[..., torch.Tensor], cancels: bool, **kw:
         bound=_glu_bound(cancels),
         grad_bound=_glu_grad_bound("gelu" if cancels else "silu"),
         reduction_len=lambda s: 1,
-        default_shapes=((64, 1024),),
         float_inputs=(0, 1),
         batch_inputs=(0, 1),
         composite=oracle,

@@ -235,7 +235,6 @@ CROSS_ENTROPY = OpFamily(
     bound=_bound(_DEFAULT),
     grad_bound=_grad_bound(_DEFAULT),
     reduction_len=lambda s: s[-1],
-    default_shapes=((32, 4096),),
     float_inputs=(0,),
     batch_inputs=(),
     composite=_oracle(_DEFAULT),

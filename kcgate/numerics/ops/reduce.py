@@ -511,7 +511,7 @@ def build_norm(name: str, cfg: Norm) -> OpFamily:
 
 
 def _family(
-    name: str, oracle, bound, shapes, make=_rows, floats=(0,), composite=None, names=("x",), grad=None, **kw
+    name: str, oracle, bound, make=_rows, floats=(0,), composite=None, names=("x",), grad=None, **kw
 ) -> OpFamily:  # type: ignore[no-untyped-def]
     return OpFamily(
         **kw,
@@ -522,23 +522,17 @@ def _family(
         oracle=oracle,
         bound=bound,
         reduction_len=lambda s: s[-1],
-        default_shapes=shapes,
         float_inputs=floats,
         composite=composite,
     )
 
 
-SUM = _family(
-    "sum", lambda x: x.sum(-1), _sum_bound, ((64, 4096),), composite=lambda x: x.sum(-1), grad=_sum_grad
-)
-MEAN = _family(
-    "mean", lambda x: x.mean(-1), _mean_bound, ((64, 4096),), composite=lambda x: x.mean(-1), grad=_mean_grad
-)
+SUM = _family("sum", lambda x: x.sum(-1), _sum_bound, composite=lambda x: x.sum(-1), grad=_sum_grad)
+MEAN = _family("mean", lambda x: x.mean(-1), _mean_bound, composite=lambda x: x.mean(-1), grad=_mean_grad)
 SOFTMAX = _family(
     "softmax",
     lambda x: torch.softmax(x, -1),
     _softmax_bound,
-    ((64, 1024),),
     composite=lambda x: torch.softmax(x, -1),
     grad=_softmax_grad,
     grad_mistakes=_softmax_grad_mistakes,
@@ -547,7 +541,6 @@ LOGSUMEXP = _family(
     "logsumexp",
     lambda x: torch.logsumexp(x, -1),
     _lse_bound,
-    ((64, 1024),),
     composite=lambda x: torch.logsumexp(x, -1),
     grad=_lse_grad,
 )
@@ -556,7 +549,6 @@ LAYERNORM = _family(
     "layernorm",
     _layernorm(_NORM),
     _layernorm_bound(_NORM),
-    ((64, 1024),),
     _norm_inputs(_NORM),
     (0, 1, 2),
     _layernorm(_NORM),
@@ -571,7 +563,6 @@ RMSNORM = _family(
     "rmsnorm",
     _rmsnorm(_NORM),
     _rmsnorm_bound(_NORM),
-    ((64, 1024),),
     _rmsnorm_inputs(_NORM),
     (0, 1),
     _rms_norm(_NORM),
@@ -586,7 +577,6 @@ LOG_SOFTMAX = _family(
     "log_softmax",
     lambda x: torch.log_softmax(x, -1),
     _log_softmax_bound,
-    ((64, 1024),),
     composite=lambda x: torch.log_softmax(x, -1),
     grad=_log_softmax_grad,
 )
@@ -594,7 +584,6 @@ L2NORM = _family(
     "l2norm",
     _l2norm(1e-12),
     _l2norm_bound,
-    ((64, 1024),),
     composite=_l2norm_composite(1e-12),
     grad=_l2norm_grad,
     configure=_configure_l2norm,

@@ -234,7 +234,6 @@ ROPE = OpFamily(
     bound=_bound(_DEFAULT),
     grad_bound=_grad_bound(_DEFAULT),
     reduction_len=lambda s: 1,
-    default_shapes=((2, 8, 2, 128, 64),),
     float_inputs=(0, 1, 2, 3),
     batch_inputs=(0, 1),
     composite=lambda *x, **_: torch_rope(*x, cfg=_DEFAULT),
