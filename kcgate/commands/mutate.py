@@ -67,12 +67,12 @@ def mutate(
 ) -> None:
     """Mutate each contract's kernel source and report which planted bugs the contracts let through."""
     from kcgate.calibration import mutate as mut
-    from kcgate.calibration.mutation_rules import BY_NAME, RULES
     from kcgate.contracts.load import load_project
     from kcgate.execution.executors import check_isolation
     from kcgate.execution.pool import make_executor
     from kcgate.render import mutation as render
     from kcgate.results.model import write_atomic
+    from kcgate.vocab.mutation_rules import BY_NAME, RULES
 
     check_isolation(isolation)
     if budget is not None and budget <= 0:

@@ -17,6 +17,7 @@ import torch
 
 from kcgate.engine import diagnosis as D
 from kcgate.engine import transforms as T
+from kcgate.engine.explain import explain
 from kcgate.engine.trial import severity
 from kcgate.results.model import Signature
 from kcgate.vocab.catalogue import CATALOGUE, MATMUL_LIKE
@@ -316,9 +317,36 @@ def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
             continue
         why = rule.refuse(ev, s) if rule.refuse is not None else None
         if why is None:
-            return s
+            return s if s.cause not in UNEXPLAINED else mutated_reference(ev, s)
         refused.append(why)
-    return exceeds_bound(ev, refused)
+    return mutated_reference(ev, exceeds_bound(ev, refused))
+
+
+UNEXPLAINED = frozenset({"garbage", "exceeds-bound"})  # names that claim no mechanism: a mutant may explain
+
+
+def mutated_reference(ev: Evidence, s: Signature) -> Signature:
+    """A failure no row explains, explained by one mutation of the reference where one reproduces the
+    output within the allowance (kcgate.engine.explain); else ``s``, saying the search found nothing."""
+    search = explain(ev.ctx, ev.worst)
+    if search is None:
+        return s
+    if search.found is None:
+        bounded = f", the first {search.tried} tried" if search.stopped else f" ({search.tried} tried)"
+        return D.sig(
+            s.cause,
+            f"{s.summary}; no single mutation of the reference reproduces it{bounded}",
+            **dict(s.evidence),
+        )
+    m = search.found
+    return D.sig(
+        "wrong-semantics",
+        f"matches the reference with {m.change} ({m.rule}), at {m.where} (budget {search.ratio:.3g} against "
+        f"that mutant, its rms error {search.share:.2g} of the one against the reference); without it: "
+        f"{s.summary}",
+        mistake=f"{m.change} at {m.where}",
+        budget_there=round(search.ratio, 4),
+    )
 
 
 def exceeds_bound(ev: Evidence, refused: Sequence[str] = ()) -> Signature:
