@@ -2,7 +2,7 @@
 intermediate, named with the fitted value ("output scaled by 2.00", "only the last K-block of 32 counted",
 "lanes past n read 0", "the row sum is a bf16 value", "dx lacks −y·Σ(y·dy)").
 
-``fitted_signature(ctx, trial)`` is called by ``kcgate.engine.diagnosis.diagnose`` after the family's known
+Each fit is one row of the diagnosis table (``kcgate.engine.naming.FIT_ROWS``, run by ``run_fit``) after the family's known
 mistakes and before the structural patterns. Every fit claims its cause only where it is clean (the rule in
 docs/signatures.md#semantic-fits): the output is within ``CLEAN_BUDGET`` times the bound of the transformed
 result and the transformation explains at least ``CLEAN_EXPLAINED`` of the error energy. The low-precision

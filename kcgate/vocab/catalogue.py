@@ -279,6 +279,16 @@ CATALOGUE: dict[str, Op] = {
                     "where the causal mask's diagonal starts when q_len != length: top-left (torch's sdpa) "
                     "or bottom-right (FlashAttention >= 2.1: the last query sees every key)",
                 ),
+                "softcap": ParamSpec(
+                    float,
+                    0.0,
+                    help="scores capped to softcap·tanh(s / softcap) before the mask (Gemma 2: 50); 0 = none",
+                ),
+                "window": ParamSpec(
+                    int,
+                    0,
+                    help="sliding window: each query sees its window latest keys, its own included; 0 = all",
+                ),
             },
             shape_constraints={1: "multiple_of(kv_heads)"},  # each kv head serves a whole group of q heads
         ),

@@ -380,3 +380,40 @@ def matmul_tf32_operands(a, b):  # type: ignore[no-untyped-def]
         return (i & ~((1 << 13) - 1)).view(torch.float32)
 
     return (trunc(a).double() @ trunc(b).double()).float()
+
+
+# ---- the attention family with its softcap and window params (the same bugs as kernels of the family) ----------
+
+
+def _family_attn(cap: str = "c·tanh(s/c)", window_delta: int = 0, mask_first: bool = False):  # type: ignore[no-untyped-def]
+    def kernel(q, k, v, is_causal=False, scale=None, enable_gqa=False, softcap=0.0, window=0):  # type: ignore[no-untyped-def]
+        kk = k.repeat_interleave(q.shape[-3] // k.shape[-3], -3)
+        vv = v.repeat_interleave(q.shape[-3] // v.shape[-3], -3)
+        s = (q.float() @ kk.float().mT) * (scale or 1 / math.sqrt(q.shape[-1]))
+        lq, lk = s.shape[-2:]
+        i, j = torch.arange(lq)[:, None], torch.arange(lk)[None, :]
+        hide = (j > i) if is_causal else torch.zeros(lq, lk, dtype=torch.bool)
+        if window:
+            hide = hide | (i - j >= window + window_delta)
+        if mask_first:
+            s = s.masked_fill(hide, -1e9)
+        if softcap:
+            c = softcap
+            s = {
+                "c·tanh(s/c)": c * torch.tanh(s / c),
+                "t·tanh(t)": (s / c) * torch.tanh(s / c),
+                "s·tanh(s/c)": s * torch.tanh(s / c),
+            }[cap]
+        if not mask_first:
+            s = s.masked_fill(hide, float("-inf"))
+        return (s.softmax(-1) @ vv.float()).to(q.dtype)
+
+    return kernel
+
+
+family_attn_right = _family_attn()
+family_attn_t_tanh_t = _family_attn("t·tanh(t)")
+family_attn_s_tanh = _family_attn("s·tanh(s/c)")
+family_attn_mask_first = _family_attn(mask_first=True)
+family_attn_window_33 = _family_attn(window_delta=1)
+family_attn_window_31 = _family_attn(window_delta=-1)

@@ -190,6 +190,31 @@ TUNING: tuple[Named, ...] = (
         frozenset({"scaled-output"}),  # set after the first run: the output is all zeros
         "all zeros",
     ),
+    # added after the first run: the same attention bugs under the family's new softcap and window params
+    Named(
+        _b(
+            "attn-family-softcap-t-tanh-t",
+            "attention",
+            "float32",
+            (1, 4, 2, 64, 32),
+            K.family_attn_t_tanh_t,
+            params=(("causal", True), ("softcap", 20.0)),
+        ),
+        WS,
+        "t·tanh(t)",
+    ),
+    Named(
+        _b(
+            "attn-family-window-33-bf16",
+            "attention",
+            "bfloat16",
+            (1, 4, 2, 128, 32),
+            K.family_attn_window_33,
+            params=(("causal", True), ("window", 32)),
+        ),
+        WS,
+        "window off by one",
+    ),
 )
 
 HELD_OUT: tuple[Named, ...] = (
