@@ -21,6 +21,7 @@ from kcgate.engine.explain import explain
 from kcgate.engine.trial import severity
 from kcgate.results.model import Signature
 from kcgate.vocab.catalogue import CATALOGUE, MATMUL_LIKE
+from kcgate.vocab.causes import GENERIC
 
 NOISE_C = 4.0  # rounding noise: rms error ≤ NOISE_C·√K·u of the output's rms (a generous √K random walk)
 BIAS_C = 4.0  # biased rounding: rms error ≤ BIAS_C·K·u (error growing like K, not √K)
@@ -317,12 +318,9 @@ def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
             continue
         why = rule.refuse(ev, s) if rule.refuse is not None else None
         if why is None:
-            return s if s.cause not in UNEXPLAINED else mutated_reference(ev, s)
+            return s if s.cause not in GENERIC else mutated_reference(ev, s)
         refused.append(why)
     return mutated_reference(ev, exceeds_bound(ev, refused))
-
-
-UNEXPLAINED = frozenset({"garbage", "exceeds-bound"})  # names that claim no mechanism: a mutant may explain
 
 
 def mutated_reference(ev: Evidence, s: Signature) -> Signature:

@@ -410,6 +410,11 @@ CATALOGUE: dict[str, Op] = {
                 ),
                 "cos_sin": ParamSpec(bool, True, help="cos and sin are inputs; false: the kernel gets base="),
                 "base": ParamSpec(float, 10000.0, help="the angles' base (theta)"),
+                "rotary_dim": ParamSpec(
+                    int,
+                    0,
+                    help="partial rotary: the first rotary_dim lanes rotate (even, ≤ head_dim); 0 = all",
+                ),
             },
             shape_constraints={4: "even"},  # lanes rotate in pairs
         ),

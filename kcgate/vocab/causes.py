@@ -21,6 +21,9 @@ class Cause:
     issue: str = ""  # integrity only: the failure message the checks print
     keeps: bool = False  # says what happened more precisely than a later K sweep or probe could
     nonfinite: bool = False  # names NaN/Inf where the oracle is finite
+    generic: bool = (
+        False  # claims no mechanism: a mutant of the reference that reproduces the output may explain it
+    )
 
     @property
     def budget_meaningful(self) -> bool:
@@ -77,10 +80,12 @@ CAUSE_TABLE: tuple[Cause, ...] = (
     Cause("wrong-semantics", "semantic",
           "the output is the op under other semantics (a dropped mask, another layout, a shifted group index): "
           "the family's known mistakes, each matched against its own oracle"),
-    Cause("exceeds-bound", "precision", "error beyond the derived bound with no more specific pattern"),
+    Cause("exceeds-bound", "precision", "error beyond the derived bound with no more specific pattern",
+          generic=True),
     Cause("excess-error", "precision", "within the bound, but the error exceeds a correct implementation's on the same inputs"),
     Cause("garbage", "semantic",
-          "errors far beyond any precision model: the output is unrelated to the result (not an accumulator)", keeps=True),
+          "errors far beyond any precision model: the output is unrelated to the result (not an accumulator)", keeps=True,
+          generic=True),
     Cause("offset", "semantic", "a constant or per-block bias added to the output", keeps=True),
     Cause("sparse", "semantic", "a few elements corrupted (their indices are named), the rest within the bound", keeps=True),
     Cause("noise", "precision", "diffuse, unbiased errors over many elements, not fitted by any accumulator width"),
@@ -114,6 +119,7 @@ CAUSE_TABLE: tuple[Cause, ...] = (
 )
 # fmt: on
 CAUSE = {c.name: c for c in CAUSE_TABLE}
+GENERIC = frozenset(c.name for c in CAUSE_TABLE if c.generic)  # names that claim no mechanism
 
 
 def of_kind(kind: str) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ class Rope:
     layout: str = "neox"
     cos_sin: bool = True  # cos and sin are inputs; False: the kernel computes them from ``base``
     base: float = 10000.0
+    rotary_dim: int = 0  # partial rotary (GPT-NeoX's rotary_pct, Phi, GLM): the first lanes rotate; 0 = all
     # not params: the mistakes the diagnosis tests (sin's sign flipped: rotate_half with its halves swapped;
     # the angles of the position ``shift`` later)
     inverse: bool = False
@@ -60,7 +61,16 @@ def rotate(x: torch.Tensor, layout: str) -> torch.Tensor:
 
 
 def apply(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
+    """x rotated by the table: its first cos.shape[-1] lanes (partial rotary), the rest passed through."""
+    r = cos.shape[-1]
+    if r < x.shape[-1]:
+        return torch.cat([apply(x[..., :r], cos, sin, layout), x[..., r:]], dim=-1)
     return x * cos + rotate(x, layout) * sin
+
+
+def rotary(cfg: Rope, d: int) -> int:
+    """The lanes that rotate: ``rotary_dim``, or all ``d``."""
+    return cfg.rotary_dim or d
 
 
 def _inputs(cfg: Rope) -> Callable[..., Tensors]:
@@ -69,7 +79,7 @@ def _inputs(cfg: Rope) -> Callable[..., Tensors]:
         q, k = draw((b, h, length, d), dtype, gen, dist), draw((b, hk, length, d), dtype, gen, dist)
         if not cfg.cos_sin:
             return q, k
-        theta = angles(length, d, cfg.base, cfg.layout)[None]
+        theta = angles(length, rotary(cfg, d), cfg.base, cfg.layout)[None]
         return q, k, theta.cos().to(dtype), theta.sin().to(dtype)
 
     return make
@@ -81,7 +91,8 @@ def _cos_sin(x: Tensors, cfg: Rope) -> tuple[torch.Tensor, torch.Tensor]:
         if cfg.relayout:
             cos, sin = _relaid(cos, cfg.layout), _relaid(sin, cfg.layout)
     else:
-        theta = angles(x[0].shape[-2], x[0].shape[-1], cfg.base, cfg.layout, cfg.angle_dtype)[None]
+        d = rotary(cfg, x[0].shape[-1])
+        theta = angles(x[0].shape[-2], d, cfg.base, cfg.layout, cfg.angle_dtype)[None]
         cos, sin = theta.cos(), theta.sin()
     if cfg.shift:
         cos, sin = cos.roll(-cfg.shift, -2), sin.roll(-cfg.shift, -2)
@@ -107,7 +118,11 @@ def _oracle(cfg: Rope) -> Callable[..., torch.Tensor]:
 def _term_err(
     t: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cfg: Rope, ba: BoundArgs
 ) -> torch.Tensor:
-    """Allowed |error| of t·cos + rot(t)·sin before its final rounding."""
+    """Allowed |error| of t·cos + rot(t)·sin before its final rounding (lanes past the table's: copied)."""
+    r = cos.shape[-1]
+    if r < t.shape[-1]:
+        rest = torch.zeros_like(t[..., r:])
+        return torch.cat([_term_err(t[..., :r], cos, sin, cfg, ba), rest], dim=-1)
     # two products and a sum, each rounded in the compute precision (the input dtype's at most, which is
     # what eager torch does): 4 roundings of the terms allowed
     u_c = max(ba.u_acc, ba.u_in)
@@ -148,7 +163,7 @@ def torch_rope(*x: torch.Tensor, cfg: Rope) -> torch.Tensor:
     if cfg.cos_sin:
         cos, sin = x[2][:, None], x[3][:, None]
     else:
-        theta = angles(x[0].shape[-2], x[0].shape[-1], cfg.base, cfg.layout).float()[None, None]
+        theta = angles(x[0].shape[-2], rotary(cfg, x[0].shape[-1]), cfg.base, cfg.layout).float()[None, None]
         cos, sin = theta.cos().to(x[0].dtype), theta.sin().to(x[0].dtype)
     return torch.cat([apply(t, cos, sin, cfg.layout).flatten() for t in x[:2]])
 
@@ -201,12 +216,18 @@ def _table_error(dtype: str, cfg: Rope, length: int = 128, d: int = 64) -> float
     return float((angles(length, d, cfg.base, "neox", dtype) - exact).abs().max())
 
 
+def _angle_kwargs(cfg: Rope) -> dict[str, Any]:
+    """What a kernel that computes its own angles receives: the base, and the rotary dim where partial."""
+    return {"base": cfg.base} | ({"rotary_dim": cfg.rotary_dim} if cfg.rotary_dim else {})
+
+
 def configure(params: dict[str, Any]) -> OpFamily:
     return build(
         Rope(
             layout=str(params.get("layout", "neox")),
             cos_sin=bool(params.get("cos_sin", True)),
             base=float(params.get("base", 10000.0)),
+            rotary_dim=int(params.get("rotary_dim", 0)),
         )
     )
 
@@ -221,7 +242,7 @@ def build(cfg: Rope) -> OpFamily:
         composite=lambda *x, **_: torch_rope(*x, cfg=cfg),
         mistakes=lambda: mistakes(cfg),
         float_inputs=(0, 1, 2, 3) if cfg.cos_sin else (0, 1),
-        kwargs=None if cfg.cos_sin else (lambda shape: {"base": cfg.base}),
+        kwargs=None if cfg.cos_sin else (lambda shape: _angle_kwargs(cfg)),
         input_names=("q", "k", "cos", "sin") if cfg.cos_sin else ("q", "k"),
     )
 

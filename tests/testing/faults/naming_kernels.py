@@ -417,3 +417,29 @@ family_attn_s_tanh = _family_attn("s·tanh(s/c)")
 family_attn_mask_first = _family_attn(mask_first=True)
 family_attn_window_33 = _family_attn(window_delta=1)
 family_attn_window_31 = _family_attn(window_delta=-1)
+
+
+# ---- partial rotary (GPT-NeoX's rotary_pct, Phi): the first lanes of the table's width rotate -------------------
+
+
+def _partial(rot):  # type: ignore[no-untyped-def]
+    def kernel(q, k, cos, sin):  # type: ignore[no-untyped-def]
+        r = cos.shape[-1]
+        qr, kr = rot(q[..., :r], k[..., :r], cos, sin)
+        return torch.cat([qr, q[..., r:]], -1), torch.cat([kr, k[..., r:]], -1)
+
+    return kernel
+
+
+def _neox(q, k, cos, sin):  # type: ignore[no-untyped-def]
+    c, s = cos.unsqueeze(1), sin.unsqueeze(1)
+
+    def rot(x):  # type: ignore[no-untyped-def]
+        x1, x2 = x.chunk(2, -1)
+        return x * c + torch.cat([-x2, x1], -1) * s
+
+    return rot(q), rot(k)
+
+
+rope_partial_right = _partial(_neox)
+rope_partial_gptj_on_neox_table = _partial(rope_gptj_on_neox_table)

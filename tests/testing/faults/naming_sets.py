@@ -215,6 +215,18 @@ TUNING: tuple[Named, ...] = (
         WS,
         "window off by one",
     ),
+    Named(
+        _b(
+            "rope-partial-gptj-under-neox",
+            "rope",
+            "bfloat16",
+            (2, 4, 2, 64, 64),
+            K.rope_partial_gptj_on_neox_table,
+            params=(("rotary_dim", 32),),
+        ),
+        WS,
+        "layout",
+    ),
 )
 
 HELD_OUT: tuple[Named, ...] = (
