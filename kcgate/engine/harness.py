@@ -415,12 +415,10 @@ def _stale_check(ctx: CaseContext, trial: Trial) -> None:
     outside this trial's bound, or the two oracle values differ somewhere by more than both allowances. A small output (a bf16 mean loss,
     one scalar) equals an earlier one by chance when its oracle moved less than its rounding: no evidence."""
     assert trial.out is not None
-    stale = False
+    stale, constant = False, False
     for name, t in (trial.tensors or {"out": trial.out}).items():
         if name != "out" and not bool(t.any()):
             continue  # an all-zero gradient is named zero-gradient, not stale
-        if t.numel() > 1 and bool((t == t.flatten()[0]).all()):
-            continue  # one value everywhere (a loop that never ran left zeros) equals any such output: no evidence
         if t.is_floating_point() and t.element_size() == 1:  # fp8 has no nan_to_num; the upcast is exact
             t = t.to(torch.float32)
         c = trial.cmps.get(name)
@@ -431,15 +429,18 @@ def _stale_check(ctx: CaseContext, trial: Trial) -> None:
         ref, allowed = (c.ref, c.allowed) if c is not None else (None, None)
         # a repeat outside this trial's own bound is no value a correct kernel returns: stale, as before
         within = c is not None and _within(c.err, c.allowed)
-        stale |= any(
+        repeat = any(
             p.shape == t.shape
             and torch.equal(p, t)
             and (not within or _distinguishable(ref, allowed, pr, pa))
             for p, pr, pa in ctx.previous_outputs
         )
+        stale |= repeat
+        # one value everywhere repeats whatever buffer it is written to (a loop that never ran left zeros)
+        constant |= repeat and t.numel() > 1 and bool((t == t.flatten()[0]).all())
         ctx.previous_outputs.append((t.clone(), ref, allowed))
     if stale:
-        issue(trial, "stale-output")
+        issue(trial, "constant-output" if constant else "stale-output")
 
 
 def _within(err: torch.Tensor, allowed: torch.Tensor) -> bool:

@@ -48,6 +48,11 @@ CAUSE_TABLE: tuple[Cause, ...] = (
           "the kernel wrote outside its buffers (guard band changed)"),
     Cause("stale-output", "integrity", "the output was not computed from this call's inputs (a stale buffer)",
           "the output equals an earlier call's output on different inputs (stale buffer)"),
+    Cause("constant-output", "integrity",
+          "the output is one value everywhere and the same on every call, whatever the inputs (a loop that never "
+          "ran, a store skipped): equal to an earlier call's, but no evidence of a stale buffer",
+          "the output is one value everywhere, the same on different inputs (a loop that never ran or a store "
+          "skipped?)"),
     Cause("global-state", "integrity", "the kernel changed process-wide state (RNG, flags, dtype defaults)",
           "the kernel changed torch's global state (restored before the oracle ran)"),
     Cause("missing-gradient", "integrity",
