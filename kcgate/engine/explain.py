@@ -84,8 +84,13 @@ def _mutants_of(fn: Callable[..., Any], root: Callable[..., Any]) -> Iterator[Mu
     if found is None:
         return
     node, path, start = found
+    if any(isinstance(n, ast.While) for n in ast.walk(node)):
+        return  # a constant changed in a while loop's test may never end: the search must not hang a case
     space = dict(getattr(fn, "__globals__", {}))
-    space.update(inspect.getclosurevars(fn).nonlocals)
+    try:
+        space.update(inspect.getclosurevars(fn).nonlocals)
+    except (TypeError, ValueError):
+        return
     for target, where in _walk(node, Where()):
         if target is node:
             continue
