@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
 __all__ = ["CheckResult", "ContractError", "assert_contract", "check", "contract", "registered"]
 
 if TYPE_CHECKING:
@@ -16,6 +15,10 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # one source, kcgate.vocab.version, read on use: `import kcgate` loads nothing
+        from kcgate.vocab.version import __version__
+
+        return __version__
     if name in __all__:
         from kcgate.adopt import api
 

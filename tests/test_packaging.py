@@ -64,7 +64,9 @@ def _metadata(wheel: zipfile.ZipFile) -> str:
 def test_the_version_is_written_once() -> None:
     project = PYPROJECT["project"]
     assert "version" not in project and "version" in project["dynamic"]
-    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "kcgate.__version__"}
+    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {
+        "attr": "kcgate.vocab.version.__version__"
+    }
     assert re.fullmatch(r"\d+\.\d+\.\d+(?:(?:a|b|rc)\d+)?", kcgate.__version__)
 
 
@@ -118,10 +120,10 @@ def test_init_github_finds_the_templates_in_an_installed_wheel(
 
 
 def test_a_changed_version_reaches_the_wheel(tmp_path: Path) -> None:
-    """The version test fails when the two would differ: the wheel follows kcgate.__version__ alone."""
+    """The version test fails when the two would differ: the wheel follows kcgate.vocab.version alone."""
     (tmp_path / "src").mkdir()
     src = _copy_sources(tmp_path / "src")
-    init = src / "kcgate" / "__init__.py"
+    init = src / "kcgate" / "vocab" / "version.py"
     init.write_text(init.read_text().replace(f'"{kcgate.__version__}"', '"9.8.7"', 1))
     (tmp_path / "dist").mkdir()
     assert "\nVersion: 9.8.7\n" in _metadata(_build_wheel(src, tmp_path / "dist"))

@@ -222,3 +222,30 @@ def test_category_subsets_are_derived_from_the_table() -> None:
     assert WAIVER_APPLIED == {"waived", "expired-waiver"}
     assert WAIVER_DECIDED == WAIVER_APPLIED | {"unexpected-pass"}
     assert NOTICE == {"fixed", "new", "waived"}
+
+
+def _category_literals() -> set[str]:
+    """Modules testing a case's category against a category name written out (``c.category == "budget-drift"``)
+    rather than a subset of the table (``c.category in SHOWS_FACTOR``)."""
+    found = set()
+    for path in sorted((ROOT / "kcgate").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare) and "category" in ast.unparse(node.left):
+                if any(isinstance(c, ast.Constant) and c.value in CATEGORIES for c in node.comparators):
+                    found.add(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_categories_are_tested_by_the_tables_columns_not_by_name() -> None:
+    # gate/diff.py assigns the categories (it spells each as it decides it); every reader tests a column
+    assert _category_literals() == {"kcgate/gate/diff.py"}
+
+
+def test_default_shapes_are_written_once() -> None:
+    # each family's default shapes are its vocab.catalogue row's; the torch side (numerics/ops) reads them
+    writers = set()
+    for path in sorted((ROOT / "kcgate").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.keyword) and node.arg == "default_shapes":
+                writers.add(str(path.relative_to(ROOT)))
+    assert writers == {"kcgate/vocab/catalogue.py"}

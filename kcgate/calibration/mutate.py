@@ -2,7 +2,7 @@
 contracts catch?
 
 For each contract whose kernel is Python source, the kernel's module is found statically (as the contract
-loader finds it) and mutated by the rules of ``kcgate.calibration.mutation_rules``, one rule application at
+loader finds it) and mutated by the rules of ``kcgate.vocab.mutation_rules``, one rule application at
 one site per mutant, on the kernel's definition and what it calls in its module. Each mutant is written as a
 module of its own into a directory put first on the project's paths, and the contract's cases run on it in
 the same isolated workers as ``kcgate run`` (``make_executor``): a mutant that crashes or hangs costs one
@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from kcgate.calibration.advice import advise
-from kcgate.calibration.mutation_rules import RULES, Rule, Where
 from kcgate.contracts.locate import python_source
 from kcgate.contracts.records import Contract, Project
 from kcgate.errors import IOFault
@@ -45,6 +44,7 @@ from kcgate.results.journal import cache_home, read_key, write_key
 from kcgate.results.model import CaseResult, Status
 from kcgate.util import bounded
 from kcgate.util.pysource import decode_source, source_encoding
+from kcgate.vocab.mutation_rules import RULES, Rule, Where
 
 BASE_SEED = 0  # like calibrate: a proof about the contract, reproducible by default
 ROUNDING = 2.0  # a surviving mutant whose error is at most this times the original's differs within rounding

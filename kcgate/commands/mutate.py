@@ -16,7 +16,6 @@ from typing import Optional
 
 import typer
 
-from kcgate.calibration.mutation_rules import BY_NAME
 from kcgate.commands._options import (
     choice_option,
     contracts_file,
@@ -29,6 +28,7 @@ from kcgate.commands._options import (
 )
 from kcgate.commands.diff import pick_format
 from kcgate.errors import UsageError
+from kcgate.vocab.mutation_rules import BY_NAME
 
 DEFAULT_CACHE = Path(".kcgate-cache")
 
@@ -99,12 +99,12 @@ def mutate(
     kcgate mutate --format json --output mutate.json --summary-out mutate.md
     """
     from kcgate.calibration import mutate as mut
-    from kcgate.calibration.mutation_rules import RULES
     from kcgate.contracts.load import load_project
     from kcgate.execution.executors import check_isolation
     from kcgate.execution.pool import make_executor
     from kcgate.render import mutation as render
     from kcgate.results.model import write_atomic
+    from kcgate.vocab.mutation_rules import BY_NAME, RULES
 
     check_isolation(isolation)
     pick_format(fmt, {"console": 0, "json": 1, "markdown": 2})

@@ -1,7 +1,7 @@
 """Violation signatures: turn measured error evidence into a named cause (``results.Signature``).
 
 The classifiers are small pure functions over tensors (testable with injected faults, see
-docs/signature-accuracy.md); ``diagnose`` picks the first that fires for a failed case.
+docs/signature-accuracy.md); ``kcgate.engine.naming`` holds them as rows of one table and names a failed case.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from typing import Any
 import torch
 
 from kcgate.engine.backward import grad_dot_scale, reference_grads
-from kcgate.engine.transforms import fitted_signature
-from kcgate.engine.trial import severity
 from kcgate.numerics.emulate import round_mantissa
 from kcgate.numerics.ops.base import upcast
 from kcgate.results.model import Signature
@@ -601,52 +599,6 @@ def noise_signature(cmp: Any) -> Signature | None:
 
 
 # ---- the entry point used by kcgate.engine.checks.verdict -------------------------------------------------
-
-
-def diagnose(ctx: Any, ts: Sequence[Any]) -> Signature | None:
-    """Name the failure mode of a failed case from its trials (the most specific classifier first).
-
-    Integrity issues are named before this runs (kcgate.engine.checks.verdict); then NaN/Inf that a known
-    mistake gives in exactly those elements (a fully masked row), other non-finite results, the family's
-    known mistakes, a clean fit of a simple transformation (kcgate.engine.transforms), the structure of the
-    error field (a dense tail tile, a few corrupted elements, an offset, garbage), operand rounding, an
-    accumulator width only where the trials span a K sweep that fits one, bias, a per-row factor and
-    diffuse noise."""
-    worst = max((t for t in ts if t.cmp is not None), key=severity, default=None)
-    if worst is None:
-        return None
-    cmp = worst.cmp
-    exp = ctx.op.name in EXP_FAMILIES or _large_inputs(worst.inputs)
-    for found in (
-        lambda: nonfinite_semantics_signature(ctx, worst),
-        lambda: nan_signature(worst.out, cmp.ref, exp, overflow_where(ctx.op.name, worst.grad)),
-        lambda: semantics_signature(ctx, worst),
-        lambda: fitted_signature(ctx, worst),
-        lambda: tail_signature(cmp.ratio, dense=True),
-        lambda: sparse_signature(cmp),
-        lambda: offset_signature(cmp.signed, cmp.ref),
-        lambda: garbage_signature(worst.out, cmp.ref, cmp),
-        lambda: _operand(ctx, worst),
-        lambda: _accumulator(ctx, ts),
-        lambda: row_scale_signature(cmp.signed, cmp.ref),
-        lambda: bias_signature(cmp.signed, cmp.ref),
-        lambda: noise_signature(cmp),
-    ):
-        s = found()
-        if s is not None:
-            return s
-    b = worst.metrics.budget_used
-    over, n = int((cmp.ratio > 1).sum()), cmp.ratio.numel()
-    every = (
-        f"; every element of a tiny output ({n}) wrong, too few to fit a pattern"
-        if over == n and n < NOISE_MIN
-        else ""
-    )
-    return sig(
-        "exceeds-bound",
-        f"error {'inf' if b is None else f'{b:.3g}'}× the allowed bound, no specific pattern{every}",
-        budget_used=b if b is not None else "inf",
-    )
 
 
 def semantics_signature(ctx: Any, trial: Any, nonfinite: bool = False) -> Signature | None:

@@ -424,7 +424,7 @@ def _stale_check(ctx: CaseContext, trial: Trial) -> None:
     outside this trial's bound, or the two oracle values differ somewhere by more than both allowances. A small output (a bf16 mean loss,
     one scalar) equals an earlier one by chance when its oracle moved less than its rounding: no evidence."""
     assert trial.out is not None
-    stale = False
+    stale, constant = False, False
     for name, t in (trial.tensors or {"out": trial.out}).items():
         if name != "out" and not bool(t.any()):
             continue  # an all-zero gradient is named zero-gradient, not stale
@@ -435,16 +435,19 @@ def _stale_check(ctx: CaseContext, trial: Trial) -> None:
         # a repeat outside this trial's own bound is no value a correct kernel returns: stale, as before
         within = c is not None and _within(c.err, c.allowed)
         bits = bit_pattern(t)  # the same bits, NaN included (NaN read as 0.25 matched an earlier 0.25)
-        stale |= any(
+        repeat = any(
             p.shape == bits.shape
             and p.dtype == bits.dtype
             and torch.equal(p, bits)
             and (not within or _distinguishable(ref, allowed, pr, pa))
             for p, pr, pa in ctx.previous_outputs
         )
+        stale |= repeat
+        # one value everywhere repeats whatever buffer it is written to (a loop that never ran left zeros)
+        constant |= repeat and bits.numel() > 1 and bool((bits == bits.flatten()[0]).all())
         ctx.previous_outputs.append((bits.clone(), ref, allowed))
     if stale:
-        issue(trial, "stale-output")
+        issue(trial, "constant-output" if constant else "stale-output")
 
 
 def _within(err: torch.Tensor, allowed: torch.Tensor) -> bool:

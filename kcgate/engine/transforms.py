@@ -2,7 +2,7 @@
 intermediate, named with the fitted value ("output scaled by 2.00", "only the last K-block of 32 counted",
 "lanes past n read 0", "the row sum is a bf16 value", "dx lacks −y·Σ(y·dy)").
 
-``fitted_signature(ctx, trial)`` is called by ``kcgate.engine.diagnosis.diagnose`` after the family's known
+Each fit is one row of the diagnosis table (``kcgate.engine.naming.FIT_ROWS``, run by ``run_fit``) after the family's known
 mistakes and before the structural patterns. Every fit claims its cause only where it is clean (the rule in
 docs/signatures.md#semantic-fits): the output is within ``CLEAN_BUDGET`` times the bound of the transformed
 result and the transformation explains at least ``CLEAN_EXPLAINED`` of the error energy. The low-precision
@@ -108,10 +108,11 @@ def scale_fit(
     shift = float((out - ref).mean())  # outputs of nearly one value: a constant added fits as well
     if float(((out - ref - shift) ** 2).sum()) <= 2 * float(((out - c * ref) ** 2).sum()):
         return None
+    what = "the output less its bias" if ctx.op.name == "layernorm" and not trial.grad else _what(trial)
+    zero = " (all zeros where the oracle is not: a loop that never ran, or a store skipped)"
     return sig(
         "scaled-output",
-        f"{'the output less its bias' if ctx.op.name == 'layernorm' and not trial.grad else _what(trial)} "
-        f"scaled by {num(c)}{_relation(ctx, trial, c)}",
+        f"{what} scaled by {num(c)}{zero if abs(c) < UNCHANGED else _relation(ctx, trial, c)}",
         factor=round(c, 6),
         budget_there=round(budget, 4),
     )
@@ -719,8 +720,8 @@ def _allowed(ctx: Any, trial: Any) -> torch.Tensor | None:
         return None
 
 
-def fitted_signature(ctx: Any, trial: Any) -> Signature | None:
-    """The first clean fit of the trial's deciding tensor (its output, or the gradient that decides it)."""
+def fit_inputs(ctx: Any, trial: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """(out, ref, allowed) in fp64 where a fit can be evidence: finite, of the oracle's shape, not tiny."""
     if trial.out is None or trial.cmp is None or not isinstance(trial.out, torch.Tensor):
         return None
     out = trial.out.detach().to("cpu", torch.float64)
@@ -732,9 +733,25 @@ def fitted_signature(ctx: Any, trial: Any) -> Signature | None:
     allowed = _allowed(ctx, trial)
     if allowed is None or allowed.shape != ref.shape:
         return None
+    return out, ref, allowed
+
+
+def run_fit(fit: Fit, ctx: Any, trial: Any) -> Signature | None:
+    """One fit on the trial's deciding tensor, where it applies (a forward fit to an output, a gradient fit
+    to a gradient)."""
+    if fit not in (GRAD_FITS if trial.grad else FORWARD_FITS):
+        return None
+    found = fit_inputs(ctx, trial)
+    if found is None:
+        return None
+    with torch.no_grad():
+        return fit(ctx, trial, *found)
+
+
+def fitted_signature(ctx: Any, trial: Any) -> Signature | None:
+    """The first clean fit of the trial's deciding tensor (its output, or the gradient that decides it)."""
     for fit in GRAD_FITS if trial.grad else FORWARD_FITS:
-        with torch.no_grad():
-            found = fit(ctx, trial, out, ref, allowed)
+        found = run_fit(fit, ctx, trial)
         if found is not None:
             return found
     return None

@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kcgate import __version__
 from kcgate.errors import ExitCode, RunInterrupted, UsageError
 from kcgate.execution.executors import Executor
 from kcgate.plan import Case
 from kcgate.results.journal import Journal, Journaled, RunLock, case_digest, plan_key, read_journal
 from kcgate.results.model import CaseResult, Fingerprint, RunResult, load_run, write_run
+from kcgate.vocab.version import __version__
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from kcgate.errors import ExitCode, UsageError
 from kcgate.gate.diff import UNEVALUATED, make_diff
 from kcgate.gate.model import CaseChange, Diff
 from kcgate.results.model import RunResult
-from kcgate.vocab.categories import CATEGORY, WAIVER_APPLIED
+from kcgate.vocab.categories import CATEGORY, EXPIRED, WAIVER_APPLIED
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ def applied_waivers(changes: Iterable[CaseChange], policy: Policy) -> tuple[Appl
     for c in changes:
         if c.category in WAIVER_APPLIED:
             kind = "error" if c.status in UNEVALUATED else "violation"
-            key = (c.contract_id, c.runner, kind, c.category == "expired-waiver")
+            key = (c.contract_id, c.runner, kind, c.category in EXPIRED)
             cases[key] = cases.get(key, 0) + 1
     return tuple(_applied(key, n, policy) for key, n in cases.items())
 

@@ -18,7 +18,7 @@ from kcgate.gate.model import CaseChange, Diff, RunnerDiff, declared_in
 from kcgate.render.labels import label, rank
 from kcgate.results.model import CaseResult, RunResult, Status
 from kcgate.results.records import METRIC_COLUMNS, junit_properties
-from kcgate.vocab.categories import CATEGORY_TABLE
+from kcgate.vocab.categories import CATEGORY_TABLE, JUNIT_ERROR
 
 _SKIPPED = frozenset(c.name for c in CATEGORY_TABLE if c.junit_skipped)
 _FAILING = frozenset(Status) - {Status.PASS}
@@ -77,7 +77,7 @@ def make_test_case(change: CaseChange, result: CaseResult | None, contracts_file
         f"{label(change.category)}: {change.signature or change.message or change.status or 'no detail'}"
     )
     message = message[:_TEXT_LIMIT]
-    if change.blocking and change.category == "error":
+    if change.blocking and change.category in JUNIT_ERROR:
         tc.add_error_info(message=message, output=_details(change), error_type=change.category)
     elif change.blocking:
         tc.add_failure_info(message=message, output=_details(change), failure_type=change.category)

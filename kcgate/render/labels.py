@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kcgate.gate.model import CaseChange
-from kcgate.vocab.categories import CATEGORY_TABLE, QUIET
+from kcgate.vocab.categories import CATEGORY_TABLE, QUIET, SHOWS_FACTOR
 
 # Most severe first: the order rows, annotations and test cases are listed in.
 SEVERITY = tuple(c.name for c in sorted(CATEGORY_TABLE, key=lambda c: c.severity))
@@ -40,6 +40,6 @@ def factor_text(change: CaseChange) -> str:
     """' (×400)' after a budget span: on every drift row, and wherever the budget moved 2x or more either way
     (budgets compare as a ratio: 0.001 -> 0.4 is an order-of-magnitude change even far below 1)."""
     f = change.budget_factor
-    if f is None or not (change.category == "budget-drift" or f >= 2 or f <= 0.5):
+    if f is None or not (change.category in SHOWS_FACTOR or f >= 2 or f <= 0.5):
         return ""
     return f" (×{f:.3g})" if f < 1e6 else f" (×{f:.2e})"

@@ -25,7 +25,7 @@ from kcgate.render.labels import SEVERITY, factor_text, icon, label, rank
 from kcgate.render.pr_charts import HEAD as CHARTS_HEAD
 from kcgate.render.pr_charts import chart_rows
 from kcgate.results.model import UNEVALUATED, Status
-from kcgate.vocab.categories import SILENT, UNKNOWN, WAIVER_APPLIED
+from kcgate.vocab.categories import NO_RESULTS, SILENT, UNKNOWN, WAIVER_APPLIED
 from kcgate.vocab.causes import CAUSE
 from kcgate.vocab.dtypes import low_precision
 
@@ -403,7 +403,7 @@ def _cases_cell(g: Group) -> str:
 
 
 def _cause_text(c: CaseChange) -> str:
-    if c.category == "missing-runner":
+    if c.category in NO_RESULTS:
         return f"no results: {c.message}" if c.message else "no results"
     return c.signature or c.message
 
@@ -584,7 +584,7 @@ def _matrix_row(
 
 def matrix_cell(c: CaseChange) -> str:
     """'❌ fail 1,873': the icon and the case's status, then its budget used (NaN/Inf when non-finite)."""
-    status = c.status or ("removed" if c.category == "removed" else c.category)
+    status = c.status or c.category  # a removed case has no status now: its category says so
     if nonfinite(c):
         number = "NaN/Inf"
     elif c.status in UNEVALUATED or c.budget_used is None:

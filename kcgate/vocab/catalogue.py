@@ -279,6 +279,16 @@ CATALOGUE: dict[str, Op] = {
                     "where the causal mask's diagonal starts when q_len != length: top-left (torch's sdpa) "
                     "or bottom-right (FlashAttention >= 2.1: the last query sees every key)",
                 ),
+                "softcap": ParamSpec(
+                    float,
+                    0.0,
+                    help="scores capped to softcap·tanh(s / softcap) before the mask (Gemma 2: 50); 0 = none",
+                ),
+                "window": ParamSpec(
+                    int,
+                    0,
+                    help="sliding window: each query sees its window latest keys, its own included; 0 = all",
+                ),
             },
             shape_constraints={1: "multiple_of(kv_heads)"},  # each kv head serves a whole group of q heads
         ),
@@ -400,6 +410,11 @@ CATALOGUE: dict[str, Op] = {
                 ),
                 "cos_sin": ParamSpec(bool, True, help="cos and sin are inputs; false: the kernel gets base="),
                 "base": ParamSpec(float, 10000.0, help="the angles' base (theta)"),
+                "rotary_dim": ParamSpec(
+                    int,
+                    0,
+                    help="partial rotary: the first rotary_dim lanes rotate (even, ≤ head_dim); 0 = all",
+                ),
             },
             shape_constraints={4: "even"},  # lanes rotate in pairs
         ),

@@ -22,6 +22,10 @@ class Category:
     meaning: str
     rule: str = "policy.block_on"  # the [policy] rule that makes it block (the gate's reasons name it)
     waiver: str = ""  # "applied": a waiver (live or expired) covers the case; "unused": it covers a pass
+    expired: bool = False  # the waiver that covers it has expired (the gate lists it apart from live ones)
+    shows_factor: bool = False  # its rows always show the budget's factor (it is about the budget moving)
+    no_results: bool = False  # a runner produced nothing: its rows say so in place of a cause
+    junit_error: bool = False  # a JUnit <error> (not a <failure>) when blocking: nothing was judged
 
     @property
     def silent(self) -> bool:
@@ -45,13 +49,13 @@ CATEGORY_TABLE: tuple[Category, ...] = (
              "fails now, covered by a live waiver", waiver="applied"),
     Category("expired-waiver",   3,  "expired waiver",      "warn",    False, True,  True,  False,
              "fails now, its waiver has expired",
-             "policy.block_on, the waiver's until date has passed", waiver="applied"),
+             "policy.block_on, the waiver's until date has passed", waiver="applied", expired=True),
     Category("unexpected-pass",  9,  "passes while waived", "warn",    False, True,  False, False,
              "passes now while a waiver still covers it: remove the waiver", waiver="unused"),
     Category("budget-drift",     8,  "budget drift",        "warn",    False, True,  False, False,
              "passes in both, but budget_used (for 16- and 8-bit outputs also the share of elements not "
              "correctly rounded) rose by more than policy.budget_drift (4x by default)",
-             "policy.block_on, beyond policy.budget_drift"),
+             "policy.block_on, beyond policy.budget_drift", shows_factor=True),
     Category("unchanged",        13, "unchanged",           "good",    True,  False, False, False,
              "passes in both, no drift"),
     Category("new",              12, "new",                 "good",    False, False, False, False,
@@ -60,14 +64,14 @@ CATEGORY_TABLE: tuple[Category, ...] = (
              "in the baseline, not now (the contract or case disappeared)",
              "policy.block_on, unless the contract is in policy.acknowledge_removed"),
     Category("error",            2,  "error",               "warn",    False, True,  True,  False,
-             "the case could not be evaluated now (crash, timeout, refused)"),
+             "the case could not be evaluated now (crash, timeout, refused)", junit_error=True),
     Category("incomparable",     5,  "incomparable",        "unknown", False, True,  False, True,
              "does not fail now, and the baseline has a different fingerprint; never silently compared"),
     Category("unverified",       6,  "unverified",          "unknown", False, True,  False, True,
              "does not fail now, and no baseline exists for this runner"),
     Category("missing-runner",   0,  "missing runner",      "warn",    False, True,  True,  True,
              "a required runner produced no results at all",
-             "policy.block_on, for a runner in policy.required_runners or --expect-runner"),
+             "policy.block_on, for a runner in policy.required_runners or --expect-runner", no_results=True),
 )
 # fmt: on
 CATEGORY = {c.name: c for c in CATEGORY_TABLE}
@@ -86,3 +90,7 @@ UNKNOWN = subset(lambda c: c.tone == "unknown")  # no comparable baseline
 WAIVER_APPLIED = subset(lambda c: c.waiver == "applied")
 WAIVER_DECIDED = subset(lambda c: bool(c.waiver))  # a waiver decides the category, applied or unused
 BLOCKS_BY_DEFAULT = subset(lambda c: c.blocks_by_default)
+EXPIRED = subset(lambda c: c.expired)  # covered by an expired waiver
+SHOWS_FACTOR = subset(lambda c: c.shows_factor)  # the budget's factor shown on every row
+NO_RESULTS = subset(lambda c: c.no_results)  # a runner produced nothing
+JUNIT_ERROR = subset(lambda c: c.junit_error)  # a JUnit <error> when blocking

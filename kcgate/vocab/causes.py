@@ -21,6 +21,9 @@ class Cause:
     issue: str = ""  # integrity only: the failure message the checks print
     keeps: bool = False  # says what happened more precisely than a later K sweep or probe could
     nonfinite: bool = False  # names NaN/Inf where the oracle is finite
+    generic: bool = (
+        False  # claims no mechanism: a mutant of the reference that reproduces the output may explain it
+    )
 
     @property
     def budget_meaningful(self) -> bool:
@@ -45,6 +48,11 @@ CAUSE_TABLE: tuple[Cause, ...] = (
           "the kernel wrote outside its buffers (guard band changed)"),
     Cause("stale-output", "integrity", "the output was not computed from this call's inputs (a stale buffer)",
           "the output equals an earlier call's output on different inputs (stale buffer)"),
+    Cause("constant-output", "integrity",
+          "the output is one value everywhere and the same on every call, whatever the inputs (a loop that never "
+          "ran, a store skipped): equal to an earlier call's, but no evidence of a stale buffer",
+          "the output is one value everywhere, the same on different inputs (a loop that never ran or a store "
+          "skipped?)"),
     Cause("global-state", "integrity", "the kernel changed process-wide state (RNG, flags, dtype defaults)",
           "the kernel changed torch's global state (restored before the oracle ran)"),
     Cause("missing-gradient", "integrity",
@@ -77,10 +85,12 @@ CAUSE_TABLE: tuple[Cause, ...] = (
     Cause("wrong-semantics", "semantic",
           "the output is the op under other semantics (a dropped mask, another layout, a shifted group index): "
           "the family's known mistakes, each matched against its own oracle"),
-    Cause("exceeds-bound", "precision", "error beyond the derived bound with no more specific pattern"),
+    Cause("exceeds-bound", "precision", "error beyond the derived bound with no more specific pattern",
+          generic=True),
     Cause("excess-error", "precision", "within the bound, but the error exceeds a correct implementation's on the same inputs"),
     Cause("garbage", "semantic",
-          "errors far beyond any precision model: the output is unrelated to the result (not an accumulator)", keeps=True),
+          "errors far beyond any precision model: the output is unrelated to the result (not an accumulator)", keeps=True,
+          generic=True),
     Cause("offset", "semantic", "a constant or per-block bias added to the output", keeps=True),
     Cause("sparse", "semantic", "a few elements corrupted (their indices are named), the rest within the bound", keeps=True),
     Cause("noise", "precision", "diffuse, unbiased errors over many elements, not fitted by any accumulator width"),
@@ -114,6 +124,7 @@ CAUSE_TABLE: tuple[Cause, ...] = (
 )
 # fmt: on
 CAUSE = {c.name: c for c in CAUSE_TABLE}
+GENERIC = frozenset(c.name for c in CAUSE_TABLE if c.generic)  # names that claim no mechanism
 
 
 def of_kind(kind: str) -> tuple[str, ...]:

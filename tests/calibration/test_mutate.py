@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from kcgate.calibration import mutate as mut
-from kcgate.calibration.mutation_rules import BY_NAME, FAMILIES, RULES
 from kcgate.contracts.load import load_project
 from kcgate.execution.pool import make_executor
 from kcgate.render import mutation as render
 from kcgate.results.model import CaseResult, Metrics, Status
+from kcgate.vocab.mutation_rules import BY_NAME, FAMILIES, RULES
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "mutation" / "contracts.toml"

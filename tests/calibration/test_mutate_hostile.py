@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from kcgate.calibration import mutate as mut
-from kcgate.calibration.mutation_rules import BY_NAME
 from kcgate.contracts.load import load_project
 from kcgate.execution.executors import InProcessExecutor
+from kcgate.vocab.mutation_rules import BY_NAME
 from tests.conftest import kcgate
 
 _M = mut.Mutant("c", "constant-changed", "constant", "L1C0-L1C3#0", 1, "0.5 x 2", "diff", "k1")

@@ -11,8 +11,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from kcgate.engine import diagnosis as signatures
-from kcgate.engine import sensitivity
+from kcgate.engine import naming, sensitivity
 from kcgate.engine.diagnosis import explain_excess, first_issue
 from kcgate.engine.harness import run_trial
 from kcgate.engine.trial import CaseContext, Trial, signal_ratio
@@ -217,7 +216,7 @@ def _with_extra(m: Metrics, extra: dict[str, float]) -> Metrics:
 
 def diagnose(ctx: CaseContext, ts: list[Trial]) -> Signature | None:
     """Name the likely failure mode with its evidence (kcgate.engine.diagnosis)."""
-    return signatures.diagnose(ctx, ts)
+    return naming.diagnose(ctx, ts)
 
 
 def _class_check(module: str) -> Callable[[CaseContext], Finding]:

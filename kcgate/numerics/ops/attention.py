@@ -38,6 +38,12 @@ class Attention:
     # alignment decides correctness: top-left as torch's sdpa, or bottom-right as FlashAttention >= 2.1
     q_len: int = 0
     causal_align: str = "top-left"
+    softcap: float = 0.0  # > 0: scores capped to softcap·tanh(s / softcap) before the mask (Gemma 2: 50)
+    window: int = 0  # > 0: each query sees at most this many latest keys, its own included (Mistral, Gemma 2)
+    # not params, the softcap mistakes the diagnosis tests: the cap written another way (CAP_FORMS), the mask
+    # applied (as a large negative score) before the cap, so masked keys score −softcap, not −inf
+    cap_form: str = "c·tanh(s/c)"
+    mask_first: bool = False
     kv_modulo: bool = False  # not a param: the grouped-query mistake (q head h reads kv head h mod kv_heads)
     # not params either, the mistakes the diagnosis tests: the causal mask's diagonal shifted (+1: each query
     # also sees the next key), and an online softmax over K-blocks of this size that never rescales its
@@ -89,11 +95,23 @@ def _inputs(cfg: Attention) -> Callable[..., Tensors]:
 def _mask(lq: int, lk: int, cfg: Attention, device: torch.device) -> torch.Tensor | None:
     """True where a key is visible. Causal, aligned top-left (torch's sdpa): key j ≤ query i; aligned
     bottom-right (FlashAttention >= 2.1): key j ≤ query i + lk − lq, so the last query sees every key.
-    ``cfg.diagonal``: the mistake of a mask shifted by that many keys."""
-    if not cfg.causal:
+    ``cfg.diagonal``: the mistake of a mask shifted by that many keys. ``cfg.window``: only the ``window``
+    latest keys (i − j < window, aligned as the causal mask)."""
+    if not cfg.causal and not cfg.window:
         return None
     shift = lk - lq if cfg.causal_align == "bottom-right" else 0
-    return torch.ones(lq, lk, dtype=torch.bool, device=device).tril(cfg.diagonal + shift)
+    ones = torch.ones(lq, lk, dtype=torch.bool, device=device)
+    mask = ones.tril(cfg.diagonal + shift) if cfg.causal else ones
+    return mask & ones.triu(shift - cfg.window + 1) if cfg.window else mask
+
+
+# the softcap as written: the right one, and the shipped mistakes (the multiply by c lost, s for c, both / c)
+CAP_FORMS: dict[str, Callable[[torch.Tensor, float], torch.Tensor]] = {
+    "c·tanh(s/c)": lambda s, c: c * torch.tanh(s / c),
+    "s·tanh(s/c)": lambda s, c: s * torch.tanh(s / c),
+    "tanh(s/c)": lambda s, c: torch.tanh(s / c),
+    "t·tanh(t), t = s/c": lambda s, c: (s / c) * torch.tanh(s / c),
+}
 
 
 def _expand_kv(q: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -109,7 +127,11 @@ def _probs(q: torch.Tensor, k: torch.Tensor, cfg: Attention) -> torch.Tensor:
 def _scores(q: torch.Tensor, k: torch.Tensor, cfg: Attention) -> torch.Tensor:
     s = cfg.scale_for(q.shape[-1]) * (q @ k.transpose(-1, -2))
     m = _mask(q.shape[-2], k.shape[-2], cfg, q.device)
-    return s.masked_fill(~m, float("-inf")) if m is not None else s
+    if m is not None and cfg.mask_first:  # the mistake: a large negative score, then capped to −softcap
+        s = s.masked_fill(~m, -1e30)
+    if cfg.softcap:
+        s = CAP_FORMS[cfg.cap_form](s, cfg.softcap)
+    return s.masked_fill(~m, float("-inf")) if m is not None and not cfg.mask_first else s
 
 
 def stale_online_softmax(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Attention) -> torch.Tensor:
@@ -161,6 +183,8 @@ def dense_bound(
     # |δS| ≤ (λ√d + 1)·u_acc·scale·|q||k| (the dot product, then the scaling), plus u_in·… when a kernel
     # scales q in the input dtype first; softmax turns a row's |δS| ≤ ε into relative |δP| ≤ 2ε.
     eps_s = (ba.lam * sqrt(d) + 1) * ba.u_acc * s_abs.amax(dim=-1, keepdim=True)
+    if cfg.softcap:  # tanh's slope is at most 1; its argument, tanh and the product round: 3u·softcap (a
+        eps_s = eps_s + 3 * ba.u_acc * cfg.softcap  # capped score held in the input dtype is e_in's, below)
     p = _probs(q, k, cfg)
     pv = p @ v.abs()
     # 16-bit inputs: a kernel may hold the scores in the input dtype (torch's CPU flash kernel does: without
@@ -323,8 +347,13 @@ def _bound(cfg: Attention) -> Callable[[Tensors, torch.Tensor, BoundArgs], torch
 
 
 def torch_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: Attention) -> torch.Tensor:
-    """torch's own F.scaled_dot_product_attention on one dense batch, in the inputs' dtype."""
+    """torch's own F.scaled_dot_product_attention on one dense batch, in the inputs' dtype (with a softcap
+    or a window, which sdpa lacks: the scores in fp32, capped and masked, P rounded to the inputs' dtype)."""
     gqa = k.shape[-3] != q.shape[-3]
+    if cfg.softcap or cfg.window:
+        kk, vv = _expand_kv(q, k), _expand_kv(q, v)
+        s = _scores(q.float(), kk.float(), cfg)
+        return (torch.softmax(s, -1).to(q.dtype).float() @ vv.float()).to(q.dtype)
     if cfg.causal and cfg.causal_align == "bottom-right" and q.shape[-2] != k.shape[-2]:
         mask = _mask(q.shape[-2], k.shape[-2], cfg, q.device)
         return torch.nn.functional.scaled_dot_product_attention(
@@ -388,6 +417,7 @@ def mistakes(cfg: Attention) -> tuple[tuple[str, OpFamily], ...]:
                 replace(cfg, diagonal=-1),
             )
         )
+    out += _softcap_window_mistakes(cfg)
     for block in STALE_BLOCKS:
         for stale_l, what in ((False, "the accumulator"), (True, "the accumulator and the row sum")):
             out.append(
@@ -403,6 +433,37 @@ def mistakes(cfg: Attention) -> tuple[tuple[str, OpFamily], ...]:
 STALE_BLOCKS = (16, 32, 64, 128)  # K-block sizes of the online-softmax mistake
 
 
+def _softcap_window_mistakes(cfg: Attention) -> list[tuple[str, Attention]]:
+    """The softcap written another way or applied after the mask; the sliding window off by one either way."""
+    out: list[tuple[str, Attention]] = []
+    if cfg.softcap:
+        out += [
+            (f"the softcap written {form} for c·tanh(s/c) (c = {cfg.softcap:g})", replace(cfg, cap_form=form))
+            for form in CAP_FORMS
+            if form != cfg.cap_form
+        ]
+        if cfg.causal or cfg.window:
+            out.append(
+                (
+                    f"the mask applied before the softcap (masked scores capped to −{cfg.softcap:g}, not −inf: "
+                    "masked keys still weigh)",
+                    replace(cfg, mask_first=True),
+                )
+            )
+        out.append(("the softcap not applied", replace(cfg, softcap=0.0)))
+    if cfg.window:
+        out += [
+            (
+                f"the sliding window off by one ({w} keys seen where {cfg.window} are declared)",
+                replace(cfg, window=w),
+            )
+            for w in (cfg.window + 1, cfg.window - 1)
+            if w > 0
+        ]
+        out.append(("the sliding window not applied", replace(cfg, window=0)))
+    return out
+
+
 def call_kwargs(cfg: Attention, shape: Sequence[int]) -> dict[str, Any]:
     """The keyword arguments a kernel receives besides the inputs (see the module docstring)."""
     _, h, hk, length, _ = shape
@@ -411,6 +472,8 @@ def call_kwargs(cfg: Attention, shape: Sequence[int]) -> dict[str, Any]:
         return kw | ({"softmax_scale": cfg.scale} if cfg.scale > 0 else {})
     kw = {"is_causal": True} if cfg.causal else {}
     kw |= {"scale": cfg.scale} if cfg.scale > 0 else {}
+    kw |= {"softcap": cfg.softcap} if cfg.softcap else {}
+    kw |= {"window": cfg.window} if cfg.window else {}
     return kw | ({"enable_gqa": True} if hk != h else {})
 
 
@@ -424,6 +487,8 @@ def configure(params: dict[str, Any]) -> OpFamily:
             p_dtype=str(params.get("p_dtype", "")),
             q_len=0 if params.get("varlen") else int(params.get("q_len", 0)),
             causal_align=str(params.get("causal_align", "top-left")),
+            softcap=abs(float(params.get("softcap", 0.0))),
+            window=int(params.get("window", 0)),
         )
     )
 
@@ -466,7 +531,6 @@ ATTENTION = OpFamily(
     bound=_bound(_DEFAULT),
     grad_bound=_grad_bound(_DEFAULT),
     reduction_len=lambda s: s[3],
-    default_shapes=((2, 4, 2, 128, 64),),
     float_inputs=(0, 1, 2),
     batch_inputs=(0, 1, 2),
     composite=_composite(_DEFAULT),

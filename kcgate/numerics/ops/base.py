@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from kcgate.vocab import dtypes
+from kcgate.vocab.catalogue import CATALOGUE
 
 Tensors = tuple[torch.Tensor, ...]
 # grad_bound(inputs_fp64, dy_fp64, grads_fp64, ba) -> each input's allowed |error| of its gradient
@@ -38,7 +39,6 @@ class OpFamily:
     oracle: Callable[..., torch.Tensor]  # fp64 inputs -> fp64 output
     bound: Bound
     reduction_len: Callable[[Sequence[int]], int]
-    default_shapes: tuple[tuple[int, ...], ...]
     tolerance: str = "error-bound"  # the family's natural method when the class does not say
     float_inputs: tuple[int, ...] = (0,)  # which inputs take the case dtype (others: index tensors)
     batch_inputs: tuple[int, ...] = (0,)  # inputs whose dim 0 is the batch (rows) dimension
@@ -74,6 +74,12 @@ class OpFamily:
     # dim index -> constraint that held-out and class shapes always respect ("even", "multiple_of(16)",
     # "range(1, 8192)", "multiple_of(1)" naming another dim...; grammar: kcgate.contracts.shape_class)
     shape_constraints: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def default_shapes(self) -> tuple[tuple[int, ...], ...]:
+        """What a contract without ``shapes`` runs on: the catalogue entry's (none for a custom op)."""
+        op = CATALOGUE.get(self.name)
+        return op.default_shapes if op is not None else ()
 
     def input_name(self, i: int) -> str:
         return self.input_names[i] if i < len(self.input_names) else f"input{i}"

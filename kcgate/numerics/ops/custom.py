@@ -34,7 +34,6 @@ def custom_op(inputs: Callable[..., Any], reference: Callable[..., Any]) -> OpFa
         oracle=reference,
         bound=_generic_bound,
         reduction_len=lambda s: s[-1] if s else 1,
-        default_shapes=(),
         tolerance="abs-rel",
         grad_bound=_generic_grad_bound,
     )

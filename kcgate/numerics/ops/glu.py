@@ -127,7 +127,6 @@ def _family(name: str, oracle: Callable[..., torch.Tensor], cancels: bool, **kw:
         bound=_glu_bound(cancels),
         grad_bound=_glu_grad_bound("gelu" if cancels else "silu"),
         reduction_len=lambda s: 1,
-        default_shapes=((64, 1024),),
         float_inputs=(0, 1),
         batch_inputs=(0, 1),
         composite=oracle,
@@ -148,7 +147,21 @@ def _swiglu_mistakes() -> tuple[tuple[str, OpFamily], ...]:
     return (("silu on the wrong half (the up projection b, not the gate a)", swapped),)
 
 
-SWIGLU = _family("swiglu", lambda a, b: F.silu(a) * b, False, mistakes=_swiglu_mistakes)
+def _swiglu_grad_mistakes() -> tuple[tuple[str, OpFamily], ...]:
+    """The backward's silu'(a) = σ(a)·(1 + a·(1 − σ(a))) taken as σ(a): the path through σ lost."""
+    lost = replace(
+        SWIGLU, oracle=lambda a, b: a * torch.sigmoid(a).detach() * b, mistakes=None, grad_mistakes=None
+    )
+    return (("its backward's silu'(a) taken as σ(a) (the a·σ'(a) term lost)", lost),)
+
+
+SWIGLU = _family(
+    "swiglu",
+    lambda a, b: F.silu(a) * b,
+    False,
+    mistakes=_swiglu_mistakes,
+    grad_mistakes=_swiglu_grad_mistakes,
+)
 GEGLU = _family(
     "geglu", _geglu("none"), True, configure=_configure_geglu, mistakes=lambda: _geglu_mistakes("none")
 )

@@ -66,7 +66,6 @@ def _family(
         oracle=oracle,
         bound=_zero_bound,
         reduction_len=lambda s: 1,
-        default_shapes=((64, 256, 32),),
         tolerance="exact",
         float_inputs=floats,
         batch_inputs=batch,

@@ -28,6 +28,19 @@ class CrossEntropy:
     label_smoothing: float = 0.0
     softcap: float = 0.0  # > 0: the logits are softcap·tanh(logits / softcap) first
     all_rows: bool = False  # not a param: the mistake of a mean over every row, ignored ones included
+    # not params either, the mistakes the diagnosis tests: the smoothing term counted on ignored rows too
+    # (Liger's early fused kernel); the softcap written another way (CAP_FORMS)
+    smooth_ignored: bool = False
+    cap_form: str = "c·tanh(x/c)"
+
+
+# the softcap as written: the right one, and the shipped mistakes (the multiply by c lost, x for c, x/c for both)
+CAP_FORMS: dict[str, Callable[[torch.Tensor, float], torch.Tensor]] = {
+    "c·tanh(x/c)": lambda x, c: c * torch.tanh(x / c),
+    "x·tanh(x/c)": lambda x, c: x * torch.tanh(x / c),
+    "tanh(x/c)": lambda x, c: torch.tanh(x / c),
+    "t·tanh(t), t = x/c": lambda x, c: (x / c) * torch.tanh(x / c),
+}
 
 
 def _inputs(cfg: CrossEntropy) -> Callable[..., Tensors]:
@@ -45,6 +58,8 @@ def _oracle(cfg: CrossEntropy) -> Callable[..., torch.Tensor]:
     def oracle(x: torch.Tensor, t: torch.Tensor, **_: Any) -> torch.Tensor:
         if cfg.all_rows:
             return _oracle(replace(cfg, reduction="none", all_rows=False))(x, t).sum() / x.shape[0]
+        if cfg.smooth_ignored:
+            return _smooth_ignored(capped(x, cfg), t, cfg)
         return F.cross_entropy(
             capped(x, cfg),
             t,
@@ -58,7 +73,17 @@ def _oracle(cfg: CrossEntropy) -> Callable[..., torch.Tensor]:
 
 def capped(x: torch.Tensor, cfg: CrossEntropy) -> torch.Tensor:
     """The logits the loss is taken of: softcap·tanh(x / softcap), or x without a softcap."""
-    return cfg.softcap * torch.tanh(x / cfg.softcap) if cfg.softcap else x
+    return CAP_FORMS[cfg.cap_form](x, cfg.softcap) if cfg.softcap else x
+
+
+def _smooth_ignored(x: torch.Tensor, t: torch.Tensor, cfg: CrossEntropy) -> torch.Tensor:
+    """The loss with ε·mean(−log p) added on the ignored rows as well (their nll still left out)."""
+    keep = t != cfg.ignore_index
+    logp = x.log_softmax(-1)
+    nll = -logp.gather(1, t.clamp(0)[:, None])[:, 0]
+    eps = cfg.label_smoothing
+    loss = (1 - eps) * torch.where(keep, nll, 0.0) - eps * logp.mean(-1)
+    return loss.sum() / keep.sum() if cfg.reduction == "mean" else loss
 
 
 def cap_error(xc: torch.Tensor, t: torch.Tensor, cfg: CrossEntropy, ba: BoundArgs) -> torch.Tensor:
@@ -150,8 +175,21 @@ def _grad_bound(cfg: CrossEntropy) -> GradBound:
 
 def mistakes(cfg: CrossEntropy) -> tuple[tuple[str, OpFamily], ...]:
     out = [("label smoothing ignored", replace(cfg, label_smoothing=0.0))] if cfg.label_smoothing else []
+    if cfg.label_smoothing:
+        out.append(
+            (
+                f"the label-smoothing term counted on the ignored rows too (ε = {cfg.label_smoothing:g} times "
+                "their mean −log p added: their loss is not 0)",
+                replace(cfg, smooth_ignored=True),
+            )
+        )
     if cfg.softcap:
         out.append(("the softcap not applied", replace(cfg, softcap=0.0)))
+        out += [
+            (f"the softcap written {form} for c·tanh(x/c) (c = {cfg.softcap:g})", replace(cfg, cap_form=form))
+            for form in CAP_FORMS
+            if form != cfg.cap_form
+        ]
     if cfg.reduction == "mean":
         out.append(("the mean over every row, ignored ones included", replace(cfg, all_rows=True)))
     return tuple((what, build(alt)) for what, alt in out)
@@ -197,7 +235,6 @@ CROSS_ENTROPY = OpFamily(
     bound=_bound(_DEFAULT),
     grad_bound=_grad_bound(_DEFAULT),
     reduction_len=lambda s: s[-1],
-    default_shapes=((32, 4096),),
     float_inputs=(0,),
     batch_inputs=(),
     composite=_oracle(_DEFAULT),

@@ -86,7 +86,6 @@ def _family(name: str, oracle, tolerance: str, cancel: float = 8.0) -> OpFamily:
         oracle=oracle,
         bound=_pointwise_bound(cancel),
         reduction_len=lambda s: 1,
-        default_shapes=((256, 1024),),
         tolerance=tolerance,
         composite=oracle,
     )
@@ -375,7 +374,6 @@ POINTWISE_FAMILY = OpFamily(
     bound=_pw_bound(_DEFAULT),
     grad_bound=_pw_grad(_DEFAULT),
     reduction_len=lambda s: 1,
-    default_shapes=((256, 1024),),
     input_names=("x",),
     configure=configure_pointwise,
 )

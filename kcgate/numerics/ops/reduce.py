@@ -198,6 +198,11 @@ class Norm:
     offset: float = 0.0  # rmsnorm: y = x̂·(offset + w); Gemma's RMSNorm stores w with offset 1
     casting_mode: str = "llama"  # rmsnorm: where the kernel rounds to the input dtype (docs/ops.md#rmsnorm)
     eps_outside: bool = False  # not a param: the mistake x / (√mean(x²) + eps), x̂ = (x − μ) / (σ + eps)
+    # not params either, the backward mistakes the diagnosis tests: a gradient path lost ("rstd": through 1/σ,
+    # "mean": through μ), and the weight's and bias's gradients summed over rows [start, stop) only (a slice:
+    # (−8, 0) is the last 8)
+    detach: str = ""
+    rows: tuple[int, int] | None = None
 
 
 # The eps values kernels ship with (Llama and Liger 1e-6, torch and most layernorms 1e-5, BERT's 1e-12): a
@@ -303,8 +308,29 @@ def _norm_inputs(cfg: Norm) -> Callable[..., Tensors]:
     return make
 
 
+def _rows_only(p: torch.Tensor, x: torch.Tensor, rows: tuple[int, int] | None) -> torch.Tensor:
+    """The parameter as every row sees it, its gradient summed over rows [start, stop) only (the forward
+    unchanged): the mistake of a weight gradient reduced over one block of rows."""
+    if rows is None:
+        return p
+    keep = torch.zeros(x.shape[:-1] + (1,), dtype=x.dtype)
+    keep.view(-1, 1)[rows[0] : rows[1] or None] = 1
+    return p * keep + p.detach() * (1 - keep)
+
+
+def _layernorm_parts(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, cfg: Norm) -> torch.Tensor:
+    """layer_norm written out, for the backward mistakes (a path detached, a block of rows)."""
+    mu = x.mean(-1, keepdim=True)
+    r = torch.rsqrt((x - mu).pow(2).mean(-1, keepdim=True) + cfg.eps)
+    mu = mu.detach() if cfg.detach == "mean" else mu
+    r = r.detach() if cfg.detach == "rstd" else r
+    return (x - mu) * r * _rows_only(w, x, cfg.rows) + _rows_only(b, x, cfg.rows)
+
+
 def _layernorm(cfg: Norm) -> Callable[..., torch.Tensor]:
     def oracle(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if cfg.detach or cfg.rows is not None:
+            return _layernorm_parts(x, w, b, cfg)
         if cfg.eps_outside:
             mu = x.mean(-1, keepdim=True)
             sd = x.var(-1, unbiased=False, keepdim=True).sqrt()
@@ -342,7 +368,8 @@ def _rmsnorm(cfg: Norm) -> Callable[..., torch.Tensor]:
     def oracle(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         ms = x.pow(2).mean(-1, keepdim=True)
         r = 1 / (ms.sqrt() + cfg.eps) if cfg.eps_outside else torch.rsqrt(ms + cfg.eps)
-        return x * r * (cfg.offset + w)
+        r = r.detach() if cfg.detach == "rstd" else r
+        return x * r * (cfg.offset + _rows_only(w, x, cfg.rows))
 
     return oracle
 
@@ -405,6 +432,42 @@ def _norm_mistakes(name: str, cfg: Norm) -> tuple[tuple[str, OpFamily], ...]:
     return tuple((what, build_norm(name, alt)) for what, alt in out)
 
 
+GRAD_ROW_BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128)  # rows per program of a norm backward's weight reduction
+PATHS = {
+    "rstd": "path through 1/σ lost (1/σ treated as a constant in the backward)",
+    "mean": "path through the mean lost (μ treated as a constant: dx lacks −mean(w·dy)/σ)",
+}
+
+
+def _norm_grad_mistakes(name: str, cfg: Norm) -> tuple[tuple[str, OpFamily], ...]:
+    """Shipped norm backward mistakes: a gradient path lost, and dW (and dB) reduced over one block of rows
+    (the first program's, or the last one's) instead of all rows."""
+    paths = ("rstd", "mean") if name == "layernorm" else ("rstd",)
+    out = [(f"its backward's {PATHS[p]}", replace(cfg, detach=p)) for p in paths]
+    params = "weight's and bias's gradients" if name == "layernorm" else "weight's gradient"
+    for blk in GRAD_ROW_BLOCKS:
+        out += [
+            (
+                f"the {params} summed over the {which} block of {blk} row{'s' if blk > 1 else ''} only, not "
+                "over all rows (a reduction over the wrong extent)",
+                replace(cfg, rows=rows),
+            )
+            for which, rows in (("first", (0, blk)), ("last", (-blk, 0)))
+        ]
+    return tuple((what, build_norm(name, alt)) for what, alt in out)
+
+
+def _norm_forward_mistakes(name: str, cfg: Norm) -> tuple[tuple[str, OpFamily], ...]:
+    """rmsnorm's weight offset: Gemma's 1 + w dropped, or added where the contract has none."""
+    if name != "rmsnorm":
+        return ()
+    if cfg.offset:
+        what = f"the weight offset dropped (x̂·w where x̂·({cfg.offset:g} + w) is declared: Gemma's 1 + w)"
+        return ((what, build_norm(name, replace(cfg, offset=0.0))),)
+    what = "a weight offset of 1 added (x̂·(1 + w), Gemma's RMSNorm, where x̂·w is declared: params.weight_offset = 1)"
+    return ((what, build_norm(name, replace(cfg, offset=1.0))),)
+
+
 def configure_norm(name: str) -> Callable[[dict[str, Any]], OpFamily]:
     def configure(params: dict[str, Any]) -> OpFamily:
         return build_norm(
@@ -431,6 +494,8 @@ def build_norm(name: str, cfg: Norm) -> OpFamily:
             composite=oracle,
             grad_bound=_layernorm_grad(cfg),
             variants=lambda: _norm_mistakes(name, cfg),
+            mistakes=lambda: _norm_forward_mistakes(name, cfg),
+            grad_mistakes=None if cfg.detach or cfg.rows else lambda: _norm_grad_mistakes(name, cfg),
         )
     return replace(
         RMSNORM,
@@ -440,11 +505,13 @@ def build_norm(name: str, cfg: Norm) -> OpFamily:
         composite=_rms_norm(cfg),
         grad_bound=_rmsnorm_grad(cfg),
         variants=lambda: _norm_mistakes(name, cfg),
+        mistakes=lambda: _norm_forward_mistakes(name, cfg),
+        grad_mistakes=None if cfg.detach or cfg.rows else lambda: _norm_grad_mistakes(name, cfg),
     )
 
 
 def _family(
-    name: str, oracle, bound, shapes, make=_rows, floats=(0,), composite=None, names=("x",), grad=None, **kw
+    name: str, oracle, bound, make=_rows, floats=(0,), composite=None, names=("x",), grad=None, **kw
 ) -> OpFamily:  # type: ignore[no-untyped-def]
     return OpFamily(
         **kw,
@@ -455,23 +522,17 @@ def _family(
         oracle=oracle,
         bound=bound,
         reduction_len=lambda s: s[-1],
-        default_shapes=shapes,
         float_inputs=floats,
         composite=composite,
     )
 
 
-SUM = _family(
-    "sum", lambda x: x.sum(-1), _sum_bound, ((64, 4096),), composite=lambda x: x.sum(-1), grad=_sum_grad
-)
-MEAN = _family(
-    "mean", lambda x: x.mean(-1), _mean_bound, ((64, 4096),), composite=lambda x: x.mean(-1), grad=_mean_grad
-)
+SUM = _family("sum", lambda x: x.sum(-1), _sum_bound, composite=lambda x: x.sum(-1), grad=_sum_grad)
+MEAN = _family("mean", lambda x: x.mean(-1), _mean_bound, composite=lambda x: x.mean(-1), grad=_mean_grad)
 SOFTMAX = _family(
     "softmax",
     lambda x: torch.softmax(x, -1),
     _softmax_bound,
-    ((64, 1024),),
     composite=lambda x: torch.softmax(x, -1),
     grad=_softmax_grad,
     grad_mistakes=_softmax_grad_mistakes,
@@ -480,7 +541,6 @@ LOGSUMEXP = _family(
     "logsumexp",
     lambda x: torch.logsumexp(x, -1),
     _lse_bound,
-    ((64, 1024),),
     composite=lambda x: torch.logsumexp(x, -1),
     grad=_lse_grad,
 )
@@ -489,7 +549,6 @@ LAYERNORM = _family(
     "layernorm",
     _layernorm(_NORM),
     _layernorm_bound(_NORM),
-    ((64, 1024),),
     _norm_inputs(_NORM),
     (0, 1, 2),
     _layernorm(_NORM),
@@ -497,12 +556,13 @@ LAYERNORM = _family(
     _layernorm_grad(_NORM),
     configure=configure_norm("layernorm"),
     variants=lambda: _norm_mistakes("layernorm", _NORM),
+    mistakes=lambda: _norm_forward_mistakes("layernorm", _NORM),
+    grad_mistakes=lambda: _norm_grad_mistakes("layernorm", _NORM),
 )
 RMSNORM = _family(
     "rmsnorm",
     _rmsnorm(_NORM),
     _rmsnorm_bound(_NORM),
-    ((64, 1024),),
     _rmsnorm_inputs(_NORM),
     (0, 1),
     _rms_norm(_NORM),
@@ -510,12 +570,13 @@ RMSNORM = _family(
     _rmsnorm_grad(_NORM),
     configure=configure_norm("rmsnorm"),
     variants=lambda: _norm_mistakes("rmsnorm", _NORM),
+    mistakes=lambda: _norm_forward_mistakes("rmsnorm", _NORM),
+    grad_mistakes=lambda: _norm_grad_mistakes("rmsnorm", _NORM),
 )
 LOG_SOFTMAX = _family(
     "log_softmax",
     lambda x: torch.log_softmax(x, -1),
     _log_softmax_bound,
-    ((64, 1024),),
     composite=lambda x: torch.log_softmax(x, -1),
     grad=_log_softmax_grad,
 )
@@ -523,7 +584,6 @@ L2NORM = _family(
     "l2norm",
     _l2norm(1e-12),
     _l2norm_bound,
-    ((64, 1024),),
     composite=_l2norm_composite(1e-12),
     grad=_l2norm_grad,
     configure=_configure_l2norm,

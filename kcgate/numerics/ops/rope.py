@@ -27,16 +27,28 @@ class Rope:
     layout: str = "neox"
     cos_sin: bool = True  # cos and sin are inputs; False: the kernel computes them from ``base``
     base: float = 10000.0
+    rotary_dim: int = 0  # partial rotary (GPT-NeoX's rotary_pct, Phi, GLM): the first lanes rotate; 0 = all
     # not params: the mistakes the diagnosis tests (sin's sign flipped: rotate_half with its halves swapped;
     # the angles of the position ``shift`` later)
     inverse: bool = False
     shift: int = 0
+    # the table read as the other layout's (a GPT-J kernel reads a NeoX table's first half as its pair
+    # angles; a NeoX kernel reads a GPT-J table's even lanes as its half table)
+    relayout: bool = False
+    angle_dtype: str = ""  # the angle table (positions × inv_freq) rounded to this dtype: bfloat16, float16
 
 
-def angles(length: int, d: int, base: float, layout: str) -> torch.Tensor:
-    """θ[pos, j] in fp64 for each of the head_dim lanes (each pair's two lanes share one angle)."""
+def angles(length: int, d: int, base: float, layout: str, dtype: str = "") -> torch.Tensor:
+    """θ[pos, j] in fp64 for each of the head_dim lanes (each pair's two lanes share one angle); ``dtype``:
+    positions, inv_freq and their product rounded to that dtype (the mistake of a low-precision table)."""
     inv = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    t = torch.arange(length, dtype=torch.float64)[:, None] * inv[None, :]
+    pos = torch.arange(length, dtype=torch.float64)
+    if dtype:
+        dt = getattr(torch, dtype)
+        inv, pos = inv.to(dt).to(torch.float64), pos.to(dt).to(torch.float64)
+    t = pos[:, None] * inv[None, :]
+    if dtype:
+        t = t.to(getattr(torch, dtype)).to(torch.float64)
     return torch.cat([t, t], dim=-1) if layout == "neox" else t.repeat_interleave(2, dim=-1)
 
 
@@ -49,7 +61,16 @@ def rotate(x: torch.Tensor, layout: str) -> torch.Tensor:
 
 
 def apply(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
+    """x rotated by the table: its first cos.shape[-1] lanes (partial rotary), the rest passed through."""
+    r = cos.shape[-1]
+    if r < x.shape[-1]:
+        return torch.cat([apply(x[..., :r], cos, sin, layout), x[..., r:]], dim=-1)
     return x * cos + rotate(x, layout) * sin
+
+
+def rotary(cfg: Rope, d: int) -> int:
+    """The lanes that rotate: ``rotary_dim``, or all ``d``."""
+    return cfg.rotary_dim or d
 
 
 def _inputs(cfg: Rope) -> Callable[..., Tensors]:
@@ -58,7 +79,7 @@ def _inputs(cfg: Rope) -> Callable[..., Tensors]:
         q, k = draw((b, h, length, d), dtype, gen, dist), draw((b, hk, length, d), dtype, gen, dist)
         if not cfg.cos_sin:
             return q, k
-        theta = angles(length, d, cfg.base, cfg.layout)[None]
+        theta = angles(length, rotary(cfg, d), cfg.base, cfg.layout)[None]
         return q, k, theta.cos().to(dtype), theta.sin().to(dtype)
 
     return make
@@ -67,12 +88,23 @@ def _inputs(cfg: Rope) -> Callable[..., Tensors]:
 def _cos_sin(x: Tensors, cfg: Rope) -> tuple[torch.Tensor, torch.Tensor]:
     if cfg.cos_sin:
         cos, sin = x[2], x[3]
+        if cfg.relayout:
+            cos, sin = _relaid(cos, cfg.layout), _relaid(sin, cfg.layout)
     else:
-        theta = angles(x[0].shape[-2], x[0].shape[-1], cfg.base, cfg.layout)[None]
+        d = rotary(cfg, x[0].shape[-1])
+        theta = angles(x[0].shape[-2], d, cfg.base, cfg.layout, cfg.angle_dtype)[None]
         cos, sin = theta.cos(), theta.sin()
     if cfg.shift:
         cos, sin = cos.roll(-cfg.shift, -2), sin.roll(-cfg.shift, -2)
     return cos, (-sin if cfg.inverse else sin)
+
+
+def _relaid(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """A table of the other layout read as ``layout``'s: its pair angles laid out as ``layout`` lays them."""
+    if layout == "gptj":  # a NeoX table [θ, θ]: its first half is the pair angles
+        return t[..., : t.shape[-1] // 2].repeat_interleave(2, dim=-1)
+    half = t[..., 0::2]  # a GPT-J table [θ0, θ0, θ1, θ1, ...]
+    return torch.cat([half, half], dim=-1)
 
 
 def _oracle(cfg: Rope) -> Callable[..., torch.Tensor]:
@@ -86,7 +118,11 @@ def _oracle(cfg: Rope) -> Callable[..., torch.Tensor]:
 def _term_err(
     t: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, cfg: Rope, ba: BoundArgs
 ) -> torch.Tensor:
-    """Allowed |error| of t·cos + rot(t)·sin before its final rounding."""
+    """Allowed |error| of t·cos + rot(t)·sin before its final rounding (lanes past the table's: copied)."""
+    r = cos.shape[-1]
+    if r < t.shape[-1]:
+        rest = torch.zeros_like(t[..., r:])
+        return torch.cat([_term_err(t[..., :r], cos, sin, cfg, ba), rest], dim=-1)
     # two products and a sum, each rounded in the compute precision (the input dtype's at most, which is
     # what eager torch does): 4 roundings of the terms allowed
     u_c = max(ba.u_acc, ba.u_in)
@@ -127,7 +163,7 @@ def torch_rope(*x: torch.Tensor, cfg: Rope) -> torch.Tensor:
     if cfg.cos_sin:
         cos, sin = x[2][:, None], x[3][:, None]
     else:
-        theta = angles(x[0].shape[-2], x[0].shape[-1], cfg.base, cfg.layout).float()[None, None]
+        theta = angles(x[0].shape[-2], rotary(cfg, x[0].shape[-1]), cfg.base, cfg.layout).float()[None, None]
         cos, sin = theta.cos().to(x[0].dtype), theta.sin().to(x[0].dtype)
     return torch.cat([apply(t, cos, sin, cfg.layout).flatten() for t in x[:2]])
 
@@ -146,8 +182,13 @@ def flatten_pair(result: Any) -> Any:
 def mistakes(cfg: Rope) -> tuple[tuple[str, OpFamily], ...]:
     other = "gptj" if cfg.layout == "neox" else "neox"
     name = {"neox": "NeoX (rotate-half)", "gptj": "GPT-J (interleaved)"}[other]
-    return (
+    out = (
         (f"the {name} layout instead of the declared one", build(replace(cfg, layout=other))),
+        (
+            f"the {name} layout instead of the declared one, reading the table's angles as that layout lays "
+            "them out",
+            build(replace(cfg, layout=other, relayout=True)),
+        ),
         (
             "each pair rotated by −θ (rotate_half with its halves swapped: (x₂, −x₁) for (−x₂, x₁))",
             build(replace(cfg, inverse=True)),
@@ -157,6 +198,27 @@ def mistakes(cfg: Rope) -> tuple[tuple[str, OpFamily], ...]:
             build(replace(cfg, shift=1)),
         ),
     )
+    if cfg.cos_sin:
+        return out
+    return out + tuple(
+        (
+            f"the angle table (positions × inv_freq) computed in {dt} (its angles off by up to "
+            f"{_table_error(dt, cfg):.2g} rad over the first 128 positions)",
+            build(replace(cfg, angle_dtype=dt)),
+        )
+        for dt in ("bfloat16", "float16")
+    )
+
+
+def _table_error(dtype: str, cfg: Rope, length: int = 128, d: int = 64) -> float:
+    """The largest angle error of a table of 128 positions (head_dim 64) rounded to ``dtype``."""
+    exact = angles(length, d, cfg.base, "neox")
+    return float((angles(length, d, cfg.base, "neox", dtype) - exact).abs().max())
+
+
+def _angle_kwargs(cfg: Rope) -> dict[str, Any]:
+    """What a kernel that computes its own angles receives: the base, and the rotary dim where partial."""
+    return {"base": cfg.base} | ({"rotary_dim": cfg.rotary_dim} if cfg.rotary_dim else {})
 
 
 def configure(params: dict[str, Any]) -> OpFamily:
@@ -165,6 +227,7 @@ def configure(params: dict[str, Any]) -> OpFamily:
             layout=str(params.get("layout", "neox")),
             cos_sin=bool(params.get("cos_sin", True)),
             base=float(params.get("base", 10000.0)),
+            rotary_dim=int(params.get("rotary_dim", 0)),
         )
     )
 
@@ -179,7 +242,7 @@ def build(cfg: Rope) -> OpFamily:
         composite=lambda *x, **_: torch_rope(*x, cfg=cfg),
         mistakes=lambda: mistakes(cfg),
         float_inputs=(0, 1, 2, 3) if cfg.cos_sin else (0, 1),
-        kwargs=None if cfg.cos_sin else (lambda shape: {"base": cfg.base}),
+        kwargs=None if cfg.cos_sin else (lambda shape: _angle_kwargs(cfg)),
         input_names=("q", "k", "cos", "sin") if cfg.cos_sin else ("q", "k"),
     )
 
@@ -192,7 +255,6 @@ ROPE = OpFamily(
     bound=_bound(_DEFAULT),
     grad_bound=_grad_bound(_DEFAULT),
     reduction_len=lambda s: 1,
-    default_shapes=((2, 8, 2, 128, 64),),
     float_inputs=(0, 1, 2, 3),
     batch_inputs=(0, 1),
     composite=lambda *x, **_: torch_rope(*x, cfg=_DEFAULT),
