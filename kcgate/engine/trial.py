@@ -65,6 +65,7 @@ class CaseContext:
             dtypes.unit_roundoff(out),
             self.contract.tolerance.lam,
             dtypes.unit_roundoff(self.case.dtype),
+            self.case.seed,
         )
 
     def grad_bound_args(self) -> BoundArgs:
@@ -74,6 +75,7 @@ class CaseContext:
             dtypes.unit_roundoff(self.case.dtype),
             self.contract.tolerance.lam,
             dtypes.unit_roundoff(self.case.dtype),
+            self.case.seed,
         )
 
     def inputs(self, shape: Sequence[int], salt: Any) -> Tensors:
