@@ -39,6 +39,7 @@ _EXACT = {
 _BASIC = {"add", "sub", "rsub", "mul", "div", "sqrt", "reciprocal", "addcmul", "addcdiv", "lerp", "square"}
 _MATMUL = {"mm", "bmm", "addmm", "baddbmm", "mv", "dot", "addmv", "addbmm", "matmul"}
 _SUMS = {"sum", "mean", "nansum", "cumsum"}
+_CONV = {"convolution", "_convolution", "convolution_backward"}
 _CASTS = {"_to_copy", "to", "convert_element_type", "type_as", "_autocast_to_reduced_precision"}
 
 
@@ -79,6 +80,8 @@ def op_kind(func: Any) -> str:
         return "exact"
     if base in _MATMUL:
         return "matmul"
+    if base in _CONV:
+        return "conv"
     if base in _SUMS:
         return "sum"
     if torch.Tag.pointwise in func.tags and base in _BASIC:
@@ -150,7 +153,7 @@ class Perturb(TorchDispatchMode):
         # the dtype the reference chose for each storage by a cast or a factory's dtype (the inputs' and
         # what follows from them alone are the kernel's choice: None): an op runs at the coarser of that and
         # the accumulator, so a reference's casts count and its fp64 does not
-        self.dtypes: dict[int, torch.dtype | None] = {}
+        self.dtypes: dict[int, torch.dtype | None] = {_key(t): None for t in exact}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
@@ -164,7 +167,7 @@ class Perturb(TorchDispatchMode):
         args, kwargs = _f64(args), {k: _f64(v) for k, v in kwargs.items()}
         if kind == "cast":
             return self._cast(func, args, kwargs, requested)
-        if kind == "matmul" and self.gen is not None:
+        if kind in ("matmul", "conv") and self.gen is not None:
             args = tuple(self._operand(a) for a in args)
         out = func(*args, **kwargs)
         self._record(func, kind, out)
@@ -238,19 +241,18 @@ class Perturb(TorchDispatchMode):
         # the result rounded to the dtype the reference computes it in, where that is coarser (its upcasts
         # count: a reference in bf16 allows a bf16 eager kernel its roundings, one in fp32 or fp64 does not)
         rnd = _u(nominal) if nominal is not None and _u(nominal) > acc else 0.0
-        for t in _tensors(out):
+        mags = _magnitudes(kind, func, args, out) if kind in ("sum", "matmul", "conv") else None
+        for i, t in enumerate(_tensors(out)):
             if not t.is_floating_point():
                 continue
             y = t.abs()
             if kind == "basic":
                 t.add_(max(acc, rnd) * y * self._uniform(t))
                 continue
-            if (
-                kind == "pointwise"
-            ):  # a correct transcendental is within an ulp (2u) at the accumulator's precision
+            if kind == "pointwise":  # a correct transcendental is within an ulp (2u) at the accumulator's
                 t.add_(2 * acc * y * self._uniform(t))
-            elif kind in ("sum", "matmul"):
-                k, mag = _magnitude(kind, func, args, t)
+            elif mags is not None:
+                k, mag = mags[i]
                 t.add_(acc * math.sqrt(max(k, 1) / 3) * mag * self._normal(t))
             else:  # an unmodelled reduction: √K roundings of the result's size
                 k = max(_numel(args) // max(t.numel(), 1), 1)
@@ -288,23 +290,27 @@ def _numel(args: tuple[Any, ...]) -> int:
     return max((t.numel() for t in _tensors(args)), default=1)
 
 
-def _magnitude(kind: str, func: Any, args: tuple[Any, ...], out: torch.Tensor) -> tuple[int, torch.Tensor]:
-    """(K, Σ|terms|) of a sum or a dot product: the same op on the operands' magnitudes."""
+def _magnitudes(kind: str, func: Any, args: tuple[Any, ...], out: Any) -> list[tuple[int, torch.Tensor]]:
+    """Per result: (K, Σ|terms|) of a sum, dot product or convolution, the magnitudes from the same op on
+    the operands' absolute values (a sum of K terms each rounded at most K times)."""
+    outs = _tensors(out)
     absargs = tuple(a.abs() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args)
-    k = max(_numel(args) // max(out.numel(), 1), 1)
+    ks = [max(_numel(args) // max(t.numel(), 1), 1) for t in outs]
+    name = func.overloadpacket.__name__
     if kind == "matmul":
-        b = (
-            absargs[-1]
-            if func.overloadpacket.__name__ in ("mm", "bmm", "mv", "dot", "matmul")
-            else absargs[-1]
-        )
-        k = int(b.shape[-2]) if b.dim() >= 2 else int(b.shape[-1])
+        b = args[-1] if name in ("mm", "bmm", "mv", "dot", "matmul") else args[-1]
+        ks = [int(b.shape[-2]) if b.dim() >= 2 else int(b.shape[-1])] * len(outs)
+    elif name == "convolution_backward":  # (grad_output, input, weight, ...): dX sums over C_out·taps, dW and
+        go, w = args[0], args[2]  # db over the batch and positions
+        ks = [max(w.shape[0] * int(math.prod(w.shape[2:])), 1)] + [max(go.numel() // go.shape[1], 1)] * 2
+    elif kind == "conv":
+        ks = [max(int(args[1][0].numel()), 1)] * len(outs)
     try:
         with torch.no_grad():
-            mag = func(*absargs)
-        return k, mag.abs().reshape(out.shape)
+            mags = _tensors(func(*absargs))
+        return [(k, m.abs().reshape(t.shape)) for k, m, t in zip(ks, mags, outs)]
     except Exception:  # an overload whose operands' magnitudes do not fit (scalars in the way): the result's
-        return k, out.abs() * k
+        return [(k, t.abs() * k) for k, t in zip(ks, outs)]
 
 
 def chi2_lower(n: int, alpha: float) -> float:
@@ -334,6 +340,25 @@ def trace(reference: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> tupl
     with torch.no_grad(), mode:
         reference(*inputs)
     return tuple(mode.ops)
+
+
+def as_drawn(up: Sequence[torch.Tensor], dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """fp64 inputs back in the narrowest of ``dtype``, fp32 and fp64 that holds each exactly: the reference is
+    traced on them, so that code taking a dtype from its inputs (``x.to(w.dtype)``, ``dtype_in = x.dtype``)
+    sees the one it runs with; the mode computes in fp64 all the same."""
+    out = []
+    for t in up:
+        if t.is_floating_point():
+            t = next((c for d in (dtype, torch.float32) if torch.equal((c := t.to(d)).to(t.dtype), t)), t)
+        out.append(t)
+    return tuple(out)
+
+
+def in_fp64(reference: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> Any:
+    """The reference on fp64 inputs with its own casts kept in fp64: the oracle a custom op is compared with
+    (a reference that computes in fp32 must not put fp32 rounding into kcgate's reference value)."""
+    with Perturb(Precision(0.0, 0.0, 0.0), None, inputs):
+        return reference(*inputs)
 
 
 def derive(

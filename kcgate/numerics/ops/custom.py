@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from kcgate.numerics.derived import Precision, derive
+from kcgate.numerics.derived import Precision, as_drawn, derive, in_fp64
 from kcgate.numerics.ops.base import BoundArgs, OpFamily, Tensors
 
 
@@ -20,8 +20,9 @@ def derived_bound(
 
     def bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
         prec = Precision(ba.u_in or ba.u_acc, ba.u_acc, ba.u_out)
+        drawn = as_drawn(x, _dtype_of(ba.u_in))
         with torch.no_grad():
-            got = derive(lambda: reference(*x), x, prec, (ba.u_out,), seed=ba.seed)
+            got = derive(lambda: reference(*drawn), drawn, prec, (ba.u_out,), seed=ba.seed)
         return got.bounds[0].reshape(y.shape).to(y.device)
 
     return bound
@@ -51,6 +52,12 @@ def derived_grad_bound(reference: Callable[..., Any]) -> Callable[..., tuple[tor
     return grad_bound
 
 
+def _dtype_of(u: float) -> torch.dtype:
+    """The float dtype whose unit roundoff is ``u`` (fp64 where none is)."""
+    fmts = (torch.float16, torch.bfloat16, torch.float32)
+    return next((d for d in fmts if float(torch.finfo(d).eps) / 2 == u), torch.float64)
+
+
 def signature_names(fn: Callable[..., Any]) -> tuple[str, ...]:
     """The positional parameter names of ``fn`` (a reference's, naming the inputs); () when it has none."""
     try:
@@ -69,7 +76,7 @@ def custom_op(inputs: Callable[..., Any], reference: Callable[..., Any]) -> OpFa
     return OpFamily(
         name="custom",
         make_inputs=make,
-        oracle=reference,
+        oracle=lambda *x: in_fp64(reference, x),
         bound=derived_bound(reference),
         reduction_len=lambda s: s[-1] if s else 1,
         default_shapes=(),
