@@ -51,9 +51,12 @@ def _dtype(name: str) -> Any:
 
 def op_for(contract: Contract, paths: tuple[Path, ...]) -> Any:
     from kcgate.numerics.ops import OPS
-    from kcgate.numerics.ops.custom import custom_op
 
-    if contract.op == "custom":
+    if (
+        contract.op == "custom"
+    ):  # imported only here: the tracer's torch._decomp costs other contracts nothing
+        from kcgate.numerics.ops.custom import custom_op
+
         return custom_op(resolve(contract.inputs, paths), resolve(contract.reference, paths))
     op = OPS[contract.op]
     if op.configure is not None:

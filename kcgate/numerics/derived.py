@@ -376,7 +376,8 @@ def derive(
     RMSNorm rounds h before the weight multiplies it)."""
     mode = Perturb(prec, None, inputs)
     with mode:
-        refs = [t.detach() for t in _tensors(run())]
+        out = run()
+        refs = [t.detach() for t in _tensors(out)]
     sq = [torch.zeros_like(r) for r in refs]
     for s in range(samples):
         gen = torch.Generator().manual_seed(sample_seed(seed, s))
@@ -385,8 +386,10 @@ def derive(
         for acc, g, r in zip(sq, got, refs):
             acc.add_((g - r).nan_to_num(posinf=0.0, neginf=0.0, nan=0.0).square())
     scale = Z * math.sqrt(samples / chi2_lower(samples, ALPHA))
+    # an output that is the inputs' values moved (a gather, a copy) has no rounding to allow
+    moved = [_key(t) in mode.exact for t in _tensors(out)]
     bounds = tuple(
-        scale * (acc / samples).sqrt() + ((2 + 2 * u) * u if u > prec.u_acc else u) * r.abs()
-        for acc, r, u in zip(sq, refs, (*out_u, *[out_u[-1]] * len(refs)))
+        scale * (acc / samples).sqrt() + (0.0 if m else (2 + 2 * u) * u if u > prec.u_acc else u) * r.abs()
+        for acc, r, u, m in zip(sq, refs, (*out_u, *[out_u[-1]] * len(refs)), moved)
     )
     return Derived(tuple(refs), bounds, tuple(mode.ops))
