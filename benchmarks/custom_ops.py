@@ -155,11 +155,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     per: dict[tuple[str, str], list[float]] = defaultdict(list)
     for e in entries:
+        t0, before = time.perf_counter(), (len(stats["kc_alarms"]), len(stats["ac_alarms"]), stats["cases"])
         for dt in dtypes:
             for shape in e.shapes[:1] if a.quick else e.shapes:
                 for seed in seeds:
                     for backward in (False, True) if e.backward else (False,):
                         _cell(e, getattr(torch, dt), shape, seed, backward, stats, per)
+        kc, ac, n = (
+            len(stats["kc_alarms"]) - before[0],
+            len(stats["ac_alarms"]) - before[1],
+            stats["cases"] - before[2],
+        )
+        print(f"{e.name}: {n} correct-kernel cases, false alarms kcgate {kc} assert_close {ac} "
+              f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
     _print(stats, per)
     return stats
 
