@@ -240,7 +240,10 @@ class Perturb(TorchDispatchMode):
             )  # a backward stores its intermediates in the input dtype, as autograd does
         # the result rounded to the dtype the reference computes it in, where that is coarser (its upcasts
         # count: a reference in bf16 allows a bf16 eager kernel its roundings, one in fp32 or fp64 does not)
-        rnd = _u(nominal) if nominal is not None and _u(nominal) > acc else 0.0
+        # a path the reference never cast runs, as written, in the inputs' own dtype (eager bf16 code): a kernel
+        # written the same way rounds there too
+        u_ref = _u(nominal) if nominal is not None else self.prec.u_in
+        rnd = u_ref if u_ref > acc else 0.0
         mags = _magnitudes(kind, func, args, out) if kind in ("sum", "matmul", "conv") else None
         for i, t in enumerate(_tensors(out)):
             if not t.is_floating_point():
