@@ -26,6 +26,22 @@ def test_validate_without_torch(no_torch_env: dict[str, str]) -> None:
 
 
 @pytest.mark.slow
+def test_validate_accepts_a_tolerance_less_custom_op_without_torch(
+    no_torch_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A custom op needs no tolerance (its bound is derived from the reference when it runs, not here)."""
+    (tmp_path / "k.py").write_text("def f(x): ...\ndef r(x): ...\ndef g(s, d, gen): ...\n")
+    p = tmp_path / "contracts.toml"
+    p.write_text(
+        '[project]\npaths = ["."]\n\n[[contract]]\nid = "c"\nclass = "C-CMP-03"\nop = "custom"\n'
+        'kernel = "k:f"\nreference = "k:r"\ninputs = "k:g"\nshapes = [[4, 8]]\n'
+    )
+    proc = kcgate("validate", str(p), env=no_torch_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "OK" in proc.stdout
+
+
+@pytest.mark.slow
 def test_schema_without_torch(no_torch_env: dict[str, str]) -> None:
     proc = kcgate("schema", env=no_torch_env)
     assert proc.returncode == 0, proc.stderr

@@ -87,7 +87,7 @@ def _contract(i: int, d: dict[str, Any], col: Collector, roots: tuple[Path, ...]
         distribution=_read(d, "distribution", at),
         layout=_read(d, "layout", at),
         postcondition=_key(d, "postcondition", at) or (cls.postcondition if cls else ""),
-        tolerance=_tolerance(d, at, _default_tolerance(cls, op), roots),
+        tolerance=_tolerance(d, at, _default_tolerance(cls, op, d), roots),
         oracle=_key(d, "oracle", at) or (cls.oracle if cls else "fp64"),
         reference=_import_string(d, "reference", at, roots),
         inputs=_import_string(d, "inputs", at, roots),
@@ -235,9 +235,13 @@ def _env_value_problem(name: str, value: str) -> tuple[str, str] | tuple[()]:
     return ()
 
 
-def _default_tolerance(cls: Any, op: str | None) -> str:
-    """The class's method, except that 'error-bound' defers to the op family's natural method."""
+def _default_tolerance(cls: Any, op: str | None, d: dict[str, Any]) -> str:
+    """The class's method, except that 'error-bound' defers to the op family's natural method. A custom op's
+    is the bound derived from its reference, unless rtol or atol are written (then they are the tolerance)."""
     method = cls.tolerance if cls else "error-bound"
+    t = d.get("tolerance")
+    if op == "custom" and isinstance(t, dict) and ("rtol" in t or "atol" in t):
+        return "abs-rel"
     return (CATALOGUE[op].tolerance if op in CATALOGUE else method) if method == "error-bound" else method
 
 

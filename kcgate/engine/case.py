@@ -51,9 +51,12 @@ def _dtype(name: str) -> Any:
 
 def op_for(contract: Contract, paths: tuple[Path, ...]) -> Any:
     from kcgate.numerics.ops import OPS
-    from kcgate.numerics.ops.custom import custom_op
 
-    if contract.op == "custom":
+    if (
+        contract.op == "custom"
+    ):  # imported only here: the tracer's torch._decomp costs other contracts nothing
+        from kcgate.numerics.ops.custom import custom_op
+
         return custom_op(resolve(contract.inputs, paths), resolve(contract.reference, paths))
     op = OPS[contract.op]
     if op.configure is not None:
@@ -96,6 +99,8 @@ def _execute(project: Project, case: Case, backend: Any, kernel: str | None) -> 
     t0 = time.perf_counter()
     try:
         ctx = make_context(project, case, backend, kernel)
+        if why := _shape_rejected(ctx, case):
+            return _result(case, status=Status.REFUSED, metrics=Metrics(), message=why, duration_s=0.0)
         finding = CHECKS[case.klass](ctx)
         # only where `run --shrink-s` gives it time: the smallest shape, then the fewest nonzero inputs
         shrunk, nonzero = shrink_case(ctx, finding, CHECKS[case.klass])
@@ -116,6 +121,16 @@ def _execute(project: Project, case: Case, backend: Any, kernel: str | None) -> 
         shrunk_shape=shrunk,
         shrunk_nonzero=nonzero,
     )
+
+
+def _shape_rejected(ctx: Any, case: Case) -> str:
+    """A boundary shape (kcgate's, not declared) that the contract's own generator or reference rejects is
+    refused with a note naming the constraint to declare: never the kernel's failure (issue 47)."""
+    from kcgate.engine.trial import reference_rejects
+
+    if tuple(case.shape) in {tuple(s) for s in ctx.contract.shapes}:
+        return ""
+    return reference_rejects(ctx, case.shape)
 
 
 def _with_grad(signature: Any, metrics: Metrics) -> Any:

@@ -65,6 +65,7 @@ class CaseContext:
             dtypes.unit_roundoff(out),
             self.contract.tolerance.lam,
             dtypes.unit_roundoff(self.case.dtype),
+            self.case.seed,
         )
 
     def grad_bound_args(self) -> BoundArgs:
@@ -74,6 +75,7 @@ class CaseContext:
             dtypes.unit_roundoff(self.case.dtype),
             self.contract.tolerance.lam,
             dtypes.unit_roundoff(self.case.dtype),
+            self.case.seed,
         )
 
     def inputs(self, shape: Sequence[int], salt: Any) -> Tensors:
@@ -254,3 +256,25 @@ def _signal_on_host(cmp: Comparison, cap: float | None) -> float:
 def issue(trial: Trial, name: str) -> None:
     if name not in trial.issues:
         trial.issues.append(name)
+
+
+def reference_rejects(ctx: CaseContext, shape: Sequence[int]) -> str:
+    """Why the contract's own input generator or its fp64 reference cannot take a shape kcgate chose (a
+    boundary or held-out shape), as a note naming the constraint to declare; "" when both take it. Only for
+    a user reference: the families' generators and oracles take every shape their constraints allow."""
+    if ctx.op.name != "custom" and not ctx.contract.reference:
+        return ""
+    try:
+        with torch.no_grad():
+            ctx.op.oracle(*upcast(ctx.inputs(shape, "shape-probe")))
+    except Exception as exc:  # the user's code rejecting kcgate's shape: a note, never the kernel's failure
+        declared = tuple(ctx.contract.shapes[0]) if ctx.contract.shapes else ()
+        dims = [i for i, d in enumerate(shape) if i >= len(declared) or declared[i] != d]
+        hint = ", ".join(f'{i} = "multiple_of({declared[i]})"' for i in dims if i < len(declared))
+        hint = hint or '0 = "range(1, 8192)"'
+        return (
+            f"skipped kcgate's shape {list(shape)}: the input generator or the reference rejects it "
+            f"({type(exc).__name__}: {str(exc)[:200]}); declare what it needs, e.g. "
+            f"shape_constraints = {{ {hint} }}, or protocol.boundary = false"
+        )
+    return ""

@@ -150,3 +150,24 @@ def test_an_error_waiver_is_loaded_and_a_bad_kind_names_the_fix(tmp_path: Path) 
         load_project(f)
     text = exc.value.render()
     assert "c.toml:8: contract 'm'.waiver[0].kind" in text and 'fix: kind = "error"' in text
+
+
+@pytest.mark.parametrize(
+    ("tolerance", "method"),
+    [
+        ("", "error-bound"),
+        ("tolerance = { rtol = 1e-2 }", "abs-rel"),
+        ('tolerance = { method = "ulp" }', "ulp"),
+    ],
+)
+def test_a_custom_op_needs_no_tolerance_and_a_written_one_wins(
+    tmp_path: Path, tolerance: str, method: str
+) -> None:
+    """No tolerance: the bound derived from the reference (method error-bound); rtol/atol alone: abs-rel."""
+    (tmp_path / "k.py").write_text("def f(x): ...\ndef r(x): ...\ndef g(s, d, gen): ...\n")
+    p = tmp_path / "contracts.toml"
+    p.write_text(
+        '[project]\npaths = ["."]\n\n[[contract]]\nid = "c"\nclass = "C-CMP-03"\nop = "custom"\nkernel = "k:f"\nreference = "k:r"\n'
+        f'inputs = "k:g"\nshapes = [[4, 8]]\n{tolerance}\n'
+    )
+    assert load_project(p).contracts[0].tolerance.method == method

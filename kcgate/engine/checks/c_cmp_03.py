@@ -16,7 +16,7 @@ from kcgate.contracts.records import Contract
 from kcgate.engine.checks import Finding, trials, verdict
 from kcgate.engine.diagnosis import sig
 from kcgate.engine.harness import run_trial
-from kcgate.engine.trial import CaseContext, Trial
+from kcgate.engine.trial import CaseContext, Trial, reference_rejects
 from kcgate.numerics.metrics import merge_metrics
 from kcgate.results.model import Status
 from kcgate.vocab.catalogue import CATALOGUE, dims_of
@@ -29,6 +29,10 @@ def check(ctx: CaseContext) -> Finding:
     if first.status != Status.PASS:
         return first
     shapes = held_out_shapes(ctx)
+    # a held-out shape the user's own generator or reference rejects is skipped, never the kernel's failure
+    probed = [(s, reference_rejects(ctx, s)) for s in shapes]
+    notes = [why for _, why in probed if why]
+    shapes = [s for s, why in probed if not why]
     held = [run_trial(ctx, shape=s, salt=("held-out", i)) for i, s in enumerate(shapes)]
     bad = [t for t in held if not t.ok]
     if (
@@ -38,8 +42,10 @@ def check(ctx: CaseContext) -> Finding:
         extra = (
             *first.metrics.extra,
             ("held_out_shapes", float(len(held))),
+            *((("held_out_skipped", float(len(notes))),) if notes else ()),
         )  # the shapes the verdict covered
-        return replace(first, metrics=replace(metrics, extra=extra))
+        message = "; ".join(filter(None, (first.message, *notes[:2])))
+        return replace(first, metrics=replace(metrics, extra=extra), message=message)
     finding = verdict(ctx, declared + bad)
     if finding.signature and finding.signature.cause in (*ISSUE_MESSAGES, "excess-error"):
         return finding  # an integrity issue is named before the shape

@@ -28,6 +28,9 @@ class BoundArgs:
     u_out: float  # unit roundoff of the output dtype
     lam: float  # λ of the probabilistic bound (Higham and Mary)
     u_in: float = 0.0  # unit roundoff of the input dtype (values a kernel may round back to it: P, q·scale)
+    seed: int = (
+        0  # the case's seed: a derived bound's perturbations are drawn from it (kcgate.numerics.derived)
+    )
 
 
 @dataclass(frozen=True)

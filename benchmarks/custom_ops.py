@@ -1,0 +1,235 @@
+"""Custom ops with no tolerance written: the bound kcgate derives from the reference (kcgate.numerics.derived)
+against torch.testing.assert_close, side by side, on held-out kernels (benchmarks/custom_ops_kernels.py).
+
+Per case (op x kernel x dtype x shape x seed x direction): the library-style kernel and a fused-style one run
+on the dtype's inputs; kcgate's bound is derived from the library formulation traced in fp64, output by output
+(int outputs must be equal); assert_close compares with the same formulation run on fp32-upcast inputs, cast
+to each output's dtype, at its default tolerances. A false alarm is a correct kernel failing; a wrong variant
+is caught in a cell (op, dtype, shape, seed, direction) where the correct library-style kernel passes.
+
+    python -m benchmarks.custom_ops [--quick] [--seeds 3] [--dtypes float32,bfloat16,float16] [--only NAME,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from benchmarks._machine import describe  # noqa: E402
+from benchmarks.custom_ops_kernels import ENTRIES, Entry  # noqa: E402
+from kcgate.engine.trial import subnormal_floor  # noqa: E402
+from kcgate.numerics.derived import Precision, derive, in_fp64  # noqa: E402
+from kcgate.numerics.ops.base import BoundArgs, upcast  # noqa: E402
+from kcgate.numerics.ops.custom import derived_grad_bound, signature_names  # noqa: E402
+
+U32 = float(torch.finfo(torch.float32).eps) / 2
+
+
+def _u(dtype: torch.dtype) -> float:
+    return float(torch.finfo(dtype).eps) / 2 if dtype.is_floating_point else 0.0
+
+
+def _flat(x: Any) -> list[torch.Tensor]:
+    return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+class Case:
+    """One cell: inputs, the derived bounds (forward, and gradients), and assert_close's reference."""
+
+    def __init__(
+        self, e: Entry, dtype: torch.dtype, shape: tuple[int, ...], seed: int, backward: bool
+    ) -> None:
+        self.e, self.dtype, self.backward = e, dtype, backward
+        self.x = e.inputs(shape, dtype, torch.Generator().manual_seed(seed))
+        self.up = upcast(self.x)
+        probe = _flat(e.kernel(*self.x))
+        out_u = [_u(t.dtype) for t in probe]
+        floor = subnormal_floor(BoundArgs(U32, _u(dtype), 8.0, _u(dtype)))
+        ba = BoundArgs(U32, max(out_u), 8.0, _u(dtype), seed)
+        t0 = time.perf_counter()
+        in_fp64(e.kernel, self.up)
+        self.t_ref = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        got = derive(lambda: e.kernel(*self.x), self.x, Precision(_u(dtype), U32, ba.u_out), out_u, seed=seed)
+        self.refs, self.bounds = got.refs, [b + floor for b in got.bounds]
+        self.ac_refs = [r.to(t.dtype) for r, t in zip(_flat(e.kernel(*upcast32(self.x))), probe)]
+        if backward:
+            self.dy = torch.randn(
+                probe[0].shape, generator=torch.Generator().manual_seed(seed + 99), dtype=torch.float64
+            )
+            self.dy = self.dy.to(probe[0].dtype)
+            grads64 = _grads(lambda *a: in_fp64(e.kernel, a), self.up, self.dy.double())
+            gba = BoundArgs(U32, _u(dtype), 8.0, _u(dtype), seed)
+            gb = derived_grad_bound(e.kernel)(self.up, self.dy.double(), tuple(grads64), gba)
+            self.grad_refs = grads64
+            self.grad_bounds = [None if b is None else b + floor for b in gb]
+            self.grad_ac = [
+                None if g is None else g.to(t.dtype)
+                for g, t in zip(_grads(e.kernel, upcast32(self.x), self.dy.float()), self.x)
+            ]
+        self.t_derived = time.perf_counter() - t0
+
+    def judge(self, kernel: Any) -> tuple[float, bool, str]:
+        """(kcgate's worst budget, assert_close passed, the worst output's name)."""
+        outs = _flat(kernel(*[t.clone() for t in self.x]))
+        names = self.e.outputs
+        worst, name, ac_ok = 0.0, "", True
+        for i, (o, r, b, a) in enumerate(zip(outs, self.refs, self.bounds, self.ac_refs)):
+            if o.is_floating_point():
+                budget = float(
+                    ((o.double() - r.reshape(o.shape)).abs() / b.reshape(o.shape))
+                    .nan_to_num(nan=float("inf"))
+                    .max()
+                )
+            else:
+                budget = 0.0 if torch.equal(o.long(), r.reshape(o.shape).long()) else float("inf")
+            if budget > worst:
+                worst, name = budget, names[i] if i < len(names) else f"output{i}"
+            ac_ok &= _close(o, a)
+        if self.backward:
+            gs = _grads(kernel, self.x, self.dy)
+            for j, (g, r, b, a) in enumerate(zip(gs, self.grad_refs, self.grad_bounds, self.grad_ac)):
+                if g is None or b is None or a is None:
+                    continue
+                budget = float(((g.double() - r).abs() / b).nan_to_num(nan=float("inf")).max())
+                if budget > worst:
+                    names_in = signature_names(self.e.kernel)
+                    worst, name = budget, f"grad {names_in[j] if j < len(names_in) else f'input{j}'}"
+                ac_ok &= _close(g, a)
+        return worst, ac_ok, name
+
+
+def upcast32(x: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    return tuple(t.float() if t.is_floating_point() else t for t in x)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        torch.testing.assert_close(a, b)
+        return True
+    except AssertionError:
+        return False
+
+
+def _grads(fn: Any, x: tuple[torch.Tensor, ...], dy: torch.Tensor) -> list[torch.Tensor | None]:
+    leaves = [t.detach().clone().requires_grad_() if t.is_floating_point() else t for t in x]
+    out = _flat(fn(*leaves))[0]
+    diff = [t for t in leaves if t.is_floating_point()]
+    gs = iter(torch.autograd.grad(out, diff, dy.to(out.dtype), allow_unused=True))
+    return [next(gs) if t.is_floating_point() else None for t in leaves]
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="one seed, fp32 and bf16, first shape, four ops")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--dtypes", default="float32,bfloat16,float16")
+    p.add_argument("--only", default="")
+    a = p.parse_args(argv)
+    entries = [e for e in ENTRIES if not a.only or e.name in a.only.split(",")]
+    dtypes = a.dtypes.split(",")
+    seeds = range(a.seeds)
+    if a.quick:
+        entries = [
+            e for e in entries if e.name in ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "topk_softmax")
+        ]
+        dtypes, seeds = ["float32", "bfloat16"], range(1)
+    print(describe())
+    stats: dict[str, Any] = {
+        "cases": 0,
+        "kc_alarms": [],
+        "ac_alarms": [],
+        "budgets": [],
+        "cost": [],
+        "catch": {},
+    }
+    per: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for e in entries:
+        t0, before = time.perf_counter(), (len(stats["kc_alarms"]), len(stats["ac_alarms"]), stats["cases"])
+        for dt in dtypes:
+            for shape in e.shapes[:1] if a.quick else e.shapes:
+                for seed in seeds:
+                    for backward in (False, True) if e.backward else (False,):
+                        _cell(e, getattr(torch, dt), shape, seed, backward, stats, per)
+        kc, ac, n = (
+            len(stats["kc_alarms"]) - before[0],
+            len(stats["ac_alarms"]) - before[1],
+            stats["cases"] - before[2],
+        )
+        print(f"{e.name}: {n} correct-kernel cases, false alarms kcgate {kc} assert_close {ac} "
+              f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
+    _print(stats, per)
+    return stats
+
+
+def _cell(e: Entry, dtype: torch.dtype, shape: tuple[int, ...], seed: int, backward: bool,
+          stats: dict[str, Any], per: dict[tuple[str, str], list[float]]) -> None:  # fmt: skip
+    cell = f"{e.name}/{str(dtype)[6:]}/{list(shape)}/s{seed}/{'bwd' if backward else 'fwd'}"
+    c = Case(e, dtype, shape, seed, backward)
+    stats["cost"].append(c.t_derived / max(c.t_ref, 1e-6))
+    stats.setdefault("ms", []).append(1000 * c.t_derived)
+    base_ok = True
+    for kname, k in (("library", e.kernel), ("fused", e.fused)):
+        if k is None:
+            continue
+        budget, ac_ok, where = c.judge(k)
+        stats["cases"] += 1
+        stats["budgets"].append(budget)
+        per[(e.name, str(dtype)[6:])].append(budget)
+        if budget > 1:
+            stats["kc_alarms"].append(f"{cell} {kname}: budget {budget:.3g} ({where})")
+        if not ac_ok:
+            stats["ac_alarms"].append(f"{cell} {kname}")
+        if kname == "library":
+            base_ok = budget <= 1
+            base_ac = ac_ok
+    for vname, v in e.wrong.items():
+        budget, ac_ok, where = c.judge(v)
+        row = stats["catch"].setdefault(f"{e.name}: {vname}", [0, 0, 0])
+        row[0] += 1
+        row[1] += int(base_ok and budget > 1)
+        row[2] += int(base_ac and not ac_ok)
+
+
+def _print(stats: dict[str, Any], per: dict[tuple[str, str], list[float]]) -> None:
+    n = stats["cases"]
+    print(f"\ncorrect-kernel cases: {n}")
+    print(
+        f"false alarms: kcgate derived bound {len(stats['kc_alarms'])}, assert_close {len(stats['ac_alarms'])}"
+    )
+    for line in stats["kc_alarms"][:30]:
+        print("  kcgate:", line)
+    b = sorted(stats["budgets"])
+    if b:
+        q = [b[int(f * (len(b) - 1))] for f in (0.1, 0.5, 0.9)]
+        print(f"budget used by correct kernels (real error / derived bound): p10 {q[0]:.3g}, p50 {q[1]:.3g}, "
+              f"p90 {q[2]:.3g}, max {b[-1]:.3g}")  # fmt: skip
+    print(f"\n{'op':28s} {'dtype':9s} {'cases':>5s} {'median budget':>13s} {'max':>8s}")
+    for (op, dt), v in sorted(per.items()):
+        print(f"{op:28s} {dt:9s} {len(v):5d} {statistics.median(v):13.3g} {max(v):8.3g}")
+    print(f"\n{'wrong variant':55s} {'cells':>5s} {'kcgate':>7s} {'assert_close':>12s}")
+    tot = [0, 0, 0]
+    for name, (cells, kc, ac) in sorted(stats["catch"].items()):
+        print(f"{name:55s} {cells:5d} {kc:7d} {ac:12d}")
+        tot = [tot[0] + cells, tot[1] + kc, tot[2] + ac]
+    print(f"{'total':55s} {tot[0]:5d} {tot[1]:7d} {tot[2]:12d}")
+    cost = sorted(stats["cost"])
+    if cost:
+        print(f"\nderived bound's cost per case, as a multiple of one fp64 reference run: median "
+              f"{statistics.median(cost):.0f}x, max {cost[-1]:.0f}x (24 perturbed runs, plus the gradients'); "
+              f"median {statistics.median(stats['ms']):.0f} ms, max {max(stats['ms']):.0f} ms per case "
+              "(the first case includes importing torch._dynamo for the dispatch mode)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

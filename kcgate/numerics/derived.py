@@ -1,0 +1,398 @@
+"""A per-element error bound derived from a user's reference: its operations traced (a dispatch mode), run in
+fp64, each result perturbed by the rounding a correct kernel in the contract's dtypes may make there; the bound
+is a confidence-scaled spread over seeded samples. docs/derived-bound.md says what it models and why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch._decomp import decomposition_table
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+aten = torch.ops.aten
+
+SAMPLES = 24
+"""Seeded perturbed runs per bound (each one fp64 run of the reference)."""
+ALPHA = 1e-6
+"""Per element, the chance that the sampled spread underestimates the modelled one by more than the
+chi-square factor (the stated confidence is 1 - ALPHA)."""
+Z = 5.0
+"""The margin in modelled standard deviations: a Gaussian exceeds it with probability 6e-7."""
+
+# ops whose result a correct kernel computes exactly from its operands (selection, layout, sign, constants)
+_EXACT = {
+    "abs", "neg", "where", "clamp", "clamp_min", "clamp_max", "maximum", "minimum", "relu", "masked_fill",
+    "sign", "fill", "copy", "floor", "ceil", "round", "trunc", "amax", "amin", "max", "min", "topk", "sort",
+    "zeros_like", "ones_like", "full_like", "empty_like", "zeros", "ones", "full", "empty", "new_zeros",
+    "new_ones", "new_full", "new_empty", "scalar_tensor", "arange", "tril", "triu", "hardtanh", "signbit",
+    "logical_not", "heaviside", "isnan", "isinf", "isfinite", "fmax", "fmin", "nan_to_num",
+}  # fmt: skip
+# a correctly rounded result (at most half an ulp); every other pointwise op is allowed two
+_BASIC = {"add", "sub", "rsub", "mul", "div", "sqrt", "reciprocal", "addcmul", "addcdiv", "lerp", "square"}
+_MATMUL = {"mm", "bmm", "addmm", "baddbmm", "mv", "dot", "addmv", "addbmm", "matmul"}
+_SUMS = {"sum", "mean", "nansum", "cumsum"}
+_CONV = {"convolution", "_convolution", "convolution_backward"}
+_CASTS = {"_to_copy", "to", "convert_element_type", "type_as", "_autocast_to_reduced_precision"}
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The unit roundoffs of a correct implementation: tensor-core operands in the input dtype, reductions
+    and intermediates in the accumulator, the result in the output dtype."""
+
+    u_in: float
+    u_acc: float
+    u_out: float
+
+
+@dataclass(frozen=True)
+class TracedOp:
+    """One operation of the reference as kcgate saw it, and how it was modelled."""
+
+    name: str  # the aten overload, e.g. "aten.mm.default"
+    kind: str  # exact, cast, pointwise, sum, matmul, fallback, decomposed
+    shape: tuple[int, ...]  # its (first) result's shape
+
+
+def op_kind(func: Any) -> str:
+    """How a correct kernel may round at this aten op (kcgate's rounding model, one rule per kind)."""
+    base = func.overloadpacket.__name__.rstrip("_")
+    if func.namespace == "prims":  # a decomposition's primitive: rounds as its aten namesake does
+        twin = getattr(aten, base, None)
+        return (
+            "basic"
+            if base in _BASIC
+            else "pointwise"
+            if twin is not None and _pointwise(twin)
+            else op_kind_prim(base)
+        )
+    if base in _CASTS:
+        return "cast"
+    if base in _EXACT:
+        return "exact"
+    if base in _MATMUL:
+        return "matmul"
+    if base in _CONV:
+        return "conv"
+    if base in _SUMS:
+        return "sum"
+    if torch.Tag.pointwise in func.tags and base in _BASIC:
+        return "basic"
+    if func in decomposition_table:  # composites (gelu, silu, softmax, layer_norm) as their parts round
+        return "decomposed"
+    if torch.Tag.pointwise in func.tags:
+        return "pointwise"
+    if func in decomposition_table:
+        return "decomposed"
+    if torch.Tag.reduction in func.tags:
+        return "fallback"
+    return "exact"  # views, indexing, concatenation, gathers: values moved, not computed
+
+
+def _pointwise(packet: Any) -> bool:
+    return any(torch.Tag.pointwise in getattr(packet, o).tags for o in packet.overloads())
+
+
+def op_kind_prim(base: str) -> str:
+    return "cast" if base in _CASTS else "exact" if base in _EXACT or base in _MOVES else "fallback"
+
+
+_MOVES = {
+    "view_of",
+    "broadcast_in_dim",
+    "reshape",
+    "transpose",
+    "squeeze",
+    "collapse_view",
+    "slice",
+    "cat",
+    "iota",
+}
+
+
+def _f64(x: Any) -> Any:
+    if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != torch.float64:
+        return x.to(torch.float64)
+    if isinstance(x, torch.dtype) and x.is_floating_point:
+        return torch.float64
+    if isinstance(x, (list, tuple)):
+        return type(x)(_f64(v) for v in x)
+    return x
+
+
+def _u(dtype: torch.dtype) -> float:
+    return float(torch.finfo(dtype).eps) / 2
+
+
+class Perturb(TorchDispatchMode):
+    """Runs every operation in fp64 and, with ``gen``, adds the rounding a correct kernel may make there.
+    Without ``gen`` it only records the trace (``ops``) and runs the reference in fp64."""
+
+    def __init__(
+        self,
+        prec: Precision,
+        gen: torch.Generator | None,
+        exact: Sequence[torch.Tensor],
+    ) -> None:
+        super().__init__()
+        self.prec, self.gen = prec, gen
+        self.ops: list[TracedOp] = []
+        # storages holding values exactly representable in the input dtype (the inputs, and data moved from
+        # them): a kernel's operand rounding changes nothing there. Results are kept alive so that no freed
+        # storage's address is taken for an input's.
+        self.exact = {_key(t) for t in exact}
+        self.keep: list[torch.Tensor] = []
+        # the dtype the reference chose for each storage by a cast or a factory's dtype (the inputs' and
+        # what follows from them alone are the kernel's choice: None): an op runs at the coarser of that and
+        # the accumulator, so a reference's casts count and its fp64 does not
+        self.dtypes: dict[int, torch.dtype | None] = {_key(t): None for t in exact}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        kind = op_kind(func)
+        if kind == "decomposed":
+            self._record(func, kind, None)
+            with self:
+                return decomposition_table[func](*args, **kwargs)
+        requested = _cast_dtype(args, kwargs) if kind == "cast" else None
+        nominal = requested or self._nominal(args, kwargs)
+        args, kwargs = _f64(args), {k: _f64(v) for k, v in kwargs.items()}
+        if kind == "cast":
+            return self._cast(func, args, kwargs, requested)
+        if kind in ("matmul", "conv") and self.gen is not None:
+            args = tuple(self._operand(a) for a in args)
+        out = func(*args, **kwargs)
+        self._record(func, kind, out)
+        for t in _tensors(out):
+            if t.is_floating_point():
+                self.dtypes[_key(t)] = nominal
+        if self.gen is not None and kind not in ("exact",):
+            self._round(kind, func, args, out, nominal)
+        elif kind == "exact" and all(_key(t) in self.exact for t in _tensors(args)):
+            self.exact.update(_key(t) for t in _tensors(out))
+        return out
+
+    def _nominal(self, args: Any, kwargs: dict[str, Any]) -> torch.dtype | None:
+        """The dtype the reference chose for this op's result, by torch's promotion over the operands it
+        chose one for (a 0-dim tensor does not promote a dimensioned one); None: the kernel's choice."""
+        given = kwargs.get("dtype")
+        if isinstance(given, torch.dtype) and given.is_floating_point:
+            return given
+        ts = [t for t in _tensors(args) if t.is_floating_point()]
+        ts = [t for t in ts if t.dim()] or ts
+        got = [
+            d for t in ts if (d := self.dtypes.get(_key(t), None if t.dtype == torch.float64 else t.dtype))
+        ]
+        if not got:
+            return None
+        out = got[0]
+        for d in got[1:]:
+            out = torch.promote_types(out, d)
+        return out
+
+    def _record(self, func: Any, kind: str, out: Any) -> None:
+        ts = _tensors(out)
+        self.ops.append(TracedOp(str(func), kind, tuple(ts[0].shape) if ts else ()))
+        self.keep.extend(ts)
+
+    def _cast(
+        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], orig: torch.dtype | None
+    ) -> Any:
+        """The reference's own casts: kept in fp64 (a reference's fp64 angles must not make a bf16 kernel's
+        error zero, nor its fp32 softmax forgive a bf16 one); a cast down to a type coarser than the
+        accumulator is a rounding the reference declares, so a correct kernel may make it too."""
+        src = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        out = func(*args, **kwargs)
+        self._record(func, "cast", out)
+        if src is None or not out.is_floating_point():
+            return out
+        u = _u(orig) if orig is not None and orig.is_floating_point else 0.0
+        if u:
+            self.dtypes[_key(out)] = orig
+        exact = _key(src) in self.exact and u >= self.prec.u_in
+        if self.gen is not None and u > self.prec.u_acc and not exact and out is not src:
+            out.mul_(1 + u * self._uniform(out))
+        if exact or (_key(src) in self.exact and u == 0.0):
+            self.exact.add(_key(out))
+        return out
+
+    def _operand(self, a: Any) -> Any:
+        """A computed matmul operand may be rounded to the input dtype (tensor-core operands: attention's P)."""
+        if not isinstance(a, torch.Tensor) or not a.is_floating_point() or _key(a) in self.exact:
+            return a
+        return a * (1 + max(self.prec.u_in, self.prec.u_acc) * self._uniform(a))
+
+    def _round(
+        self, kind: str, func: Any, args: tuple[Any, ...], out: Any, nominal: torch.dtype | None
+    ) -> None:
+        acc = self.prec.u_acc
+        if kind in ("basic", "pointwise") and torch._C._current_autograd_node() is not None:
+            acc = max(
+                acc, self.prec.u_in
+            )  # a backward stores its intermediates in the input dtype, as autograd does
+        # the result rounded to the dtype the reference computes it in, where that is coarser (its upcasts
+        # count: a reference in bf16 allows a bf16 eager kernel its roundings, one in fp32 or fp64 does not)
+        # a path the reference never cast runs, as written, in the inputs' own dtype (eager bf16 code): a kernel
+        # written the same way rounds there too
+        u_ref = _u(nominal) if nominal is not None else self.prec.u_in
+        rnd = u_ref if u_ref > acc else 0.0
+        mags = _magnitudes(kind, func, args, out) if kind in ("sum", "matmul", "conv") else None
+        for i, t in enumerate(_tensors(out)):
+            if not t.is_floating_point():
+                continue
+            y = t.abs()
+            if kind == "basic":
+                t.add_(max(acc, rnd) * y * self._uniform(t))
+                continue
+            if kind == "pointwise":  # a correct transcendental is within an ulp (2u) at the accumulator's
+                t.add_(2 * acc * y * self._uniform(t))
+            elif mags is not None:
+                k, mag = mags[i]
+                t.add_(acc * math.sqrt(max(k, 1) / 3) * mag * self._normal(t))
+            else:  # an unmodelled reduction: √K roundings of the result's size
+                k = max(_numel(args) // max(t.numel(), 1), 1)
+                t.add_(acc * math.sqrt(k) * y * self._normal(t))
+            if rnd:
+                t.add_(rnd * y * self._uniform(t))
+
+    def _uniform(self, t: torch.Tensor) -> torch.Tensor:
+        assert self.gen is not None  # drawn on the host: the same bound on every runner
+        return (torch.rand(t.shape, generator=self.gen, dtype=torch.float64) * 2 - 1).to(t.device)
+
+    def _normal(self, t: torch.Tensor) -> torch.Tensor:
+        assert self.gen is not None
+        return torch.randn(t.shape, generator=self.gen, dtype=torch.float64).to(t.device)
+
+
+def _cast_dtype(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.dtype | None:
+    """The dtype a cast asks for, before kcgate keeps it in fp64 (None: a cast that keeps the dtype)."""
+    got = kwargs.get("dtype") or next((a for a in args[1:] if isinstance(a, torch.dtype)), None)
+    if got is None and len(args) > 1 and isinstance(args[1], torch.Tensor):  # type_as
+        got = args[1].dtype
+    return got if isinstance(got, torch.dtype) else None
+
+
+def _key(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr() if t.numel() else -1
+
+
+def _tensors(x: Any) -> list[torch.Tensor]:
+    leaves, _ = tree_flatten(x)
+    return [t for t in leaves if isinstance(t, torch.Tensor)]
+
+
+def _numel(args: tuple[Any, ...]) -> int:
+    return max((t.numel() for t in _tensors(args)), default=1)
+
+
+def _magnitudes(kind: str, func: Any, args: tuple[Any, ...], out: Any) -> list[tuple[int, torch.Tensor]]:
+    """Per result: (K, Σ|terms|) of a sum, dot product or convolution, the magnitudes from the same op on
+    the operands' absolute values (a sum of K terms each rounded at most K times)."""
+    outs = _tensors(out)
+    absargs = tuple(a.abs() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args)
+    ks = [max(_numel(args) // max(t.numel(), 1), 1) for t in outs]
+    name = func.overloadpacket.__name__
+    if kind == "matmul":
+        b = args[-1] if name in ("mm", "bmm", "mv", "dot", "matmul") else args[-1]
+        ks = [int(b.shape[-2]) if b.dim() >= 2 else int(b.shape[-1])] * len(outs)
+    elif name == "convolution_backward":  # (grad_output, input, weight, ...): dX sums over C_out·taps, dW and
+        go, w = args[0], args[2]  # db over the batch and positions
+        ks = [max(w.shape[0] * int(math.prod(w.shape[2:])), 1)] + [max(go.numel() // go.shape[1], 1)] * 2
+    elif kind == "conv":
+        ks = [max(int(args[1][0].numel()), 1)] * len(outs)
+    try:
+        with torch.no_grad():
+            mags = _tensors(func(*absargs))
+        return [(k, m.abs().reshape(t.shape)) for k, m, t in zip(ks, mags, outs)]
+    except Exception:  # an overload whose operands' magnitudes do not fit (scalars in the way): the result's
+        return [(k, t.abs() * k) for k, t in zip(ks, outs)]
+
+
+def chi2_lower(n: int, alpha: float) -> float:
+    """The lower ``alpha`` quantile of chi-square with ``n`` degrees of freedom (Wilson-Hilferty)."""
+    z = statistics.NormalDist().inv_cdf(alpha)
+    return n * max(1 - 2 / (9 * n) + z * math.sqrt(2 / (9 * n)), 1e-3) ** 3
+
+
+def sample_seed(seed: int, sample: int) -> int:
+    h = hashlib.sha256(f"derived:{seed}:{sample}".encode()).digest()
+    return int.from_bytes(h[:8], "little") >> 1
+
+
+@dataclass(frozen=True)
+class Derived:
+    """The fp64 reference's outputs (flattened), each one's allowed |error|, and the trace it came from."""
+
+    refs: tuple[torch.Tensor, ...]
+    bounds: tuple[torch.Tensor, ...]
+    trace: tuple[TracedOp, ...]
+
+
+def trace(reference: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> tuple[TracedOp, ...]:
+    """The reference's operations on these inputs, each with its rounding kind (for reuse: mutation,
+    explanation)."""
+    mode = Perturb(Precision(0.0, 0.0, 0.0), None, inputs)
+    with torch.no_grad(), mode:
+        reference(*inputs)
+    return tuple(mode.ops)
+
+
+def as_drawn(up: Sequence[torch.Tensor], dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """fp64 inputs back in the narrowest of ``dtype``, fp32 and fp64 that holds each exactly: the reference is
+    traced on them, so that code taking a dtype from its inputs (``x.to(w.dtype)``, ``dtype_in = x.dtype``)
+    sees the one it runs with; the mode computes in fp64 all the same."""
+    out = []
+    for t in up:
+        if t.is_floating_point():
+            t = next((c for d in (dtype, torch.float32) if torch.equal((c := t.to(d)).to(t.dtype), t)), t)
+        out.append(t)
+    return tuple(out)
+
+
+def in_fp64(reference: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> Any:
+    """The reference on fp64 inputs with its own casts kept in fp64: the oracle a custom op is compared with
+    (a reference that computes in fp32 must not put fp32 rounding into kcgate's reference value)."""
+    with Perturb(Precision(0.0, 0.0, 0.0), None, inputs):
+        return reference(*inputs)
+
+
+def derive(
+    run: Callable[[], Any],
+    inputs: Sequence[torch.Tensor],
+    prec: Precision,
+    out_u: Sequence[float],
+    *,
+    seed: int = 0,
+    samples: int = SAMPLES,
+) -> Derived:
+    """``run()`` (the reference on ``inputs``, or its gradients) exactly in fp64, then ``samples`` times
+    perturbed; each output's bound is Z·σ̂·√(N/χ²_α(N)) plus its final rounding ``out_u[i]``·|y|, twice where
+    the output is coarser than the accumulator (an eager kernel rounds its last intermediate to it too: HF's
+    RMSNorm rounds h before the weight multiplies it)."""
+    mode = Perturb(prec, None, inputs)
+    with mode:
+        out = run()
+        refs = [t.detach() for t in _tensors(out)]
+    sq = [torch.zeros_like(r) for r in refs]
+    for s in range(samples):
+        gen = torch.Generator().manual_seed(sample_seed(seed, s))
+        with Perturb(prec, gen, inputs):
+            got = [t.detach() for t in _tensors(run())]
+        for acc, g, r in zip(sq, got, refs):
+            acc.add_((g - r).nan_to_num(posinf=0.0, neginf=0.0, nan=0.0).square())
+    scale = Z * math.sqrt(samples / chi2_lower(samples, ALPHA))
+    # an output that is the inputs' values moved (a gather, a copy) has no rounding to allow
+    moved = [_key(t) in mode.exact for t in _tensors(out)]
+    bounds = tuple(
+        scale * (acc / samples).sqrt() + (0.0 if m else (2 + 2 * u) * u if u > prec.u_acc else u) * r.abs()
+        for acc, r, u, m in zip(sq, refs, (*out_u, *[out_u[-1]] * len(refs)), moved)
+    )
+    return Derived(tuple(refs), bounds, tuple(mode.ops))

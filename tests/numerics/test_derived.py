@@ -1,0 +1,99 @@
+"""The bound derived from a reference: where the answer is known, it separates correct kernels from the
+shipped bug classes the issue names (a bf16 router softmax, fp64 angles, a twice-rounding eager kernel)."""
+
+from __future__ import annotations
+
+import torch
+
+from kcgate.numerics.derived import Precision, chi2_lower, derive, trace
+
+U = {d: float(torch.finfo(d).eps) / 2 for d in (torch.float32, torch.bfloat16, torch.float16)}
+
+
+def _budget(kernel_out: torch.Tensor, got) -> float:  # type: ignore[no-untyped-def]
+    return float(((kernel_out.double() - got.refs[0]).abs() / got.bounds[0]).max())
+
+
+def _router_ref(logits: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(logits.float(), -1)
+
+
+def test_a_router_softmax_in_bf16_fails_the_bound_of_an_fp32_reference() -> None:
+    logits = torch.randn(128, 8, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    up = (logits.double(),)
+    got = derive(lambda: _router_ref(*up), up, Precision(U[torch.bfloat16], U[torch.float32], U[torch.float32]),
+                 (U[torch.float32],), samples=8)  # fmt: skip
+    assert _budget(torch.softmax(logits.float(), -1), got) < 0.5
+    assert _budget(torch.softmax(logits, -1).float(), got) > 10
+
+
+def _rope(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    n = x.shape[-1] // 2
+    ang = torch.arange(x.shape[0], dtype=dtype)[:, None] / (10000 ** (torch.arange(n, dtype=dtype) / n))
+    x1, x2 = x[..., :n].to(dtype), x[..., n:].to(dtype)
+    return torch.cat([x1 * ang.cos() - x2 * ang.sin(), x1 * ang.sin() + x2 * ang.cos()], -1).to(x.dtype)
+
+
+def test_a_reference_with_fp64_angles_still_allows_an_fp32_kernel_its_rounding() -> None:
+    x = torch.randn(1024, 32, generator=torch.Generator().manual_seed(1)).to(torch.float32)
+    up = (x.double(),)
+    got = derive(lambda: _rope(up[0], torch.float64), up, Precision(*(U[torch.float32],) * 3), (U[torch.float32],),
+                 samples=8)  # fmt: skip
+    # the reference's own fp64 would make the bound the output rounding alone; the angles' fp32 error counts
+    assert float((got.bounds[0] - U[torch.float32] * got.refs[0].abs()).min()) > 0
+    assert _budget(_rope(x, torch.float32), got) < 1
+    assert _budget(_rope(x, torch.bfloat16), got) > 10  # angles built in bf16: the rope precision bug
+
+
+def _rms_ref(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    xf = x.float()
+    return xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()
+
+
+def _rms_eager(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """HF's RMSNorm: normalised in fp32, rounded to bf16, then multiplied by the weight in bf16."""
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype) * w
+
+
+def _rms_bf16_var(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The variance accumulated in bf16 (a sequential sum that stagnates)."""
+    sq, acc = x.pow(2), torch.zeros(x.shape[0], 1, dtype=x.dtype)
+    for i in range(x.shape[-1]):
+        acc = acc + sq[:, i : i + 1]  # each partial sum rounded to bf16
+    return (x.float() * torch.rsqrt(acc.float() / x.shape[-1] + 1e-6)).to(x.dtype) * w
+
+
+def test_an_eager_bf16_rmsnorm_passes_and_a_bf16_accumulator_fails() -> None:
+    g = torch.Generator().manual_seed(2)
+    x, w = (
+        torch.randn(16, 2048, generator=g).to(torch.bfloat16),
+        torch.randn(2048, generator=g).to(torch.bfloat16),
+    )
+    up = (x.double(), w.double())
+    prec = Precision(U[torch.bfloat16], U[torch.float32], U[torch.bfloat16])
+    got = derive(lambda: _rms_ref(*up), up, prec, (U[torch.bfloat16],), samples=8)
+    assert _budget(_rms_eager(x, w), got) < 1
+    assert _budget(_rms_bf16_var(x, w), got) > 1
+
+
+def test_the_same_seed_gives_the_same_bound_and_another_seed_another() -> None:
+    x = torch.randn(8, 64, generator=torch.Generator().manual_seed(3)).double()
+    prec = Precision(U[torch.float32], U[torch.float32], U[torch.float32])
+
+    def run(seed: int) -> torch.Tensor:
+        return derive(lambda: torch.softmax(x, -1), (x,), prec, (0.0,), seed=seed, samples=4).bounds[0]
+
+    assert torch.equal(run(7), run(7))
+    assert not torch.equal(run(7), run(8))
+
+
+def test_the_trace_names_each_operation_and_its_rounding_kind() -> None:
+    x, w = torch.randn(4, 8).double(), torch.randn(8, 3).double()
+    kinds = [op.kind for op in trace(lambda a, b: (a @ b).relu().sum(-1), (x, w))]
+    assert kinds == ["matmul", "exact", "sum"]
+
+
+def test_the_chi_square_quantile_is_below_its_mean() -> None:
+    assert 0 < chi2_lower(24, 1e-6) < 24
+    assert chi2_lower(24, 1e-6) < chi2_lower(24, 1e-2)

@@ -1,0 +1,21 @@
+"""benchmarks/custom_ops.py in its quick mode: on held-out kernels with no tolerance written, the derived bound
+raises no false alarm and catches at least as many planted wrong variants as torch.testing.assert_close."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.custom_ops import main
+
+
+@pytest.mark.slow
+def test_quick_mode_has_no_false_alarm_and_catches_as_much_as_assert_close() -> None:
+    stats = main(["--quick"])
+    assert stats["cases"] >= 20
+    assert stats["kc_alarms"] == []
+    caught = sum(kc for _, kc, _ in stats["catch"].values())
+    assert caught >= sum(ac for _, _, ac in stats["catch"].values())
+    # a stale residual output and swapped gate halves are caught in every cell
+    assert all(
+        kc == cells for name, (cells, kc, _) in stats["catch"].items() if "stale" in name or "swapped" in name
+    )
