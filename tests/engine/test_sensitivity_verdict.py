@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from kcgate.contracts.policy import Policy
-from kcgate.engine import formulations, sensitivity
+from kcgate.engine import excess_line, formulations, sensitivity
 from kcgate.gate.diff import diff_runs
 from kcgate.numerics.ops import OPS
 from kcgate.results.model import CaseResult, Fingerprint, Metrics, RunResult
@@ -28,7 +28,7 @@ def test_three_rows_are_three_observations_not_three_thousand() -> None:
     """A textbook layer norm's error on 3 rows of 1021 is one shared shift per row: per-row ratios 0.3x,
     1x and 3x pool to 1.8x, whose 99% lower bound over 3 rows is 0 (t = 6.97 on 2 degrees of freedom)."""
     a, b = np.array([0.09, 1.0, 9.0]) * 1021, np.full(3, 1021.0)
-    ev = sensitivity.ratio_bound(a, b)
+    ev = excess_line.ratio_bound(a, b)
     assert ev.rms_ratio == pytest.approx(math.sqrt(10.09 / 3))
     assert ev.rms_lower == 0.0 and ev.clusters == 3
 
@@ -39,32 +39,32 @@ def test_noise_at_2x_over_64_rows_is_significant() -> None:
     rng = np.random.default_rng(0)
     b = rng.chisquare(1024, 64)
     a = 5 * rng.chisquare(1024, 64)
-    ev = sensitivity.ratio_bound(a, b)
+    ev = excess_line.ratio_bound(a, b)
     assert ev.rms_ratio == pytest.approx(2.24, abs=0.05)
     assert ev.rms_lower > 2.0
 
 
 def test_t_quantiles_are_conservative_between_rows() -> None:
-    assert sensitivity.t99(2) == pytest.approx(6.965)
-    assert sensitivity.t99(11) == sensitivity.t99(10)  # between rows: the larger t
-    assert sensitivity.t99(10**6) == sensitivity.Z99
-    assert sensitivity.t99(0) == math.inf
+    assert excess_line.t99(2) == pytest.approx(6.965)
+    assert excess_line.t99(11) == excess_line.t99(10)  # between rows: the larger t
+    assert excess_line.t99(10**6) == excess_line.Z99
+    assert excess_line.t99(0) == math.inf
 
 
 def test_the_line() -> None:
-    significant = sensitivity.Evidence(2.2, 1.9, 128)
-    shaky = sensitivity.Evidence(1.6, 0.9, 6)
-    assert sensitivity.below_the_line(_excess(2.2), [_excess(2.2), _excess(2.1)], significant) == ""
+    significant = excess_line.Evidence(2.2, 1.9, 128)
+    shaky = excess_line.Evidence(1.6, 0.9, 6)
+    assert excess_line.below_the_line(_excess(2.2), [_excess(2.2), _excess(2.1)], significant) == ""
     # one trial under the factor: not consistent across independent inputs
-    note = sensitivity.below_the_line(_excess(2.2), [_excess(2.2), _excess(1.2)], significant)
+    note = excess_line.below_the_line(_excess(2.2), [_excess(2.2), _excess(1.2)], significant)
     assert note.startswith("limitation: ") and "99%" in note
-    note = sensitivity.below_the_line(_excess(2.1), [_excess(2.1)], shaky)
+    note = excess_line.below_the_line(_excess(2.1), [_excess(2.1)], shaky)
     assert note.startswith("limitation: ") and "from 6 independent rows" in note
     # a few corrupted elements: the max statistic is significant by itself
-    assert sensitivity.below_the_line(_excess(1.0, mx=3.0), [_excess(1.0, mx=3.0)], shaky) == ""
+    assert excess_line.below_the_line(_excess(1.0, mx=3.0), [_excess(1.0, mx=3.0)], shaky) == ""
     # the correct implementations keep under 4 bits: inconclusive, never fail
     bad = _excess(5.0, mx=5.0, ref_rms=0.1, out_rms=1.0)
-    assert sensitivity.below_the_line(bad, [bad], significant).startswith("inconclusive: ")
+    assert excess_line.below_the_line(bad, [bad], significant).startswith("inconclusive: ")
 
 
 def test_a_limitation_passes_and_diff_shows_it_as_drift() -> None:

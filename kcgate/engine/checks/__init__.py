@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kcgate.engine import diagnosis as signatures
-from kcgate.engine import sensitivity
+from kcgate.engine import excess_line, sensitivity
 from kcgate.engine.diagnosis import explain_excess, first_issue
 from kcgate.engine.harness import run_trial
 from kcgate.engine.trial import CaseContext, Trial, signal_ratio
@@ -101,10 +101,10 @@ def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding
     metrics = _with_extra(metrics, worst.extra())
     if worst.ratio <= 1.0:
         return Finding(Status.PASS, metrics)
-    ev = sensitivity.evidence(ctx, parts)
+    ev = excess_line.evidence(ctx, parts)
     if ev is not None:
         metrics = _with_extra(metrics, ev.extra())
-    note = sensitivity.below_the_line(worst, measured, ev)
+    note = excess_line.below_the_line(worst, measured, ev)
     if note:
         return Finding(Status.PASS, metrics, None, note)  # a limitation, tracked as drift, not a block
     out_budget = dict(metrics.extra).get("out_budget", metrics.budget_used or 0.0)
