@@ -166,7 +166,7 @@ def dense_bound(
     # 16-bit inputs: a kernel may hold the scores in the input dtype (torch's CPU flash kernel does: without
     # this term its bf16 budget is 0.47-0.77): δS_ij ≤ u_in·|S_ij|, independent roundings, so the output moves
     # by λ·u_in·√Σ_j (P_ij·S_ij·(v_j − y_i))², bounded with |v_j| + |y_i|
-    ps = p * p * _score_sq(q, k, cfg.scale_for(d), ba.u_in)
+    ps = (p * cfg.scale_for(d) * (q @ k.transpose(-1, -2)).nan_to_num(0)) ** 2
     e_in = (
         ba.lam * ba.u_in * ((ps @ (v * v)).sqrt() + y.abs() * ps.sum(-1, keepdim=True).sqrt())
         if ba.u_in > 2.0**-24
@@ -179,17 +179,6 @@ def dense_bound(
     u_p = cfg.u_p(ba)
     e_p = u_p * torch.minimum(ba.lam * ((p * p) @ (v * v)).sqrt(), pv) if u_p else 0.0
     return (rel + ba.lam * n.sqrt() * ba.u_acc) * pv + e_p + e_in + ba.u_out * y.abs()
-
-
-def _score_sq(q: torch.Tensor, k: torch.Tensor, sc: float, u_in: float) -> torch.Tensor:
-    """S_ij² plus, for 16-bit inputs, sc²·Σ_d q_d²·k_jd²: the score's rounding in the input dtype is u_in·|S_ij|
-    only where the kernel rounds the score; one that scales q in the input dtype first (flash-attention's
-    ``attention_ref``: ``q / sqrt(d)``, exact only for a power-of-four head dim) rounds each q_d, and the
-    score moves by u_in·sc·√Σ_d (q_d·k_jd)², which stays where S_ij cancels (issue 46, docs/ops.md#attention)."""
-    s2 = (sc * (q @ k.transpose(-1, -2))).nan_to_num(0) ** 2
-    if u_in <= 2.0**-24:
-        return s2
-    return s2 + sc * sc * ((q * q) @ (k * k).transpose(-1, -2))
 
 
 def _group_sum(t: torch.Tensor, kv_heads: int) -> torch.Tensor:
@@ -214,12 +203,10 @@ def dense_grad_bound(
     p = _probs(q, kx, cfg)
     y = p @ vx
     # relative error of each recomputed P_ij, independent across elements: its score's dot product
-    # √D·u_acc·scale·|q||k| and rounding u_in·√(S² + scale²·q²·k²) (as in the forward: the score or q·scale
-    # rounded to the input dtype), exp, and P rounded to p_dtype
+    # √D·u_acc·scale·|q||k| and rounding u_in·|S| (as in the forward), exp, and P rounded to p_dtype
     u_p = cfg.u_p(ba)
-    sigma = (
-        sc * sqrt(d) * u * (q.abs() @ kx.abs().transpose(-1, -2))
-        + ba.u_in * _score_sq(q, kx, sc, ba.u_in).sqrt()
+    sigma = sc * (
+        sqrt(d) * u * (q.abs() @ kx.abs().transpose(-1, -2)) + ba.u_in * (q @ kx.transpose(-1, -2)).abs()
     )
     sigma = sigma + u_p + 2 * u
     # and one shared by a row: the P-weighted mean of those (softmax subtracts it) and the row sum
@@ -249,7 +236,6 @@ def dense_grad_bound(
         + e_delta * (p @ kx).abs()
         + row * (ds @ kx).abs()
         + (lam * sqrt(lk) + 2) * u * (ds_abs @ kx.abs())
-        + ba.u_in * (ds @ kx).abs()  # q scaled in the input dtype: dQ rounded there before the scale too
     )
     sdt, sht, dst = sd.transpose(-1, -2), shared.transpose(-1, -2), ds_abs.transpose(-1, -2)
     dk_abs = sc * (dst @ q.abs())
