@@ -63,8 +63,9 @@ def test_false_alarm_benchmark_runs_and_counts() -> None:
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     out = proc.stdout
-    assert out.startswith("false alarms: 0 of 4 cases"), out[:200]
+    assert out.startswith("false alarms: 0 of 8 cases"), out[:200]  # each declared shape and its boundary one
     assert "| klass | cases | false alarms | rate | 95% upper | s/case |" in out
+    assert "| shape | cases |" in out and "| boundary | 4 |" in out
     assert "false alarms by cause: none" in out
 
 
@@ -83,3 +84,45 @@ def test_history_scale_benchmark_runs_small() -> None:
     assert "40 commits x 10 contracts x 3 runners = 1,200 case rows" in proc.stdout
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "median" not in line]
     assert len(rows) == 6 and all(float(r.rsplit("|", 2)[1]) >= 0 for r in rows)
+
+
+def test_false_alarm_benchmark_quick_mode_runs_issue_46s_held_out_kernels() -> None:
+    """``--quick``: three of issue 46's held-out library kernels (flash-attention's attention_ref, vLLM's GQA
+    causal reference, the tutorial layer norm), C-PRC-01, bf16, forward and backward, at their declared and
+    boundary shapes: 12 cases, none an alarm, the rule of three printed."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.false_alarms", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stdout.startswith("false alarms: 0 of 12 cases"), proc.stdout[:300]
+    assert "rule of three 3/n = 0.25" in proc.stdout
+
+
+def test_gate_only_lists_the_failures_within_the_bound_and_the_changed_verdicts() -> None:
+    """benchmarks/gate_only.py's report: a failure whose message says it was within the bound is the
+    sensitivity gate's catch (listed with its budget and ratios); one over the bound is not; ``compare``
+    names every case whose status or cause changed between two runs."""
+    from benchmarks import gate_only as g
+
+    gate = g.Verdict("realistic", "sum-fp16-acc", 0, "32x4096", "fail", "excess-error",
+                     "within the bound (the forward output's budget 0.495) but ...", 0.495,
+                     {"excess_ratio": 1090.0, "excess_rms_ratio": 1640.0, "excess_max_ratio": 687.0})  # fmt: skip
+    bound = g.Verdict("faults", "noise-0.3", 0, "32x256", "fail", "noise", "error exceeds the allowed bound",
+                      3.0, {})  # fmt: skip
+    lines = g.report([gate, bound])
+    assert (
+        "| realistic | sum-fp16-acc | 0 | 32x4096 | 0.495 | 1.09e+03 | 1.64e+03 / 687 | excess-error |"
+        in lines
+    )
+    assert not any("noise-0.3" in line for line in lines)
+    assert "faults: 1 cases, 1 fail, 0 of them only through the sensitivity gate (0 bugs)" in lines
+    before = [dict(gate.__dict__, status="pass", cause=""), dict(bound.__dict__)]
+    changed = g.compare(before, [gate, bound])
+    assert changed == [
+        f"  realistic/sum-fp16-acc/32x4096/s0: pass  -> fail excess-error: {gate.message[:160]}"
+    ]
+    assert g.compare([dict(bound.__dict__)], [bound]) == ["  no verdict changed"]

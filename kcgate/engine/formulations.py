@@ -92,6 +92,95 @@ def eager_attention(op: OpFamily, x: Tensors, kw: dict[str, Any]) -> torch.Tenso
     return torch.matmul(p, v)
 
 
+def _dense_kv(x: Tensors) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """(q, k, v) with the kv heads repeated for their query heads (GQA), dense (b, h, L, d) inputs only."""
+    if len(x) != 3 or x[0].dim() != 4:
+        return None
+    q, k, v = x
+    h, hk = q.shape[-3], k.shape[-3]
+    if hk != h:
+        if h % hk:
+            return None
+        k, v = k.repeat_interleave(h // hk, -3), v.repeat_interleave(h // hk, -3)
+    return q, k, v
+
+
+def _hidden(s: torch.Tensor, kw: dict[str, Any]) -> torch.Tensor | None:
+    """The causal mask's hidden keys (top-left, as sdpa's), or None without one."""
+    if not (kw.get("is_causal") or kw.get("causal")):
+        return None
+    return torch.ones(s.shape[-2], s.shape[-1], dtype=torch.bool).triu(1)
+
+
+def flash_attention_ref(op: OpFamily, x: Tensors, kw: dict[str, Any]) -> torch.Tensor | None:
+    """flash-attention's ``attention_ref(upcast=False)`` (tests/test_flash_attn.py): ``q / sqrt(d)`` rounded
+    to the input dtype *before* the dot product (1/√d is a power of two only for a power-of-four head dim,
+    so at d = 59 every q element takes one more rounding), scores in the input dtype, ``softmax(scores)``
+    rounded to the input dtype, ``p·v`` (issue 46: 1.65-1.98x the eager form's error in bf16 at d = 59)."""
+    qkv = _dense_kv(x)
+    if qkv is None:
+        return None
+    q, k, v = qkv
+    scale = float(kw.get("scale") or 0.0)
+    s = torch.matmul(q * scale if scale else q / q.shape[-1] ** 0.5, k.transpose(-1, -2))
+    hide = _hidden(s, kw)
+    if hide is not None:
+        s = s.masked_fill(hide, float("-inf"))
+    return torch.matmul(torch.softmax(s, -1).to(v.dtype), v)
+
+
+def vllm_ref_attention(op: OpFamily, x: Tensors, kw: dict[str, Any]) -> torch.Tensor | None:
+    """vLLM's ``ref_masked_attention`` (tests/kernels/attention): ``scale * einsum(q, k).float()``, the dot
+    product rounded to the input dtype then scaled in float32, softmax in float32 rounded to the input
+    dtype, ``p·v``."""
+    qkv = _dense_kv(x)
+    if qkv is None:
+        return None
+    q, k, v = qkv
+    scale = float(kw.get("scale") or q.shape[-1] ** -0.5)
+    s = scale * torch.matmul(q, k.transpose(-1, -2)).float()
+    hide = _hidden(s, kw)
+    if hide is not None:
+        s = s.masked_fill(hide, float("-inf"))
+    return torch.matmul(torch.softmax(s, -1).to(v.dtype), v)
+
+
+def textbook_layernorm(op: OpFamily, x: Tensors, kw: dict[str, Any]) -> torch.Tensor | None:
+    """The textbook two-pass layer norm (Triton's layer-norm tutorial, ``_layer_norm_fwd_fused``):
+    ``mean = Σx/N``, ``var = Σ(x − mean)²/N``, ``(x − mean)·rstd·w + b`` in float32, rounded once. With
+    large means its error is the rounding of Σx (u·|Σx|/N per row, shared by the row), several times
+    torch's Welford moments' (issue 46: 2-12x on 3 rows of 1021)."""
+    if len(x) != 3:
+        return None
+    a, w, b = (_wide(t) for t in x)
+    n = a.shape[-1]
+    xbar = a - a.sum(-1, keepdim=True) / n
+    rstd = 1.0 / torch.sqrt((xbar * xbar).sum(-1, keepdim=True) / n + float(kw.get("eps", 1e-5)))
+    return (xbar * rstd * w + b).to(x[0].dtype)
+
+
+def runtime_angle_rope(op: OpFamily, x: Tensors, kw: dict[str, Any]) -> torch.Tensor | None:
+    """transformers' ``LlamaRotaryEmbedding`` + ``apply_rotary_pos_emb`` where the kernel computes the angles
+    (``params.cos_sin = false``): ``inv_freq = 1/base^(2i/d)`` and ``positions · inv_freq`` in float32
+    (each angle off by about u·θ, up to u·L at position L), cos and sin rounded to the input dtype, the
+    rotation in the input dtype. NeoX layout only: for another it computes another function, and the
+    gate drops a formulation outside the bound."""
+    if "base" not in kw or len(x) != 2:
+        return None
+    q, k = x
+    d, length = q.shape[-1], q.shape[-2]
+    inv = 1.0 / (float(kw["base"]) ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    freqs = torch.arange(length, dtype=torch.int64).float()[:, None] * inv[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos().to(q.dtype), emb.sin().to(q.dtype)
+
+    def rot(t: torch.Tensor) -> torch.Tensor:
+        t1, t2 = t.chunk(2, dim=-1)
+        return torch.cat((-t2, t1), dim=-1)
+
+    return torch.cat([(t * cos + rot(t) * sin).flatten() for t in (q, k)])
+
+
 def _pointwise_fn(op: OpFamily, x: torch.Tensor) -> str:
     """Which named function a pointwise family computes, from its oracle's values on these inputs."""
     a = x.detach().to(torch.float64)
@@ -122,8 +211,18 @@ ALTERNATIVES: dict[str, tuple[tuple[str, Formulation], ...]] = {
     "softmax": (("exp(x - logsumexp(x))", saved_lse_softmax), ("log_softmax(x).exp()", log_softmax_exp)),
     "cross_entropy": (("logsumexp(x) - x[target]", lse_cross_entropy),),
     "rmsnorm": (("LlamaRMSNorm (normalised x rounded before the weight)", llama_rmsnorm),),
-    "attention": (("eager attention (scores in the input dtype)", eager_attention),),
-    "sdpa": (("eager attention (scores in the input dtype)", eager_attention),),
+    "attention": (
+        ("eager attention (scores in the input dtype)", eager_attention),
+        ("flash-attention's attention_ref(upcast=False) (q/sqrt(d) in the input dtype)", flash_attention_ref),
+        ("vLLM's reference attention (q·k rounded, then scaled)", vllm_ref_attention),
+    ),
+    "sdpa": (
+        ("eager attention (scores in the input dtype)", eager_attention),
+        ("flash-attention's attention_ref(upcast=False) (q/sqrt(d) in the input dtype)", flash_attention_ref),
+        ("vLLM's reference attention (q·k rounded, then scaled)", vllm_ref_attention),
+    ),
+    "layernorm": (("two-pass layer norm (mean = sum(x)/N)", textbook_layernorm),),
+    "rope": (("rope with angles positions·inv_freq in float32", runtime_angle_rope),),
     "pointwise": (
         ("sign(x)(1 - exp(-2|x|))/(1 + exp(-2|x|))", stable_tanh),
         ("max(x, 0) + log(1 + exp(-|x|))", stable_softplus),

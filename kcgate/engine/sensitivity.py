@@ -24,9 +24,12 @@ rms(z) and a correctly rounded output's; with ``excess_reference = "sequential"`
 * ``rms``: rms(z_kernel) / max(ref, each alternative's rms z)        (diffuse noise, offsets, biases)
 * ``max``: max(z_kernel) / max(max(z) of every reference, TAIL·√(2·ln 2N)·ref)   (a few corrupted elements)
 
-``excess_ratio`` = the larger of the two / the factor (``tolerance.excess``, 1.5); above 1 the case fails with
-``excess-error``. Torch's result plus unbiased noise at 2x its error is √5 ≈ 2.24x torch's rms; correct
-tree, blocked, tiled, online and Liger-style orders measured at most 1.22x (docs/sensitivity.md,
+``excess_ratio`` = the larger of the two / the factor (``tolerance.excess``, 1.5). Above 1 the case fails with
+``excess-error`` only on evidence (issue 46, ``below_the_line``): the max statistic, or the rms statistic's
+99% lower confidence bound pooled over the trials with rows as the independent units (``evidence``) and every
+trial above the factor; otherwise it passes with a ``limitation:`` note, or ``inconclusive:`` where the
+correct implementations keep under 4 bits. Torch's result plus unbiased noise at 2x its error is √5 ≈ 2.24x
+torch's rms; correct tree, blocked, tiled, online and Liger-style orders measured at most 1.22x (docs/sensitivity.md,
 tests/engine/checks/test_excess_power.py). A sequential order over a long fp32 reduction is 2-80x and fails unless
 declared; its failure says so (``Excess.order_hint``).
 """
@@ -37,7 +40,7 @@ import functools
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -90,6 +93,7 @@ class Excess:
     elements: int = 0  # the elements the statistics counted (pooled over ``trials`` trials)
     trials: int = 1
     tensor: str = "forward output"  # the tensor measured (the gate reads the forward output only)
+    out_rms: float = math.nan  # rms |y| of the oracle's output over the counted elements (conditioning)
 
     @property
     def ratio(self) -> float:
@@ -330,6 +334,7 @@ class Errors:
     e_refs: tuple[Array, ...]
     flat: Array | None  # each counted element's flat index (None: every element, in order)
     shape: tuple[int, ...]
+    out_sq: float = 0.0  # Σ y² of the oracle's output over the counted elements
 
     @property
     def n(self) -> int:
@@ -360,16 +365,27 @@ def errors(ctx: CaseContext, trial: Trial) -> Errors | None:
     )
     if not own and ctx.contract.tolerance.excess_reference == "composite":
         return None  # no correct implementation ran (a custom op without a baseline): the bound judges
-    refs = own + alts
+    allowed = np.broadcast_to(host(cmp.allowed), r.shape)
+    refs = own + [(name, e) for name, e in alts if _within(e, allowed, r)]
     n = ctx.op.reduction_len(trial.shape)
     s, rounding = error_scale(ctx, trial.inputs, cmp.ref, n, up=trial.up)
     ok = _counted(cmp.finite, r, err, s, [x for _, x in refs])  # None: every element counts (usual)
     if ok is not None and not bool(ok.any()):
         return None
     pick = _flat if ok is None else (lambda t: t[ok])
-    return _weighed(
+    part = _weighed(
         pick, err, s, rounding, refs, len(own), None if ok is None else np.flatnonzero(ok), r.shape
     )
+    return replace(part, out_sq=sum_squares(np.ascontiguousarray(pick(r))))
+
+
+def _within(e: Array, allowed: Array, r: Array) -> bool:
+    """An alternative formulation counts only where it is correct here: within the contract's bound wherever
+    the oracle is finite (one computing another function, e.g. another rope layout or causal alignment,
+    would otherwise raise the limit to its own error)."""
+    if isinstance(e, torch.Tensor):
+        return bool(((e <= allowed) | ~r.isfinite()).all())
+    return bool(np.all((e <= allowed) | ~np.isfinite(r)))
 
 
 def _weighed(
@@ -431,7 +447,8 @@ def errors_on_device(ctx: CaseContext, trial: Trial, cmp: Any) -> Errors | None:
     own, alts = _reference_errors(ctx, trial, x, r, lambda out: (out.to(ctx.out_dtype).double() - r).abs())
     if not own and ctx.contract.tolerance.excess_reference == "composite":
         return None
-    refs = own + alts
+    allowed = cmp.allowed.to(r.device).expand(r.shape)
+    refs = own + [(name, e) for name, e in alts if _within(e, allowed, r)]
     n = ctx.op.reduction_len(trial.shape)
     s, rounding = error_scale_on_device(ctx, trial.up or upcast(x), r, n)
     ok = _counted_on_device(cmp.finite, r, err, s, [e for _, e in refs])
@@ -439,7 +456,9 @@ def errors_on_device(ctx: CaseContext, trial: Trial, cmp: Any) -> Errors | None:
         return None
     pick = (lambda t: t.reshape(-1)) if ok is None else (lambda t: t[ok])
     flat = None if ok is None else ok.reshape(-1).nonzero().reshape(-1)
-    return _weighed(pick, err, s, rounding, refs, len(own), flat, tuple(r.shape))
+    part = _weighed(pick, err, s, rounding, refs, len(own), flat, tuple(r.shape))
+    y = pick(r)
+    return replace(part, out_sq=float(y.dot(y)))
 
 
 def error_scale_on_device(
@@ -512,10 +531,11 @@ def statistics(ctx: CaseContext, parts: list[Errors]) -> Excess:
         worst_index=_unravel(flat, parts[k].shape),
         # a sequential accumulator explains nothing where nothing is summed (pointwise ops): no order hint
         sequential_rms=rms_k if ctx.op.reduction_len(tuple(ctx.case.shape)) > 1 else math.nan,
-        reference=_reference_name(ctx, any(is_own)),
+        reference=reference_name(ctx, any(is_own)),
         limit=limit,
         elements=_size(z),
         trials=len(parts),
+        out_rms=math.sqrt(sum(p.out_sq for p in parts) / max(_size(z), 1)),
     )
 
 
@@ -549,7 +569,9 @@ def _size(x: Array) -> int:
     return x.numel() if isinstance(x, torch.Tensor) else int(x.size)
 
 
-def pooled(ctx: CaseContext, parts: list[Errors], more: Any) -> Excess | None:
+def pooled(
+    ctx: CaseContext, parts: list[Errors], more: Any, into: list[Errors] | None = None
+) -> Excess | None:
     """Outputs of fewer than MIN_ELEMENTS elements (a scalar loss, a few rows), pooled over the trials,
     and over fresh trials from ``more(i)`` (a Trial or None) until the pool holds MIN_ELEMENTS or
     POOL_TRIALS trials: the rms statistic means nothing on a handful of numbers. None when the pool stays
@@ -566,7 +588,11 @@ def pooled(ctx: CaseContext, parts: list[Errors], more: Any) -> Excess | None:
             continue
         pool.append(part)
         n += part.n
-    return statistics(ctx, pool) if n >= MIN_ELEMENTS else None
+    if n < MIN_ELEMENTS:
+        return None
+    if into is not None:
+        into.extend(pool)  # the pooled parts, for the evidence over the case
+    return statistics(ctx, pool)
 
 
 def _counted(
@@ -599,7 +625,7 @@ def _rms(z: Array) -> float:
     return math.sqrt(sum_squares(z) / z.size)
 
 
-def _reference_name(ctx: CaseContext, composite_ran: bool) -> str:
+def reference_name(ctx: CaseContext, composite_ran: bool) -> str:
     return (
         "composite"
         if composite_ran and ctx.contract.tolerance.excess_reference == "composite"
@@ -610,7 +636,7 @@ def _reference_name(ctx: CaseContext, composite_ran: bool) -> str:
 def _floor(ctx: CaseContext, composite_ran: bool, z_round: Array) -> float:
     """The reference's rms z is at least a correctly rounded output's (the composite judges); with
     ``excess_reference = "sequential"``, or when no composite ran, at least the sequential model's, 1."""
-    return _rms(z_round) if _reference_name(ctx, composite_ran) == "composite" else 1.0
+    return _rms(z_round) if reference_name(ctx, composite_ran) == "composite" else 1.0
 
 
 # ---- the relative tolerance (issue 16 item 7) --------------------------------------------------------

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from kcgate.contracts.policy import DriftRule, Policy, Waiver
 from kcgate.gate.model import CaseChange, Diff, RunnerDiff
 from kcgate.results.model import UNEVALUATED, RunResult, Status, build_frozen, index_cases
-from kcgate.results.records import CONTRACT_ENV, VOLATILE_SUFFIXES
+from kcgate.results.records import CONTRACT_ENV, VOLATILE_SUFFIXES, is_pass_note
 from kcgate.results.table import CaseTable
 from kcgate.vocab.categories import WAIVER_DECIDED
 
@@ -278,6 +278,8 @@ def _present(
         j = base_at.get(case_id)
         before = base_side[j] if j is not None else None
         category = categorize(status, contract_id, budget, before, ctx, rounding, elements)
+        if category == "unchanged" and is_pass_note(status, message):
+            category = "budget-drift"  # a limitation the gate passed: tracked, not blocking (issue 46)
         if category == "budget-drift" and before is not None and not message:
             message = rounding_note(before[2], rounding, ctx.policy.budget_drift, elements)
         if category in WAIVER_DECIDED and status in UNEVALUATED:

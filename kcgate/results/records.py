@@ -57,6 +57,17 @@ class Status(str, Enum):
 
 
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
+# A passing case's recorded note (issue 46), its message's first word: below the sensitivity gate's line (an
+# excess that is not significant, not beyond the correct implementations' spread, or not consistent across
+# trials), or where the comparison means nothing (conditioning). Not a block; ``kcgate diff`` shows it as drift.
+PASS_NOTES: tuple[str, ...] = ("limitation: ", "inconclusive: ")
+
+
+def is_pass_note(status: str, message: str) -> bool:
+    """A passing case that carries one of the PASS_NOTES."""
+    return status == Status.PASS and message.startswith(PASS_NOTES)
+
+
 UNEVALUATED = frozenset({Status.ERROR, Status.REFUSED})  # no verdict on the contract either way
 # How bad an outcome is, to report the worst of several (trials, seeds, states): an error hides what a
 # failure would have shown, and a refusal says only that the case cannot tell.

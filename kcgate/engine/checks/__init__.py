@@ -11,7 +11,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from kcgate.engine import naming, sensitivity
+from kcgate.engine import excess_line, naming, sensitivity
 from kcgate.engine.diagnosis import explain_excess, first_issue
 from kcgate.engine.harness import run_trial
 from kcgate.engine.trial import CaseContext, Trial, signal_ratio
@@ -93,13 +93,19 @@ def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding
     added), and where no reference ran, or the pool stays short, the bound alone judges."""
     if not sensitivity.applies(ctx):
         return Finding(Status.PASS, metrics)
-    measured = _excess_measured(ctx, ts)
+    measured, parts = _excess_measured(ctx, ts)
     if not measured:
         return Finding(Status.PASS, metrics)
     worst = max(measured, key=lambda e: e.ratio)
     metrics = _with_extra(metrics, worst.extra())
     if worst.ratio <= 1.0:
         return Finding(Status.PASS, metrics)
+    ev = excess_line.evidence(ctx, parts)
+    if ev is not None:
+        metrics = _with_extra(metrics, ev.extra())
+    note = excess_line.below_the_line(worst, measured, ev)
+    if note:
+        return Finding(Status.PASS, metrics, None, note)  # a limitation, tracked as drift, not a block
     out_budget = dict(metrics.extra).get("out_budget", metrics.budget_used or 0.0)
     named = explain_excess(ctx, ts)  # a parameter mismatch or a known mistake (eps) says more than "excess"
     if named is not None:
@@ -132,11 +138,15 @@ def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding
     )
 
 
-def _excess_measured(ctx: CaseContext, ts: list[Trial]) -> list[sensitivity.Excess]:
+def _excess_measured(
+    ctx: CaseContext, ts: list[Trial]
+) -> tuple[list[sensitivity.Excess], list[sensitivity.Errors]]:
     """Each trial's statistics where its output has the elements the statistic needs; the small ones pooled
-    (with fresh trials at the case shape until the pool holds ``sensitivity.MIN_ELEMENTS``)."""
+    (with fresh trials at the case shape until the pool holds ``sensitivity.MIN_ELEMENTS``). Also every
+    trial's weighted errors, for the evidence pooled over them (none from Freivalds trials)."""
     out: list[sensitivity.Excess] = []
     small: list[sensitivity.Errors] = []
+    parts: list[sensitivity.Errors] = []
     for t in ts:
         if t.freivalds is not None:
             if (e := sensitivity.measure(ctx, t)) is not None:
@@ -144,11 +154,16 @@ def _excess_measured(ctx: CaseContext, ts: list[Trial]) -> list[sensitivity.Exce
         elif (part := sensitivity.errors(ctx, t)) is not None:
             if part.n >= sensitivity.MIN_ELEMENTS:
                 out.append(sensitivity.statistics(ctx, [part]))
+                parts.append(part)
             else:
                 small.append(part)
-    if small and (pool := sensitivity.pooled(ctx, small, lambda i: _pool_trial(ctx, i))) is not None:
-        out.append(pool)
-    return out
+    if small:
+        grown: list[sensitivity.Errors] = []
+        pool = sensitivity.pooled(ctx, small, lambda i: _pool_trial(ctx, i), grown)
+        if pool is not None:
+            out.append(pool)
+            parts.extend(grown)
+    return out, parts
 
 
 def _pool_trial(ctx: CaseContext, i: int) -> Trial | None:

@@ -30,7 +30,10 @@ def check(ctx: CaseContext) -> Finding:
         if result.status == Status.FAIL:
             return with_notes(name_probe(ctx, probe, offset, result, finding), notes)
         extra = finding.metrics.extra or result.metrics.extra
-        finding = replace(result, metrics=replace(result.metrics, extra=extra))
+        # a limitation note of the contract's own inputs stays (the probes run without the gate)
+        finding = replace(
+            result, metrics=replace(result.metrics, extra=extra), message=result.message or finding.message
+        )
     return with_notes(finding, notes)
 
 
