@@ -15,6 +15,7 @@ from typing import Any
 
 import typer
 
+from kcgate.errors import UsageError
 from kcgate.vocab.device_kinds import DEVICES
 from kcgate.vocab.dtypes import TENSOR_DTYPES
 from kcgate.vocab.isolation import ISOLATION_MODES
@@ -151,8 +152,6 @@ def pick_contracts(
     if positional is not None:
         deprecated("a positional contracts file", "-c/--contracts PATH")
         if option is not None and option != positional:
-            from kcgate.errors import UsageError
-
             raise UsageError(
                 f"two contracts files, {positional} and -c {option}; give one, with -c/--contracts"
             )

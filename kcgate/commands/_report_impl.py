@@ -28,6 +28,7 @@ from kcgate.publish.outcome import missing_outcome
 from kcgate.publish.settings import Settings, dig, head_sha
 from kcgate.publish.step_files import append_text, output_text
 from kcgate.render.annotations import check_annotation, make_annotations, render_workflow_commands, select
+from kcgate.render.diff_formats import FORMATS as DIFF_FORMATS
 from kcgate.render.escape import annotation_text, console_text, is_sha, md_text
 from kcgate.render.junit_report import render_junit
 from kcgate.render.labels import label
@@ -421,11 +422,9 @@ def _print(
 
 def _print_json(verdict: Diff, outcomes: list[Outcome], output: Path | None) -> None:
     """``--format json``: the verdict as ``kcgate diff --format json`` writes it; publishing goes to stderr."""
-    from kcgate.render.diff_formats import FORMATS
-
     for o in outcomes:
         typer.echo(console_text(f"publish: {o.action}: {o.detail} {o.url}".rstrip()), err=True)
-    emit(FORMATS["json"](verdict), output)
+    emit(DIFF_FORMATS["json"](verdict), output)
 
 
 def verdict_line(verdict: Diff, gate: GateVerdict) -> str:

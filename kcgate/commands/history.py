@@ -5,6 +5,7 @@ writes the static dashboard. ``history add`` and ``history rebuild`` fill the st
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -178,8 +179,6 @@ def rebuild_command(
 
 def _summary(done: Added, fmt: str, output: Path | None, logs: int | None = None) -> None:
     """What ``history add`` or ``rebuild`` did, as a console line or JSON."""
-    import json
-
     added, cases, skipped = done.added, done.cases, done.skipped
     if pick_format(fmt, {"console": "console", "json": "json"}) == "json":
         fields = {"added": added, "cases": cases, "skipped": skipped}

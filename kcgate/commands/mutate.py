@@ -28,7 +28,7 @@ from kcgate.commands._options import (
 )
 from kcgate.commands.diff import pick_format
 from kcgate.errors import UsageError
-from kcgate.vocab.mutation_rules import BY_NAME
+from kcgate.vocab.mutation_rules import BY_NAME, RULES
 
 DEFAULT_CACHE = Path(".kcgate-cache")
 
@@ -104,7 +104,6 @@ def mutate(
     from kcgate.execution.pool import make_executor
     from kcgate.render import mutation as render
     from kcgate.results.model import write_atomic
-    from kcgate.vocab.mutation_rules import BY_NAME, RULES
 
     check_isolation(isolation)
     pick_format(fmt, {"console": 0, "json": 1, "markdown": 2})

@@ -131,7 +131,6 @@ def _problem_json(p: Problem) -> dict[str, object]:
 
 def _classes_for(op: str) -> None:
     """Each class, whether it applies to ``op`` and why (the catalogue traits, kcgate.vocab.classes)."""
-    from kcgate.vocab.catalogue import CATALOGUE
     from kcgate.vocab.classes import CLASSES, PLAIN, suggest, why
 
     if op not in CATALOGUE:

@@ -164,7 +164,7 @@ class Search:
 def explain(ctx: Any, trial: Any) -> Search | None:
     """The first mutant of the reference whose output the trial's deciding output matches within the
     allowance; None where no search applies (a gradient decides, or the reference has no source)."""
-    root = ctx.op.oracle
+    root = inspect.unwrap(ctx.op.oracle)  # a custom op's oracle wraps its reference (run in fp64)
     if trial.grad or trial.out is None or trial.cmp is None or not isinstance(root, types.FunctionType):
         return None  # a gradient would need the mutant's autograd: the forward only
     if _source(root) is None:

@@ -122,7 +122,12 @@ def test_the_report_workflow_reads_its_policy_from_the_default_branch() -> None:
     doc = yaml.safe_load((ROOT / "docs" / "templates" / "kcgate-report.yml").read_text())
     assert "workflow_run" in doc[True]  # YAML reads the key `on` as True
     steps = doc["jobs"]["report"]["steps"]
-    [checkout] = [s for s in steps if str(s.get("uses", "")).startswith("actions/checkout@")]
+    checkouts = [s for s in steps if str(s.get("uses", "")).startswith("actions/checkout@")]
+    # the workspace (contracts.toml, waivers, policy) is the default branch; the only other checkout is the
+    # history data branch, in its own folder, read for the comment's charts
+    [checkout] = [c for c in checkouts if "path" not in c.get("with", {})]
     assert "ref" not in checkout.get("with", {}) and "repository" not in checkout.get("with", {})
+    others = [c["with"] for c in checkouts if c is not checkout]
+    assert all(w["ref"] == "kcgate-history" and w["path"] == "kcgate-history" for w in others), others
     [report] = [s for s in steps if s.get("with", {}).get("mode") == "report"]
     assert report["with"]["contracts"] == "contracts.toml"

@@ -3,6 +3,7 @@ bound is derived from the reference's own operations (kcgate.numerics.derived)."
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -76,7 +77,7 @@ def custom_op(inputs: Callable[..., Any], reference: Callable[..., Any]) -> OpFa
     return OpFamily(
         name="custom",
         make_inputs=make,
-        oracle=lambda *x: in_fp64(reference, x),
+        oracle=functools.wraps(reference)(lambda *x: in_fp64(reference, x)),  # unwrapped by explain
         bound=derived_bound(reference),
         reduction_len=lambda s: s[-1] if s else 1,
         tolerance="error-bound",
