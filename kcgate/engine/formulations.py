@@ -75,14 +75,10 @@ def eager_attention(op: OpFamily, x: Tensors, kw: dict[str, Any]) -> torch.Tenso
     """transformers' ``eager_attention_forward``, vLLM's reference attention and flash-attention's
     ``attention_ref(upcast=False)``: scores ``q·kᵀ·scale`` in the input dtype, softmax in float32 rounded
     to the input dtype, then ``p·v``. Dense (b, h, L, d) inputs only (varlen is None)."""
-    if len(x) != 3 or x[0].dim() != 4:
+    dense = _dense_kv(x)
+    if dense is None:
         return None
-    q, k, v = x
-    h, hk = q.shape[-3], k.shape[-3]
-    if hk != h:
-        if h % hk:
-            return None
-        k, v = k.repeat_interleave(h // hk, -3), v.repeat_interleave(h // hk, -3)
+    q, k, v = dense
     scale = float(kw.get("scale") or q.shape[-1] ** -0.5)
     s = torch.matmul(q, k.transpose(-1, -2)) * scale
     if kw.get("is_causal") or kw.get("causal"):
