@@ -63,13 +63,13 @@ def good(a, b):
 
 
 def slightly_off(a, b):
-    """fp32 accumulation, then a relative error of at most 1e-4 per element (an approximate accumulator):
-    20 times inside one bf16 rounding, so the budget barely moves. The fp32 path is untouched."""
+    """fp32 accumulation, then a relative error of at most 3e-4 per element (an approximate accumulator):
+    6 times inside one bf16 rounding, so the budget barely moves. The fp32 path is untouched."""
     if a.dtype == torch.float32:
         return a @ b
     acc = a.float() @ b.float()
     r = torch.sin(torch.arange(acc.numel(), dtype=torch.float32) * 12.9898).reshape(acc.shape)
-    return (acc * (1 + 1e-4 * r)).to(a.dtype)
+    return (acc * (1 + 3e-4 * r)).to(a.dtype)
 '''
 _CONTRACTS = """[project]
 paths = ["."]
