@@ -87,28 +87,11 @@ def _contract_files(paths: list[Path], seeds: tuple[int, ...], corpus: str) -> I
 
 
 def _faults(seeds: tuple[int, ...]) -> Iterator[Verdict]:
-    from kcgate.contracts.records import Contract, Protocol
-    from kcgate.engine.checks import CHECKS
-    from kcgate.engine.trial import CaseContext
-    from kcgate.numerics.ops import OPS
-    from kcgate.plan import Case
     from tests.testing.faults import corpus as C
 
     for fault in C.corpus():
         for seed in seeds:
-            contract = Contract(
-                id=fault.id,
-                klass=fault.klass,
-                kernel="x:y",
-                op=fault.family,
-                dtypes=(fault.dtype,),
-                protocol=Protocol(seeds=1, trials=2),
-                params=fault.params,
-            )
-            shape = C.SHAPES[fault.family]
-            case = Case(fault.id, fault.id, fault.klass, fault.family, fault.dtype, shape, 0, 1 + 7919 * seed)
-            ctx = CaseContext(contract=contract, case=case, kernel=fault.kernel, op=OPS[fault.family])
-            yield _verdict("faults", fault.id, seed, shape, CHECKS[fault.klass](ctx))
+            yield _verdict("faults", fault.id, seed, C.SHAPES[fault.family], C.finding(fault, seed))
 
 
 def _bugs(name: str, seeds: tuple[int, ...]) -> Iterator[Verdict]:

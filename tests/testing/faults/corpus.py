@@ -336,8 +336,8 @@ def corpus() -> list[Fault]:
     return out
 
 
-def diagnose(fault: Fault, seed: int) -> str:
-    """Run the fault's class check in process; the signature cause, or the status when there is none."""
+def finding(fault: Fault, seed: int) -> Any:
+    """Run the fault's class check in process, at the family's corpus shape; its Finding."""
     from kcgate.contracts.records import Contract, Protocol
     from kcgate.engine.checks import CHECKS
     from kcgate.engine.trial import CaseContext
@@ -356,10 +356,15 @@ def diagnose(fault: Fault, seed: int) -> str:
     case = Case(
         fault.id, fault.id, fault.klass, fault.family, fault.dtype, SHAPES[fault.family], 0, 1 + 7919 * seed
     )
-    finding = CHECKS[fault.klass](
+    return CHECKS[fault.klass](
         CaseContext(contract=contract, case=case, kernel=fault.kernel, op=OPS[fault.family])
     )
-    return finding.signature.cause if finding.signature is not None else finding.status
 
 
-__all__ = ["Fault", "corpus", "diagnose", "math"]
+def diagnose(fault: Fault, seed: int) -> str:
+    """The fault's signature cause, or the status when there is none."""
+    result = finding(fault, seed)
+    return result.signature.cause if result.signature is not None else result.status
+
+
+__all__ = ["Fault", "corpus", "diagnose", "finding", "math"]
