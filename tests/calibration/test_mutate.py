@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from kcgate.calibration import mutants as mm
 from kcgate.calibration import mutate as mut
+from kcgate.calibration import mutate_sites as ms
 from kcgate.contracts.load import load_project
 from kcgate.execution.pool import make_executor
 from kcgate.render import mutation as render
@@ -156,7 +158,7 @@ def test_every_rule_is_one_row_of_the_table_and_has_a_sample() -> None:
 
 @pytest.mark.parametrize(("rule", "source", "kernel", "expected"), CASES)
 def test_rule_plants_its_bug(rule: str, source: str, kernel: str, expected: str) -> None:
-    mutants = mut.generate(source, kernel, "c", (BY_NAME[rule],))
+    mutants = ms.generate(source, kernel, "c", (BY_NAME[rule],))
     assert mutants, f"{rule} found no site in {kernel}"
     assert all(m.rule == rule and m.family == BY_NAME[rule].family for m in mutants)
     hits = [m for m in mutants if expected in m.source and expected not in source]
@@ -168,24 +170,24 @@ def test_rule_plants_its_bug(rule: str, source: str, kernel: str, expected: str)
 
 def test_scope_is_the_kernel_and_what_it_reaches_in_its_module() -> None:
     tree = ast.parse(TRITON)
-    names = [getattr(s, "name", "") for s in mut.scope(tree, "online_softmax")]
+    names = [getattr(s, "name", "") for s in ms.scope(tree, "online_softmax")]
     assert names == ["_online_softmax", "online_softmax"]  # the launcher and the @triton.jit kernel it calls
     tree = ast.parse(TORCH)
-    assert [getattr(s, "name", "") for s in mut.scope(tree, "silu")] == [
+    assert [getattr(s, "name", "") for s in ms.scope(tree, "silu")] == [
         "Silu",
         "silu",
     ]  # the autograd Function
-    assert not any("unrelated" in m.diff for m in mut.generate(TORCH, "rmsnorm"))
+    assert not any("unrelated" in m.diff for m in ms.generate(TORCH, "rmsnorm"))
 
 
 def test_rules_outside_their_place_do_not_fire() -> None:
     src = "def backward_free(x, n):\n    if n < 3:\n        return x - x\n    return -1 * x\n"
-    assert mut.generate(src, "backward_free", rules=(BY_NAME["mask-boundary"],)) == []  # an if test
-    assert mut.generate(src, "backward_free", rules=(BY_NAME["sign-flipped"],)) == []  # a constant -1
+    assert ms.generate(src, "backward_free", rules=(BY_NAME["mask-boundary"],)) == []  # an if test
+    assert ms.generate(src, "backward_free", rules=(BY_NAME["sign-flipped"],)) == []  # a constant -1
     plain = "def f(a, b):\n    return a + b\n"
-    assert mut.generate(plain, "f", rules=(BY_NAME["gradient-term-dropped"],)) == []  # not a backward
+    assert ms.generate(plain, "f", rules=(BY_NAME["gradient-term-dropped"],)) == []  # not a backward
     index = "def _bwd(dx_ptr, row, stride, dy, y):\n    dx_ptr += row * stride\n    return dy - y + 1\n"
-    grads = mut.generate(
+    grads = ms.generate(
         index, "_bwd", rules=(BY_NAME["gradient-term-dropped"], BY_NAME["accumulate-overwrites"])
     )
     assert {g.change for g in grads} == {
@@ -198,26 +200,24 @@ def test_rules_outside_their_place_do_not_fire() -> None:
 
 def test_splice_keeps_precedence() -> None:
     src = "def f(x):\n    return x ** 0.5 * 3.0\n"
-    for m in mut.generate(src, "f", rules=(BY_NAME["constant-changed"],)):
+    for m in ms.generate(src, "f", rules=(BY_NAME["constant-changed"],)):
         ast.parse(m.source)
     src = "def backward(a, b, c):\n    return c * (a - b)\n"
-    out = {m.source.splitlines()[1].strip() for m in mut.generate(src, "backward")}
+    out = {m.source.splitlines()[1].strip() for m in ms.generate(src, "backward")}
     assert out == {"return c * (-b)", "return c * (a)"}  # the source's own parentheses kept
     src = "def backward(a, b, c):\n    return c * a - b\n"
-    out = {m.source.splitlines()[1].strip() for m in mut.generate(src, "backward")}
+    out = {m.source.splitlines()[1].strip() for m in ms.generate(src, "backward")}
     assert out == {"return c * a", "return -b"}
     src = "def f(x, m):\n    return 2.0 * (x - m) ** 2\n"
-    for m in mut.generate(src, "f"):
+    for m in ms.generate(src, "f"):
         ast.parse(m.source)
-    (drop,) = mut.generate(
-        "def f(x, m):\n    return x * (2.0 * m)\n", "f", rules=(BY_NAME["factor-dropped"],)
-    )
+    (drop,) = ms.generate("def f(x, m):\n    return x * (2.0 * m)\n", "f", rules=(BY_NAME["factor-dropped"],))
     assert "return x * (m)" in drop.source
 
 
 def test_relative_imports_become_absolute() -> None:
     src = "from .backward import X\nfrom . import y\nimport torch\n"
-    out = mut.absolute_imports(src, "pkg.sub.mod", is_package=False)
+    out = ms.absolute_imports(src, "pkg.sub.mod", is_package=False)
     assert "from pkg.sub.backward import X" in out and "from pkg.sub import y" in out
 
 
@@ -228,21 +228,21 @@ def _case(status: str, err: float | None, budget: float | None = None) -> CaseRe
 
 def test_classify_equivalent_within_rounding_and_survivor() -> None:
     original = [_case(Status.PASS, 1e-7), _case(Status.PASS, 2e-7)]
-    assert mut.classify(original, list(original)) == mut.EQUIVALENT
-    assert mut.classify(original, [_case(Status.PASS, 1.5e-7), _case(Status.PASS, 2e-7)]) == mut.ROUNDED
-    assert mut.classify(original, [_case(Status.PASS, 9e-7), _case(Status.PASS, 2e-7)]) == mut.SURVIVED
+    assert mut.classify(original, list(original)) == mm.EQUIVALENT
+    assert mut.classify(original, [_case(Status.PASS, 1.5e-7), _case(Status.PASS, 2e-7)]) == mm.ROUNDED
+    assert mut.classify(original, [_case(Status.PASS, 9e-7), _case(Status.PASS, 2e-7)]) == mm.SURVIVED
 
 
 def test_kill_rate_leaves_out_equivalent_rounding_and_not_run() -> None:
-    m = mut.Mutant("c", "r", "precision", "L1C0#0", 1, "x", "", "k")
-    rs = [mut.MutantResult(m, o) for o in (mut.KILLED, mut.KILLED, mut.SURVIVED, mut.EQUIVALENT, mut.ROUNDED)]
-    assert mut.kill_rate(rs) == round(2 / 3, 4)
-    assert mut.kill_rate([mut.MutantResult(m, mut.NOT_RUN)]) is None
+    m = mm.Mutant("c", "r", "precision", "L1C0#0", 1, "x", "", "k")
+    rs = [mm.MutantResult(m, o) for o in (mm.KILLED, mm.KILLED, mm.SURVIVED, mm.EQUIVALENT, mm.ROUNDED)]
+    assert mm.kill_rate(rs) == round(2 / 3, 4)
+    assert mm.kill_rate([mm.MutantResult(m, mm.NOT_RUN)]) is None
     r = replace(rs[0], advice=("add a C-PRC-02 contract",), budget_used=0.5)
-    assert mut.MutantResult.from_json(json.loads(json.dumps(r.to_json()))) == r
+    assert mm.MutantResult.from_json(json.loads(json.dumps(r.to_json()))) == r
 
 
-def _run(tmp_path: Path, **kw: object) -> mut.MutationReport:
+def _run(tmp_path: Path, **kw: object) -> mm.MutationReport:
     return mut.mutate(
         [load_project(EXAMPLE)],
         lambda p: make_executor("process", p, "cpu"),
@@ -253,7 +253,7 @@ def _run(tmp_path: Path, **kw: object) -> mut.MutationReport:
 
 
 @pytest.fixture(scope="module")
-def example_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[mut.MutationReport, Path]:
+def example_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[mm.MutationReport, Path]:
     """examples/mutation under its hand-written contracts, run once for the tests below (about 15 s)."""
     root = tmp_path_factory.mktemp("mutate-example")  # _run keeps its cache in root / "cache"
     return _run(root), root
@@ -284,7 +284,7 @@ def test_every_rule_has_an_intended_mutant_in_the_examples() -> None:
 
 @pytest.mark.parametrize("rule", sorted(INTENDED))
 def test_a_fitting_contract_kills_the_rules_intended_mutant(
-    rule: str, example_run: tuple[mut.MutationReport, Path]
+    rule: str, example_run: tuple[mm.MutationReport, Path]
 ) -> None:
     """End to end, in worker processes: the rule's intended mutant exists, and the contract written for that
     bug kills it (a case the unmutated kernel passes fails on the mutant)."""
@@ -298,23 +298,21 @@ def test_a_fitting_contract_kills_the_rules_intended_mutant(
         if (m.mutant.rule, m.mutant.contract_id, m.mutant.change) == (rule, *INTENDED[rule])
     ]
     assert hits, f"no {rule} mutant {change!r} of {contract}"
-    assert all(m.outcome == mut.KILLED and m.killed_by for m in hits), [
-        (m.outcome, m.killed_by) for m in hits
-    ]
+    assert all(m.outcome == mm.KILLED and m.killed_by for m in hits), [(m.outcome, m.killed_by) for m in hits]
 
 
 def test_the_example_contracts_kill_a_mutant_of_every_rule(
-    example_run: tuple[mut.MutationReport, Path],
+    example_run: tuple[mm.MutationReport, Path],
 ) -> None:
     """End to end, in worker processes: every rule plants a bug some hand-written contract catches."""
     report, root = example_run
     doc = report.to_json()
     assert doc["false_alarms"] == 0 and not report.sampled
-    killed = {m.mutant.rule for m in report.mutants if m.outcome == mut.KILLED}
+    killed = {m.mutant.rule for m in report.mutants if m.outcome == mm.KILLED}
     assert killed == set(BY_NAME), set(BY_NAME) - killed
     by = {(m.mutant.contract_id, m.mutant.change): m for m in report.mutants}
     # an upcast on fp32 inputs changes nothing: equivalent, out of the kill rate
-    assert by[("logsumexp-online", ".float() dropped")].outcome == mut.EQUIVALENT
+    assert by[("logsumexp-online", ".float() dropped")].outcome == mm.EQUIVALENT
     assert "overflow" in by[("softmax-stable", "- xf.amax(-1, keepdim=True) removed")].killed_by
     assert all(m.cases_run >= 1 and not m.cached for m in report.mutants)
     # the report renders, survivors and kills alike
@@ -329,7 +327,7 @@ def test_the_example_contracts_kill_a_mutant_of_every_rule(
 def test_budget_samples_mutants_by_seed(tmp_path: Path) -> None:
     a = _run(tmp_path / "a", keyword="row-sum", max_mutants=3, seed=7)
     b = _run(tmp_path / "b", keyword="row-sum", max_mutants=3, seed=7)
-    run = lambda r: sorted(m.mutant.key for m in r.mutants if m.outcome != mut.NOT_RUN)  # noqa: E731
+    run = lambda r: sorted(m.mutant.key for m in r.mutants if m.outcome != mm.NOT_RUN)  # noqa: E731
     assert a.sampled and len(run(a)) == 3 and run(a) == run(b)
     assert a.to_json()["counts"]["not-run"] == len(a.mutants) - 3
 
@@ -364,7 +362,7 @@ def test_a_hanging_mutant_costs_one_case(tmp_path: Path) -> None:
         advice=False,
     )
     (m,) = report.mutants
-    assert m.outcome == mut.KILLED and "timed out" in m.killed_by and m.cases_run == 1
+    assert m.outcome == mm.KILLED and "timed out" in m.killed_by and m.cases_run == 1
 
 
 def test_an_unmutated_kernel_that_fails_judges_no_mutant(tmp_path: Path) -> None:
@@ -373,7 +371,7 @@ def test_an_unmutated_kernel_that_fails_judges_no_mutant(tmp_path: Path) -> None
     (c,) = report.contracts
     # the declared shape and its boundary shape, planned as `kcgate run` plans them
     assert c.false_alarms == c.cases == 2 and "passes none" in c.skipped
-    assert {m.outcome for m in c.mutants} == {mut.NOT_RUN} and report.to_json()["kill_rate"] is None
+    assert {m.outcome for m in c.mutants} == {mm.NOT_RUN} and report.to_json()["kill_rate"] is None
     # the report says so first: the unmutated kernel's false alarms over the same seeds, then per contract
     for shown in (render.text(report.to_json()), render.markdown(report.to_json())):
         assert "unmutated kernels' false alarms: 2 case(s)" in shown
@@ -410,7 +408,7 @@ def test_an_equivalent_mutant_told_apart_by_a_remedy_is_a_survivor(tmp_path: Pat
         advise_all=probe,
     )
     (plain,) = run(False).mutants
-    assert plain.outcome == mut.EQUIVALENT
+    assert plain.outcome == mm.EQUIVALENT
     (probed,) = run(True).mutants
-    assert probed.outcome == mut.SURVIVED and "told apart" in probed.advice_note
+    assert probed.outcome == mm.SURVIVED and "told apart" in probed.advice_note
     assert any("C-CMP-03" in a for a in probed.advice)

@@ -10,21 +10,23 @@ from pathlib import Path
 
 import pytest
 
+from kcgate.calibration import mutants as mm
 from kcgate.calibration import mutate as mut
+from kcgate.calibration import mutate_cache as mc
 from kcgate.contracts.load import load_project
 from kcgate.execution.executors import InProcessExecutor
 from kcgate.vocab.mutation_rules import BY_NAME
 from tests.conftest import kcgate
 
-_M = mut.Mutant("c", "constant-changed", "constant", "L1C0-L1C3#0", 1, "0.5 x 2", "diff", "k1")
+_M = mm.Mutant("c", "constant-changed", "constant", "L1C0-L1C3#0", 1, "0.5 x 2", "diff", "k1")
 
 
-def _cache_with(tmp_path: Path, *results: mut.MutantResult) -> Path:
-    cache = mut.Cache(tmp_path)
+def _cache_with(tmp_path: Path, *results: mm.MutantResult) -> Path:
+    cache = mc.Cache(tmp_path)
     for r in results:
         cache.put(r)
     cache.save()
-    return tmp_path / mut.CACHE_FILE
+    return tmp_path / mc.CACHE_FILE
 
 
 # ---- the cache file is written like the journal (no-follow, exclusive, rename) -------------------------
@@ -36,7 +38,7 @@ def test_a_symlink_planted_at_the_temporary_file_is_not_written_through(tmp_path
     cache_dir = tmp_path / "cache"
     cache_dir.mkdir()
     (cache_dir / "mutate.tmp").symlink_to(victim)
-    path = _cache_with(cache_dir, mut.MutantResult(_M, mut.KILLED, 1))
+    path = _cache_with(cache_dir, mm.MutantResult(_M, mm.KILLED, 1))
     assert victim.read_text() == "keep me"
     assert path.is_file() and not path.is_symlink()
 
@@ -46,8 +48,8 @@ def test_a_symlink_at_the_cache_file_is_replaced_not_followed(tmp_path: Path) ->
     victim.write_text("keep me")
     cache_dir = tmp_path / "cache"
     cache_dir.mkdir()
-    (cache_dir / mut.CACHE_FILE).symlink_to(victim)
-    path = _cache_with(cache_dir, mut.MutantResult(_M, mut.KILLED, 1))
+    (cache_dir / mc.CACHE_FILE).symlink_to(victim)
+    path = _cache_with(cache_dir, mm.MutantResult(_M, mm.KILLED, 1))
     assert victim.read_text() == "keep me" and path.is_file() and not path.is_symlink()
 
 
@@ -66,48 +68,48 @@ def test_a_symlink_at_the_cache_file_is_replaced_not_followed(tmp_path: Path) ->
     ],
 )
 def test_a_damaged_cache_is_cold(tmp_path: Path, text: str) -> None:
-    (tmp_path / mut.CACHE_FILE).write_bytes(text.encode("utf-8", "surrogateescape"))
-    cache = mut.Cache(tmp_path)
+    (tmp_path / mc.CACHE_FILE).write_bytes(text.encode("utf-8", "surrogateescape"))
+    cache = mc.Cache(tmp_path)
     assert cache.get("k1") is None and cache.original("k1") is None
 
 
 def test_a_fifo_cache_is_cold_not_waited_on(tmp_path: Path) -> None:
-    os.mkfifo(tmp_path / mut.CACHE_FILE)
-    assert mut.Cache(tmp_path).get("k1") is None
+    os.mkfifo(tmp_path / mc.CACHE_FILE)
+    assert mc.Cache(tmp_path).get("k1") is None
 
 
 def test_a_signed_entry_of_the_wrong_types_is_a_miss(tmp_path: Path) -> None:
-    cache = mut.Cache(tmp_path)
+    cache = mc.Cache(tmp_path)
     cache.entries["orig"] = {"cases": "many", "false_alarms": 0}
     cache.entries["k1"] = {"outcome": "survived", "cases_run": [1], "budget_used": "x"}
     cache.entries["k2"] = {"outcome": "obliterated"}
     cache.save()
-    again = mut.Cache(tmp_path)
+    again = mc.Cache(tmp_path)
     assert again.original("orig") is None and again.get("k1") is None and again.get("k2") is None
 
 
 def test_a_forged_survivor_is_not_reported(tmp_path: Path) -> None:
     """A hostile ``survived`` entry with its own diff: unsigned, it is a miss; and a signed outcome never
     brings a diff of its own (the diff is made from the module as it is now)."""
-    forged = mut.MutantResult(_M, mut.SURVIVED, 1).to_json() | {"diff": "+ evil"}
-    doc = {"version": mut.CACHE_VERSION, "entries": {"k1": forged}, "mac": "0" * 64}
-    (tmp_path / mut.CACHE_FILE).write_text(json.dumps(doc))
-    assert mut.Cache(tmp_path).get("k1") is None
-    _cache_with(tmp_path, mut.MutantResult(_M, mut.SURVIVED, 1))
-    assert "diff" not in json.loads((tmp_path / mut.CACHE_FILE).read_text())["entries"]["k1"]
+    forged = mm.MutantResult(_M, mm.SURVIVED, 1).to_json() | {"diff": "+ evil"}
+    doc = {"version": mm.CACHE_VERSION, "entries": {"k1": forged}, "mac": "0" * 64}
+    (tmp_path / mc.CACHE_FILE).write_text(json.dumps(doc))
+    assert mc.Cache(tmp_path).get("k1") is None
+    _cache_with(tmp_path, mm.MutantResult(_M, mm.SURVIVED, 1))
+    assert "diff" not in json.loads((tmp_path / mc.CACHE_FILE).read_text())["entries"]["k1"]
 
 
 def test_an_edited_cache_file_is_cold(tmp_path: Path) -> None:
-    path = _cache_with(tmp_path, mut.MutantResult(_M, mut.KILLED, 1))
+    path = _cache_with(tmp_path, mm.MutantResult(_M, mm.KILLED, 1))
     path.write_text(path.read_text().replace('"killed"', '"survived"'))
-    assert mut.Cache(tmp_path).get("k1") is None
+    assert mc.Cache(tmp_path).get("k1") is None
 
 
 def test_a_signed_entry_round_trips(tmp_path: Path) -> None:
-    _cache_with(tmp_path, mut.MutantResult(_M, mut.KILLED, 3, "c/x: fail", 2.5))
-    hit = mut.Cache(tmp_path).get("k1")
+    _cache_with(tmp_path, mm.MutantResult(_M, mm.KILLED, 3, "c/x: fail", 2.5))
+    hit = mc.Cache(tmp_path).get("k1")
     assert hit is not None and (hit.outcome, hit.cases_run, hit.killed_by, hit.budget_used) == (
-        mut.KILLED,
+        mm.KILLED,
         3,
         "c/x: fail",
         2.5,
@@ -145,7 +147,7 @@ class _Counting(InProcessExecutor):
 
     def run(self, case, kernel=None):  # type: ignore[no-untyped-def]
         if kernel:
-            _Counting.seen.append(len(list(self.project.paths[0].glob(f"{mut.PREFIX}*.py"))))
+            _Counting.seen.append(len(list(self.project.paths[0].glob(f"{mm.PREFIX}*.py"))))
         return super().run(case, kernel)
 
 
@@ -159,7 +161,7 @@ def test_max_mutants_bounds_what_is_written(tmp_path: Path) -> None:
     )  # fmt: skip
     assert time.monotonic() - t0 < 60
     assert _Counting.seen and max(_Counting.seen) == 1, _Counting.seen  # one file, written when it ran
-    assert sum(m.outcome != mut.NOT_RUN for m in report.mutants) == 1
+    assert sum(m.outcome != mm.NOT_RUN for m in report.mutants) == 1
 
 
 def test_a_module_over_the_cap_is_skipped_naming_the_cap(tmp_path: Path) -> None:
@@ -227,7 +229,7 @@ def test_a_cache_directory_that_is_a_file_is_an_io_fault_naming_it(tmp_path: Pat
 
     blocker = tmp_path / "cache"
     blocker.write_text("not a directory")
-    cache = mut.Cache(blocker)
+    cache = mc.Cache(blocker)
     assert cache.get("k1") is None  # read: cold
     with pytest.raises(IOFault) as err:
         cache.save()
