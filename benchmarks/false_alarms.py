@@ -6,7 +6,9 @@ tiled / blocked / split-K / online-softmax orders and torch's own kernels where 
 reference; issue 46's held-out library formulations (tests/testing/kernels/heldout.py: the Triton tutorial's
 two-pass layer norm with large means, forward and backward; transformers' rope with run-time fp32 angles;
 flash-attention's ``attention_ref(upcast=False)``; vLLM's and transformers' eager GQA causal attention,
-Lq = Lk and Lq != Lk) join it. Each runs under every class that applies to its family (``CLASSES[cid].ops``),
+Lq = Lk and Lq != Lk) join it, and so does held-out set B (tests/testing/kernels/heldout_b.py: xformers,
+apex, llm.c, Meta's llama and Liger's Gemma norm), written after the thresholds were set; ``--set heldout-b``
+runs it alone, to count it apart. Each runs under every class that applies to its family (``CLASSES[cid].ops``),
 in each of its dtypes, forward and, where it is differentiable, with ``direction = "both"``, written as a new
 user writes the contract from the docs, at every shape kcgate adds (its boundary shape, as ``kcgate run``
 plans it) and, on every other seed, at an odd declared shape (``odd_shape``: primes, odd head dims) instead
@@ -19,7 +21,7 @@ alarms), per family, class, dtype and kind, and lists every alarm with its messa
 
     python -m benchmarks.false_alarms [--seeds 5] [--only NAME,...] [--classes C-PRC-01,...]
         [--dtypes float32,...] [--seed0 0] [--shapes alternate|declared|odd] [--no-boundary]
-        [--quick] [--json out.json]
+        [--set all|tuned|heldout-b] [--quick] [--json out.json]
 
 ``--quick``: three held-out kernels, C-PRC-01, bf16, one seed (tests/test_benchmarks_smoke.py).
 
@@ -125,16 +127,29 @@ def odd_shape(e: Any) -> tuple[int, ...]:
     return fixed if fixed is not None else e.shape
 
 
+def entries(which: str) -> tuple[Any, ...]:
+    """The kernels of ``--set``: the tuned corpus and issue 46's held-out set, held-out set B (written after
+    the thresholds were set, counted apart), or all of them."""
+    from tests.testing.kernels.correct import CORPUS
+    from tests.testing.kernels.heldout import HELD_OUT
+    from tests.testing.kernels.heldout_b import HELD_OUT_B
+
+    sets = {"tuned": (*CORPUS, *HELD_OUT), "heldout-b": HELD_OUT_B}
+    return sets[which] if which in sets else (*CORPUS, *HELD_OUT, *HELD_OUT_B)
+
+
 def contracts(
-    only: set[str] | None, classes: set[str] | None, dtypes: set[str] | None, every: bool = False
+    only: set[str] | None,
+    classes: set[str] | None,
+    dtypes: set[str] | None,
+    every: bool = False,
+    which: str = "all",
 ) -> list[tuple[Any, str, str, str]]:
     """(entry, class, dtype, direction) for every corpus entry x applicable class x dtype x direction."""
     from kcgate.vocab.classes import CLASSES
-    from tests.testing.kernels.correct import CORPUS
-    from tests.testing.kernels.heldout import HELD_OUT
 
     out = []
-    for e in (*CORPUS, *HELD_OUT):
+    for e in entries(which):
         if only and e.name not in only:
             continue
         for cid, cls in CLASSES.items():
@@ -253,6 +268,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default="", help="write every outcome here")
     ap.add_argument("--shapes", default="alternate", choices=("alternate", "declared", "odd"))
     ap.add_argument("--no-boundary", action="store_true", help="without the shapes kcgate adds")
+    ap.add_argument(
+        "--set",
+        default="all",
+        choices=("all", "tuned", "heldout-b"),
+        help="tuned: correct.py and heldout.py; heldout-b: held-out set B alone (counted apart)",
+    )
     ap.add_argument("--quick", action="store_true", help="three held-out kernels, C-PRC-01, bf16, one seed")
     args = ap.parse_args(argv)
     if args.quick:
@@ -263,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     split = lambda s: set(s.split(",")) if s else None  # noqa: E731
-    rows = contracts(split(args.only), split(args.classes), split(args.dtypes), args.all_classes)
+    rows = contracts(split(args.only), split(args.classes), split(args.dtypes), args.all_classes, args.set)
     t0 = time.perf_counter()
     seeds = range(args.seed0, args.seed0 + args.seeds)
     kinds = {args.shapes} if args.shapes != "alternate" else {"odd" if s % 2 else "declared" for s in seeds}
