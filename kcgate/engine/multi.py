@@ -4,13 +4,14 @@ output compared under its own share of the bound, and the worst one deciding the
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
 
 from kcgate.engine.trial import CaseContext, Trial, issue, signal
 from kcgate.numerics.metrics import compare, to_metrics
-from kcgate.numerics.outputs import Parts, flat, kernel_parts, multiple, raw, split
+from kcgate.numerics.outputs import Parts, flat, kernel_parts, multiple, raw, reference_parts, split
 from kcgate.results.model import OUT_BUDGET
 
 OUTPUT = "out."  # Trial.tensors/cmps/signals key prefix of a named output ("out" alone: the only output)
@@ -61,6 +62,7 @@ def compare_outputs(
         issue(trial, "bad-output")
         return False
     kernel = dict(got)
+    dtypes = _reference_dtypes(ctx, trial, names)
     shares = split(ref_parts, allowed.expand(trial.ref.shape)) if allowed.dim() else None  # type: ignore[union-attr]
     scored = []
     for i, (name, ref) in enumerate(ref_parts):
@@ -69,7 +71,7 @@ def compare_outputs(
             trial.error = f"kernel's output {name!r} has shape {tuple(k.shape)}, expected {tuple(ref.shape)}"
             issue(trial, "bad-output")
             return False
-        _dtype(ctx, trial, name, k)
+        _dtype(trial, name, k, {ctx.out_dtype, dtypes.get(name, ctx.out_dtype)})
         cmp = compare(k, ref, shares[i][1] if shares else allowed, ctx.contract.tolerance.method)
         trial.parts[name] = k
         trial.tensors[OUTPUT + name], trial.cmps[OUTPUT + name] = k, cmp
@@ -83,11 +85,27 @@ def compare_outputs(
     return True
 
 
-def _dtype(ctx: CaseContext, trial: Trial, name: str, t: torch.Tensor) -> None:
-    """A float output in another dtype than the contract's (an integer one, indices, keeps its own)."""
-    if t.is_floating_point() and t.dtype != ctx.out_dtype:
-        want = str(ctx.out_dtype).removeprefix("torch.")
+def _reference_dtypes(ctx: CaseContext, trial: Trial, names: list[str]) -> dict[str, torch.dtype]:
+    """Each output's dtype as the reference gives it on the case's inputs (run on meta tensors: no
+    arithmetic), e.g. a scan's fp32 last state beside its bf16 output; {} where that cannot be read (every
+    output then held to the contract's out dtype)."""
+    reference = inspect.unwrap(ctx.op.oracle)
+    try:
+        with torch.no_grad():
+            got = reference(*(t.detach().to("meta") for t in trial.inputs))
+        parts = reference_parts(got, ctx.contract.outputs)
+    except Exception:  # noqa: BLE001 — a reference that cannot run on meta tensors: the declared dtype
+        return {}
+    return {n: t.dtype for n, t in parts} if [n for n, _ in parts] == names else {}
+
+
+def _dtype(trial: Trial, name: str, t: torch.Tensor, want: set[torch.dtype]) -> None:
+    """A float output in neither the contract's out dtype nor the dtype the reference gives it (an integer
+    output, indices, is compared as it is)."""
+    if t.is_floating_point() and t.dtype not in want:
+        names = " or ".join(sorted(str(d).removeprefix("torch.") for d in want))
         trial.error = trial.error or (
-            f"kernel's output {name!r} is {str(t.dtype).removeprefix('torch.')}, the contract declares {want}"
+            f"kernel's output {name!r} is {str(t.dtype).removeprefix('torch.')}, expected {names} (the "
+            "contract's out dtype, or the reference's for that output)"
         )
         issue(trial, "wrong-dtype")

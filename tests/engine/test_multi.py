@@ -43,6 +43,12 @@ class _AddLoudGrad(torch.autograd.Function):  # the forward right, both gradient
 def add_loud_grad(x, residual):
     return _AddLoudGrad.apply(x, residual)
 
+def sum_and_state(x, residual):  # a bf16 output beside an fp32 state, as a scan returns its last state
+    return x + residual, x.float() * 2
+
+def sum_and_half_state(x, residual):
+    return x + residual, (x * 2).half()
+
 def add_and_scale(x, residual):
     return x + residual, 2 * x
 
@@ -51,12 +57,12 @@ def add_and_scale_off(x, residual):
 """
 
 
-def _run(tmp_path: Path, kernel: str, ref: str, extra: str = "") -> list:  # type: ignore[type-arg]
+def _run(tmp_path: Path, kernel: str, ref: str, extra: str = "", dtype: str = "float32") -> list:  # type: ignore[type-arg]
     (tmp_path / "mk.py").write_text(KERNELS)
     f = tmp_path / f"{kernel}.toml"
     f.write_text(
         f'[project]\npaths = ["{tmp_path}"]\n\n[[contract]]\nid = "c"\nclass = "C-PRC-01"\nop = "custom"\n'
-        f'kernel = "mk:{kernel}"\nreference = "mk:{ref}"\ninputs = "mk:gen"\ndtypes = ["float32"]\n'
+        f'kernel = "mk:{kernel}"\nreference = "mk:{ref}"\ninputs = "mk:gen"\ndtypes = ["{dtype}"]\n'
         f"shapes = [[8, 16]]\nprotocol = {{ seeds = 1, trials = 2, boundary = false }}\n{extra}\n"
     )
     project = load_project(f)
@@ -90,3 +96,11 @@ def test_two_inputs_with_the_same_gradient_bits_are_not_a_stale_output(tmp_path:
     assert bad.signature.cause != "stale-output", (
         bad.signature
     )  # this call's own two gradients, not an earlier's
+
+
+def test_each_output_may_keep_the_dtype_the_reference_gives_it(tmp_path: Path) -> None:
+    (ok,) = _run(tmp_path, "sum_and_state", "sum_and_state", dtype="bfloat16")
+    assert ok.status == "pass", ok.message
+    (bad,) = _run(tmp_path, "sum_and_half_state", "sum_and_state", dtype="bfloat16")
+    assert bad.status == "fail" and bad.signature is not None and bad.signature.cause == "wrong-dtype"
+    assert "output 'out1' is float16, expected bfloat16 or float32" in bad.message, bad.message
