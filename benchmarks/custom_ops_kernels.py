@@ -408,7 +408,9 @@ ENTRIES: tuple[Entry, ...] = (
 
 
 # ---- two-output fused norms (issue 47 item 2; a separate block, appended to ENTRIES) -------------------------
-VLLM_GEMMA = "vllm-project/vllm vllm/model_executor/layers/layernorm.py (GemmaRMSNorm.forward_static, residual)"
+VLLM_GEMMA = (
+    "vllm-project/vllm vllm/model_executor/layers/layernorm.py (GemmaRMSNorm.forward_static, residual)"
+)
 
 
 def gemma_fused_add_rms_norm(x, residual, w):  # type: ignore[no-untyped-def]
