@@ -405,3 +405,46 @@ ENTRIES: tuple[Entry, ...] = (
           {"softmax in input dtype": topk_softmax_renorm_in_input_dtype},
           shapes=((64, 8), (33, 64)), outputs=("topk_weights", "topk_ids"), backward=False),
 )  # fmt: skip
+
+
+# ---- two-output fused norms (issue 47 item 2; a separate block, appended to ENTRIES) -------------------------
+VLLM_GEMMA = (
+    "vllm-project/vllm vllm/model_executor/layers/layernorm.py (GemmaRMSNorm.forward_static, residual)"
+)
+
+
+def gemma_fused_add_rms_norm(x, residual, w):  # type: ignore[no-untyped-def]
+    """GemmaRMSNorm.forward_static with a residual: (x·(1 + w) normalised in fp32, new residual)."""
+    orig = x.dtype
+    x = x + residual.float() if orig == torch.float16 else x + residual
+    residual = x.to(orig)
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + 1e-6)
+    return (h * (1.0 + w.float())).to(orig), residual
+
+
+def gemma_fused_add_rms_norm_fused(x, residual, w):  # type: ignore[no-untyped-def]
+    h = x.float() + residual.float()
+    y = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * (1.0 + w.float())
+    return y.to(x.dtype), h.to(x.dtype)
+
+
+def gemma_fused_add_rms_norm_stale_residual(x, residual, w):  # type: ignore[no-untyped-def]
+    """Shipped bug class: the residual output not updated (the input residual returned)."""
+    return gemma_fused_add_rms_norm(x, residual, w)[0], residual.clone()
+
+
+def gemma_fused_add_rms_norm_no_one(x, residual, w):  # type: ignore[no-untyped-def]
+    """Shipped bug class: Gemma's 1 + w offset dropped (Llama's weight multiply)."""
+    out, res = gemma_fused_add_rms_norm(x, residual, w)
+    h = res.float()
+    return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()).to(x.dtype), res
+
+
+ENTRIES = (
+    *ENTRIES,
+    Entry("gemma_fused_add_rms_norm", VLLM_GEMMA, _xrw, gemma_fused_add_rms_norm, gemma_fused_add_rms_norm_fused,
+          {"stale residual": gemma_fused_add_rms_norm_stale_residual,
+           "weight offset dropped": gemma_fused_add_rms_norm_no_one},
+          outputs=("out", "residual"), backward=False),
+)  # fmt: skip

@@ -477,6 +477,15 @@ CONTRACT_FIELDS: tuple[Field, ...] = (
         since="0.2",
     ),
     Field(
+        "outputs",
+        "4 postcondition",
+        "names of the outputs when the kernel and its reference return several tensors as a plain tuple, e.g. "
+        '["out", "residual"]: one per tensor, in order (a dict\'s keys or a named tuple\'s fields name them '
+        "otherwise); each output is compared, bounded and named on its own",
+        type="strings",
+        since="0.2",
+    ),
+    Field(
         "env",
         "harness",
         'environment set in the worker before the kernel is imported, e.g. { TRITON_INTERPRET = "1" }',

@@ -91,6 +91,7 @@ class Contract:
     init: tuple[tuple[str, Any], ...] = ()  # constructor kwargs when the kernel is an nn.Module class
     env: tuple[tuple[str, str], ...] = ()  # set in the worker before the kernel is imported
     mutates: tuple[str, ...] = ()  # inputs (by name) the kernel overwrites by design
+    outputs: tuple[str, ...] = ()  # names of a tuple result's outputs, in order (kcgate.numerics.outputs)
     line: int | None = None
     # the file the contract is declared in, relative to the contracts file's directory, when it is not the
     # contracts file itself (a @kcgate.contract in a .py, found through [project].discover); line is that file's

@@ -106,6 +106,7 @@ def _contract(i: int, d: dict[str, Any], col: Collector, roots: tuple[Path, ...]
         init=_mapping(d, "init", op or "", at),
         env=_env(d, at),
         mutates=_mutates(d, op or "", at),
+        outputs=_outputs(d, op or "", at),
         line=at.line,
     )
     _cross_checks(contract, d, at)
@@ -186,6 +187,30 @@ def _mutates(d: dict[str, Any], op: str, at: At) -> tuple[str, ...]:
             at.key("mutates", index=j).add(
                 f"{name!r} is not an input of op {op!r}", f"use one of: {', '.join(known)}"
             )
+    return names
+
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _outputs(d: dict[str, Any], op: str, at: At) -> tuple[str, ...]:
+    """``outputs``: one identifier per returned tensor, each once, on a custom op (a family compares its one
+    output); their count is checked when the reference runs: kcgate.numerics.outputs.reference_parts."""
+    names = tuple(_key(d, "outputs", at) or ())
+    if names and op and op != "custom":
+        at.key("outputs").add(f'op {op!r} has one output; outputs applies to op = "custom"', "remove the key")
+        return ()
+    if "outputs" in d and not names:
+        at.key("outputs").add(
+            "outputs = [] names no output", 'remove the key, or name each output: ["out", ...]'
+        )
+    for j, name in enumerate(names):
+        if not _NAME.match(name):
+            at.key("outputs", index=j).add(
+                f"{name!r} is not a name", "use letters, digits and '_', starting with a letter"
+            )
+        elif name in names[:j]:
+            at.key("outputs", index=j).add(f"{name!r} is listed twice", "give each output its own name")
     return names
 
 

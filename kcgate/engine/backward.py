@@ -12,10 +12,12 @@ from dataclasses import replace
 
 import torch
 
+from kcgate.engine.multi import is_output
 from kcgate.engine.trial import CaseContext, Trial, issue, signal
 from kcgate.numerics.metrics import Comparison, compare, to_metrics
 from kcgate.numerics.ops.base import Tensors, draw
-from kcgate.results.model import GRAD_BUDGET
+from kcgate.numerics.outputs import differentiable, multiple, raw
+from kcgate.results.model import GRAD_BUDGET, OUT_BUDGET
 from kcgate.vocab.catalogue import CATALOGUE, has
 
 
@@ -62,7 +64,12 @@ def reference_grads(ctx: CaseContext, inputs: Tensors, dy: torch.Tensor) -> tupl
     leaves = [t for t in up if t.is_floating_point()]
     with torch.enable_grad():
         ref = ctx.op.oracle(*up)
-        gs = torch.autograd.grad(ref, leaves, dy.to(torch.float64).expand_as(ref), allow_unused=True)
+        if multiple(ref):  # several outputs: each with its share of the flat dY (kcgate.numerics.outputs)
+            outs, dys = differentiable(tuple(("", t) for _, t in raw(ref)), dy.to(torch.float64))
+            gs = torch.autograd.grad(outs, leaves, dys, allow_unused=True)
+        else:
+            ref = ref[0] if isinstance(ref, (tuple, list)) else ref
+            gs = torch.autograd.grad(ref, leaves, dy.to(torch.float64).expand_as(ref), allow_unused=True)
     it = iter(g if g is not None else torch.zeros_like(t) for g, t in zip(gs, leaves))
     grads = tuple(
         next(it).detach() if t.is_floating_point() else torch.zeros((), device=t.device) for t in up
@@ -107,7 +114,7 @@ def dy_scale(ctx: CaseContext, trial: Trial) -> float:
     need = 1.0
     for name, ratio in trial.signals.items():
         c = trial.cmps.get(name)
-        if name == "out" or ratio < 1.0 or c is None:
+        if is_output(name) or ratio < 1.0 or c is None:
             continue
         ref = float(c.ref.norm())
         bound = float((torch.broadcast_to(c.allowed, c.ref.shape) - floor).clamp_min(0).norm())
@@ -116,7 +123,7 @@ def dy_scale(ctx: CaseContext, trial: Trial) -> float:
         need = max(need, 2.0 ** math.ceil(math.log2(8 * floor * math.sqrt(c.ref.numel()) / ref)))
     if need == 1.0:
         return 1.0
-    top = max(float(c.ref.abs().max()) for n, c in trial.cmps.items() if n != "out") * need
+    top = max(float(c.ref.abs().max()) for n, c in trial.cmps.items() if not is_output(n)) * need
     limit = float(torch.finfo(trial.dy.dtype).max) / 16  # the scaled gradients stay far from overflow
     return need if top <= limit and float(trial.dy.abs().max()) * need <= limit else 1.0
 
@@ -167,7 +174,8 @@ def compare_grads(ctx: CaseContext, trial: Trial, inputs: Tensors | None = None)
         m = to_metrics(cmp)
         scored.append((m.budget_used if m.budget_used is not None else float("inf"), name, cmp, g))
     if not ctx.contract.forward:
-        trial.signals.pop("out", None)
+        for key in [k for k in trial.signals if is_output(k)]:
+            trial.signals.pop(key)
     _decide(ctx, trial, scored)
 
 
@@ -200,6 +208,7 @@ def _decide(
         return
     budget, name, cmp, tensor = max(scored, key=lambda s: s[0])
     extra = {"reduction_len": float(ctx.op.reduction_len(trial.shape))}
+    extra.update((k, v) for k, v in trial.metrics.extra if k.startswith(OUT_BUDGET))  # several outputs'
     # non-finite budgets (NaN where the oracle is finite) are kept as 1e308: results files drop infinities
     alias = getattr(ctx.kernel, "param_names", {})  # a module kernel's parameter names
     extra.update(

@@ -57,7 +57,8 @@ def op_for(contract: Contract, paths: tuple[Path, ...]) -> Any:
     ):  # imported only here: the tracer's torch._decomp costs other contracts nothing
         from kcgate.numerics.ops.custom import custom_op
 
-        return custom_op(resolve(contract.inputs, paths), resolve(contract.reference, paths))
+        shape = contract.shapes[0] if contract.shapes else None  # the generator's input names are read there
+        return custom_op(resolve(contract.inputs, paths), resolve(contract.reference, paths), shape)
     op = OPS[contract.op]
     if op.configure is not None:
         op = op.configure(contract.op_params())
@@ -134,16 +135,24 @@ def _shape_rejected(ctx: Any, case: Case) -> str:
 
 
 def _with_grad(signature: Any, metrics: Metrics) -> Any:
-    """A backward case's signature names the gradient it was measured on (``grad = "w"``), so the
-    diff, report and PR comment say which gradient broke. A signature that names the tensor it measured
+    """A backward case's signature names the gradient it was measured on (``grad = "w"``), and a case of
+    several outputs the output (``output = "residual"``), so the diff, report and PR comment say which broke. A signature that names the tensor it measured
     (``tensor``: the sensitivity gate's forward output) keeps its own name: a figure from one tensor is
     never shown under another's; so does one that names the phase a kernel wrote its inputs in (``phase``):
     an overwrite is no gradient's."""
-    grad = metrics.worst_grad
-    if signature is None or not grad or any(k in ("grad", "tensor", "phase") for k, _ in signature.evidence):
+    grad, output = metrics.worst_grad, metrics.worst_output
+    named = any(
+        k in ("grad", "tensor", "phase", "output") for k, _ in (signature.evidence if signature else ())
+    )
+    if signature is None or named or not (grad or output):
         return signature
-    evidence = tuple(sorted((*signature.evidence, ("grad", grad))))
-    return Signature(signature.cause, f"gradient of {grad!r}: {signature.summary}", evidence)
+    key, what = ("grad", f"gradient of {grad!r}") if grad else ("output", f"output {output!r}")
+    if what in signature.summary:  # the diagnosis named it already ("output 'res' scaled by 1.05")
+        return Signature(
+            signature.cause, signature.summary, tuple(sorted((*signature.evidence, (key, grad or output))))
+        )
+    evidence = tuple(sorted((*signature.evidence, (key, grad or output))))
+    return Signature(signature.cause, f"{what}: {signature.summary}", evidence)
 
 
 def error_result(case: Case, message: str, duration: float = 0.0) -> CaseResult:

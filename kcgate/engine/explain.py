@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from kcgate.numerics.ops.base import upcast
+from kcgate.numerics.outputs import reference_parts
 from kcgate.vocab.mutation_rules import RULES, Where
 
 MAX_MUTANTS = 200  # mutants evaluated at most per failed case
@@ -180,18 +181,26 @@ def explain(ctx: Any, trial: Any) -> Search | None:
             if tried >= MAX_MUTANTS or time.monotonic() > deadline:
                 return Search(None, math.inf, math.inf, tried, True)
             tried += 1
-            ratio, err = _against(m, up, out, allowed)
+            ratio, err = _against(m, up, out, allowed, _picker(ctx, trial))
             share = err / own if own > 0 else math.inf
             if ratio <= 1 or share <= MATCH_SHARE:
                 return Search(m, ratio, share, tried, False)
     return Search(None, math.inf, math.inf, tried, False)
 
 
-def _against(m: Mutant, up: Any, out: torch.Tensor, allowed: torch.Tensor) -> tuple[float, float]:
+def _picker(ctx: Any, trial: Any) -> Callable[[Any], Any]:
+    """The mutant's output that the trial's deciding output is held to: the one of that name of several."""
+    name = getattr(trial, "output", "")
+    return (lambda r: dict(reference_parts(r, ctx.contract.outputs))[name]) if name else (lambda r: r)
+
+
+def _against(
+    m: Mutant, up: Any, out: torch.Tensor, allowed: torch.Tensor, pick: Callable[[Any], Any]
+) -> tuple[float, float]:
     """(the worst element's error over its allowance, the rms error) of the output against the mutant's."""
     try:
         with torch.no_grad():
-            alt = torch.as_tensor(m.fn(*up)).to(torch.float64)
+            alt = torch.as_tensor(pick(m.fn(*up))).to(torch.float64)
     except Exception:  # a mutant that raises on these inputs explains nothing
         return math.inf, math.inf
     if alt.shape != out.shape or not bool(alt.isfinite().all()) or not out.numel():

@@ -22,6 +22,7 @@ import torch
 from kcgate.devices.base import is_out_of_memory
 from kcgate.engine import sensitivity, torch_state
 from kcgate.engine.backward import compare_grads, dy_scale, run_backward
+from kcgate.engine.multi import compare_outputs, is_output, kernel_output
 from kcgate.engine.trial import (
     CaseContext,
     Trial,
@@ -29,11 +30,13 @@ from kcgate.engine.trial import (
     issue,
     kernels_inputs,
     oracle,
+    oracle_parts,
     signal,
 )
 from kcgate.numerics.metrics import NUMPY_DTYPES, compare, f64, host, to_metrics, torch_ops
 from kcgate.numerics.ops.base import Tensors, upcast
 from kcgate.numerics.oracles.freivalds import freivalds_check, freivalds_linear, row_errors, use_freivalds
+from kcgate.numerics.outputs import flat
 from kcgate.results.model import Metrics
 from kcgate.vocab.catalogue import CATALOGUE
 
@@ -63,17 +66,22 @@ def run_trial(
     t0 = time.perf_counter()
     x = kernels_inputs(trial) if on_device(ctx) else inputs  # where the oracle and the bound run
     trial.up = upcast(x)  # once per trial: the bound, the oracle and the sensitivity gate read it
-    trial.ref = oracle(ctx, x, trial.up if _builtin_oracle(ctx) else None)
+    ref_parts = oracle_parts(ctx, x, trial.up if _builtin_oracle(ctx) else None)
+    trial.ref = ref_parts[0][1] if len(ref_parts) == 1 else flat(ref_parts)
     allowed = allowance(ctx, x, trial.ref, trial.up)
     trial.oracle_s = time.perf_counter() - t0
-    if not _shape_ok(ctx, trial, out, trial.ref):
-        return trial
-    # as torch ops where the output is, or through numpy on the CPU (bitwise the same; numerics/metrics.py)
-    trial.cmp = compare(out, trial.ref, allowed, ctx.contract.tolerance.method)
-    trial.tensors["out"], trial.cmps["out"] = out, trial.cmp
-    trial.signals["out"] = signal(trial.cmp)
     extra = {"reduction_len": float(ctx.op.reduction_len(shape))}
-    trial.metrics = to_metrics(trial.cmp, extra)
+    if len(ref_parts) > 1 or trial.result is not None:
+        if not compare_outputs(ctx, trial, ref_parts, allowed, extra):
+            return trial
+    else:
+        if not _shape_ok(ctx, trial, out, trial.ref):
+            return trial
+        # as torch ops where the output is, or through numpy on the CPU (bitwise the same; numerics/metrics.py)
+        trial.cmp = compare(out, trial.ref, allowed, ctx.contract.tolerance.method)
+        trial.tensors["out"], trial.cmps["out"] = out, trial.cmp
+        trial.signals["out"] = signal(trial.cmp)
+        trial.metrics = to_metrics(trial.cmp, extra)
     if ctx.contract.tolerance.method == "relative":
         _relative(ctx, trial)
     if ctx.contract.backward:
@@ -250,7 +258,8 @@ def _call(
         result = (
             _check_out_buffer(trial, out_buf, guard) if result is None or result is out_buf[1] else result
         )
-    out = _first_tensor(trial, result)
+    # a custom op's result may be several outputs (kcgate.engine.multi); a family's compares its first tensor
+    out = kernel_output(ctx, trial, result) if ctx.op.name == "custom" else _first_tensor(trial, result)
     if out is not None and backward:
         # a forward that overwrites an input (Liger's cross-entropy writes its gradient into the logits) is
         # named on the forward, before the backward's gradients are measured on what it left
@@ -400,6 +409,8 @@ def _as_output(ctx: CaseContext, trial: Trial, out: torch.Tensor | None) -> torc
     trial: only the summary comes back); its dtype is part of every postcondition (the declared out_dtype)."""
     if out is None:
         return None
+    if trial.result is not None:  # several outputs: each one's dtype is checked as it is named
+        return out.detach()
     if out.dtype != ctx.out_dtype:
         trial.error = trial.error or (
             f"kernel returned {_name(out.dtype)}, the contract declares {_name(ctx.out_dtype)}"
@@ -425,8 +436,9 @@ def _stale_check(ctx: CaseContext, trial: Trial) -> None:
     one scalar) equals an earlier one by chance when its oracle moved less than its rounding: no evidence."""
     assert trial.out is not None
     stale, constant = False, False
-    for name, t in (trial.tensors or {"out": trial.out}).items():
-        if name != "out" and not bool(t.any()):
+    earlier = list(ctx.previous_outputs)  # an earlier call's: this call's gradients of x and of a residual
+    for name, t in (trial.tensors or {"out": trial.out}).items():  # added to it are the same bits, rightly
+        if not is_output(name) and not bool(t.any()):
             continue  # an all-zero gradient is named zero-gradient, not stale
         c = trial.cmps.get(name)
         if (c is None or not c.finite) and t.is_floating_point() and not bool(t.isfinite().any()):
@@ -440,7 +452,7 @@ def _stale_check(ctx: CaseContext, trial: Trial) -> None:
             and p.dtype == bits.dtype
             and torch.equal(p, bits)
             and (not within or _distinguishable(ref, allowed, pr, pa))
-            for p, pr, pa in ctx.previous_outputs
+            for p, pr, pa in earlier
         )
         stale |= repeat
         # one value everywhere repeats whatever buffer it is written to (a loop that never ran left zeros)

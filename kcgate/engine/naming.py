@@ -17,7 +17,9 @@ import torch
 
 from kcgate.engine import diagnosis as D
 from kcgate.engine import transforms as T
+from kcgate.engine.echo import input_echo_signature
 from kcgate.engine.explain import explain
+from kcgate.engine.multi import failed_tensor
 from kcgate.engine.trial import severity
 from kcgate.results.model import Signature
 from kcgate.vocab.catalogue import CATALOGUE, MATMUL_LIKE
@@ -224,6 +226,13 @@ RULES: tuple[Rule, ...] = (
         f"{_DIAG}::test_overflow_nan_advice_fits_where_the_nan_is",
     ),
     Rule(
+        "input returned",
+        lambda ev: input_echo_signature(ev.ctx, ev.worst),
+        "a custom op's output equal to one of its inputs of the same shape",
+        "the output's own bound against that input, every element",
+        "tests/engine/test_echo.py::test_a_stale_residual_is_named_on_its_output",
+    ),
+    Rule(
         "known mistake",
         lambda ev: D.semantics_signature(ev.ctx, ev.worst),
         "the output (or deciding gradient) within a known mistake's own bound of that mistake's oracle",
@@ -354,7 +363,7 @@ def exceeds_bound(ev: Evidence, refused: Sequence[str] = ()) -> Signature:
     over, n = int((cmp.ratio > 1).sum()), cmp.ratio.numel()
     tiny = over == n and n < D.NOISE_MIN
     every = f"; every element of a tiny output ({n}) wrong, too few to fit a pattern" if tiny else ""
-    what = f"the gradient of {worst.grad}" if worst.grad else "the output"
+    what = failed_tensor(worst)
     where = "" if tiny else f"; in {what}: {where_over(cmp.ratio)}"
     beyond = "; not " + "; not ".join(refused) if refused else ""
     return D.sig(

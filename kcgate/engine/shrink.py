@@ -64,7 +64,7 @@ def shrink(ctx: Any, finding: Any, check: Any) -> tuple[int, ...]:
                 if shape is None or math.prod(shape) >= math.prod(best):
                     continue
                 tries += 1
-                if _fails_alike(ctx, shape, sig.cause, check):
+                if _fails_alike(ctx, shape, sig.cause, check, finding.metrics.worst_output):
                     best, moved = shape, True
                     break
         if not moved:
@@ -97,13 +97,16 @@ def shrink_case(ctx: Any, finding: Any, check: Any) -> Shrunk:
     t0 = time.perf_counter()
     shape = shrink(ctx, finding, check)
     left = max(budget - (time.perf_counter() - t0), budget / 2)
-    nonzero = fewest_nonzero(ctx, shape or tuple(ctx.case.shape), finding.signature.cause, left)
+    output = finding.metrics.worst_output  # of several outputs, the same one must fail
+    nonzero = fewest_nonzero(ctx, shape or tuple(ctx.case.shape), finding.signature.cause, left, output)
     return shape, nonzero
 
 
-def fewest_nonzero(ctx: Any, shape: tuple[int, ...], cause: str, seconds: float) -> tuple[int, ...]:
+def fewest_nonzero(
+    ctx: Any, shape: tuple[int, ...], cause: str, seconds: float, output: str = ""
+) -> tuple[int, ...]:
     """``(nonzero, elements)``: the fewest nonzero floating-point input elements found at ``shape`` whose
-    single trial still fails with ``cause``; () where the first trial's own inputs do not fail so (a class's
+    single trial still fails with ``cause`` (in ``output``, of several); () where the first trial's own inputs do not fail so (a class's
     own measurement named the cause) or no element could be zeroed."""
     import torch
 
@@ -132,7 +135,7 @@ def fewest_nonzero(ctx: Any, shape: tuple[int, ...], cause: str, seconds: float)
             )
         except Exception:  # noqa: BLE001 — a kernel that raises on these inputs is another failure
             return False
-        return found.status == Status.FAIL and found.signature is not None and found.signature.cause == cause
+        return _alike(found, cause, output)
 
     keep = [int(j) for j in torch.cat([xs[i].flatten() for i in floats]).nonzero().flatten()] if total else []
     if not keep or not fails(keep):
@@ -170,10 +173,16 @@ def _at(ctx: Any, shape: tuple[int, ...]) -> Any:
     )
 
 
-def _fails_alike(ctx: Any, shape: tuple[int, ...], cause: str, check: Any) -> bool:
+def _fails_alike(ctx: Any, shape: tuple[int, ...], cause: str, check: Any, output: str = "") -> bool:
     small = _at(ctx, shape)
     try:
         found = check(small)
     except Exception:  # noqa: BLE001 — a kernel that raises at the smaller shape is another failure
         return False
-    return found.status == Status.FAIL and found.signature is not None and found.signature.cause == cause
+    return _alike(found, cause, output)
+
+
+def _alike(found: Any, cause: str, output: str) -> bool:
+    """A failure with the same cause, in the same output where a case has several."""
+    named = found.signature is not None and found.signature.cause == cause
+    return found.status == Status.FAIL and named and found.metrics.worst_output == output

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from kcgate.engine.multi import failed_tensor
 from kcgate.numerics.ops.base import upcast
 from kcgate.results.model import Signature
 
@@ -65,7 +66,7 @@ def num(c: float) -> str:
 
 
 def _what(trial: Any) -> str:
-    return f"the gradient of {trial.grad}" if trial.grad else "the output"
+    return failed_tensor(trial)
 
 
 def _relation(ctx: Any, trial: Any, c: float) -> str:

@@ -19,6 +19,7 @@ from kcgate.contracts.records import Contract
 from kcgate.devices.base import HostStopwatch, Stopwatch, is_out_of_memory
 from kcgate.numerics.metrics import Comparison, f64, host, quiet, spread, sum_squares, torch_ops
 from kcgate.numerics.ops.base import BoundArgs, OpFamily, Tensors, draw, underflow, upcast
+from kcgate.numerics.outputs import Parts, flat, multiple, reference_parts
 from kcgate.plan import Case
 from kcgate.results.model import Metrics
 from kcgate.vocab import dtypes
@@ -124,6 +125,11 @@ class Trial:
     cmps: dict[str, Comparison] = field(default_factory=dict)  # the comparison of each compared tensor
     signals: dict[str, float] = field(default_factory=dict)  # ‖allowed‖ / ‖reference‖ per deciding tensor
     grad: str = ""  # the tensor that decides the trial: "" the forward output, else an input's gradient
+    # several outputs (kcgate.numerics.outputs): the kernel's result as returned, then its named outputs
+    # as compared; ``output`` names the one that decides the forward ("" for a single output)
+    result: Any = None
+    parts: dict[str, torch.Tensor] = field(default_factory=dict)
+    output: str = ""
 
     @property
     def ok(self) -> bool:
@@ -152,12 +158,23 @@ def probe_offset(dtype: torch.dtype, requested: float) -> float:
 
 
 def oracle(ctx: CaseContext, inputs: Tensors, up: Tensors | None = None) -> torch.Tensor:
-    """The fp64 reference: the op's oracle on inputs upcast exactly to float64 (``up``: already upcast)."""
+    """The fp64 reference: the op's oracle on inputs upcast exactly to float64 (``up``: already upcast); a
+    reference of several outputs as their flat vector (``oracle_parts`` names them)."""
+    parts = oracle_parts(ctx, inputs, up)
+    return parts[0][1] if len(parts) == 1 else flat(parts)
+
+
+def oracle_parts(ctx: CaseContext, inputs: Tensors, up: Tensors | None = None) -> Parts:
+    """The fp64 reference's named outputs (kcgate.numerics.outputs): ``(("out", y),)`` for one tensor."""
     t0 = time.perf_counter()
     up = up or upcast(inputs)
     try:
         with torch.no_grad():
-            ref = ctx.op.oracle(*up).to(torch.float64)
+            result = ctx.op.oracle(*up)
+            if multiple(result) or len(ctx.contract.outputs) > 1:  # a count mismatch raises, naming the key
+                parts = reference_parts(result, ctx.contract.outputs)
+            else:
+                parts = (("out", result[0] if isinstance(result, (tuple, list)) else result),)
     except Exception as exc:
         if is_out_of_memory(exc):  # the case is lost, with what to change; the run goes on
             raise OracleOutOfMemory(
@@ -167,7 +184,7 @@ def oracle(ctx: CaseContext, inputs: Tensors, up: Tensors | None = None) -> torc
             ) from exc
         raise
     ctx.oracle_s += time.perf_counter() - t0
-    return ref
+    return tuple((n, t.to(torch.float64)) for n, t in parts)
 
 
 class OracleOutOfMemory(MemoryError):

@@ -44,6 +44,7 @@ def _row(c: CaseResult) -> list[str]:
         c.klass,
         fmt_budget(c.metrics.budget_used)
         + (f" (grad {g})" if (g := c.metrics.worst_grad) else "")
+        + (f" (output {o})" if (o := c.metrics.worst_output) else "")
         + _ratio(c),
         _ulp(c),
         why[:90],

@@ -33,6 +33,7 @@ def _details(c: CaseResult) -> str:
         f"budget_used={m.budget_used} max_abs_err={m.max_abs_err} max_ulp={m.max_ulp} "
         f"mismatches={m.mismatches}/{m.elements} worst_index={list(m.worst_index)} seed={c.seed}"
         + (f" grad={m.worst_grad}" if m.worst_grad else "")
+        + (f" output={m.worst_output}" if m.worst_output else "")
     ]
     if c.signature:
         lines.append(f"signature: {c.signature.cause}: {c.signature.summary}")
@@ -41,10 +42,12 @@ def _details(c: CaseResult) -> str:
 
 
 def _properties(c: CaseResult) -> dict[str, str]:
-    """The case's properties from the column table, and the gradient that decided a backward case."""
+    """The case's properties from the column table, and the gradient or output of several that decided it."""
     props = {col.name: text for col, text in junit_properties(c)}
     if c.metrics.worst_grad:
         props["grad"] = c.metrics.worst_grad
+    if c.metrics.worst_output:
+        props["output"] = c.metrics.worst_output
     return props
 
 

@@ -37,6 +37,8 @@ def render_violation(c: CaseResult, reproduce: str = "") -> str:
         )
     if m.worst_grad:
         lines.append(f"  worst tensor: the gradient of input {m.worst_grad!r} (grad = {m.worst_grad!r})")
+    elif m.worst_output:
+        lines.append(f"  worst tensor: output {m.worst_output!r} (output = {m.worst_output!r})")
     if m.worst_index:
         lines.append(
             f"  worst element at index {list(m.worst_index)}: allowed |error| there {_num(m.allowed_at_worst)}"

@@ -28,6 +28,7 @@ from kcgate.results.records import (
     GRAD_BUDGET,
     METRIC_FIELDS,
     METRICS_AT,
+    OUT_BUDGET,
     SEVERITY,
     STATUSES,
     TIMINGS_AT,
@@ -45,6 +46,7 @@ from kcgate.util import bounded
 __all__ = [  # the results model: the records (kcgate.results.records), the run, and its files
     "CASE_FIELDS",
     "GRAD_BUDGET",
+    "OUT_BUDGET",
     "MAX_RESULTS_BYTES",
     "MAX_TEXT",
     "METRIC_FIELDS",

@@ -82,6 +82,7 @@ OVERRIDES = (("--held-out", "override.held_out"), ("--timeout", "override.timeou
 # runner's key (one contract's env must not make every case incomparable); the diff compares it per contract.
 CONTRACT_ENV = "contract_env:"
 GRAD_BUDGET = "grad_budget."  # metrics.extra key prefix: each input gradient's budget used (backward)
+OUT_BUDGET = "out_budget."  # metrics.extra key prefix: each named output's budget used (several outputs)
 
 
 @dataclass(frozen=True)
@@ -202,6 +203,13 @@ class Metrics:
             return ""
         budget, name = max(grads)
         return name if budget >= extra.get("out_budget", -1.0) else ""
+
+    @property
+    def worst_output(self) -> str:
+        """The named output that decided a case of several outputs ("" for one output, or when a gradient
+        decided): the largest ``out_budget.<name>`` extra."""
+        outs = [(v, k.removeprefix(OUT_BUDGET)) for k, v in self.extra if k.startswith(OUT_BUDGET)]
+        return max(outs)[1] if outs and not self.worst_grad else ""
 
     def to_row(self) -> list[Any]:
         """Values in ``METRIC_FIELDS`` order (non-finite numbers become null)."""

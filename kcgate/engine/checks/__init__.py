@@ -222,7 +222,10 @@ def _fail_message(m: Metrics) -> str:
             f"error {ratio:.3g}x the baseline's (max |err| {e.get('relative_err', 0):.3g} against "
             f"{e.get('baseline_err', 0):.3g}), bound budget {e.get('bound_budget', 0):.3g}: budget used {b}"
         )
-    return f"error exceeds the allowed bound: budget used {b} ({m.mismatches} of {m.elements} elements over)"
+    at = f" in output {m.worst_output!r}" if m.worst_output else ""  # the one of several that decided
+    return (
+        f"error exceeds the allowed bound{at}: budget used {b} ({m.mismatches} of {m.elements} elements over)"
+    )
 
 
 def _with_extra(m: Metrics, extra: dict[str, float]) -> Metrics:
