@@ -82,9 +82,9 @@ class _LayerNormBwd(torch.autograd.Function):
         dw, db = (g * xhat).sum(0), g.sum(0)
         v = ctx.variant
         if v == "row-block-sums":  # FlagGems#59: tl.sum over the whole (rows × cols) block, not per row
-            rows = xhat.shape[0]
-            s1 = wg.reshape(rows // 4, 4, n).sum((1, 2)).repeat_interleave(4)[:, None]
-            s2 = (wg * xhat).reshape(rows // 4, 4, n).sum((1, 2)).repeat_interleave(4)[:, None]
+            block = torch.arange(xhat.shape[0]) // 4  # the last block partial (masked rows) where rows % 4
+            s1 = torch.zeros(int(block[-1]) + 1).index_add_(0, block, wg.sum(-1))[block][:, None]
+            s2 = torch.zeros(int(block[-1]) + 1).index_add_(0, block, (wg * xhat).sum(-1))[block][:, None]
         elif v == "double-mean":  # tt-metal#53215 bug 1: mean(dy·γ) subtracted twice
             s1 = 2 * s1
         elif v == "last-col-block":  # tt-metal#53215 bug 2: only the last block of columns of Σ dy·γ·x̂ kept
