@@ -8,7 +8,8 @@ from typing import Any
 
 import torch
 
-from kcgate.engine.diagnosis import budget_against, sig
+from kcgate.engine.diagnosis import sig
+from kcgate.engine.mistakes import budget_against
 from kcgate.results.model import Signature
 
 

@@ -15,7 +15,9 @@ from typing import Any
 
 import torch
 
+from kcgate.engine import accumulator as A
 from kcgate.engine import diagnosis as D
+from kcgate.engine import mistakes as M
 from kcgate.engine import transforms as T
 from kcgate.engine.echo import input_echo_signature
 from kcgate.engine.explain import explain
@@ -122,10 +124,11 @@ def structure(e: torch.Tensor) -> str | None:
     if kurt > 3 + STRUCTURE_KURTOSIS * math.sqrt(24 / flat.numel()):
         return f"a heavy tail (kurtosis {kurt:.1f}, independent noise ≈ 3): the error sits on a few places"
     rows = e.reshape(-1, e.shape[-1]) if e.dim() >= 2 else flat[: flat.numel() // 8 * 8].reshape(8, -1)
-    for what, energy, n in (
-        ("rows", rows.pow(2).mean(1), rows.shape[1]),
-        ("columns", rows.pow(2).mean(0), rows.shape[0]),
-    ):
+    tests = [("rows", rows.pow(2).mean(1), rows.shape[1]), ("columns", rows.pow(2).mean(0), rows.shape[0])]
+    if rows.shape[0] < 4 and rows.shape[1] >= 64:  # a boundary shape's few rows: 8 chunks of each row instead
+        m = rows.shape[1] // 8
+        tests.append(("chunks of its rows", rows[:, : 8 * m].reshape(-1, m).pow(2).mean(1), m))
+    for what, energy, n in tests:
         if energy.numel() < 4 or n < 2:
             continue
         cv = float(energy.std() / energy.mean())
@@ -138,12 +141,40 @@ def structure(e: torch.Tensor) -> str | None:
     return None
 
 
+FOLLOWS_INPUT = (
+    0.5  # mean |correlation| per row of the error with an input of its shape: independent draws ≈ 0
+)
+
+
+def follows_input(ev: Evidence) -> str | None:
+    """Why an error field is no independent noise though its statistics look it: each row of it follows an
+    input of the same shape (a norm backward's dx off by c_row·x̂ on a boundary shape's three rows)."""
+    e = ev.cmp.signed.to(torch.float64)
+    if e.dim() < 1 or e.shape[-1] < 16 or not bool(e.isfinite().all()):
+        return None
+    rows = e.reshape(-1, e.shape[-1])
+    for i, x in enumerate(ev.worst.inputs):
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.shape != e.shape:
+            continue
+        xs = x.detach().to(torch.float64).reshape(rows.shape)
+        a, b = rows - rows.mean(1, keepdim=True), xs - xs.mean(1, keepdim=True)
+        den = (a.pow(2).sum(1) * b.pow(2).sum(1)).sqrt()
+        ok = den > 0
+        if not bool(ok.any()):
+            continue
+        corr = float(((a * b).sum(1)[ok] / den[ok]).abs().mean())
+        if corr > FOLLOWS_INPUT:
+            name = ev.ctx.op.input_name(i)
+            return f"each row of the error follows input {name} (mean |correlation| {corr:.2f} per row)"
+    return None
+
+
 def refuse_noise(ev: Evidence, s: Signature) -> str | None:
     """Rounding noise gives at most NOISE_C·√K·u relative rms; past that only independent draws are noise."""
     cap = NOISE_C * math.sqrt(ev.k) * ev.u
     if ev.rel <= cap:
         return None
-    why = structure(ev.cmp.signed)
+    why = structure(ev.cmp.signed) or follows_input(ev)
     if why is None:
         return None
     return (
@@ -180,12 +211,12 @@ def refuse_tail(ev: Evidence, s: Signature) -> str | None:
 # ---- the table ----------------------------------------------------------------------------------------
 
 
-def _fit_row(fit: T.Fit) -> Find:
-    return lambda ev: T.run_fit(fit, ev.ctx, ev.worst)
+def _fit_row(row: T.FitRow) -> Find:
+    return lambda ev: T.run_fit(row, ev.ctx, ev.worst)
 
 
 def _operand(ev: Evidence) -> Signature | None:
-    return D._operand(ev.ctx, ev.worst)
+    return A._operand(ev.ctx, ev.worst)
 
 
 def _nan(ev: Evidence) -> Signature | None:
@@ -193,27 +224,21 @@ def _nan(ev: Evidence) -> Signature | None:
     return D.nan_signature(ev.worst.out, ev.cmp.ref, exp, D.overflow_where(ev.ctx.op.name, ev.worst.grad))
 
 
+def _in_gradient(ev: Evidence, s: Signature | None) -> Signature | None:
+    """A pattern found in a gradient says so ("added to the gradient of x", not "to the output")."""
+    if s is None or not ev.worst.grad:
+        return s
+    return Signature(s.cause, s.summary.replace("the output", f"the gradient of {ev.worst.grad}"), s.evidence)
+
+
 _DIAG = "tests/engine/test_diagnosis.py"
-_SEM = "tests/engine/test_semantic_signatures.py::test_every_semantic_bug_is_named_right_on_every_seed"
 _NAMING = "tests/engine/test_naming.py"
 _CORPUS = "tests/test_signature_corpus.py::test_one_of_each_kind_is_named_alike_on_five_seeds"
-
-FIT_ROWS: tuple[tuple[T.Fit, str, str, str], ...] = (
-    (T.scale_fit, "out ≈ c·ref", "clean: within 2× the bound of c·ref, 90% of the error energy", _SEM),
-    (T.sign_fit, "one sign of ref scaled", "clean, and only one side changed", _SEM),
-    (T.argument_fit, "x·g(b·x) fitted over b", "clean", _SEM),
-    (T.masked_tail_fit, "each row's sum gains k·exp(−max)", "clean, k > 0.5", _SEM),
-    (T.missing_term_fit, "dx = ref + c·y·Σ(y·dy)", "clean", _SEM),
-    (T.reduction_fit, "a prefix or last block of K counted", "clean", _SEM),
-    (T.reduction_precision_fit, "the row statistic on a narrow grid", "80% of ≥ 8 rows on the grid", _SEM),
-    (T.extent_fit, "a strided or partial set of terms counted", "clean", _SEM),
-    (T.row_factor_fit, "one factor per row or tile", "factors ≥ 1/16 from 1, clean", _SEM),
-)
 
 RULES: tuple[Rule, ...] = (
     Rule(
         "known mistake, non-finite",
-        lambda ev: D.nonfinite_semantics_signature(ev.ctx, ev.worst),
+        lambda ev: M.nonfinite_semantics_signature(ev.ctx, ev.worst),
         "NaN/Inf exactly where a known mistake's oracle has them",
         "the rest within that mistake's bound; NaN in at most half the output",
         "tests/engine/test_heldout_signatures.py::test_a_mask_hiding_its_own_key_is_the_mask_mistake_not_an_overflow",
@@ -234,15 +259,12 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "known mistake",
-        lambda ev: D.semantics_signature(ev.ctx, ev.worst),
+        lambda ev: M.semantics_signature(ev.ctx, ev.worst),
         "the output (or deciding gradient) within a known mistake's own bound of that mistake's oracle",
         "the mistake's bound, every element",
         f"{_NAMING}::test_known_mistakes_name_the_shipped_bugs",
     ),
-    *(
-        Rule(f"fit: {fit.__name__}", _fit_row(fit), evidence, limit, test)
-        for fit, evidence, limit, test in FIT_ROWS
-    ),
+    *(Rule(f"fit: {row.fit.__name__}", _fit_row(row), row.evidence, row.limit, row.test) for row in T.FITS),
     Rule(
         "tail tile",
         lambda ev: D.tail_signature(ev.cmp.ratio, dense=True),
@@ -260,7 +282,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "offset",
-        lambda ev: D.offset_signature(ev.cmp.signed, ev.cmp.ref),
+        lambda ev: _in_gradient(ev, D.offset_signature(ev.cmp.signed, ev.cmp.ref)),
         "the error a constant, per row or per block",
         "90% of the error energy in the means",
         _CORPUS,
@@ -281,7 +303,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "accumulator width",
-        lambda ev: D._accumulator(ev.ctx, ev.ts),
+        lambda ev: A._accumulator(ev.ctx, ev.ts),
         "a K sweep whose error grows like one rounding interval's model",
         "≥ 3 lengths, residual ≤ 0.35, ≥ 3 bits, 3 bits under the declared",
         f"{_DIAG}::test_a_sequential_bf16_sum_is_bf16_not_fp8",
@@ -361,10 +383,15 @@ def exceeds_bound(ev: Evidence, refused: Sequence[str] = ()) -> Signature:
     worst, cmp = ev.worst, ev.cmp
     b = worst.metrics.budget_used
     over, n = int((cmp.ratio > 1).sum()), cmp.ratio.numel()
-    tiny = over == n and n < D.NOISE_MIN
-    every = f"; every element of a tiny output ({n}) wrong, too few to fit a pattern" if tiny else ""
+    tiny = n < D.NOISE_MIN
+    every = (
+        f"; {'every element' if over == n else f'{over} of the {n} elements'} of a tiny output ({n}) wrong, "
+        "too few to fit a pattern"
+        if tiny
+        else ""
+    )
     what = failed_tensor(worst)
-    where = "" if tiny else f"; in {what}: {where_over(cmp.ratio)}"
+    where = "" if tiny and over == n else f"; in {what}: {where_over(cmp.ratio)}"
     beyond = "; not " + "; not ".join(refused) if refused else ""
     return D.sig(
         "exceeds-bound",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -696,17 +697,40 @@ def missing_term_fit(
     )
 
 
-FORWARD_FITS: tuple[Fit, ...] = (
-    scale_fit,
-    sign_fit,
-    argument_fit,
-    masked_tail_fit,
-    reduction_fit,
-    reduction_precision_fit,
-    extent_fit,
-    row_factor_fit,
+@dataclass(frozen=True)
+class FitRow:
+    """One fit of the diagnosis table (kcgate.engine.naming): the transformation it fits, the evidence it
+    reads, the limit of its claim, the test that holds it, and the tensors it applies to."""
+
+    fit: Fit
+    evidence: str
+    limit: str
+    test: str
+    forward: bool = True
+    grad: bool = False
+
+
+_SEM = "tests/engine/test_semantic_signatures.py::test_every_semantic_bug_is_named_right_on_every_seed"
+
+FITS: tuple[FitRow, ...] = (
+    FitRow(
+        scale_fit,
+        "out ≈ c·ref",
+        "clean: within 2× the bound of c·ref, 90% of the error energy",
+        _SEM,
+        grad=True,
+    ),
+    FitRow(sign_fit, "one sign of ref scaled", "clean, and only one side changed", _SEM, grad=True),
+    FitRow(argument_fit, "x·g(b·x) fitted over b", "clean", _SEM),
+    FitRow(masked_tail_fit, "each row's sum gains k·exp(−max)", "clean, k > 0.5", _SEM),
+    FitRow(missing_term_fit, "dx = ref + c·y·Σ(y·dy)", "clean", _SEM, forward=False, grad=True),
+    FitRow(reduction_fit, "a prefix or last block of K counted", "clean", _SEM),
+    FitRow(
+        reduction_precision_fit, "the row statistic on a narrow grid", "80% of ≥ 8 rows on the grid", _SEM
+    ),
+    FitRow(extent_fit, "a strided or partial set of terms counted", "clean", _SEM),
+    FitRow(row_factor_fit, "one factor per row or tile", "factors ≥ 1/16 from 1, clean", _SEM, grad=True),
 )
-GRAD_FITS: tuple[Fit, ...] = (scale_fit, sign_fit, missing_term_fit, row_factor_fit)
 
 
 def _allowed(ctx: Any, trial: Any) -> torch.Tensor | None:
@@ -737,22 +761,13 @@ def fit_inputs(ctx: Any, trial: Any) -> tuple[torch.Tensor, torch.Tensor, torch.
     return out, ref, allowed
 
 
-def run_fit(fit: Fit, ctx: Any, trial: Any) -> Signature | None:
+def run_fit(row: FitRow, ctx: Any, trial: Any) -> Signature | None:
     """One fit on the trial's deciding tensor, where it applies (a forward fit to an output, a gradient fit
     to a gradient)."""
-    if fit not in (GRAD_FITS if trial.grad else FORWARD_FITS):
+    if not (row.grad if trial.grad else row.forward):
         return None
     found = fit_inputs(ctx, trial)
     if found is None:
         return None
     with torch.no_grad():
-        return fit(ctx, trial, *found)
-
-
-def fitted_signature(ctx: Any, trial: Any) -> Signature | None:
-    """The first clean fit of the trial's deciding tensor (its output, or the gradient that decides it)."""
-    for fit in GRAD_FITS if trial.grad else FORWARD_FITS:
-        found = run_fit(fit, ctx, trial)
-        if found is not None:
-            return found
-    return None
+        return row.fit(ctx, trial, *found)

@@ -10,16 +10,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kcgate.engine.diagnosis import (  # noqa: E402
+from kcgate.engine.accumulator import (  # noqa: E402
     accumulator_signature,
     dot_scale,
-    nan_signature,
     normalized_error,
     operand_signature,
     output_grid,
-    overflow_where,
-    tail_signature,
 )
+from kcgate.engine.diagnosis import nan_signature, overflow_where, tail_signature  # noqa: E402
 from kcgate.numerics.emulate import blocked_matmul, round_mantissa  # noqa: E402
 from kcgate.vocab.causes import CAUSE  # noqa: E402
 

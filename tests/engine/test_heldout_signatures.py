@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from kcgate.engine import diagnosis as D
+from kcgate.engine import mistakes as M
 from tests.testing.faults import semantic as S
 from tests.testing.faults.heldout import HELD_OUT
 
@@ -82,11 +82,11 @@ def test_an_output_nan_nearly_everywhere_matches_no_mistake() -> None:
     alt[:3] = math.nan
     out = alt.clone()
     allowed = torch.full_like(alt, 1e-6)
-    assert D.budget_against(out, alt, allowed, nonfinite=True) == math.inf
+    assert M.budget_against(out, alt, allowed, nonfinite=True) == math.inf
     alt[1:3] = 0.0
     out[1:3] = 0.0
-    assert D.budget_against(out, alt, allowed, nonfinite=True) == 0.0  # a NaN quarter, the rest exact
-    assert D.budget_against(out, alt, allowed, nonfinite=False) == math.inf  # NaN is a miss unless asked
+    assert M.budget_against(out, alt, allowed, nonfinite=True) == 0.0  # a NaN quarter, the rest exact
+    assert M.budget_against(out, alt, allowed, nonfinite=False) == math.inf  # NaN is a miss unless asked
 
 
 def _softmax_grad_times(c: float):  # type: ignore[no-untyped-def]

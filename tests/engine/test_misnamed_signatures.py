@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kcgate.engine import accumulator as A
 from kcgate.engine import diagnosis as D
 from kcgate.engine import transforms as T
 from tests.testing.faults import semantic as S
@@ -82,16 +83,16 @@ def test_offset_names_one_constant_per_row_not_blocks_of_8() -> None:
 
 def test_an_accumulator_fit_below_three_bits_names_nothing() -> None:
     ks, nerr = [256, 512, 1024], [0.5, 1.0, 2.0]  # an error as large as the result: no format
-    assert D.accumulator_signature(ks, nerr, 24) is None
+    assert A.accumulator_signature(ks, nerr, 24) is None
 
 
 def test_partial_sums_of_zero_mean_terms_match_the_zero_mean_model() -> None:
     x = torch.randn(64, 1024, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
-    p = D.partial_sums("sum", [x])
+    p = A.partial_sums("sum", [x])
     assert p is not None
     for b in (1, 32, 256):
-        assert abs(p[b] / D._rounded(1024, b) - 1) < 0.2  # noqa: SLF001
-    pos = D.partial_sums("sum", [x.abs()])
+        assert abs(p[b] / A._rounded(1024, b) - 1) < 0.2  # noqa: SLF001
+    pos = A.partial_sums("sum", [x.abs()])
     assert pos is not None and pos[32] > 3 * p[32]  # same-sign partial sums grow like K
 
 

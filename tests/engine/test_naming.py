@@ -113,3 +113,51 @@ def test_no_misleading_name_on_the_held_out_set() -> None:
         (n.bug.id, g[2]) for n, got in rows for g in got if g[2] in PRECISION and not n.right & PRECISION
     ]
     assert precision_on_semantic == []
+
+
+def _follows_input(x: torch.Tensor) -> torch.Tensor:
+    """exp(x) plus c_row·x (c_row alike): on three rows the error's statistics look like independent draws,
+    and it is no factor of the result, but each row of it follows x."""
+    c = torch.linspace(0.95, 1.05, x.shape[0], dtype=torch.float64)[:, None]
+    return (x.double().exp() + 0.05 * c * x.double()).to(x.dtype)
+
+
+def test_an_error_that_follows_an_input_is_no_noise_on_few_rows() -> None:
+    """A boundary shape's three rows leave the rows' spread untestable; the error following x refuses noise."""
+    status, cause, summary = _named(_custom(_follows_input, lambda x: x.exp(), shape=(3, 509)), 0)
+    assert status == "fail" and cause not in PRECISION, summary
+    assert "follows input" in summary, summary
+    status, cause, summary = _named(_custom(_iid, lambda x: 2 * x, shape=(3, 509)), 0)
+    assert (status, cause) == ("fail", "noise"), summary
+
+
+def test_a_constant_per_block_with_a_partial_last_block_is_an_offset() -> None:
+    """A chunked scan without its carry at a boundary shape's odd n (61 = 3·16 + 13): one name on every shape."""
+    from kcgate.engine.diagnosis import offset_signature
+
+    e = torch.zeros(3, 61, dtype=torch.float64)
+    for start, value in zip(range(0, 61, 16), (1.0, -2.0, 0.5, 3.0)):
+        e[:, start : start + 16] = value
+    s = offset_signature(e, torch.ones_like(e))
+    assert s is not None and s.cause == "offset", s
+    assert "block of 16 columns (the last one 13 columns)" in s.summary, s.summary
+
+
+def test_a_mistake_that_brings_the_error_within_the_gate_names_an_excess() -> None:
+    """The bf16 smoothing-over-ignored bug fails the sensitivity gate on seed 0 (3.9x a correct kernel's error):
+    against its known mistake the kernel is within the gate's allowance, so it is that mistake."""
+    from tests.testing.faults.naming_sets_shipped import SHIPPED
+
+    named = next(s.named for s in SHIPPED if s.named.bug.id == "torch-ce-smoothing-over-ignored")
+    status, cause, summary = _named(named.bug, 0)
+    assert (status, cause) == ("fail", "wrong-semantics") and "ignored rows" in summary, summary
+
+
+def test_an_inv_freq_rounded_to_bf16_is_the_angle_table_mistake() -> None:
+    from tests.testing.faults.naming_sets_shipped import SHIPPED
+
+    named = next(s.named for s in SHIPPED if s.named.bug.id == "sglang-rope-inv-freq-bf16")
+    status, cause, summary = _named(named.bug, 0)
+    assert (status, cause) == ("fail", "wrong-semantics") and "inv_freq rounded to bfloat16" in summary, (
+        summary
+    )

@@ -12,8 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kcgate.engine import excess_line, naming, sensitivity
-from kcgate.engine.diagnosis import explain_excess, first_issue
+from kcgate.engine.diagnosis import first_issue
 from kcgate.engine.harness import run_trial
+from kcgate.engine.mistakes import explain_excess
 from kcgate.engine.trial import CaseContext, Trial, signal_ratio
 from kcgate.numerics.metrics import merge_metrics
 from kcgate.results.model import Metrics, Signature, Status
@@ -107,7 +108,8 @@ def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding
     if note:
         return Finding(Status.PASS, metrics, None, note)  # a limitation, tracked as drift, not a block
     out_budget = dict(metrics.extra).get("out_budget", metrics.budget_used or 0.0)
-    named = explain_excess(ctx, ts)  # a parameter mismatch or a known mistake (eps) says more than "excess"
+    # a parameter mismatch or a known mistake (eps) says more than "excess"
+    named = explain_excess(ctx, ts, worst.factor / worst.rms_ratio if worst.rms_ratio > 0 else 0.0)
     if named is not None:
         return Finding(
             Status.FAIL, metrics, named, f"within the bound (budget {out_budget:.3g}) but {named.summary}"

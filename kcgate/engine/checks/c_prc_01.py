@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kcgate.engine.accumulator import _accumulator
 from kcgate.engine.backward import GRAD_REDUCTION
 from kcgate.engine.checks import Finding, named, trials, verdict
 from kcgate.engine.checks.c_support import SHAPE_K
-from kcgate.engine.diagnosis import _accumulator
 from kcgate.engine.harness import run_trial
 from kcgate.engine.trial import CaseContext, Trial, severity
 from kcgate.results.model import Status

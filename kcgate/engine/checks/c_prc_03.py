@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import torch
 
+from kcgate.engine.accumulator import operand_signature
 from kcgate.engine.checks import Finding, named, trials, verdict
-from kcgate.engine.diagnosis import operand_signature
 from kcgate.engine.trial import CaseContext, Trial, allowance, severity
 from kcgate.numerics.metrics import compare, to_metrics
 from kcgate.results.model import Status

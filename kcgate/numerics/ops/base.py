@@ -63,7 +63,7 @@ class OpFamily:
     mistakes: Callable[[], tuple[tuple[str, OpFamily], ...]] | None = None
     # parameter mismatches and slips too small for the bound to see (another eps, eps outside the square
     # root): () -> (what, the family with it); only a within-the-bound failure that one of them explains
-    # closely is named by it (kcgate.engine.diagnosis.explain_excess), never a failure of the bound
+    # closely is named by it (kcgate.engine.mistakes.explain_excess), never a failure of the bound
     variants: Callable[[], tuple[tuple[str, OpFamily], ...]] | None = None
     # known wrong backwards: () -> (what, the family whose forward is the op's own and whose fp64 autograd
     # gradient has the mistake, with that gradient's bound); only a failing gradient is held to them (a

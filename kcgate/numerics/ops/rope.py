@@ -35,14 +35,19 @@ class Rope:
     # the table read as the other layout's (a GPT-J kernel reads a NeoX table's first half as its pair
     # angles; a NeoX kernel reads a GPT-J table's even lanes as its half table)
     relayout: bool = False
-    angle_dtype: str = ""  # the angle table (positions × inv_freq) rounded to this dtype: bfloat16, float16
+    angle_dtype: str = (
+        ""  # the angle table (positions × inv_freq) rounded to this dtype (bfloat16, float16; inv:…)
+    )
 
 
 def angles(length: int, d: int, base: float, layout: str, dtype: str = "") -> torch.Tensor:
     """θ[pos, j] in fp64 for each of the head_dim lanes (each pair's two lanes share one angle); ``dtype``:
-    positions, inv_freq and their product rounded to that dtype (the mistake of a low-precision table)."""
+    positions, inv_freq and their product rounded to that dtype (the mistake of a low-precision table);
+    ``inv:<dtype>``: inv_freq alone rounded, the product exact (a table whose inv_freq buffer was cast)."""
     inv = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
     pos = torch.arange(length, dtype=torch.float64)
+    if dtype.startswith("inv:"):
+        inv, dtype = inv.to(getattr(torch, dtype[4:])).to(torch.float64), ""
     if dtype:
         dt = getattr(torch, dtype)
         inv, pos = inv.to(dt).to(torch.float64), pos.to(dt).to(torch.float64)
@@ -200,13 +205,24 @@ def mistakes(cfg: Rope) -> tuple[tuple[str, OpFamily], ...]:
     )
     if cfg.cos_sin:
         return out
-    return out + tuple(
-        (
-            f"the angle table (positions × inv_freq) computed in {dt} (its angles off by up to "
-            f"{_table_error(dt, cfg):.2g} rad over the first 128 positions)",
-            build(replace(cfg, angle_dtype=dt)),
+    return (
+        out
+        + tuple(
+            (
+                f"the angle table (positions × inv_freq) computed in {dt} (its angles off by up to "
+                f"{_table_error(dt, cfg):.2g} rad over the first 128 positions)",
+                build(replace(cfg, angle_dtype=dt)),
+            )
+            for dt in ("bfloat16", "float16")
         )
-        for dt in ("bfloat16", "float16")
+        + tuple(
+            (
+                f"inv_freq rounded to {dt} before the angle table (positions × inv_freq) is computed (its angles "
+                f"off by up to {_table_error('inv:' + dt, cfg):.2g} rad over the first 128 positions)",
+                build(replace(cfg, angle_dtype="inv:" + dt)),
+            )
+            for dt in ("bfloat16", "float16")
+        )
     )
 
 

@@ -1,7 +1,7 @@
 """The same accumulator bug gets the same name on every seed (issue 17): tests/testing/kernels/accumulate.bf16_blocks
 (16x2048x16 fp32 matmul keeping its running sum in bf16 across K-blocks of 128) was low-precision-accumulator
 on 13 of 20 seeds and noise on 7, the K sweep's power-law slope (0.28-0.37) sitting on the old fit's limit
-(0.3). The fit now models the rounding interval (kcgate.engine.diagnosis.fit_blocked), and the outputs' grid says
+(0.3). The fit now models the rounding interval (kcgate.engine.accumulator.fit_blocked), and the outputs' grid says
 the running sum is bf16."""
 
 from __future__ import annotations

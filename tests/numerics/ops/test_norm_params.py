@@ -12,8 +12,8 @@ import pytest
 from kcgate.contracts.load import load_project
 from kcgate.devices.cpu import CpuBackend
 from kcgate.engine.case import execute_case
-from kcgate.engine.diagnosis import explain_excess
 from kcgate.engine.harness import run_trial
+from kcgate.engine.mistakes import explain_excess
 from kcgate.engine.trial import CaseContext
 from kcgate.errors import ContractsError
 from kcgate.numerics.ops import OPS, default_shapes

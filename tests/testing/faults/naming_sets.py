@@ -382,17 +382,20 @@ HELD_OUT: tuple[Named, ...] = (
 AMENDED: dict[str, frozenset[str]] = {"scan-no-carry-32": frozenset({"offset"})}
 
 
-def verdict(n: Named, status: str, cause: str, summary: str) -> str:
+def verdict(
+    n: Named, status: str, cause: str, summary: str, amended: dict[str, frozenset[str]] | None = None
+) -> str:
     """caught right, caught and says less, caught and misleading, or missed."""
     if status != "fail":
         return "missed"
-    if cause in n.right | AMENDED.get(n.bug.id, frozenset()) and n.says.lower() in summary.lower():
+    extra = (AMENDED if amended is None else amended).get(n.bug.id, frozenset())
+    if cause in n.right | extra and n.says.lower() in summary.lower():
         return "right"
     return "less" if cause in SAYS_LESS else "misleading"
 
 
 def measure(
-    named: tuple[Named, ...], seeds: tuple[int, ...] = SEEDS
+    named: tuple[Named, ...], seeds: tuple[int, ...] = SEEDS, amended: dict[str, frozenset[str]] | None = None
 ) -> list[tuple[Named, list[tuple[str, str, str, str]]]]:
     """Per bug, per seed: (verdict, status, cause, summary)."""
     out = []
@@ -402,7 +405,7 @@ def measure(
             f = diagnose(n.bug, s)
             sig = f.signature
             cause, summary = (sig.cause, sig.summary) if sig else ("", f.message or "")
-            got.append((verdict(n, f.status, cause, summary), f.status, cause, summary))
+            got.append((verdict(n, f.status, cause, summary, amended), f.status, cause, summary))
         out.append((n, got))
     return out
 

@@ -1,5 +1,5 @@
 """Writes docs/signature-accuracy.md: the planted-fault corpus (tests/testing/faults/corpus.py) diagnosed on every seed,
-as a confusion matrix. Run ``python -m tests.testing.faults.report`` after changing kcgate/engine/diagnosis.py."""
+as a confusion matrix. Run ``python -m tests.testing.faults.report`` after changing the diagnosis (kcgate/engine/naming.py and its rows)."""
 
 from __future__ import annotations
 
