@@ -4,8 +4,10 @@ against torch.testing.assert_close, side by side, on held-out kernels (benchmark
 Per case (op x kernel x dtype x shape x seed x direction): the library-style kernel and a fused-style one run
 on the dtype's inputs; kcgate's bound is derived from the library formulation traced in fp64, output by output
 (int outputs must be equal); assert_close compares with the same formulation run on fp32-upcast inputs, cast
-to each output's dtype, at its default tolerances. A false alarm is a correct kernel failing; a wrong variant
-is caught in a cell (op, dtype, shape, seed, direction) where the correct library-style kernel passes.
+to each output's dtype, at its default tolerances. Forward cells also run kcgate's inferred offset probe on
+each input the fp64 reference is shift-invariant in (kcgate.numerics.invariance), as kcgate run does. A false
+alarm is a correct kernel failing (on its inputs or under the probe); a wrong variant is caught in a cell
+(op, dtype, shape, seed, direction) where the correct library-style kernel passes.
 
     python -m benchmarks.custom_ops [--quick] [--seeds 3] [--dtypes float32,bfloat16,float16] [--only NAME,...]
 """
@@ -27,8 +29,10 @@ import torch  # noqa: E402
 
 from benchmarks._machine import describe  # noqa: E402
 from benchmarks.custom_ops_kernels import ENTRIES, Entry  # noqa: E402
-from kcgate.engine.trial import subnormal_floor  # noqa: E402
+from kcgate.engine.checks.stability import DEFAULT_OFFSET  # noqa: E402
+from kcgate.engine.trial import probe_offset, subnormal_floor  # noqa: E402
 from kcgate.numerics.derived import Precision, derive, in_fp64  # noqa: E402
+from kcgate.numerics.invariance import invariances  # noqa: E402
 from kcgate.numerics.ops.base import BoundArgs, upcast  # noqa: E402
 from kcgate.numerics.ops.custom import derived_grad_bound, signature_names  # noqa: E402
 
@@ -47,10 +51,16 @@ class Case:
     """One cell: inputs, the derived bounds (forward, and gradients), and assert_close's reference."""
 
     def __init__(
-        self, e: Entry, dtype: torch.dtype, shape: tuple[int, ...], seed: int, backward: bool
+        self,
+        e: Entry,
+        dtype: torch.dtype,
+        shape: tuple[int, ...],
+        seed: int,
+        backward: bool,
+        x: tuple[torch.Tensor, ...] | None = None,
     ) -> None:
         self.e, self.dtype, self.backward = e, dtype, backward
-        self.x = e.inputs(shape, dtype, torch.Generator().manual_seed(seed))
+        self.x = x if x is not None else e.inputs(shape, dtype, torch.Generator().manual_seed(seed))
         self.up = upcast(self.x)
         probe = _flat(e.kernel(*self.x))
         out_u = [_u(t.dtype) for t in probe]
@@ -193,12 +203,33 @@ def _cell(e: Entry, dtype: torch.dtype, shape: tuple[int, ...], seed: int, backw
         if kname == "library":
             base_ok = budget <= 1
             base_ac = ac_ok
+    probes = [] if backward else _probe_cases(e, c, seed)
+    for p in probes:  # kcgate run's inferred offset probes (kcgate.engine.checks.stability), forward only
+        for kname, k in (("library", e.kernel), ("fused", e.fused)):
+            if k is not None and (b := p.judge(k)[0]) > 1:
+                stats["kc_alarms"].append(f"{cell} {kname} under the offset probe: budget {b:.3g}")
+                base_ok = base_ok and kname != "library"
     for vname, v in e.wrong.items():
         budget, ac_ok, where = c.judge(v)
+        caught = budget > 1 or any(p.judge(v)[0] > 1 for p in probes)
         row = stats["catch"].setdefault(f"{e.name}: {vname}", [0, 0, 0])
         row[0] += 1
-        row[1] += int(base_ok and budget > 1)
+        row[1] += int(base_ok and caught)
         row[2] += int(base_ac and not ac_ok)
+
+
+def _probe_cases(e: Entry, c: Case, seed: int) -> list[Case]:
+    """One case per input the fp64 reference is shift-invariant in, that input offset as kcgate run's
+    inferred probe offsets it (DEFAULT_OFFSET, capped per dtype)."""
+    found = invariances(lambda *a: in_fp64(e.kernel, a), [c.x])
+    out = []
+    for i, kind in found:
+        if kind != "offset":
+            continue
+        shift = probe_offset(c.dtype, DEFAULT_OFFSET)
+        x = tuple((t.double() + shift).to(t.dtype) if j == i else t for j, t in enumerate(c.x))
+        out.append(Case(e, c.dtype, tuple(c.x[0].shape), seed, False, x=x))
+    return out
 
 
 def _print(stats: dict[str, Any], per: dict[tuple[str, str], list[float]]) -> None:

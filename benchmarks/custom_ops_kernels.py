@@ -454,7 +454,9 @@ def window_attn_no_window(q, k, v):  # type: ignore[no-untyped-def]
 
 
 # ---- linear attention (fla-org/flash-linear-attention fla/ops/linear_attn/naive.py) ------------------------------
-FLA_LINEAR = "fla-org/flash-linear-attention fla/ops/linear_attn/naive.py@20ceee5295631b9c76e2334c1613fb13576829c9"
+FLA_LINEAR = (
+    "fla-org/flash-linear-attention fla/ops/linear_attn/naive.py@20ceee5295631b9c76e2334c1613fb13576829c9"
+)
 CHUNK = 16
 
 

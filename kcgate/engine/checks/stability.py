@@ -201,7 +201,9 @@ def _declared(
         out.append(Probe("overflow", scale=kinds["scale"], input=i, own=True, label=name))
     if "saturation" in kinds:
         cap = kinds["saturation"]
-        out.append(Probe("saturation", offset=SATURATION_DEPTH * cap, scale=cap, input=i, own=True, label=name))
+        out.append(
+            Probe("saturation", offset=SATURATION_DEPTH * cap, scale=cap, input=i, own=True, label=name)
+        )
     return out
 
 

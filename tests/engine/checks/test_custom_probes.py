@@ -92,7 +92,9 @@ def _extra(case: dict) -> dict:  # type: ignore[type-arg]
 
 
 @pytest.mark.slow
-def test_a_one_pass_batch_norm_fails_the_inferred_offset_probe_and_a_two_pass_one_passes(tmp_path: Path) -> None:
+def test_a_one_pass_batch_norm_fails_the_inferred_offset_probe_and_a_two_pass_one_passes(
+    tmp_path: Path,
+) -> None:
     (good_dir := tmp_path / "two").mkdir()
     (bad_dir := tmp_path / "one").mkdir()
     good = _custom(good_dir, "bn_two_pass", "bn_ref")
@@ -125,7 +127,9 @@ def test_a_router_softmax_without_max_subtraction_fails_and_a_correct_one_passes
 
 
 @pytest.mark.slow
-def test_a_declared_probe_runs_where_nothing_is_inferred_and_an_unknown_input_is_named(tmp_path: Path) -> None:
+def test_a_declared_probe_runs_where_nothing_is_inferred_and_an_unknown_input_is_named(
+    tmp_path: Path,
+) -> None:
     (a := tmp_path / "a").mkdir()
     (b := tmp_path / "b").mkdir()
     plain = _custom(a, "pair_ref", "pair_ref", gen="pair_gen", extra="stability = { w = { scale = 64 } }")
