@@ -10,6 +10,7 @@ alarm is a correct kernel failing (on its inputs or under the probe); a wrong va
 (op, dtype, shape, seed, direction) where the correct library-style kernel passes.
 
     python -m benchmarks.custom_ops [--quick] [--seeds 3] [--dtypes float32,bfloat16,float16] [--only NAME,...]
+        [--boundary]
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ import torch  # noqa: E402
 
 from benchmarks._machine import describe  # noqa: E402
 from benchmarks.custom_ops_kernels import ENTRIES, Entry  # noqa: E402
+from kcgate.contracts.records import Contract  # noqa: E402
 from kcgate.engine.checks.stability import DEFAULT_OFFSET  # noqa: E402
 from kcgate.engine.trial import probe_offset, subnormal_floor  # noqa: E402
 from kcgate.numerics.derived import Precision, derive, in_fp64  # noqa: E402
 from kcgate.numerics.invariance import invariances  # noqa: E402
 from kcgate.numerics.ops.base import BoundArgs, upcast  # noqa: E402
 from kcgate.numerics.ops.custom import derived_grad_bound, signature_names  # noqa: E402
+from kcgate.plan import boundary_shapes  # noqa: E402
 
 U32 = float(torch.finfo(torch.float32).eps) / 2
 
@@ -145,6 +148,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--dtypes", default="float32,bfloat16,float16")
     p.add_argument("--only", default="")
+    p.add_argument(
+        "--boundary", action="store_true", help="also each op's kcgate boundary shape (kcgate.plan)"
+    )
     a = p.parse_args(argv)
     entries = [e for e in ENTRIES if not a.only or e.name in a.only.split(",")]
     dtypes = a.dtypes.split(",")
@@ -167,7 +173,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for e in entries:
         t0, before = time.perf_counter(), (len(stats["kc_alarms"]), len(stats["ac_alarms"]), stats["cases"])
         for dt in dtypes:
-            for shape in e.shapes[:1] if a.quick else e.shapes:
+            for shape in _shapes(e, a.quick, a.boundary, stats):
                 for seed in seeds:
                     for backward in (False, True) if e.backward else (False,):
                         _cell(e, getattr(torch, dt), shape, seed, backward, stats, per)
@@ -180,6 +186,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
     _print(stats, per)
     return stats
+
+
+def _shapes(e: Entry, quick: bool, boundary: bool, stats: dict[str, Any]) -> list[tuple[int, ...]]:
+    """The entry's shapes, and with ``boundary`` the one kcgate run adds (kcgate.plan.boundary_shapes), kept
+    only where the generator and the fp64 reference take it (kcgate run refuses it otherwise, naming the
+    shape_constraints to declare: counted as ``boundary_refused``)."""
+    shapes = list(e.shapes[:1] if quick else e.shapes)
+    if not boundary:
+        return shapes
+    c = Contract(id=e.name, klass="C-PRC-01", kernel="m:f", op="custom", shapes=e.shapes)
+    for b in boundary_shapes(c, e.shapes):
+        try:
+            x = e.inputs(b, torch.float32, torch.Generator().manual_seed(0))
+            in_fp64(e.kernel, upcast(x))
+        except Exception:  # noqa: BLE001 — the reference's own rejection of kcgate's shape
+            stats["boundary_refused"] = stats.get("boundary_refused", 0) + 1
+            continue
+        shapes.append(tuple(b))
+    return shapes
 
 
 def _cell(e: Entry, dtype: torch.dtype, shape: tuple[int, ...], seed: int, backward: bool,
@@ -235,6 +260,9 @@ def _probe_cases(e: Entry, c: Case, seed: int) -> list[Case]:
 def _print(stats: dict[str, Any], per: dict[tuple[str, str], list[float]]) -> None:
     n = stats["cases"]
     print(f"\ncorrect-kernel cases: {n}")
+    if "boundary_refused" in stats:
+        print(f"boundary shapes the generator or reference rejects (refused, as kcgate run does): "
+              f"{stats['boundary_refused']}")  # fmt: skip
     print(
         f"false alarms: kcgate derived bound {len(stats['kc_alarms'])}, assert_close {len(stats['ac_alarms'])}"
     )
