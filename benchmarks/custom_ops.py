@@ -10,7 +10,7 @@ alarm is a correct kernel failing (on its inputs or under the probe); a wrong va
 (op, dtype, shape, seed, direction) where the correct library-style kernel passes.
 
     python -m benchmarks.custom_ops [--quick] [--seeds 3] [--dtypes float32,bfloat16,float16] [--only NAME,...]
-        [--boundary]
+        [--boundary] [--mutants]
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ import argparse
 import statistics
 import sys
 import time
+import types
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ import torch  # noqa: E402
 
 from benchmarks._machine import describe  # noqa: E402
 from benchmarks.custom_ops_kernels import ENTRIES, Entry  # noqa: E402
+from kcgate.calibration.mutate import generate  # noqa: E402
 from kcgate.contracts.records import Contract  # noqa: E402
 from kcgate.engine.checks.stability import DEFAULT_OFFSET  # noqa: E402
 from kcgate.engine.trial import probe_offset, subnormal_floor  # noqa: E402
@@ -40,6 +43,7 @@ from kcgate.numerics.ops.custom import derived_grad_bound, signature_names  # no
 from kcgate.plan import boundary_shapes  # noqa: E402
 
 U32 = float(torch.finfo(torch.float32).eps) / 2
+KERNELS_PY = ROOT / "benchmarks" / "custom_ops_kernels.py"
 
 
 def _u(dtype: torch.dtype) -> float:
@@ -151,8 +155,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument(
         "--boundary", action="store_true", help="also each op's kcgate boundary shape (kcgate.plan)"
     )
+    p.add_argument("--mutants", action="store_true", help="also the wrong variants kcgate mutate plants")
     a = p.parse_args(argv)
     entries = [e for e in ENTRIES if not a.only or e.name in a.only.split(",")]
+    if a.mutants:
+        entries = [with_mutants(e) for e in entries]
     dtypes = a.dtypes.split(",")
     seeds = range(a.seeds)
     if a.quick:
@@ -186,6 +193,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
     _print(stats, per)
     return stats
+
+
+def with_mutants(e: Entry) -> Entry:
+    """``e`` with a wrong variant per mutant ``kcgate mutate``'s rules plant in its library kernel (and what
+    it calls in benchmarks/custom_ops_kernels.py): the module's text mutated, run in a fresh namespace."""
+    source = KERNELS_PY.read_text(encoding="utf-8")
+    wrong = dict(e.wrong)
+    for m in generate(source, e.kernel.__name__):
+        module = types.ModuleType(f"mutant_{m.key}")
+        sys.modules[module.__name__] = module  # its dataclasses look their module up
+        try:
+            exec(compile(m.source, str(KERNELS_PY), "exec"), module.__dict__)  # noqa: S102 — our file, mutated
+        except Exception:  # noqa: BLE001 — a mutant that does not even import is no variant
+            continue
+        wrong[f"mutant {m.rule} L{m.line}"] = getattr(module, e.kernel.__name__)
+    return replace(e, wrong=wrong)
 
 
 def _shapes(e: Entry, quick: bool, boundary: bool, stats: dict[str, Any]) -> list[tuple[int, ...]]:
