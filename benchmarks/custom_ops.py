@@ -258,8 +258,11 @@ def _cell(e: Entry, dtype: torch.dtype, shape: tuple[int, ...], seed: int, backw
                 stats["kc_alarms"].append(f"{cell} {kname} under the offset probe: budget {b:.3g}")
                 base_ok = base_ok and kname != "library"
     for vname, v in e.wrong.items():
-        budget, ac_ok, where = c.judge(v)
-        caught = budget > 1 or any(p.judge(v)[0] > 1 for p in probes)
+        try:
+            budget, ac_ok, where = c.judge(v)
+            caught = budget > 1 or any(p.judge(v)[0] > 1 for p in probes)
+        except Exception:  # noqa: BLE001 — a planted mutant that raises fails any test: caught by both
+            budget, ac_ok, caught = float("inf"), False, True
         row = stats["catch"].setdefault(f"{e.name}: {vname}", [0, 0, 0])
         row[0] += 1
         row[1] += int(base_ok and caught)
