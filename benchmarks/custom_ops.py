@@ -4,10 +4,13 @@ against torch.testing.assert_close, side by side, on held-out kernels (benchmark
 Per case (op x kernel x dtype x shape x seed x direction): the library-style kernel and a fused-style one run
 on the dtype's inputs; kcgate's bound is derived from the library formulation traced in fp64, output by output
 (int outputs must be equal); assert_close compares with the same formulation run on fp32-upcast inputs, cast
-to each output's dtype, at its default tolerances. A false alarm is a correct kernel failing; a wrong variant
-is caught in a cell (op, dtype, shape, seed, direction) where the correct library-style kernel passes.
+to each output's dtype, at its default tolerances. Forward cells also run kcgate's inferred offset probe on
+each input the fp64 reference is shift-invariant in (kcgate.numerics.invariance), as kcgate run does. A false
+alarm is a correct kernel failing (on its inputs or under the probe); a wrong variant is caught in a cell
+(op, dtype, shape, seed, direction) where the correct library-style kernel passes.
 
     python -m benchmarks.custom_ops [--quick] [--seeds 3] [--dtypes float32,bfloat16,float16] [--only NAME,...]
+        [--boundary] [--mutants]
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ import argparse
 import statistics
 import sys
 import time
+import types
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +32,18 @@ import torch  # noqa: E402
 
 from benchmarks._machine import describe  # noqa: E402
 from benchmarks.custom_ops_kernels import ENTRIES, Entry  # noqa: E402
-from kcgate.engine.trial import subnormal_floor  # noqa: E402
+from kcgate.calibration.mutate_sites import generate  # noqa: E402
+from kcgate.contracts.records import Contract  # noqa: E402
+from kcgate.engine.checks.stability import DEFAULT_OFFSET  # noqa: E402
+from kcgate.engine.trial import probe_offset, subnormal_floor  # noqa: E402
 from kcgate.numerics.derived import Precision, derive, in_fp64  # noqa: E402
+from kcgate.numerics.invariance import invariances  # noqa: E402
 from kcgate.numerics.ops.base import BoundArgs, upcast  # noqa: E402
 from kcgate.numerics.ops.custom import derived_grad_bound, signature_names  # noqa: E402
+from kcgate.plan import boundary_shapes  # noqa: E402
 
 U32 = float(torch.finfo(torch.float32).eps) / 2
+KERNELS_PY = ROOT / "benchmarks" / "custom_ops_kernels.py"
 
 
 def _u(dtype: torch.dtype) -> float:
@@ -47,10 +58,16 @@ class Case:
     """One cell: inputs, the derived bounds (forward, and gradients), and assert_close's reference."""
 
     def __init__(
-        self, e: Entry, dtype: torch.dtype, shape: tuple[int, ...], seed: int, backward: bool
+        self,
+        e: Entry,
+        dtype: torch.dtype,
+        shape: tuple[int, ...],
+        seed: int,
+        backward: bool,
+        x: tuple[torch.Tensor, ...] | None = None,
     ) -> None:
         self.e, self.dtype, self.backward = e, dtype, backward
-        self.x = e.inputs(shape, dtype, torch.Generator().manual_seed(seed))
+        self.x = x if x is not None else e.inputs(shape, dtype, torch.Generator().manual_seed(seed))
         self.up = upcast(self.x)
         probe = _flat(e.kernel(*self.x))
         out_u = [_u(t.dtype) for t in probe]
@@ -135,8 +152,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--dtypes", default="float32,bfloat16,float16")
     p.add_argument("--only", default="")
+    p.add_argument(
+        "--boundary", action="store_true", help="also each op's kcgate boundary shape (kcgate.plan)"
+    )
+    p.add_argument("--mutants", action="store_true", help="also the wrong variants kcgate mutate plants")
     a = p.parse_args(argv)
     entries = [e for e in ENTRIES if not a.only or e.name in a.only.split(",")]
+    if a.mutants:
+        entries = [with_mutants(e) for e in entries]
     dtypes = a.dtypes.split(",")
     seeds = range(a.seeds)
     if a.quick:
@@ -157,7 +180,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for e in entries:
         t0, before = time.perf_counter(), (len(stats["kc_alarms"]), len(stats["ac_alarms"]), stats["cases"])
         for dt in dtypes:
-            for shape in e.shapes[:1] if a.quick else e.shapes:
+            for shape in _shapes(e, a.quick, a.boundary, stats):
                 for seed in seeds:
                     for backward in (False, True) if e.backward else (False,):
                         _cell(e, getattr(torch, dt), shape, seed, backward, stats, per)
@@ -170,6 +193,41 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
     _print(stats, per)
     return stats
+
+
+def with_mutants(e: Entry) -> Entry:
+    """``e`` with a wrong variant per mutant ``kcgate mutate``'s rules plant in its library kernel (and what
+    it calls in benchmarks/custom_ops_kernels.py): the module's text mutated, run in a fresh namespace."""
+    source = KERNELS_PY.read_text(encoding="utf-8")
+    wrong = dict(e.wrong)
+    for m in generate(source, e.kernel.__name__):
+        module = types.ModuleType(f"mutant_{m.key}")
+        sys.modules[module.__name__] = module  # its dataclasses look their module up
+        try:
+            exec(compile(m.source, str(KERNELS_PY), "exec"), module.__dict__)  # noqa: S102 — our file, mutated
+        except Exception:  # noqa: BLE001 — a mutant that does not even import is no variant
+            continue
+        wrong[f"mutant {m.rule} L{m.line}"] = getattr(module, e.kernel.__name__)
+    return replace(e, wrong=wrong)
+
+
+def _shapes(e: Entry, quick: bool, boundary: bool, stats: dict[str, Any]) -> list[tuple[int, ...]]:
+    """The entry's shapes, and with ``boundary`` the one kcgate run adds (kcgate.plan.boundary_shapes), kept
+    only where the generator and the fp64 reference take it (kcgate run refuses it otherwise, naming the
+    shape_constraints to declare: counted as ``boundary_refused``)."""
+    shapes = list(e.shapes[:1] if quick else e.shapes)
+    if not boundary:
+        return shapes
+    c = Contract(id=e.name, klass="C-PRC-01", kernel="m:f", op="custom", shapes=e.shapes)
+    for b in boundary_shapes(c, e.shapes):
+        try:
+            x = e.inputs(b, torch.float32, torch.Generator().manual_seed(0))
+            in_fp64(e.kernel, upcast(x))
+        except Exception:  # noqa: BLE001 — the reference's own rejection of kcgate's shape
+            stats["boundary_refused"] = stats.get("boundary_refused", 0) + 1
+            continue
+        shapes.append(tuple(b))
+    return shapes
 
 
 def _cell(e: Entry, dtype: torch.dtype, shape: tuple[int, ...], seed: int, backward: bool,
@@ -193,17 +251,44 @@ def _cell(e: Entry, dtype: torch.dtype, shape: tuple[int, ...], seed: int, backw
         if kname == "library":
             base_ok = budget <= 1
             base_ac = ac_ok
+    probes = [] if backward else _probe_cases(e, c, seed)
+    for p in probes:  # kcgate run's inferred offset probes (kcgate.engine.checks.stability), forward only
+        for kname, k in (("library", e.kernel), ("fused", e.fused)):
+            if k is not None and (b := p.judge(k)[0]) > 1:
+                stats["kc_alarms"].append(f"{cell} {kname} under the offset probe: budget {b:.3g}")
+                base_ok = base_ok and kname != "library"
     for vname, v in e.wrong.items():
-        budget, ac_ok, where = c.judge(v)
+        try:
+            budget, ac_ok, where = c.judge(v)
+            caught = budget > 1 or any(p.judge(v)[0] > 1 for p in probes)
+        except Exception:  # noqa: BLE001 — a planted mutant that raises fails any test: caught by both
+            budget, ac_ok, caught = float("inf"), False, True
         row = stats["catch"].setdefault(f"{e.name}: {vname}", [0, 0, 0])
         row[0] += 1
-        row[1] += int(base_ok and budget > 1)
+        row[1] += int(base_ok and caught)
         row[2] += int(base_ac and not ac_ok)
+
+
+def _probe_cases(e: Entry, c: Case, seed: int) -> list[Case]:
+    """One case per input the fp64 reference is shift-invariant in, that input offset as kcgate run's
+    inferred probe offsets it (DEFAULT_OFFSET, capped per dtype)."""
+    found = invariances(lambda *a: in_fp64(e.kernel, a), [c.x])
+    out = []
+    for i, kind in found:
+        if kind != "offset":
+            continue
+        shift = probe_offset(c.dtype, DEFAULT_OFFSET)
+        x = tuple((t.double() + shift).to(t.dtype) if j == i else t for j, t in enumerate(c.x))
+        out.append(Case(e, c.dtype, tuple(c.x[0].shape), seed, False, x=x))
+    return out
 
 
 def _print(stats: dict[str, Any], per: dict[tuple[str, str], list[float]]) -> None:
     n = stats["cases"]
     print(f"\ncorrect-kernel cases: {n}")
+    if "boundary_refused" in stats:
+        print(f"boundary shapes the generator or reference rejects (refused, as kcgate run does): "
+              f"{stats['boundary_refused']}")  # fmt: skip
     print(
         f"false alarms: kcgate derived bound {len(stats['kc_alarms'])}, assert_close {len(stats['ac_alarms'])}"
     )

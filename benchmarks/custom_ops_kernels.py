@@ -372,6 +372,148 @@ def topk_softmax_renorm_in_input_dtype(logits):  # type: ignore[no-untyped-def]
     return _topk(logits, True, softmax_dtype=None)
 
 
+# ---- windowed and softcapped attention (vLLM tests/kernels/attention/test_flash_attn.py, ref_paged_attn) -------
+# Re-implemented for one dense sequence (no paging): q (q_len, heads, d), k and v (kv_len, kv_heads, d), causal
+# with the queries at the end of the keys, an optional sliding window and softcap, softmax in fp32, P cast to
+# v's dtype before P·V, as the reference does.
+VLLM_ATTN = (
+    "vllm-project/vllm tests/kernels/attention/test_flash_attn.py@0001b995fda59101b71d7ac3a2821b1ce2f01473"
+)
+SOFT_CAP = 50.0
+WINDOW = 8
+
+
+def _attn_inputs(shape, dtype, gen):  # type: ignore[no-untyped-def]
+    q_len, kv_len, heads, kv_heads, d = shape
+    return (_randn((q_len, heads, d), dtype, gen, 2.0), _randn((kv_len, kv_heads, d), dtype, gen, 2.0),
+            _randn((kv_len, kv_heads, d), dtype, gen))  # fmt: skip
+
+
+def _ref_attn(q, k, v, window: int | None, soft_cap: float | None, off_by_one: int = 0, cap_after_mask=False):  # type: ignore[no-untyped-def]
+    q_len, kv_len = q.shape[0], k.shape[0]
+    q = q * q.shape[-1] ** -0.5
+    if q.shape[1] != k.shape[1]:
+        k = torch.repeat_interleave(k, q.shape[1] // k.shape[1], dim=1)
+        v = torch.repeat_interleave(v, q.shape[1] // v.shape[1], dim=1)
+    attn = torch.einsum("qhd,khd->hqk", q, k).float()
+    empty = torch.ones(q_len, kv_len)
+    mask = torch.triu(empty, diagonal=kv_len - q_len + 1).bool()
+    if window is not None:
+        w = window + off_by_one
+        mask |= torch.triu(empty, diagonal=kv_len - (q_len + w) + 1).bool().logical_not()
+    if soft_cap is not None:
+        attn = soft_cap * torch.tanh(attn / soft_cap)
+    attn = attn.masked_fill(mask, float("-inf"))
+    attn = torch.softmax(attn, dim=-1).to(v.dtype)
+    return torch.einsum("hqk,khd->qhd", attn, v)
+
+
+def softcap_attn(q, k, v):  # type: ignore[no-untyped-def]
+    return _ref_attn(q, k, v, None, SOFT_CAP)
+
+
+def softcap_attn_fused(q, k, v):  # type: ignore[no-untyped-def]
+    """P kept in fp32 for P·V (a fused kernel's choice), one rounding at the end."""
+    return _ref_attn(q.float(), k.float(), v.float(), None, SOFT_CAP).to(q.dtype)
+
+
+def softcap_attn_no_cap(q, k, v):  # type: ignore[no-untyped-def]
+    """Shipped bug class: the softcap dropped (a backend ignoring the model's attn_logit_softcapping)."""
+    return _ref_attn(q, k, v, None, None)
+
+
+def softcap_attn_cap_unscaled(q, k, v):  # type: ignore[no-untyped-def]
+    """Shipped bug class: the softcap applied before the 1/√d scale (tanh of the unscaled scores)."""
+    if q.shape[1] != k.shape[1]:
+        k = torch.repeat_interleave(k, q.shape[1] // k.shape[1], dim=1)
+        v = torch.repeat_interleave(v, q.shape[1] // v.shape[1], dim=1)
+    q_len, kv_len = q.shape[0], k.shape[0]
+    attn = torch.einsum("qhd,khd->hqk", q, k).float()
+    attn = SOFT_CAP * torch.tanh(attn / SOFT_CAP) * q.shape[-1] ** -0.5
+    mask = torch.triu(torch.ones(q_len, kv_len), diagonal=kv_len - q_len + 1).bool()
+    attn = torch.softmax(attn.masked_fill(mask, float("-inf")), dim=-1).to(v.dtype)
+    return torch.einsum("hqk,khd->qhd", attn, v)
+
+
+def window_attn(q, k, v):  # type: ignore[no-untyped-def]
+    return _ref_attn(q, k, v, WINDOW, None)
+
+
+def window_attn_fused(q, k, v):  # type: ignore[no-untyped-def]
+    return _ref_attn(q.float(), k.float(), v.float(), WINDOW, None).to(q.dtype)
+
+
+def window_attn_off_by_one(q, k, v):  # type: ignore[no-untyped-def]
+    """Shipped bug class: the window one key wider (window_size = sliding_window, not sliding_window - 1)."""
+    return _ref_attn(q, k, v, WINDOW, None, off_by_one=1)
+
+
+def window_attn_no_window(q, k, v):  # type: ignore[no-untyped-def]
+    """Shipped bug class: the sliding window ignored on one path (plain causal attention)."""
+    return _ref_attn(q, k, v, None, None)
+
+
+# ---- linear attention (fla-org/flash-linear-attention fla/ops/linear_attn/naive.py) ------------------------------
+FLA_LINEAR = (
+    "fla-org/flash-linear-attention fla/ops/linear_attn/naive.py@20ceee5295631b9c76e2334c1613fb13576829c9"
+)
+CHUNK = 16
+
+
+def _lin_inputs(shape, dtype, gen):  # type: ignore[no-untyped-def]
+    b, t, h, d = shape
+    return tuple(_randn((b, t, h, d), dtype, gen) for _ in range(3))
+
+
+def linear_attn(q, k, v):  # type: ignore[no-untyped-def]
+    """naive_recurrent_linear_attn (no initial state, no normalisation): the state S in fp32, (o, final S)."""
+    dtype = q.dtype
+    scale = q.shape[-1] ** -0.5
+    q, k, v = (x.to(torch.float32) for x in (q, k, v))
+    o = torch.zeros_like(v)
+    s = torch.zeros((q.shape[0], q.shape[2], q.shape[3], v.shape[3]), dtype=torch.float32)
+    for t in range(q.shape[1]):
+        s = s + torch.einsum("bhk,bhv->bhkv", k[:, t], v[:, t])
+        o[:, t] = torch.einsum("bhkv,bhk->bhv", s, q[:, t] * scale)
+    return o.to(dtype), s
+
+
+def _chunked(q, k, v, exclusive: bool = True):  # type: ignore[no-untyped-def]
+    """naive_chunk_linear_attn in fp32 with chunks of CHUNK (the sequence zero-padded to whole chunks)."""
+    dtype, (b, t, h, d) = q.dtype, q.shape
+    pad = (-t) % CHUNK
+    q, k, v = (F.pad(x.float(), (0, 0, 0, 0, 0, pad)) for x in (q, k, v))
+    n = (t + pad) // CHUNK
+
+    def chunks(x):  # type: ignore[no-untyped-def]
+        return x.reshape(b, n, CHUNK, h, d).permute(0, 3, 1, 2, 4)
+
+    q, k, v = chunks(q) * d**-0.5, chunks(k), chunks(v)
+    kv = (k.transpose(-1, -2) @ v).cumsum(2)
+    state = kv[:, :, -1]
+    if exclusive:
+        kv = torch.cat([torch.zeros_like(kv[:, :, :1]), kv[:, :, :-1]], dim=2)
+    mask = torch.triu(torch.ones(CHUNK, CHUNK, dtype=torch.bool), diagonal=1)
+    o = q @ kv + (q @ k.transpose(-1, -2)).masked_fill(mask, 0) @ v
+    o = o.permute(0, 2, 3, 1, 4).reshape(b, n * CHUNK, h, d)[:, :t]
+    return o.to(dtype), state
+
+
+def linear_attn_chunked(q, k, v):  # type: ignore[no-untyped-def]
+    return _chunked(q, k, v)
+
+
+def linear_attn_inclusive_state(q, k, v):  # type: ignore[no-untyped-def]
+    """Shipped bug class: the inter-chunk state not shifted (a chunk's own keys counted twice)."""
+    return _chunked(q, k, v, exclusive=False)
+
+
+def linear_attn_no_scale(q, k, v):  # type: ignore[no-untyped-def]
+    """Shipped bug class: the 1/√d scale left out (scale=None read as 1)."""
+    o, s = linear_attn(q * q.shape[-1] ** 0.5, k, v)
+    return o, s
+
+
 ENTRIES: tuple[Entry, ...] = (
     Entry("rms_norm", VLLM_NORM, _xw, rms_norm, rms_norm_fused,
           {"variance in input dtype": rms_norm_bf16_variance, "eps outside sqrt": rms_norm_eps_outside}),
@@ -404,6 +546,15 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("topk_softmax_renorm", ROUTE, _route_inputs, topk_softmax_renorm, None,
           {"softmax in input dtype": topk_softmax_renorm_in_input_dtype},
           shapes=((64, 8), (33, 64)), outputs=("topk_weights", "topk_ids"), backward=False),
+    Entry("softcap_attention", VLLM_ATTN, _attn_inputs, softcap_attn, softcap_attn_fused,
+          {"softcap dropped": softcap_attn_no_cap, "softcap before the scale": softcap_attn_cap_unscaled},
+          shapes=((16, 24, 4, 2, 16), (5, 13, 3, 1, 8))),
+    Entry("sliding_window_attention", VLLM_ATTN, _attn_inputs, window_attn, window_attn_fused,
+          {"window one wider": window_attn_off_by_one, "window ignored": window_attn_no_window},
+          shapes=((16, 24, 4, 2, 16), (5, 13, 3, 1, 8))),
+    Entry("linear_attention", FLA_LINEAR, _lin_inputs, linear_attn, linear_attn_chunked,
+          {"state not shifted": linear_attn_inclusive_state, "scale left out": linear_attn_no_scale},
+          shapes=((1, 32, 2, 16), (2, 19, 1, 8)), outputs=("o", "final_state")),
 )  # fmt: skip
 
 

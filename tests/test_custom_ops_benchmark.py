@@ -19,3 +19,12 @@ def test_quick_mode_has_no_false_alarm_and_catches_as_much_as_assert_close() -> 
     assert all(
         kc == cells for name, (cells, kc, _) in stats["catch"].items() if "stale" in name or "swapped" in name
     )
+
+
+@pytest.mark.slow
+def test_boundary_shapes_the_generator_rejects_are_refused_and_planted_mutants_are_counted() -> None:
+    stats = main(["--only", "silu_and_mul", "--seeds", "1", "--dtypes", "float32", "--boundary", "--mutants"])
+    assert stats["boundary_refused"] == 1  # the odd last dimension kcgate's boundary shape has
+    mutants = {k: v for k, v in stats["catch"].items() if ": mutant " in k}
+    assert mutants and all(cells > 0 for cells, _, _ in mutants.values())
+    assert stats["kc_alarms"] == []

@@ -42,6 +42,7 @@ TYPES = {
     "array": "a list of argument values (input names, size placeholders, literals)",
     "env": 'a table NAME = "string"',
     "params": "a table of the class's and the op family's parameters",
+    "per-input": "a table input name -> a table of the row's fields",
 }
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 IMPORT_PATTERN = r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$"
@@ -238,6 +239,39 @@ PROTOCOL_FIELDS = (
         default=FREIVALDS_VECTORS,
         minimum=1,
         maximum=PROTOCOL_LIMITS["freivalds_vectors"],
+        since="0.2",
+    ),
+)
+STABILITY_FIELDS = (
+    Field(
+        "offset",
+        "7 protocol",
+        "a constant added to the input (a large mean): capped per dtype so that unit-spread inputs keep ~16 "
+        "values per unit (bf16 16, fp16 128), as C-PRC-02's params.offset",
+        type="number",
+        minimum=0,
+        exclusive=True,
+        example="x = { offset = 1e4 }",
+        since="0.2",
+    ),
+    Field(
+        "scale",
+        "7 protocol",
+        "a factor the input is multiplied by (a statistic computed in the input dtype overflows)",
+        type="number",
+        minimum=2,
+        below="(a scale probe moves inputs toward overflow: use 2 or more)",
+        example="x = { scale = 256 }",
+        since="0.2",
+    ),
+    Field(
+        "saturation",
+        "7 protocol",
+        "a softcap c: the input drawn near -8c with spread c, where tanh(x / c) saturates",
+        type="number",
+        minimum=0,
+        exclusive=True,
+        example="logits = { saturation = 30.0 }",
         since="0.2",
     ),
 )
@@ -449,6 +483,18 @@ CONTRACT_FIELDS: tuple[Field, ...] = (
         "3 precondition",
         "dim (letter or index) -> constraint every drawn shape respects",
         type="constraints",
+        since="0.2",
+    ),
+    Field(
+        "stability",
+        "7 protocol",
+        "custom ops: stability probes per input, keyed by the reference's parameter name (offset, scale, "
+        "saturation); kcgate also probes, by default, an input the fp64 reference is shift- or "
+        "scale-invariant in (a softmax's logits, a normaliser's x); an empty table (x = {}) turns that off "
+        "for the input, protocol.probes = false for all (kcgate.engine.checks.stability)",
+        type="per-input",
+        fields=STABILITY_FIELDS,
+        example="stability = { x = { offset = 1e4 }, logits = { saturation = 30.0 } }",
         since="0.2",
     ),
     Field(

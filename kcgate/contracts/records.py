@@ -92,6 +92,9 @@ class Contract:
     env: tuple[tuple[str, str], ...] = ()  # set in the worker before the kernel is imported
     mutates: tuple[str, ...] = ()  # inputs (by name) the kernel overwrites by design
     outputs: tuple[str, ...] = ()  # names of a tuple result's outputs, in order (kcgate.numerics.outputs)
+    # custom ops: input name -> its declared stability probes ((kind, magnitude), ...); () turns off the
+    # probes kcgate infers for that input (kcgate.engine.checks.stability)
+    stability: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
     line: int | None = None
     # the file the contract is declared in, relative to the contracts file's directory, when it is not the
     # contracts file itself (a @kcgate.contract in a .py, found through [project].discover); line is that file's

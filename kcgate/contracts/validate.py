@@ -107,6 +107,7 @@ def _contract(i: int, d: dict[str, Any], col: Collector, roots: tuple[Path, ...]
         env=_env(d, at),
         mutates=_mutates(d, op or "", at),
         outputs=_outputs(d, op or "", at),
+        stability=_stability(d, op or "", at),
         line=at.line,
     )
     _cross_checks(contract, d, at)
@@ -169,6 +170,28 @@ def _check_value(v: Any, op: str, at: At) -> None:
         if m.group(1) not in CATALOGUE[op].dim_sources and m.group(1) != "none":
             dims = ", ".join("{" + n + "}" for n in (*CATALOGUE[op].dim_sources, "none"))
             at.add(f"{v!r} is not a size of op {op!r}", f"use one of: {dims}")
+
+
+def _stability(d: dict[str, Any], op: str, at: At) -> tuple[tuple[str, tuple[tuple[str, float], ...]], ...]:
+    """``stability = { x = { offset = 1e4 } }``: a custom op's probes per input (the names are its
+    reference's, checked when it runs); each probe's magnitude checked as its row says."""
+    t = _table(d, "stability", at)
+    if t and op != "custom":
+        at.key("stability").add(
+            f"stability applies to custom ops; op {op!r} has its family's probes",
+            "remove stability, or use protocol.probes = false to turn the family's probes off",
+        )
+        return ()
+    f, out = CONTRACT_FIELD["stability"], []
+    for name, probes in t.items():
+        pat = at.key("stability").key(name)
+        if not isinstance(probes, dict):
+            pat.add("must be a table of probes", f"{name} = {{ offset = 1e4 }} (or {name} = {{}}: none)")
+            continue
+        unknown_keys(probes, f.keys, pat)
+        got = given(probes, f, pat)
+        out.append((name, tuple(sorted((k, v) for k, v in got.items() if v is not None))))
+    return tuple(out)
 
 
 def _mutates(d: dict[str, Any], op: str, at: At) -> tuple[str, ...]:

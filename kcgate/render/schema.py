@@ -83,6 +83,7 @@ _TYPE_SCHEMAS: dict[str, Callable[[Field], dict[str, Any]]] = {
     "array": lambda f: _list(_ARG),
     "env": lambda f: {"type": "object", "additionalProperties": _STR},
     "params": lambda f: {"type": "object"},
+    "per-input": lambda f: {"type": "object", "additionalProperties": _table(f.fields)},
 }
 _ALTERNATIVES: dict[str, Callable[[Field], dict[str, Any]]] = {
     "table": lambda f: _table(f.fields),

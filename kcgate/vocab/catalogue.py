@@ -60,6 +60,9 @@ class Op:
     offset_probes: bool = False  # C-PRC-02: a row reduction the cancellation and overflow probes apply to
     operand_products: bool = False  # C-PRC-03: multiplies operands that a kernel may round (TF32, bf16)
     fp8_output: bool = False  # C-PRC-04: kcgate can store its output in fp8 and check the saturation
+    # input indices of the fp8 dequantisation scales the kernel is given: the static-scale probe divides them
+    # so that inputs reach past the fp8 range (kcgate draws them as amax / fp8 max, which never does)
+    static_scales: tuple[int, ...] = ()
     indexed: bool = False  # C-EXC-02: reads at indices, so out-of-range indices have a policy
     own_rows: bool = True  # C-ORD-03: the output has rows of its own (not rope's pair, a mean loss)
     # gradient name -> the case-shape position of that gradient's reduction length (dW sums over M): the
@@ -320,6 +323,7 @@ CATALOGUE: dict[str, Op] = {
         Op(
             "scaled_mm",
             own_rows=False,
+            static_scales=(2, 3),
             dims=("m", "k", "n"),
             inputs=("a", "b", "scale_a", "scale_b"),
             dim_sources={"m": (0, 0), "k": (0, 1), "n": (1, 1)},

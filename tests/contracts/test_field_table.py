@@ -50,14 +50,16 @@ def test_every_row_has_a_known_type_a_description_and_a_since_version() -> None:
     for path, f in _rows():
         assert f.type in TYPES and f.description and re.fullmatch(r"\d+\.\d+", f.since), path
         assert not f.choices or f.type in ("choice", "strings", "dtype", "dtypes"), path
-        assert bool(f.fields) == (f.type in ("table", "tables") or f.alternative == "table"), path
+        assert bool(f.fields) == (f.type in ("table", "tables", "per-input") or f.alternative == "table"), (
+            path
+        )
 
 
 def _schema_keys(schema: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]]]:
     out = []
     for key, sub in schema.get("properties", {}).items():
         out.append((f"{path}{key}", sub))
-        for part in (sub, sub.get("items", {}), *sub.get("oneOf", [])):
+        for part in (sub, sub.get("items", {}), sub.get("additionalProperties", {}), *sub.get("oneOf", [])):
             if isinstance(part, dict):
                 out += _schema_keys(part, f"{path}{key}.")
                 out += _schema_keys(part.get("items", {}), f"{path}{key}.")

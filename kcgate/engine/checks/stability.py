@@ -9,6 +9,12 @@ after its own check passes (``after_class``), as every contract runs boundary sh
 fails under the class a user naturally picks. ``protocol.probes = false`` turns that off. The probes are
 kcgate's choice of inputs: one whose exact result overflows the output dtype is scaled down or skipped, one
 that would make the case unmeasurable (REFUSED) is scaled down or skipped, and the metrics say which.
+
+Custom ops get the probes their contract's ``stability`` declares per input, and by default an offset probe
+on each input the fp64 reference is shift-invariant in and a scale probe on each it is scale-invariant in
+(kcgate.numerics.invariance; the metrics record ``inferred_<kind>_probe_<input>``). Quantised families given
+their scales (``static_scales``) get a static-scale probe: the scales divided so inputs reach past the fp8
+range, where a kernel without a clamp before its cast overflows.
 """
 
 from __future__ import annotations
@@ -22,9 +28,10 @@ from kcgate.engine.checks import Finding, verdict
 from kcgate.engine.diagnosis import sig
 from kcgate.engine.harness import run_trial
 from kcgate.engine.trial import CaseContext, Trial, oracle, probe_offset
+from kcgate.numerics.invariance import invariances
 from kcgate.numerics.ops.base import Tensors, draw
 from kcgate.results.model import Status
-from kcgate.vocab.catalogue import families, params_of
+from kcgate.vocab.catalogue import CATALOGUE, families, params_of
 from kcgate.vocab.causes import ISSUE_MESSAGES, NONFINITE
 from kcgate.vocab.classes import CLASSES
 
@@ -34,6 +41,11 @@ SATURATION_DEPTH = 8.0
 EXP_FAMILIES = families("exp")
 NORM_FAMILIES = families("normalizes")
 PROBED_FAMILIES = families("offset_probes")
+STATIC_SCALE_FAMILIES = families("static_scales")
+# The static-scale probe divides the given scales by this: inputs reach up to 4x past the fp8 range (a
+# calibration-time scale meeting larger activations), where only a clamp before the cast keeps them finite.
+STATIC_SCALE_FACTOR = 4.0
+INFER_SAMPLES = 2  # host-seeded draws the fp64 reference's invariance is tested on
 # causes that already say what happened: kept, with the probe added to the summary
 NAN_CAUSES = NONFINITE
 NAMED = (*NAN_CAUSES, *ISSUE_MESSAGES)
@@ -59,33 +71,71 @@ _WHAT = dict(
 
 @dataclass(frozen=True)
 class Probe:
-    """Inputs built to break an unstable kernel: the first input shifted by ``offset`` or scaled by ``scale``
-    (saturation: drawn around −``offset`` with a spread of ``scale``)."""
+    """Inputs built to break an unstable kernel: input ``input`` shifted by ``offset`` or scaled by ``scale``
+    (saturation: drawn around −``offset`` with a spread of ``scale``; ``rescale``: those inputs, the
+    quantisation scales, divided by ``scale``). A family's offset probe draws its first input afresh; a
+    custom op's (``own``) moves the generator's own draw."""
 
     name: str  # cancellation | overflow | saturation
     offset: float = 0.0
     scale: float = 1.0
+    input: int = 0
+    own: bool = False
+    rescale: tuple[int, ...] = ()
+    label: str = ""  # the input's name, for a custom op's message
+    inferred: bool = False  # from the fp64 reference's invariance, not declared
 
     def make(self, ctx: CaseContext, xs: Tensors, offset: float) -> Tensors:
-        x = xs[0]
+        if self.rescale:
+            return tuple(
+                (t.to(torch.float64) / self.scale).to(t.dtype) if i in self.rescale else t
+                for i, t in enumerate(xs)
+            )
+        x = xs[self.input]
         if self.name == "saturation":
             z = draw(x.shape, torch.float64, ctx.generator("probe", self.name), "normal")
-            return ((z * self.scale - offset).to(x.dtype), *xs[1:])
-        if self.scale != 1.0:
-            return ((x.to(torch.float64) * self.scale).to(x.dtype), *xs[1:])
-        return (draw(x.shape, x.dtype, ctx.generator("probe", self.name), "large-mean", offset), *xs[1:])
+            new = (z * self.scale - offset).to(x.dtype)
+        elif self.scale != 1.0:
+            new = (x.to(torch.float64) * self.scale).to(x.dtype)
+        elif self.own:
+            new = (x.to(torch.float64) + offset).to(x.dtype)
+        else:
+            new = draw(x.shape, x.dtype, ctx.generator("probe", self.name), "large-mean", offset)
+        return (*xs[: self.input], new, *xs[self.input + 1 :])
 
     def detail(self, offset: float) -> str:
+        return f"{self._what(offset)}{self._why}"
+
+    def _what(self, offset: float) -> str:
+        who = f"input '{self.label}'" if self.label else "inputs"
+        if self.rescale:
+            s = f"{self.scale:g}"
+            return f"static scales {s}x below amax / fp8 max: inputs up to {s}x past the fp8 range"
         if self.name == "saturation":
-            return f"logits near −{offset:g}, where the softcap's tanh saturates"
+            where = f"{who} near" if self.label else "logits near"
+            return f"{where} −{offset:g}, where the softcap's tanh saturates"
         if self.scale != 1.0:
-            return f"inputs scaled by {self.scale:.3g}"
-        return f"logits shifted by {offset:g}" if self.name == "overflow" else f"inputs offset by {offset:g}"
+            return f"{who} scaled by {self.scale:.3g}"
+        if self.name == "overflow":
+            return f"logits shifted by {offset:g}"
+        return f"{who} offset by {offset:g}"
+
+    @property
+    def _why(self) -> str:
+        if not self.inferred:
+            return ""
+        kind = "scale" if self.scale != 1.0 else "shift"
+        return f"; a probe kcgate inferred: the fp64 reference is {kind}-invariant in '{self.label}'"
 
     @property
     def scaled(self) -> bool:
         """A scale probe (fp16 norms): its inputs cannot be made milder by a smaller offset."""
         return self.scale != 1.0 and self.name != "saturation"
+
+    @property
+    def key(self) -> str:
+        """The probe's name in the metrics (``<key>_probe_budget``): a custom op's carries its input."""
+        return f"{self.name}_{self.label}" if self.label else self.name
 
 
 def probes(ctx: CaseContext, offset: float | None = None) -> list[Probe]:
@@ -94,6 +144,13 @@ def probes(ctx: CaseContext, offset: float | None = None) -> list[Probe]:
     saturation probe."""
     asked = DEFAULT_OFFSET if offset is None else offset
     shift = probe_offset(ctx.dtype, asked)
+    if ctx.contract.op == "custom":
+        own = custom_probes(ctx, shift)
+        # C-PRC-02 asserts stability: with nothing declared or inferred, the first input is offset
+        return own or ([Probe("cancellation", offset=shift, own=True)] if offset is not None else [])
+    if ctx.contract.op in STATIC_SCALE_FAMILIES:
+        idx = CATALOGUE[ctx.contract.op].static_scales
+        return [Probe("overflow", scale=STATIC_SCALE_FACTOR, rescale=idx)]
     out = [Probe("cancellation", offset=shift)]
     if ctx.op.name in EXP_FAMILIES and shift < OVERFLOW_SHIFT:
         out.append(Probe("overflow", offset=OVERFLOW_SHIFT))
@@ -106,6 +163,61 @@ def probes(ctx: CaseContext, offset: float | None = None) -> list[Probe]:
     if cap > 0:
         out.append(Probe("saturation", offset=SATURATION_DEPTH * cap, scale=cap))
     return out
+
+
+def custom_probes(ctx: CaseContext, shift: float) -> list[Probe]:
+    """A custom op's probes: each input's declared ones (``stability``), then, for an input the contract does
+    not name, those its fp64 reference's invariance implies (an offset for a shift, the fp16 overflow scale
+    for a scale; kcgate.numerics.invariance)."""
+    names = ctx.op.input_names
+    declared = dict(ctx.contract.stability)
+    out = [p for name, kinds in declared.items() for p in _declared(ctx, names, name, dict(kinds), shift)]
+    samples = [ctx.inputs(ctx.case.shape, ("infer", k)) for k in range(INFER_SAMPLES)]
+    for i, kind in invariances(ctx.op.oracle, samples):
+        label = names[i] if i < len(names) else f"input{i}"
+        if label in declared:
+            continue
+        if kind == "offset":
+            out.append(Probe("cancellation", offset=shift, input=i, own=True, label=label, inferred=True))
+        elif (scale := _overflow_scale(ctx)) is not None:
+            out.append(Probe("overflow", scale=scale, input=i, own=True, label=label, inferred=True))
+    return out
+
+
+def _declared(
+    ctx: CaseContext, names: tuple[str, ...], name: str, kinds: dict[str, float], shift: float
+) -> list[Probe]:
+    if name not in names:
+        c = ctx.contract
+        raise ProbeSetupError(
+            f"contract {c.id!r} (line {c.line}) stability.{name}: the reference takes no input {name!r} "
+            f"(its inputs: {', '.join(names) or 'unnamed'}); fix: key stability by one of those names"
+        )
+    i, out = names.index(name), []
+    if "offset" in kinds:
+        out.append(Probe("cancellation", offset=probe_offset(ctx.dtype, kinds["offset"]), input=i, own=True,
+                         label=name))  # fmt: skip
+    if "scale" in kinds:
+        out.append(Probe("overflow", scale=kinds["scale"], input=i, own=True, label=name))
+    if "saturation" in kinds:
+        cap = kinds["saturation"]
+        out.append(
+            Probe("saturation", offset=SATURATION_DEPTH * cap, scale=cap, input=i, own=True, label=name)
+        )
+    return out
+
+
+class ProbeSetupError(ValueError):
+    """A contract's ``stability`` names an input its reference does not take."""
+
+
+def _overflow_scale(ctx: CaseContext) -> float | None:
+    """The scale that makes Σx² over the last dim exceed the dtype's max, where that is an fp16-like range
+    (a correct kernel squares in fp32; in bf16 and fp32 it would overflow too)."""
+    top = float(torch.finfo(ctx.dtype).max)
+    if top >= 1e30:
+        return None
+    return 2 * math.sqrt(top / max(ctx.case.shape[-1] if ctx.case.shape else 1, 1))
 
 
 def _softcap(ctx: CaseContext) -> float:
@@ -123,7 +235,7 @@ def applies(ctx: CaseContext) -> bool:
     return (
         c.protocol.probes
         and CLASSES[c.klass].probes
-        and c.op in PROBED_FAMILIES
+        and (c.op in PROBED_FAMILIES or c.op in STATIC_SCALE_FAMILIES or c.op == "custom")
         and c.tolerance.method == "error-bound"
         and ctx.dtype.is_floating_point
     )
@@ -137,6 +249,8 @@ def after_class(ctx: CaseContext, finding: Finding) -> Finding:
         return finding
     notes: dict[str, float] = {}
     for probe in probes(ctx):
+        if probe.inferred:
+            notes[f"inferred_{'scale' if probe.scaled else 'offset'}_probe_{probe.label}"] = 1.0
         result = run_probe(ctx, probe, [], notes)
         if result is None:
             continue
@@ -145,7 +259,7 @@ def after_class(ctx: CaseContext, finding: Finding) -> Finding:
             named = name_probe(ctx, probe, offset, found, finding)
             return with_notes(replace(named, message=f"{named.message}{_UNDER_CLASS}"), notes)
         b = found.metrics.budget_used
-        notes[f"{probe.name}_probe_budget"] = max(notes.get(f"{probe.name}_probe_budget", 0.0), b or 0.0)
+        notes[f"{probe.key}_probe_budget"] = max(notes.get(f"{probe.key}_probe_budget", 0.0), b or 0.0)
     return with_notes(finding, notes)
 
 
@@ -161,11 +275,11 @@ def run_probe(
     """The probe's verdict with its offset, or None where it is skipped (``notes`` says why)."""
     found = probe_inputs(ctx, probe)
     if found is None:  # the exact result overflows the output dtype at any offset: nothing to compare
-        notes[f"{probe.name}_probe_skipped"] = 1.0
+        notes[f"{probe.key}_probe_skipped"] = 1.0
         return None
     xs, offset = found
     if offset != probe.offset:  # scaled down so that the exact result fits the output dtype
-        notes[f"{probe.name}_probe_offset"] = offset
+        notes[f"{probe.key}_probe_offset"] = offset
     return measurable(ctx, probe, base, xs, offset, notes)
 
 
@@ -181,13 +295,13 @@ def measurable(
         result = verdict(ctx, base + ts, excess=False)
         if result.status != Status.REFUSED:
             if attempt:
-                notes[f"{probe.name}_probe_offset"] = offset
+                notes[f"{probe.key}_probe_offset"] = offset
             return result, offset
         if probe.scaled or attempt == PROBE_RETRIES:
             break
         offset /= PROBE_SHRINK
         xs = probe.make(ctx, clean, offset)
-    notes[f"{probe.name}_probe_skipped"] = 1.0
+    notes[f"{probe.key}_probe_skipped"] = 1.0
     return None
 
 
