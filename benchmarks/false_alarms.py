@@ -69,6 +69,7 @@ class Outcome:
     cause: str = ""  # the signature's cause ("excess-error": the sensitivity gate), or the status
     shape: str = ""  # "declared", "odd" (declared) or "boundary" (the shape kcgate adds)
     note: bool = False  # passed with a limitation or inconclusive note (kcgate.results.records.PASS_NOTES)
+    dims: str = ""  # the case's shape, "1x4x1x113x59"
 
     @property
     def why(self) -> str:
@@ -234,6 +235,7 @@ def run(
                     r.signature.cause if r.signature is not None else "",
                     which if tuple(case.shape) in declared[case.contract_id] else "boundary",
                     is_pass_note(r.status, r.message),
+                    "x".join(str(n) for n in case.shape),
                 )
             )
     return out
@@ -327,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\nfalse alarms:")
         for o in alarms:
             print(
-                f"  {o.entry} {o.klass} {o.dtype} {o.direction} {o.shape} seed {o.seed}: {o.status}: "
+                f"  {o.entry} {o.klass} {o.dtype} {o.direction} {o.shape} {o.dims} seed {o.seed}: {o.status}: "
                 f"{o.message[:300]}"
             )
     if args.json:

@@ -129,3 +129,52 @@ def test_gqa_causal_attention_with_fewer_queries_than_keys_passes(tmp_path: Path
     )
     bad, _ = _failures(tmp_path, text, range(2))
     assert bad == []
+
+
+def test_rope_with_fp32_angles_passes_at_an_odd_head_dim_and_a_long_length(tmp_path: Path) -> None:
+    """Issue 46's benchmark, seed 0: C-CMP-03's held-out shape 1x7x2x1016x68 failed at budget 1.46 (the
+    exponent 2i/68 rounds in fp32 and base^(-x) turns it into ln(base)·x·u of each angle: 5-6u·θ, not 4u)."""
+    text = _contract(
+        "hf_rope_runtime_angles",
+        "rope",
+        "C-CMP-01",
+        "float32",
+        [1, 7, 2, 1016, 68],
+        "params = { cos_sin = false }",
+    )
+    bad, _ = _failures(tmp_path, text, range(1))
+    assert bad == []
+
+
+def test_eager_bf16_gqa_causal_gradient_passes_with_dp_rounded_to_bf16(tmp_path: Path) -> None:
+    """Issue 46's benchmark, seed 0: vLLM's reference, bf16, C-CMP-02 at 1x4x1x113x59 failed dQ at 1.44x its
+    bound (query row 1, two keys): the eager backward rounds dP = dY·Vᵀ to bf16, which the bound did not
+    charge."""
+    text = _contract(
+        "vllm_ref_attention",
+        "attention",
+        "C-CMP-02",
+        "bfloat16",
+        [1, 4, 1, 113, 59],
+        "params = { causal = true }",
+        'direction = "both"',
+    )
+    bad, _ = _failures(tmp_path, text, range(1))
+    assert bad == []
+
+
+def test_eager_bf16_gqa_gradient_with_fewer_queries_is_not_refused(tmp_path: Path) -> None:
+    """Issue 46's benchmark, seed 0: transformers' eager GQA causal with 37 queries on 113 keys, bf16, was
+    refused ("allowed error / output = 1.22", dK): D's error was charged as Σ_d |dY|·bound(O), not carried
+    through dY (docs/ops.md#attention)."""
+    text = _contract(
+        "hf_eager_attention",
+        "attention",
+        "C-PRC-01",
+        "bfloat16",
+        [1, 4, 1, 113, 59],
+        "params = { causal = true, q_len = 37 }",
+        'direction = "both"',
+    )
+    bad, _ = _failures(tmp_path, text, range(1))
+    assert bad == []

@@ -205,6 +205,54 @@ def dense_bound(
     return (rel + ba.lam * n.sqrt() * ba.u_acc) * pv + e_p + e_in + ba.u_out * y.abs()
 
 
+def _rss(t: torch.Tensor) -> torch.Tensor:
+    """√Σ t² over the last dimension (kept)."""
+    return (t * t).sum(-1, keepdim=True).sqrt()
+
+
+def _delta_error(
+    q: torch.Tensor,
+    kx: torch.Tensor,
+    vx: torch.Tensor,
+    dy: torch.Tensor,
+    p: torch.Tensor,
+    y: torch.Tensor,
+    dp: torch.Tensor,
+    cfg: Attention,
+    ba: BoundArgs,
+) -> torch.Tensor:
+    """Allowed |error| of D_i = Σ_d dY_id·O_id read from the kernel's rounded O (FlashAttention's backward),
+    each of O's errors carried through dY (docs/ops.md#attention): O's roundings and P·V's sums are
+    independent over d (λ·√Σ_d); P's relative errors and P's rounding meet dY as Σ_j P_ij·ρ_j·dP_ij (dP = dY·Vᵀ);
+    scores held in the input dtype as Σ_j P_ij·δS_ij·(dP_ij − D_i); D's own sum λ·√D·u."""
+    lam, u, d = ba.lam, ba.u_acc, q.shape[-1]
+    m = _mask(q.shape[-2], kx.shape[-2], cfg, q.device)
+    n = m.sum(-1, keepdim=True).to(q.dtype) if m is not None else torch.full((1, 1), float(kx.shape[-2]))
+    rel = 2 * _eps_scores(q, kx, cfg, ba) + (lam * n.sqrt() + 6) * u
+    pv = p @ vx.abs()
+    per_d = lam * n.sqrt() * u * pv + lam * (ba.u_in + ba.u_out) * y.abs()
+    pdp = p * dp
+    out = _rss(dy * per_d) + rel * pdp.abs().sum(-1, keepdim=True)
+    u_p = cfg.u_p(ba)
+    if u_p:
+        out = out + u_p * torch.minimum(lam * _rss(pdp), pdp.abs().sum(-1, keepdim=True))
+    if ba.u_in > 2.0**-24:
+        s = cfg.scale_for(d) * (q @ kx.transpose(-1, -2)).nan_to_num(0)
+        delta = (dy * y).sum(-1, keepdim=True)
+        out = out + lam * ba.u_in * _rss(p * s * (dp - delta))
+    return out + lam * sqrt(d) * u * (dy * y).abs().sum(-1, keepdim=True)
+
+
+def _eps_scores(q: torch.Tensor, kx: torch.Tensor, cfg: Attention, ba: BoundArgs) -> torch.Tensor:
+    """ε_i: the largest |δS_ij| of a row (the dot product, the scaling, the softcap), as dense_bound's."""
+    s_abs = cfg.scale_for(q.shape[-1]) * (q.abs() @ kx.abs().transpose(-1, -2))
+    m = _mask(q.shape[-2], kx.shape[-2], cfg, q.device)
+    if m is not None:
+        s_abs = s_abs.masked_fill(~m, 0.0)
+    eps = (ba.lam * sqrt(q.shape[-1]) + 1) * ba.u_acc * s_abs.amax(dim=-1, keepdim=True)
+    return eps + 3 * ba.u_acc * cfg.softcap if cfg.softcap else eps
+
+
 def _group_sum(t: torch.Tensor, kv_heads: int) -> torch.Tensor:
     """Sum the q heads that share a kv head (dK and dV of grouped-query attention)."""
     b = t.shape[:-3]
@@ -238,18 +286,18 @@ def dense_grad_bound(
     row = lam * ((p * p * sigma * sigma).sum(-1, keepdim=True)).sqrt() + (lam * n.sqrt() + 4) * u
     dp = dy @ vx.transpose(-1, -2)
     delta = (dy * y).sum(-1, keepdim=True)
-    e_o = dense_bound(q, k, v, y, cfg, ba) + ba.u_in * y.abs()  # D is read from the kernel's rounded O
-    e_delta = (dy.abs() * e_o).sum(-1, keepdim=True) + lam * sqrt(d) * u * (dy * y).abs().sum(
-        -1, keepdim=True
-    )
     gap = dp - delta
+    # an eager backward (autograd through matmul in the input dtype) rounds dP = dY·Vᵀ to it: 16-bit inputs
+    u_dp = ba.u_in if ba.u_in > 2.0**-24 else 0.0
+    e_delta = _delta_error(q, kx, vx, dy, p, y, dp, cfg, ba) + lam * u_dp * _rss(p * dp)
     ds, ds_abs = p * gap, p * gap.abs()
-    # dS_ij's independent error (λ applies to the sum it enters): P's, dP's dot product, the subtraction
-    # and product, dS rounded to p_dtype; D's error is shared by the row
+    # dS_ij's independent error (λ applies to the sum it enters): P's, dP's dot product and its rounding to
+    # the input dtype, the subtraction and product, dS rounded to p_dtype; D's error is shared by the row
     sd = p * (
         sigma * gap.abs()
         + sqrt(d) * u * (dy.abs() @ vx.abs().transpose(-1, -2))
         + 2 * u * (dp.abs() + delta.abs())
+        + u_dp * dp.abs()
         + u_p * gap.abs()
     )
     shared = p * (e_delta + row * gap.abs())

@@ -10,6 +10,7 @@ returns (q_rot, k_rot); both are checked (flattened and concatenated). Derivatio
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -133,11 +134,21 @@ def _term_err(
     u_c = max(ba.u_acc, ba.u_in)
     err = 4 * u_c * (t.abs() * cos.abs() + rotate(t, cfg.layout).abs() * sin.abs())
     if not cfg.cos_sin:
-        # the kernel's angles: inv_freq = base^(−2i/d) and pos·inv_freq in fp32 (≈ 4u·θ), then cos/sin
-        # rounded to the input dtype (u_in): |δcos|, |δsin| ≤ 4·u_f32·|θ| + u_in
+        # the kernel's angles in fp32, then cos/sin rounded to the input dtype (u_in): |δcos|, |δsin| ≤
+        # |δθ| + u_in. θ = pos·base^(−x), x = 2i/d: x rounds (|δx| ≤ u·x, exact only where d is a power of
+        # two), which base^(−x) turns into a relative ln(base)·x·u; pow, the reciprocal and the product
+        # round 4u more (measured, docs/ops.md#rope: up to 5.8u·θ at d = 126, 2.1u at d = 64, base 1e4)
         theta = angles(t.shape[-2], t.shape[-1], cfg.base, cfg.layout)[None]
-        err = err + (t.abs() + rotate(t, cfg.layout).abs()) * (4 * 2.0**-24 * theta + ba.u_in)
+        err = err + (t.abs() + rotate(t, cfg.layout).abs()) * (_angle_rel(t.shape[-1], cfg) * theta + ba.u_in)
     return err
+
+
+def _angle_rel(d: int, cfg: Rope) -> torch.Tensor:
+    """Relative error of each lane's fp32 angle pos·base^(−2i/d): (4 + ln(base)·2i/d)·u_f32, laid out as
+    ``angles`` lays the lanes out."""
+    x = torch.arange(0, d, 2, dtype=torch.float64) / d
+    rel = (4 + math.log(cfg.base) * x) * 2.0**-24
+    return torch.cat([rel, rel]) if cfg.layout == "neox" else rel.repeat_interleave(2)
 
 
 def _bound(cfg: Rope) -> Callable[[Tensors, torch.Tensor, BoundArgs], torch.Tensor]:
