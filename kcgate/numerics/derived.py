@@ -248,7 +248,9 @@ class Perturb(TorchDispatchMode):
         for i, t in enumerate(_tensors(out)):
             if not t.is_floating_point():
                 continue
-            y = t.abs()
+            # an infinite element (a −inf mask, a softcap's masked scores) has no rounding: perturbed, −inf
+            # plus ±inf·δ is NaN, and a NaN row's samples were dropped, leaving its bound one final rounding
+            y = t.abs().nan_to_num(nan=0.0, posinf=0.0)
             if kind == "basic":
                 t.add_(max(acc, rnd) * y * self._uniform(t))
                 continue
@@ -256,7 +258,7 @@ class Perturb(TorchDispatchMode):
                 t.add_(2 * acc * y * self._uniform(t))
             elif mags is not None:
                 k, mag = mags[i]
-                t.add_(acc * math.sqrt(max(k, 1) / 3) * mag * self._normal(t))
+                t.add_(acc * math.sqrt(max(k, 1) / 3) * mag.nan_to_num(nan=0.0, posinf=0.0) * self._normal(t))
             else:  # an unmodelled reduction: √K roundings of the result's size
                 k = max(_numel(args) // max(t.numel(), 1), 1)
                 t.add_(acc * math.sqrt(k) * y * self._normal(t))
