@@ -153,6 +153,33 @@ def test_a_mistake_that_brings_the_error_within_the_gate_names_an_excess() -> No
     assert (status, cause) == ("fail", "wrong-semantics") and "ignored rows" in summary, summary
 
 
+def test_a_norm_dx_with_row_sums_over_a_block_of_rows_is_that_mistake() -> None:
+    """FlagGems#59: layer-norm dx's Σ w·dy and Σ w·dy·x̂ taken over a block of 4 rows is named with its block."""
+    from tests.testing.faults.naming_sets_shipped import SHIPPED
+
+    named = next(s.named for s in SHIPPED if s.named.bug.id == "flaggems-layernorm-dx-row-block-sums")
+    for seed in (0, 1):
+        status, cause, summary = _named(named.bug, seed)
+        assert (status, cause) == ("fail", "wrong-semantics"), summary
+        assert "row sums" in summary and "each block of 4 rows" in summary, summary
+
+
+def test_a_correct_norm_backward_is_no_row_block_mistake() -> None:
+    """The mistake's oracle keeps the forward and, with blocks of one row, the right gradient."""
+    from kcgate.numerics.ops.reduce import Norm, _layernorm, _rmsnorm
+
+    g = torch.Generator().manual_seed(0)
+    x, w, b, dy = (torch.randn(s, generator=g, dtype=torch.float64) for s in ((6, 16), (16,), (16,), (6, 16)))
+    x.requires_grad_(True)
+    for oracle, args in ((_layernorm, (x, w, b)), (_rmsnorm, (x, w))):
+        right = oracle(Norm())(*args)
+        one, four = oracle(Norm(dx_block=1))(*args), oracle(Norm(dx_block=4))(*args)
+        assert torch.allclose(four, right)
+        (dx_right,), (dx_one,), (dx_four,) = (torch.autograd.grad(y, x, dy) for y in (right, one, four))
+        assert torch.allclose(dx_one, dx_right)
+        assert not torch.allclose(dx_four[:4], dx_right[:4])
+
+
 def test_an_inv_freq_rounded_to_bf16_is_the_angle_table_mistake() -> None:
     from tests.testing.faults.naming_sets_shipped import SHIPPED
 
