@@ -204,6 +204,7 @@ class Norm:
     detach: str = ""
     rows: tuple[int, int] | None = None
     dx_block: int = 0
+    dx_last_cols: int = 0  # and dx's Σ w·dy·x̂ over its last block of this many columns only
 
 
 # The eps values kernels ship with (Llama and Liger 1e-6, torch and most layernorms 1e-5, BERT's 1e-12): a
@@ -339,12 +340,25 @@ def _dx_row_blocks(x: torch.Tensor, mu: torch.Tensor | None, r: torch.Tensor, sc
     return (x - mu.detach()) * rd * (1 + psi) * scale - scale * phi
 
 
+def _dx_last_cols(x: torch.Tensor, mu: torch.Tensor | None, r: torch.Tensor, scale: torch.Tensor, cols: int):  # type: ignore[no-untyped-def]
+    """The norm with dx's Σ w·dy·x̂ taken over the last block of ``cols`` columns only (tt-metal#53215: the
+    running sum overwritten per block): the forward unchanged; the zero term ψ carries the path through 1/σ,
+    ∂ψ/∂x = −x̂/(nσ), weighted by x̂·w on the kept columns alone."""
+    rd = r.detach()
+    keep = torch.zeros(x.shape[-1], dtype=x.dtype)
+    keep[-cols:] = 1
+    centred = x if mu is None else x - mu
+    return centred * rd * scale + (r - rd) / rd * (centred * r).detach() * scale * keep
+
+
 def _layernorm_parts(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, cfg: Norm) -> torch.Tensor:
     """layer_norm written out, for the backward mistakes (a path detached, a block of rows)."""
     mu = x.mean(-1, keepdim=True)
     r = torch.rsqrt((x - mu).pow(2).mean(-1, keepdim=True) + cfg.eps)
     if cfg.dx_block:
         return _dx_row_blocks(x, mu, r, w, cfg.dx_block) + b
+    if cfg.dx_last_cols:
+        return _dx_last_cols(x, mu, r, w, cfg.dx_last_cols) + b
     mu = mu.detach() if cfg.detach == "mean" else mu
     r = r.detach() if cfg.detach == "rstd" else r
     return (x - mu) * r * _rows_only(w, x, cfg.rows) + _rows_only(b, x, cfg.rows)
@@ -352,7 +366,7 @@ def _layernorm_parts(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, cfg: Nor
 
 def _layernorm(cfg: Norm) -> Callable[..., torch.Tensor]:
     def oracle(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        if cfg.detach or cfg.rows is not None or cfg.dx_block:
+        if cfg.detach or cfg.rows is not None or cfg.dx_block or cfg.dx_last_cols:
             return _layernorm_parts(x, w, b, cfg)
         if cfg.eps_outside:
             mu = x.mean(-1, keepdim=True)
@@ -394,6 +408,8 @@ def _rmsnorm(cfg: Norm) -> Callable[..., torch.Tensor]:
         r = r.detach() if cfg.detach == "rstd" else r
         if cfg.dx_block:
             return _dx_row_blocks(x, None, r, cfg.offset + w, cfg.dx_block)
+        if cfg.dx_last_cols:
+            return _dx_last_cols(x, None, r, cfg.offset + w, cfg.dx_last_cols)
         return x * r * (cfg.offset + _rows_only(w, x, cfg.rows))
 
     return oracle
@@ -458,6 +474,7 @@ def _norm_mistakes(name: str, cfg: Norm) -> tuple[tuple[str, OpFamily], ...]:
 
 
 GRAD_ROW_BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128)  # rows per program of a norm backward's weight reduction
+GRAD_COL_BLOCKS = (16, 32, 64, 128, 256, 512, 1024)  # columns per step of a norm backward's row reduction
 PATHS = {
     "rstd": "path through 1/σ lost (1/σ treated as a constant in the backward)",
     "mean": "path through the mean lost (μ treated as a constant: dx lacks −mean(w·dy)/σ)",
@@ -487,6 +504,14 @@ def _norm_grad_mistakes(name: str, cfg: Norm) -> tuple[tuple[str, OpFamily], ...
             replace(cfg, dx_block=blk),
         )
         for blk in GRAD_ROW_BLOCKS[1:]
+    ]
+    out += [
+        (
+            f"its dx's row sum Σ w·dy·x̂ taken over the last block of {c} columns only (tt-metal#53215: the "
+            "running sum overwritten per block, acc = for acc +=)",
+            replace(cfg, dx_last_cols=c),
+        )
+        for c in GRAD_COL_BLOCKS
     ]
     return tuple((what, build_norm(name, alt)) for what, alt in out)
 
