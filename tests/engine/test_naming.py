@@ -153,6 +153,46 @@ def test_a_mistake_that_brings_the_error_within_the_gate_names_an_excess() -> No
     assert (status, cause) == ("fail", "wrong-semantics") and "ignored rows" in summary, summary
 
 
+def test_a_norm_dx_with_row_sums_over_a_block_of_rows_is_that_mistake() -> None:
+    """FlagGems#59: layer-norm dx's Σ w·dy and Σ w·dy·x̂ taken over a block of 4 rows is named with its block."""
+    from tests.testing.faults.naming_sets_shipped import SHIPPED
+
+    named = next(s.named for s in SHIPPED if s.named.bug.id == "flaggems-layernorm-dx-row-block-sums")
+    for seed in (0, 1):
+        status, cause, summary = _named(named.bug, seed)
+        assert (status, cause) == ("fail", "wrong-semantics"), summary
+        assert "row sums" in summary and "each block of 4 rows" in summary, summary
+
+
+def test_a_norm_dx_with_only_the_last_column_block_is_that_mistake() -> None:
+    """tt-metal#53215 bug 2: Σ w·dy·x̂ kept from the last block of 128 of 512 columns only, named with its block."""
+    from tests.testing.faults.naming_sets_shipped import SHIPPED
+
+    named = next(s.named for s in SHIPPED if s.named.bug.id == "ttmetal-layernorm-dx-last-block")
+    for seed in (0, 1):
+        status, cause, summary = _named(named.bug, seed)
+        assert (status, cause) == ("fail", "wrong-semantics"), summary
+        assert "last block of 128 columns" in summary, summary
+
+
+def test_a_norm_dx_block_mistake_of_one_row_or_every_column_is_the_right_backward() -> None:
+    """The mistakes' oracles keep the forward and, with blocks of one row or of every column, the right gradient."""
+    from kcgate.numerics.ops.reduce import Norm, _layernorm, _rmsnorm
+
+    g = torch.Generator().manual_seed(0)
+    x, w, b, dy = (torch.randn(s, generator=g, dtype=torch.float64) for s in ((6, 16), (16,), (16,), (6, 16)))
+    x.requires_grad_(True)
+    for oracle, args in ((_layernorm, (x, w, b)), (_rmsnorm, (x, w))):
+        right = oracle(Norm())(*args)
+        one, four = oracle(Norm(dx_block=1))(*args), oracle(Norm(dx_block=4))(*args)
+        every, last = oracle(Norm(dx_last_cols=16))(*args), oracle(Norm(dx_last_cols=8))(*args)
+        for y in (four, every, last):
+            assert torch.allclose(y, right)
+        grads = [torch.autograd.grad(y, x, dy)[0] for y in (right, one, four, every, last)]
+        assert torch.allclose(grads[1], grads[0]) and torch.allclose(grads[3], grads[0])
+        assert not torch.allclose(grads[2][:4], grads[0][:4]) and not torch.allclose(grads[4], grads[0])
+
+
 def test_an_inv_freq_rounded_to_bf16_is_the_angle_table_mistake() -> None:
     from tests.testing.faults.naming_sets_shipped import SHIPPED
 

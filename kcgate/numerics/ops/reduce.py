@@ -200,9 +200,11 @@ class Norm:
     eps_outside: bool = False  # not a param: the mistake x / (√mean(x²) + eps), x̂ = (x − μ) / (σ + eps)
     # not params either, the backward mistakes the diagnosis tests: a gradient path lost ("rstd": through 1/σ,
     # "mean": through μ), and the weight's and bias's gradients summed over rows [start, stop) only (a slice:
-    # (−8, 0) is the last 8)
+    # (−8, 0) is the last 8), and dx's row sums (Σ w·dy, Σ w·dy·x̂) taken over blocks of this many rows
     detach: str = ""
     rows: tuple[int, int] | None = None
+    dx_block: int = 0
+    dx_last_cols: int = 0  # and dx's Σ w·dy·x̂ over its last block of this many columns only
 
 
 # The eps values kernels ship with (Llama and Liger 1e-6, torch and most layernorms 1e-5, BERT's 1e-12): a
@@ -318,10 +320,45 @@ def _rows_only(p: torch.Tensor, x: torch.Tensor, rows: tuple[int, int] | None) -
     return p * keep + p.detach() * (1 - keep)
 
 
+def _block_sum(t: torch.Tensor, blk: int) -> torch.Tensor:
+    """t's (rows, 1) values summed over each block of ``blk`` consecutive rows (the last one partial), per row."""
+    flat = t.reshape(-1)
+    ids = torch.arange(flat.numel()) // blk
+    sums = torch.zeros(int(ids[-1]) + 1, dtype=t.dtype).index_add(0, ids, flat)
+    return sums[ids].reshape(t.shape)
+
+
+def _dx_row_blocks(x: torch.Tensor, mu: torch.Tensor | None, r: torch.Tensor, scale: torch.Tensor, blk: int):  # type: ignore[no-untyped-def]
+    """The norm with dx's row sums taken over blocks of ``blk`` rows (FlagGems#59): the forward unchanged, but
+    each row's paths through μ and 1/σ carry the block's Σ w·dy and Σ w·dy·x̂, not its own. The zero terms φ
+    and ψ route them: ∂φ_j/∂x_i = 1/(nσ_i) and ∂ψ_j/∂x_i = −x̂_i/(nσ_i) for every row i of row j's block."""
+    rd = r.detach()
+    psi = _block_sum((r - rd) / rd, blk)
+    if mu is None:
+        return x * rd * (1 + psi) * scale
+    phi = _block_sum(rd * (mu - mu.detach()), blk)
+    return (x - mu.detach()) * rd * (1 + psi) * scale - scale * phi
+
+
+def _dx_last_cols(x: torch.Tensor, mu: torch.Tensor | None, r: torch.Tensor, scale: torch.Tensor, cols: int):  # type: ignore[no-untyped-def]
+    """The norm with dx's Σ w·dy·x̂ taken over the last block of ``cols`` columns only (tt-metal#53215: the
+    running sum overwritten per block): the forward unchanged; the zero term ψ carries the path through 1/σ,
+    ∂ψ/∂x = −x̂/(nσ), weighted by x̂·w on the kept columns alone."""
+    rd = r.detach()
+    keep = torch.zeros(x.shape[-1], dtype=x.dtype)
+    keep[-cols:] = 1
+    centred = x if mu is None else x - mu
+    return centred * rd * scale + (r - rd) / rd * (centred * r).detach() * scale * keep
+
+
 def _layernorm_parts(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, cfg: Norm) -> torch.Tensor:
     """layer_norm written out, for the backward mistakes (a path detached, a block of rows)."""
     mu = x.mean(-1, keepdim=True)
     r = torch.rsqrt((x - mu).pow(2).mean(-1, keepdim=True) + cfg.eps)
+    if cfg.dx_block:
+        return _dx_row_blocks(x, mu, r, w, cfg.dx_block) + b
+    if cfg.dx_last_cols:
+        return _dx_last_cols(x, mu, r, w, cfg.dx_last_cols) + b
     mu = mu.detach() if cfg.detach == "mean" else mu
     r = r.detach() if cfg.detach == "rstd" else r
     return (x - mu) * r * _rows_only(w, x, cfg.rows) + _rows_only(b, x, cfg.rows)
@@ -329,7 +366,7 @@ def _layernorm_parts(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, cfg: Nor
 
 def _layernorm(cfg: Norm) -> Callable[..., torch.Tensor]:
     def oracle(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        if cfg.detach or cfg.rows is not None:
+        if cfg.detach or cfg.rows is not None or cfg.dx_block or cfg.dx_last_cols:
             return _layernorm_parts(x, w, b, cfg)
         if cfg.eps_outside:
             mu = x.mean(-1, keepdim=True)
@@ -369,6 +406,10 @@ def _rmsnorm(cfg: Norm) -> Callable[..., torch.Tensor]:
         ms = x.pow(2).mean(-1, keepdim=True)
         r = 1 / (ms.sqrt() + cfg.eps) if cfg.eps_outside else torch.rsqrt(ms + cfg.eps)
         r = r.detach() if cfg.detach == "rstd" else r
+        if cfg.dx_block:
+            return _dx_row_blocks(x, None, r, cfg.offset + w, cfg.dx_block)
+        if cfg.dx_last_cols:
+            return _dx_last_cols(x, None, r, cfg.offset + w, cfg.dx_last_cols)
         return x * r * (cfg.offset + _rows_only(w, x, cfg.rows))
 
     return oracle
@@ -433,6 +474,7 @@ def _norm_mistakes(name: str, cfg: Norm) -> tuple[tuple[str, OpFamily], ...]:
 
 
 GRAD_ROW_BLOCKS = (1, 2, 4, 8, 16, 32, 64, 128)  # rows per program of a norm backward's weight reduction
+GRAD_COL_BLOCKS = (16, 32, 64, 128, 256, 512, 1024)  # columns per step of a norm backward's row reduction
 PATHS = {
     "rstd": "path through 1/σ lost (1/σ treated as a constant in the backward)",
     "mean": "path through the mean lost (μ treated as a constant: dx lacks −mean(w·dy)/σ)",
@@ -454,6 +496,23 @@ def _norm_grad_mistakes(name: str, cfg: Norm) -> tuple[tuple[str, OpFamily], ...
             )
             for which, rows in (("first", (0, blk)), ("last", (-blk, 0)))
         ]
+    sums = "Σ w·dy and Σ w·dy·x̂" if name == "layernorm" else "Σ w·dy·x̂"
+    out += [
+        (
+            f"its dx's row sums ({sums}) taken over each block of {blk} rows, not per row (FlagGems#59: a "
+            "reduction over the wrong extent)",
+            replace(cfg, dx_block=blk),
+        )
+        for blk in GRAD_ROW_BLOCKS[1:]
+    ]
+    out += [
+        (
+            f"its dx's row sum Σ w·dy·x̂ taken over the last block of {c} columns only (tt-metal#53215: the "
+            "running sum overwritten per block, acc = for acc +=)",
+            replace(cfg, dx_last_cols=c),
+        )
+        for c in GRAD_COL_BLOCKS
+    ]
     return tuple((what, build_norm(name, alt)) for what, alt in out)
 
 
@@ -495,7 +554,9 @@ def build_norm(name: str, cfg: Norm) -> OpFamily:
             grad_bound=_layernorm_grad(cfg),
             variants=lambda: _norm_mistakes(name, cfg),
             mistakes=lambda: _norm_forward_mistakes(name, cfg),
-            grad_mistakes=None if cfg.detach or cfg.rows else lambda: _norm_grad_mistakes(name, cfg),
+            grad_mistakes=None
+            if cfg.detach or cfg.rows or cfg.dx_block
+            else lambda: _norm_grad_mistakes(name, cfg),
         )
     return replace(
         RMSNORM,
@@ -506,7 +567,9 @@ def build_norm(name: str, cfg: Norm) -> OpFamily:
         grad_bound=_rmsnorm_grad(cfg),
         variants=lambda: _norm_mistakes(name, cfg),
         mistakes=lambda: _norm_forward_mistakes(name, cfg),
-        grad_mistakes=None if cfg.detach or cfg.rows else lambda: _norm_grad_mistakes(name, cfg),
+        grad_mistakes=None
+        if cfg.detach or cfg.rows or cfg.dx_block
+        else lambda: _norm_grad_mistakes(name, cfg),
     )
 
 
