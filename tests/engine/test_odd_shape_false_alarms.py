@@ -178,3 +178,24 @@ def test_eager_bf16_gqa_gradient_with_fewer_queries_is_not_refused(tmp_path: Pat
     )
     bad, _ = _failures(tmp_path, text, range(1))
     assert bad == []
+
+
+def test_a_max_shifted_cross_entropy_gradient_is_neither_failed_nor_refused_in_bf16(tmp_path: Path) -> None:
+    """Held-out set B's llm.c cross-entropy (autograd through a max shift): the row maximum's allowance for
+    the shift's gradient is a sum's rounding in the accumulator; in the 16-bit compute precision it made the
+    gradient's allowance 4.4x its size, and every bf16 case was refused ("tolerance exceeds the signal")."""
+    text = "\n".join(
+        [
+            "[[contract]]",
+            'id = "llmc-ce"',
+            'class = "C-CMP-01"',
+            'kernel = "tests.testing.kernels.heldout_b:llmc_cross_entropy"',
+            'op = "cross_entropy"',
+            'dtypes = ["bfloat16"]',
+            "shapes = [[23, 5003]]",
+            'direction = "both"',
+        ]
+    )
+    bad, shapes = _failures(tmp_path, text + "\n", range(1))
+    assert not bad, bad
+    assert (3, 4999) in shapes  # the boundary shape ran too

@@ -145,7 +145,7 @@ def _grad_bound(cfg: CrossEntropy) -> GradBound:
         p = exp(log p) from the saved log-softmax: its relative error is the forward's absolute lse error
         plus the roundings of log p = x − lse (2·u_c·(|x| + |lse| + |log p|)); g_i, the scalings, the
         sum of the two gradients and p − t̃ are rounded (4·u_c·(p + t̃): the difference may cancel); the smoothing's Σ over the vocabulary adds ε·λ√V·u_c·p; the row's maximum may carry a max shift's gradient, the rounding
-        of Σ_j (p − t̃)_j (λ√V + 1)·u_c·Σ|p − t̃|. Ignored rows: 0."""
+        of Σ_j (p − t̃)_j (λ√V + 1)·u_acc·Σ|p − t̃|. Ignored rows: 0."""
         raw, t = xs
         x = capped(raw, cfg)
         n = x.shape[-1]
@@ -165,9 +165,10 @@ def _grad_bound(cfg: CrossEntropy) -> GradBound:
         err = gi.abs()[:, None] * (rel * p + 4 * u_c * (p + target))
         # a max-shifted softmax differentiated by autograd (llm.c's forward written in torch): the shift's
         # gradient, −Σ_j of the row's n gradients (0 in exact arithmetic, which are p − t̃), lands on the row's
-        # maximum (shared among ties) as that sum's rounding error; measured 10·u·|g_i| at 63 x 16,383 (fp32)
+        # maximum (shared among ties) as that sum's rounding error, in the accumulator (u_c would make a 16-bit
+        # row's maximum allow more than its gradient); measured 10·u·|g_i| at 63 x 16,383 (fp32)
         top = (x == x.amax(-1, keepdim=True)).to(x.dtype)
-        err = err + gi.abs()[:, None] * top * (ba.lam * sqrt(n) + 1) * u_c * (p - target).abs().sum(
+        err = err + gi.abs()[:, None] * top * (ba.lam * sqrt(n) + 1) * ba.u_acc * (p - target).abs().sum(
             -1, keepdim=True
         )
         if cfg.softcap:  # d logits = d x̃ · (1 − tanh²): the factor <= 1, its own error 4·u_c absolute
