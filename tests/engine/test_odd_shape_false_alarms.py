@@ -22,12 +22,14 @@ from tests.conftest import ROOT
 K = "tests.testing.kernels.heldout"
 
 
-def _contract(kernel: str, op: str, klass: str, dtype: str, shape: list[int], *more: str) -> str:
+def _contract(
+    kernel: str, op: str, klass: str, dtype: str, shape: list[int], *more: str, module: str = K
+) -> str:
     lines = [
         "[[contract]]",
         f'id = "{kernel}-{dtype}"',
         f'class = "{klass}"',
-        f'kernel = "{K}:{kernel}"',
+        f'kernel = "{module}:{kernel}"',
         f'op = "{op}"',
         f'dtypes = ["{dtype}"]',
         f"shapes = [{shape}]",
@@ -184,18 +186,15 @@ def test_a_max_shifted_cross_entropy_gradient_is_neither_failed_nor_refused_in_b
     """Held-out set B's llm.c cross-entropy (autograd through a max shift): the row maximum's allowance for
     the shift's gradient is a sum's rounding in the accumulator; in the 16-bit compute precision it made the
     gradient's allowance 4.4x its size, and every bf16 case was refused ("tolerance exceeds the signal")."""
-    text = "\n".join(
-        [
-            "[[contract]]",
-            'id = "llmc-ce"',
-            'class = "C-CMP-01"',
-            'kernel = "tests.testing.kernels.heldout_b:llmc_cross_entropy"',
-            'op = "cross_entropy"',
-            'dtypes = ["bfloat16"]',
-            "shapes = [[23, 5003]]",
-            'direction = "both"',
-        ]
+    text = _contract(
+        "llmc_cross_entropy",
+        "cross_entropy",
+        "C-CMP-01",
+        "bfloat16",
+        [23, 5003],
+        'direction = "both"',
+        module="tests.testing.kernels.heldout_b",
     )
-    bad, shapes = _failures(tmp_path, text + "\n", range(1))
+    bad, shapes = _failures(tmp_path, text, range(1))
     assert not bad, bad
     assert (3, 4999) in shapes  # the boundary shape ran too
