@@ -713,6 +713,9 @@ class FitRow:
 _SEM = "tests/engine/test_semantic_signatures.py::test_every_semantic_bug_is_named_right_on_every_seed"
 
 FITS: tuple[FitRow, ...] = (
+    # before the scale: a row's sum gaining k·exp(−max) scales each row by nearly one factor at a small
+    # boundary shape, which the scale fit would take for one constant
+    FitRow(masked_tail_fit, "each row's sum gains k·exp(−max)", "clean, k > 0.5", _SEM),
     FitRow(
         scale_fit,
         "out ≈ c·ref",
@@ -722,7 +725,6 @@ FITS: tuple[FitRow, ...] = (
     ),
     FitRow(sign_fit, "one sign of ref scaled", "clean, and only one side changed", _SEM, grad=True),
     FitRow(argument_fit, "x·g(b·x) fitted over b", "clean", _SEM),
-    FitRow(masked_tail_fit, "each row's sum gains k·exp(−max)", "clean, k > 0.5", _SEM),
     FitRow(missing_term_fit, "dx = ref + c·y·Σ(y·dy)", "clean", _SEM, forward=False, grad=True),
     FitRow(reduction_fit, "a prefix or last block of K counted", "clean", _SEM),
     FitRow(

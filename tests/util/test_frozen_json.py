@@ -106,6 +106,8 @@ def _everything_set() -> Project:
         init=(("width", 8),),
         env=(("TRITON_INTERPRET", "1"),),
         mutates=("a",),
+        outputs=("out", "residual"),
+        stability=(("x", (("offset", 1e4), ("scale", 8.0))), ("h", ())),
         line=12,
         source="pkg/kernels.py",
     )
