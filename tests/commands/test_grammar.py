@@ -102,6 +102,9 @@ def test_help_has_plain_metavars_and_an_example(path: tuple[str, ...], command: 
     assert not re.search(r"<(list|str|int|float|path|bool)\b|\[\w+\]>", text, re.I), text
     assert "\\[" not in text, text  # rich's markup escape, printed as is in plain help
     usage = next(line for line in text.splitlines() if line.startswith("Usage:"))
+    assert not re.search(r"\.\.\.\W*\.\.\.", usage), (
+        usage
+    )  # "{RESULTS...}...": a metavar and typer both add "..."
     for hidden in (p for p in command.params if p.hidden and p.param_type_name == "argument"):
         assert (hidden.metavar or hidden.name).upper() not in usage.upper(), usage
     assert "Example" in text and f"kcgate {' '.join(path)}" in text, f"kcgate {' '.join(path)}: no example"
