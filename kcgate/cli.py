@@ -78,10 +78,14 @@ _SECONDS = ("budget", "timeout", "shrink_s")
 
 
 def plain_metavars(command: Any) -> None:
-    """Give every parameter of ``command`` (and of its subcommands) without a metavar a plain one."""
+    """Give every parameter of ``command`` (and of its subcommands) without a metavar a plain one, help
+    lines without rich's escapes, and keep a hidden (deprecated) argument out of the usage line."""
     for sub in getattr(command, "commands", {}).values():
         plain_metavars(sub)
     for param in command.params:
+        param.get_help_record = _unescaped(param.get_help_record)
+        if getattr(param, "hidden", False):  # click lists a hidden argument in "Usage:" as if required
+            param.get_usage_pieces = lambda ctx: []
         if param.param_type_name != "option":
             if hasattr(param, "display_type_rich"):  # typer 0.2x: the help's "RESULTS <list[Path]>"
                 param.display_type_rich = lambda ctx: None
@@ -90,6 +94,17 @@ def plain_metavars(command: Any) -> None:
             continue
         kind = _METAVARS.get(_type_name(param), "TEXT")
         param.metavar = "SECONDS" if kind == "NUMBER" and param.name in _SECONDS else kind
+
+
+def _unescaped(record: Any) -> Any:
+    """``record`` with rich's markup escape undone: typer < 0.2x escapes "[default: …]" as "\\[default: …]"
+    whenever rich is installed, and with plain help (``rich_markup_mode=None``) the backslash was printed."""
+
+    def plain(ctx: Any) -> Any:
+        row = record(ctx)
+        return row if row is None else (row[0], row[1].replace("\\[", "["))
+
+    return plain
 
 
 def _type_name(param: Any) -> str:

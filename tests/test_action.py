@@ -489,6 +489,20 @@ def test_every_documented_output_is_declared() -> None:
     assert documented and documented == declared
 
 
+def test_every_mode_the_action_accepts_is_named_where_the_action_is_described() -> None:
+    """The first step's mode check is the code; the action's description, the mode input's and the docs'
+    Inputs row must name each mode it accepts (history was added and missed in two of them)."""
+    modes = re.search(r"^\s*(\w+(?:\|\w+)+)\) ;;$", ACTION.read_text(), re.M)
+    assert modes is not None
+    action = load_action()
+    docs = (ROOT / "docs" / "github.md").read_text()
+    row = next(line for line in docs.splitlines() if line.startswith("| `mode` |"))
+    for mode in modes.group(1).split("|"):
+        assert f"(mode {mode})" in action["description"], (mode, action["description"])
+        assert f"{mode}:" in action["inputs"]["mode"]["description"], mode
+        assert f"`{mode}`" in row, (mode, row)
+
+
 def test_every_input_is_documented() -> None:
     readme = (ROOT / "docs" / "github.md").read_text()
     table = readme[readme.index("### Inputs") : readme.index("### Outputs")]

@@ -79,3 +79,17 @@ def test_getting_started_figures_are_what_the_script_makes() -> None:
         timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_the_readme_cli_table_has_a_row_per_command() -> None:
+    """README's CLI table (one Markdown table: a blank line ends it) names every top-level command."""
+    import typer
+
+    from kcgate.cli import app
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## The CLI") :]
+    table = section[section.index("| command |") :].split("\n\n")[0]
+    rows = set(re.findall(r"^\| `kcgate (\w+)", table, re.M))
+    commands = set(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+    assert commands - rows == set(), f"README's CLI table lacks {sorted(commands - rows)}"

@@ -152,6 +152,29 @@ def test_the_release_workflow_publishes_by_trusted_publishing() -> None:
     assert "twine check" in text and "python -m build" in text
 
 
+# A module a test skips without, and why the dev extra leaves it out; every other one the dev extra installs,
+# so the README's set-up, .ci/run and ci.yml run those tests (compare --png's skipped everywhere before).
+NOT_IN_DEV = {
+    "torch": "installed first: the CPU build or the machine's vendor build (README, Set-up)",
+    "liger_kernel": "the liger extra: Triton's interpreter, minutes of CPU",
+    "triton": "the liger extra",
+}
+DISTRIBUTIONS = {"yaml": "pyyaml", "xdist": "pytest-xdist"}  # module name -> the name pip installs
+
+
+def test_every_module_a_test_skips_without_is_in_the_dev_extra() -> None:
+    dev = {
+        re.split(r"[<>=!~\[ ;]", req, maxsplit=1)[0].lower()
+        for req in PYPROJECT["project"]["optional-dependencies"]["dev"]
+    }
+    skipped = set()
+    for path in (ROOT / "tests").rglob("*.py"):
+        skipped |= set(re.findall(r"importorskip\(\s*[\"']([\w.]+)[\"']", path.read_text()))
+    assert {"matplotlib", "yaml", "torch"} <= skipped, skipped
+    missing = {m for m in skipped - NOT_IN_DEV.keys() if DISTRIBUTIONS.get(m, m).replace("_", "-") not in dev}
+    assert not missing, f"tests skip without {sorted(missing)}; add them to the dev extra or to NOT_IN_DEV"
+
+
 def test_the_sdist_carries_no_partial_test_tree(tmp_path: Path) -> None:
     """The sdist builds the wheel and holds no tests (setuptools' default took tests/test*.py without the
     conftest and helpers they import): MANIFEST.in prunes them; the data files are there."""

@@ -8,6 +8,7 @@ in docs/templates, filled with the repository's name and runners.
 from __future__ import annotations
 
 import datetime as dt
+import importlib.metadata
 import json
 import os
 import re
@@ -244,10 +245,49 @@ def parse_runner(text: str) -> tuple[str, list[str]]:
     return name, [lab.strip() for lab in labels.split(",") if lab.strip()]
 
 
-def render_workflows(repo: str, runners: Sequence[tuple[str, list[str]]], src: Path) -> dict[str, str]:
-    """The two workflow files from the templates: the run matrix and the expected legs are the runners."""
+# The templates' ``uses:`` line: the tag the first release creates (docs/github.md#releasing).
+TEMPLATE_USES = re.compile(r"kcgate/kcgate@v0\.1\.0  # [^\n]*")
+
+
+def installed_action_ref(direct_url: str | None) -> str | None:
+    """``owner/repo@SHA`` when this kcgate was installed from a GitHub git URL at a commit (pip's PEP 610
+    ``direct_url.json``): a ref that exists today, for the written workflows' ``uses:``. Else None (a
+    checkout, a wheel, PyPI): the templates' tag stays, with its comment."""
+    try:
+        data = json.loads(direct_url or "null")
+    except ValueError:
+        return None
+    vcs = data.get("vcs_info") if isinstance(data, dict) else None
+    if not isinstance(vcs, dict) or vcs.get("vcs") != "git":
+        return None
+    commit = vcs.get("commit_id")
+    repo = re.fullmatch(
+        r"(?:https://|ssh://git@|git@)github\.com[/:]([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?:\.git)?/?",
+        str(data.get("url")),
+    )
+    if repo is None or not isinstance(commit, str) or not re.fullmatch(r"[0-9a-f]{40}", commit):
+        return None
+    return f"{repo.group(1)}@{commit}"
+
+
+def installed_direct_url() -> str | None:
+    """The installed kcgate's ``direct_url.json`` (absent for a PyPI install or a plain checkout)."""
+    try:
+        return importlib.metadata.distribution("kcgate").read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def render_workflows(
+    repo: str, runners: Sequence[tuple[str, list[str]]], src: Path, action: str | None = None
+) -> dict[str, str]:
+    """The two workflow files from the templates: the run matrix and the expected legs are the runners;
+    ``action`` (``owner/repo@SHA``), when known, replaces the templates' release tag in every ``uses:``."""
     run = (src / "kcgate-run.yml").read_text(encoding="utf-8")
     report = (src / "kcgate-report.yml").read_text(encoding="utf-8")
+    if action:
+        pinned = f"{action}  # the commit this kcgate was installed from"
+        run, report = (TEMPLATE_USES.sub(pinned, text) for text in (run, report))
     matrix = "".join(_leg(name, labels) for name, labels in runners)
     run = re.sub(
         r"(        include:\n(?:          #[^\n]*\n)*)(?:          [- ] [^\n]*\n)+",

@@ -149,12 +149,19 @@ def _write_workflows(root: Path, repo: Optional[str], runners: list[str], force:
     from kcgate.adopt import scaffold
 
     parsed = [scaffold.parse_runner(r) for r in runners]
-    files = scaffold.render_workflows(repo or scaffold.repo_name(root), parsed, scaffold.templates_dir())
+    action = scaffold.installed_action_ref(scaffold.installed_direct_url())
+    files = scaffold.render_workflows(
+        repo or scaffold.repo_name(root), parsed, scaffold.templates_dir(), action
+    )
     for name, text in files.items():
         target = root / ".github" / "workflows" / name
         scaffold.write_new(target, text, force)
         say(f"wrote {target}")
         say.doc["workflows"].append(str(target))
+    if action:
+        say(f"uses: {action} (the commit this kcgate was installed from)")
+    else:
+        say("uses: kcgate/kcgate@v0.1.0, the tag the first release creates: until then pin a commit SHA")
 
 
 def _quick_run(out: Path, say: _Say) -> int:

@@ -45,6 +45,7 @@ USAGE = (
     (("--version",), 0, "kcgate 0.1.0"),
     (("--help",), 0, "Example: kcgate init"),
     (("run", "--help"), 0, "--format [console|json]"),
+    (("history", "--help"), 0, "[default: 20; 2<=x<=100000]"),  # typer < 0.2x with rich: "\\[default"
     (("validate", "-c", "no-such-contracts.toml"), 2, "no such file"),
 )
 
@@ -101,6 +102,7 @@ def test_usage_errors_are_usage_errors_with_every_typer_and_click(pins: tuple[st
             f"{pins} kcgate {' '.join(args)}: {proc.returncode}\n{said}"
         )
         assert "Traceback" not in said and "internal error:" not in said, said
+        assert "\\[" not in said, f"{pins} kcgate {' '.join(args)}: rich's markup escape printed\n{said}"
 
 
 def test_the_declared_ranges_are_the_tested_ones() -> None:

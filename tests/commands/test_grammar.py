@@ -21,12 +21,12 @@ from kcgate.commands._options import DEPRECATED, SHARED
 
 
 def _walk(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every command, and every group that runs on its own (``kcgate history``: options of its own)."""
     subs = getattr(command, "commands", None)
-    if subs:
-        for name, sub in sorted(subs.items()):
-            yield from _walk(sub, (*path, name))
-    else:
+    if not subs or (path and any(p.name != "help" for p in command.params)):
         yield path, command
+    for name, sub in sorted((subs or {}).items()):
+        yield from _walk(sub, (*path, name))
 
 
 ROOT = typer.main.get_command(app)
@@ -52,6 +52,7 @@ def test_the_walk_finds_every_command() -> None:
     assert {"run", "validate", "report", "diff", "compare", "mutate", "calibrate", "baseline update"} <= set(
         IDS
     )
+    assert {"history", "history add", "history rebuild"} <= set(IDS) and "baseline" not in IDS
 
 
 @pytest.mark.parametrize(("path", "command"), COMMANDS, ids=IDS)
@@ -99,6 +100,13 @@ def test_every_command_takes_format_json_and_output(path: tuple[str, ...], comma
 def test_help_has_plain_metavars_and_an_example(path: tuple[str, ...], command: Any) -> None:
     text = _help(path)
     assert not re.search(r"<(list|str|int|float|path|bool)\b|\[\w+\]>", text, re.I), text
+    assert "\\[" not in text, text  # rich's markup escape, printed as is in plain help
+    usage = next(line for line in text.splitlines() if line.startswith("Usage:"))
+    assert not re.search(r"\.\.\.\W*\.\.\.", usage), (
+        usage
+    )  # "{RESULTS...}...": a metavar and typer both add "..."
+    for hidden in (p for p in command.params if p.hidden and p.param_type_name == "argument"):
+        assert (hidden.metavar or hidden.name).upper() not in usage.upper(), usage
     assert "Example" in text and f"kcgate {' '.join(path)}" in text, f"kcgate {' '.join(path)}: no example"
 
 
