@@ -146,12 +146,26 @@ def load_view(
 
 
 def _commits(conn: sqlite3.Connection, last: int) -> tuple[Commit, ...]:
-    rows = conn.execute(
-        "SELECT commit_sha, MAX(committed_at) AS t, MAX(pr) FROM runs GROUP BY commit_sha"
-        " ORDER BY t DESC, commit_sha DESC LIMIT ?",
-        (last,),
-    ).fetchall()
-    return tuple(Commit(sha, t, pr) for sha, t, pr in reversed(rows))
+    # Walks runs_by_time from the newest run and stops at the last-th commit, so the cost does not
+    # grow with the store (a GROUP BY over every run did); a commit's first row is its newest time.
+    times: dict[str, str] = {}
+    for sha, t in conn.execute(
+        "SELECT commit_sha, committed_at FROM runs ORDER BY committed_at DESC, commit_sha DESC"
+    ):
+        if sha not in times:
+            if len(times) == last:
+                break
+            times[sha] = t
+    if not times:
+        return ()
+    marks = ",".join("?" * len(times))
+    prs = dict(
+        conn.execute(
+            f"SELECT commit_sha, MAX(pr) FROM runs WHERE commit_sha IN ({marks}) GROUP BY commit_sha",
+            list(times),
+        )
+    )
+    return tuple(Commit(sha, t, prs.get(sha)) for sha, t in reversed(times.items()))
 
 
 _Run = tuple[str, str, str, int]  # commit, runner, device, commit's place (oldest 0)

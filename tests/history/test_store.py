@@ -154,3 +154,23 @@ def test_a_runner_name_that_cannot_name_a_file_is_refused() -> None:
     run = replace(run_at(0, "cpu-x86"), runner="../../etc/passwd")
     with pytest.raises(UsageError, match="cannot name a baseline file"):
         from_run(run, commit_sha(0), commit_time(0))
+
+
+def test_the_last_commits_are_the_newest_by_commit_time_with_any_runners_pr(tmp_path: Path) -> None:
+    # Added out of time order, a commit's PR recorded by one runner only: the window is the newest
+    # commits by their time, oldest first, and each carries the PR any runner recorded.
+    runs = [
+        from_run(run_at(i, r), commit_sha(i), commit_time(i), f"9{i}", None)
+        for i in (5, 0, 3, 1)
+        for r in RUNNERS
+    ]
+    runs.append(from_run(run_at(4, "cpu-x86"), commit_sha(4), commit_time(4), "94", 104))
+    runs.append(from_run(run_at(4, DRIFT_RUNNER), commit_sha(4), commit_time(4), "94", None))
+    with open_store(tmp_path / "h.db") as conn:
+        add_runs(conn, runs)
+        view = load_view(conn, 3)
+    assert [(c.sha, c.pr) for c in view.commits] == [
+        (commit_sha(3), None),
+        (commit_sha(4), 104),
+        (commit_sha(5), None),
+    ]
