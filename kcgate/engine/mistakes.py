@@ -201,17 +201,20 @@ REPRODUCED_MIN_SHARE = 0.05
 REPRODUCED_MIN_ELEMENTS = 32
 
 
-def reproduced(ctx: Any, ts: Sequence[Any]) -> Signature | None:
+def reproduced(ctx: Any, ts: Sequence[Any], every: bool = False) -> Signature | None:
     """A passing case whose output one of the family's rounding mistakes reproduces bit for bit where the
     contract's oracle does not: x̂ cast to bf16 before an rmsnorm's weight multiply, declared gemma's all-fp32
     casting. Its error is one rounding, within any bound and often within the sensitivity gate's factor, but
     the kernel's output equals that mistake's rounded output in (nearly) every element, on every trial, where
-    it differs from the contract's in a quarter of them: the case fails, named by that mistake."""
-    known = getattr(ctx.op, "rounding_mistakes", None)
+    it differs from the contract's in a quarter of them: the case fails, named by that mistake. ``every``: the
+    family's other known mistakes and variants too (a case the sensitivity gate failed: the name, not the
+    verdict, is at stake)."""
+    groups = ("rounding_mistakes", "mistakes", "variants") if every else ("rounding_mistakes",)
+    known = {w: f for g in groups if (fn := getattr(ctx.op, g, None)) is not None for w, f in fn()}
     fwd = [(t, p) for t in ts if (p := _forward(t)) is not None]
-    if known is None or not fwd:
+    if not known or not fwd:
         return None
-    for what, family in known():
+    for what, family in known.items():
         counts = [_differ(t, p, family) for t, p in fwd]
         if all(c is not None and _reproduces(*c) for c in counts):
             mistaken = sum(c[0] for c in counts if c is not None)
@@ -221,8 +224,8 @@ def reproduced(ctx: Any, ts: Sequence[Any]) -> Signature | None:
             return sig(
                 "wrong-semantics",
                 f"matches the op with {what}: rounded to {dt}, its output differs from the kernel's in "
-                f"{mistaken} of {n} elements, the contract's oracle's in {contract} (over {len(fwd)} trials; "
-                "a rounding within the bound, reproduced bit for bit)",
+                f"{mistaken} of {n} elements, the contract's oracle's in {contract} (over {len(fwd)} trials: "
+                "within the bound, but reproduced bit for bit)",
                 mistake=what,
                 differ_mistake=float(mistaken),
                 differ_contract=float(contract),

@@ -126,7 +126,7 @@ def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding
         return Finding(Status.PASS, metrics, None, note)  # a limitation, tracked as drift, not a block
     out_budget = dict(metrics.extra).get("out_budget", metrics.budget_used or 0.0)
     # a parameter mismatch or a known mistake (eps) says more than "excess"
-    named = reproduced(ctx, ts) or explain_excess(
+    named = reproduced(ctx, ts, every=True) or explain_excess(
         ctx, ts, worst.factor / worst.rms_ratio if worst.rms_ratio > 0 else 0.0
     )
     if named is not None:
