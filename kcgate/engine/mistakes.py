@@ -188,3 +188,73 @@ def explain_excess(ctx: Any, ts: Sequence[Any], gate_share: float = 0.0) -> Sign
 def _rms_finite(e: torch.Tensor) -> float:
     e = e[e.isfinite()]
     return float(e.pow(2).mean().sqrt()) if e.numel() else math.inf
+
+
+# A known rounding mistake (``OpFamily.rounding_mistakes``) names a passing case when, on every forward trial,
+# the kernel's output differs from that mistake's oracle rounded to the output dtype in at most this share of
+# the elements where it differs from the contract's oracle rounded alike ...
+REPRODUCED_SHARE = 0.25
+# ... and those differ in at least this share of the output, and this many elements: a correct kernel differs
+# from the contract's oracle, correctly rounded, only where the exact value lies within its own error of a
+# rounding boundary (about 1e-4 of a 16-bit output, measured), a cast moved in about a quarter of them
+REPRODUCED_MIN_SHARE = 0.05
+REPRODUCED_MIN_ELEMENTS = 32
+
+
+def reproduced(ctx: Any, ts: Sequence[Any], every: bool = False) -> Signature | None:
+    """A passing case whose output one of the family's rounding mistakes reproduces bit for bit where the
+    contract's oracle does not: x̂ cast to bf16 before an rmsnorm's weight multiply, declared gemma's all-fp32
+    casting. Its error is one rounding, within any bound and often within the sensitivity gate's factor, but
+    the kernel's output equals that mistake's rounded output in (nearly) every element, on every trial, where
+    it differs from the contract's in a quarter of them: the case fails, named by that mistake. ``every``: the
+    family's other known mistakes and variants too (a case the sensitivity gate failed: the name, not the
+    verdict, is at stake)."""
+    groups = ("rounding_mistakes", "mistakes", "variants") if every else ("rounding_mistakes",)
+    known = {w: f for g in groups if (fn := getattr(ctx.op, g, None)) is not None for w, f in fn()}
+    fwd = [(t, p) for t in ts if (p := _forward(t)) is not None]
+    if not known or not fwd:
+        return None
+    for what, family in known.items():
+        counts = [_differ(t, p, family) for t, p in fwd]
+        if all(c is not None and _reproduces(*c) for c in counts):
+            mistaken = sum(c[0] for c in counts if c is not None)
+            contract = sum(c[1] for c in counts if c is not None)
+            n = sum(c[2] for c in counts if c is not None)
+            dt = str(fwd[0][1][0].dtype).removeprefix("torch.")
+            return sig(
+                "wrong-semantics",
+                f"matches the op with {what}: rounded to {dt}, its output differs from the kernel's in "
+                f"{mistaken} of {n} elements, the contract's oracle's in {contract} (over {len(fwd)} trials: "
+                "within the bound, but reproduced bit for bit)",
+                mistake=what,
+                differ_mistake=float(mistaken),
+                differ_contract=float(contract),
+            )
+    return None
+
+
+def _forward(t: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The trial's forward output and the contract's oracle for it (a backward trial compares both)."""
+    out = t.tensors.get("out") if t.tensors else (t.out if not t.grad else None)
+    cmp = t.cmps.get("out") if t.cmps else (t.cmp if not t.grad else None)
+    if not isinstance(out, torch.Tensor) or cmp is None or not t.inputs:
+        return None
+    return out.detach().cpu(), cmp.ref.cpu()
+
+
+def _differ(t: Any, pair: tuple[torch.Tensor, torch.Tensor], family: Any) -> tuple[int, int, int] | None:
+    """(elements the mistake's oracle, rounded to the output dtype, differs from the output in; the contract's
+    oracle's, rounded alike; the finite elements counted), or None where the shapes differ."""
+    o, ref = pair
+    with torch.no_grad():
+        alt = family.oracle(*upcast(t.inputs))
+    if alt.shape != o.shape or ref.shape != o.shape:
+        return None
+    ok = o.isfinite() & alt.isfinite() & ref.isfinite()
+    a, r, k = alt.to(o.dtype)[ok], ref.to(o.dtype)[ok], o[ok]
+    return int((k != a).sum()), int((k != r).sum()), int(ok.sum())
+
+
+def _reproduces(mistaken: int, contract: int, n: int) -> bool:
+    floor = max(REPRODUCED_MIN_ELEMENTS, REPRODUCED_MIN_SHARE * n)
+    return contract >= floor and mistaken <= REPRODUCED_SHARE * contract

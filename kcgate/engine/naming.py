@@ -264,6 +264,13 @@ RULES: tuple[Rule, ...] = (
         "the mistake's bound, every element",
         f"{_NAMING}::test_known_mistakes_name_the_shipped_bugs",
     ),
+    Rule(
+        "known rounding mistake",
+        lambda ev: M.reproduced(ev.ctx, ev.ts),
+        "the output equals a rounding mistake's oracle, rounded to its dtype, where the contract's differs",
+        "on every trial: the contract's rounded oracle differs in ≥ 5% (and 32) elements, the mistake's in ≤ 1/4 of those",
+        f"{_NAMING}::test_a_rounding_mistake_reproduced_bit_for_bit_fails_a_passing_case",
+    ),
     *(Rule(f"fit: {row.fit.__name__}", _fit_row(row), row.evidence, row.limit, row.test) for row in T.FITS),
     Rule(
         "tail tile",

@@ -12,10 +12,10 @@ from kcgate.history.view import HistoryView
 from kcgate.render.escape import md_text
 from kcgate.render.history_text import budget_words
 from kcgate.render.mermaid import BUDGET_CAP, MAX_SERIES, label
+from kcgate.vocab.categories import SHOWS_FACTOR
 
 MAX_CHARTS = 6  # a comment with more pictures stops being read; the rows still list every contract
 MAX_HISTORY = 6  # recorded commits before the baseline
-MOVED = ("budget-drift",)  # besides blocking changes: the categories whose contracts get a chart
 HEAD = (
     "### Budget used over commits",
     "",
@@ -28,10 +28,11 @@ _Pair = tuple[float | None, float | None]  # (base, head) worst budget of a cont
 
 
 def charted(verdict: Diff) -> list[str]:
-    """The contracts that get a chart: blocking first, then drifted, each by its largest budget."""
+    """The contracts that get a chart: blocking first, then those whose category is about the budget moving
+    (the table's ``shows_factor`` column: budget drift), each by its largest budget."""
     score: dict[str, tuple[bool, float]] = {}
     for c in verdict.changes:
-        if c.contract_id and (c.blocking or c.category in MOVED):
+        if c.contract_id and (c.blocking or c.category in SHOWS_FACTOR):
             held = score.get(c.contract_id, (False, 0.0))
             score[c.contract_id] = (held[0] or c.blocking, max(held[1], c.budget_used or 0.0))
     return sorted(score, key=lambda k: (not score[k][0], -score[k][1], k))[:MAX_CHARTS]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from kcgate.engine import excess_line, naming, sensitivity
 from kcgate.engine.diagnosis import first_issue
 from kcgate.engine.harness import run_trial
-from kcgate.engine.mistakes import explain_excess
+from kcgate.engine.mistakes import explain_excess, reproduced
 from kcgate.engine.trial import CaseContext, Trial, signal_ratio
 from kcgate.numerics.metrics import merge_metrics
 from kcgate.results.model import Metrics, Signature, Status
@@ -84,7 +84,24 @@ def verdict(
         return Finding(
             Status.FAIL, metrics, _relative_signature(metrics) or diagnose(ctx, ts), _fail_message(metrics)
         )
-    return _excess_gate(ctx, ts, metrics) if excess else Finding(Status.PASS, metrics)
+    if not excess:
+        return Finding(Status.PASS, metrics)
+    return _rounding_mistake(ctx, ts, _excess_gate(ctx, ts, metrics))
+
+
+def _rounding_mistake(ctx: CaseContext, ts: list[Trial], found: Finding) -> Finding:
+    """A passing case whose output a known rounding mistake reproduces bit for bit (kcgate.engine.mistakes.
+    reproduced: x̂ cast to bf16 before the weight, declared all in fp32) fails, named by that mistake: the
+    bound and the gate cannot see one rounding, the comparison with the mistake's rounded output can."""
+    if found.status != Status.PASS:
+        return found
+    named = reproduced(ctx, ts)
+    if named is None:
+        return found
+    budget = found.metrics.budget_used or 0.0
+    return Finding(
+        Status.FAIL, found.metrics, named, f"within the bound (budget {budget:.3g}) but {named.summary}"
+    )
 
 
 def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding:
@@ -109,7 +126,9 @@ def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding
         return Finding(Status.PASS, metrics, None, note)  # a limitation, tracked as drift, not a block
     out_budget = dict(metrics.extra).get("out_budget", metrics.budget_used or 0.0)
     # a parameter mismatch or a known mistake (eps) says more than "excess"
-    named = explain_excess(ctx, ts, worst.factor / worst.rms_ratio if worst.rms_ratio > 0 else 0.0)
+    named = reproduced(ctx, ts, every=True) or explain_excess(
+        ctx, ts, worst.factor / worst.rms_ratio if worst.rms_ratio > 0 else 0.0
+    )
     if named is not None:
         return Finding(
             Status.FAIL, metrics, named, f"within the bound (budget {out_budget:.3g}) but {named.summary}"

@@ -65,6 +65,10 @@ class OpFamily:
     # root): () -> (what, the family with it); only a within-the-bound failure that one of them explains
     # closely is named by it (kcgate.engine.mistakes.explain_excess), never a failure of the bound
     variants: Callable[[], tuple[tuple[str, OpFamily], ...]] | None = None
+    # known mistakes whose whole effect is one rounding (a cast moved), within any bound: () -> (what, the
+    # family with it); tried on passing cases too, named only where the kernel's output is that mistake's,
+    # rounded to the output dtype, in nearly every element (kcgate.engine.mistakes.reproduced)
+    rounding_mistakes: Callable[[], tuple[tuple[str, OpFamily], ...]] | None = None
     # known wrong backwards: () -> (what, the family whose forward is the op's own and whose fp64 autograd
     # gradient has the mistake, with that gradient's bound); only a failing gradient is held to them (a
     # forward failure cannot be one)

@@ -205,6 +205,7 @@ class Norm:
     rows: tuple[int, int] | None = None
     dx_block: int = 0
     dx_last_cols: int = 0  # and dx's Σ w·dy·x̂ over its last block of this many columns only
+    xhat_dtype: str = ""  # rmsnorm: x̂ rounded to this dtype before × (offset + w) (the mistake of gemma mode)
 
 
 # The eps values kernels ship with (Llama and Liger 1e-6, torch and most layernorms 1e-5, BERT's 1e-12): a
@@ -410,7 +411,10 @@ def _rmsnorm(cfg: Norm) -> Callable[..., torch.Tensor]:
             return _dx_row_blocks(x, None, r, cfg.offset + w, cfg.dx_block)
         if cfg.dx_last_cols:
             return _dx_last_cols(x, None, r, cfg.offset + w, cfg.dx_last_cols)
-        return x * r * (cfg.offset + _rows_only(w, x, cfg.rows))
+        xhat = x * r
+        if cfg.xhat_dtype:
+            xhat = xhat.to(getattr(torch, cfg.xhat_dtype)).to(x.dtype)
+        return xhat * (cfg.offset + _rows_only(w, x, cfg.rows))
 
     return oracle
 
@@ -527,6 +531,25 @@ def _norm_forward_mistakes(name: str, cfg: Norm) -> tuple[tuple[str, OpFamily], 
     return ((what, build_norm(name, replace(cfg, offset=1.0))),)
 
 
+CAST_DTYPES = ("bfloat16", "float16")  # the input dtypes a kernel may round x̂ to before the weight multiply
+
+
+def _norm_cast_mistakes(name: str, cfg: Norm) -> tuple[tuple[str, OpFamily], ...]:
+    """rmsnorm in the gemma casting mode (all in fp32, rounded once) written Llama's way: x̂ cast to the input
+    dtype before the weight multiply (pytorch#147203, transformers#29402). One rounding of x̂: within any bound,
+    so tried on passing cases too (kcgate.engine.mistakes.reproduced)."""
+    if name != "rmsnorm" or cfg.casting_mode != "gemma" or cfg.xhat_dtype:
+        return ()
+    return tuple(
+        (
+            f"x̂ cast to {dt} before the weight multiply (Llama's casting where the contract declares gemma's: "
+            "all in fp32, rounded once)",
+            build_norm(name, replace(cfg, xhat_dtype=dt)),
+        )
+        for dt in CAST_DTYPES
+    )
+
+
 def configure_norm(name: str) -> Callable[[dict[str, Any]], OpFamily]:
     def configure(params: dict[str, Any]) -> OpFamily:
         return build_norm(
@@ -566,7 +589,8 @@ def build_norm(name: str, cfg: Norm) -> OpFamily:
         composite=_rms_norm(cfg),
         grad_bound=_rmsnorm_grad(cfg),
         variants=lambda: _norm_mistakes(name, cfg),
-        mistakes=lambda: _norm_forward_mistakes(name, cfg),
+        mistakes=lambda: _norm_forward_mistakes(name, cfg) + _norm_cast_mistakes(name, cfg),
+        rounding_mistakes=lambda: _norm_cast_mistakes(name, cfg),
         grad_mistakes=None
         if cfg.detach or cfg.rows or cfg.dx_block
         else lambda: _norm_grad_mistakes(name, cfg),

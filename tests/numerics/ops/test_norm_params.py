@@ -181,3 +181,21 @@ def test_a_t5_layernorm_with_a_lost_gradient_path_fails(tmp_path: Path, dtype: s
     kernel = 'kernel = "tests.testing.kernels.norms:t5_detached_rstd"'
     results = _run(tmp_path, kernel, dtype, "params = { eps = 1e-6 }", seeds=1)
     assert results and all(r.status == "fail" for r in results), [(r.status, r.message) for r in results]
+
+
+def test_the_cast_before_the_weight_is_a_rounding_mistake_only_under_gemma() -> None:
+    """Under llama (and none) x̂ rounded to the input dtype is the declared casting; under gemma (all in fp32)
+    it is the shipped mistake, listed for bf16 and fp16, and its oracle rounds x̂ before × (offset + w)."""
+    import torch
+
+    rms = OPS["rmsnorm"].configure
+    assert rms is not None
+    assert not rms({"casting_mode": "llama"}).rounding_mistakes()  # type: ignore[misc]
+    gemma = rms({"casting_mode": "gemma", "weight_offset": 1.0})
+    listed = gemma.rounding_mistakes()  # type: ignore[misc]
+    assert [w.split(" before")[0] for w, _ in listed] == ["x̂ cast to bfloat16", "x̂ cast to float16"]
+    assert {w for w, _ in listed} <= {w for w, _ in gemma.mistakes()}  # type: ignore[misc]
+    x, w = torch.randn(4, 64, dtype=torch.float64), 0.1 * torch.randn(64, dtype=torch.float64)
+    xhat = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
+    want = xhat.to(torch.bfloat16).double() * (1 + w)
+    assert torch.equal(listed[0][1].oracle(x, w), want)
