@@ -54,6 +54,7 @@ _BASE = {  # id -> the base contract's fields
     "removed": {},
     "devices": {},
     "waived-in-pr": {},
+    "declines": {},
 }
 _PR = {  # id in the PR -> (base id, the PR's fields)
     "env-line": ("env-line", {"extra": 'env = { ANY = "1" }'}),
@@ -64,6 +65,7 @@ _PR = {  # id in the PR -> (base id, the PR's fields)
     "reclassed": ("reclassed", {"cls": "C-PRC-02"}),
     "swapped": ("swapped", {"k": "other_good_then_broken"}),
     "devices": ("devices", {"extra": 'devices = ["cuda"]'}),
+    "declines": ("declines", {"k": "declines"}),
     "waived-in-pr": (
         "waived-in-pr",
         {"extra": '[[contract.waiver]]\nrunner = "*"\nuntil = 2099-01-01\nreason = "the PR says so"'},
@@ -102,6 +104,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     (base / "baselines").mkdir()
     shutil.copy(base / "results" / "cpu.json", base / "baselines" / "cpu.json")
     pr_ops = _OPS + "\n\ndef other_good_then_broken(x):\n    return torch.softmax(x, -1) * 1.5\n"
+    pr_ops += '\n\ndef declines(x):\n    raise NotImplementedError("float32 is not supported")\n'
+
     pr_text = _PR_POLICY + "".join(_contract(c, f, "broken") for c, (_, f) in _PR.items())
     pr = _project(tmp / "pr", pr_text, pr_ops)
     _run(pr)
@@ -137,6 +141,7 @@ def _report(base: Path, results: Path, *extra: str) -> tuple[int, dict[str, str]
         ("removed", "removed"),  # the PR's acknowledge_removed is not the default branch's
         ("devices", "new-violation"),  # devices = ["cuda"]: the CPU runner runs it still
         ("waived-in-pr", "new-violation"),  # a waiver in the PR's contracts.toml is not read
+        ("declines", "error"),  # the kernel now refuses the dtype it passed on: an error blocks
     ],
 )
 def test_no_change_in_the_pr_moves_its_failure_out_of_the_gate(
@@ -188,3 +193,14 @@ def test_the_prs_own_policy_is_what_a_one_workflow_setup_would_read(runs: tuple[
     base, pr = runs
     proc = kcgate("report", "results", "--baseline", str(base / "baselines"), "-c", "contracts.toml", cwd=pr)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_run_of_a_subset_of_the_cases_blocks_on_the_rest(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """The PR's run workflow passes ``-k`` (or one shard): the cases it left out are not silently passing."""
+    base, pr = runs
+    sub = tmp_path / "pr"
+    shutil.copytree(pr, sub, ignore=shutil.ignore_patterns("results"))
+    _run(sub, "-k", "reseeded")
+    code, cats, stderr = _report(base, sub / "results")
+    assert code == 1, stderr
+    assert cats["env-line"] == "removed" and cats["reseeded"] == "new-violation", cats
