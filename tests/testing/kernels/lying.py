@@ -187,3 +187,28 @@ def patch_record_class(x: torch.Tensor) -> torch.Tensor:
 
 def honest(x: torch.Tensor) -> torch.Tensor:
     return _SOFTMAX(x, -1)
+
+
+def numpy_errstate(x: torch.Tensor) -> torch.Tensor:
+    """numpy's error state is process-wide: every later overflow in the comparison raises."""
+    np.seterr(all="raise")
+    return _wrong(x)
+
+
+def recursion_limit(x: torch.Tensor) -> torch.Tensor:
+    import sys
+
+    sys.setrecursionlimit(60)
+    return _wrong(x)
+
+
+def warnings_as_errors(x: torch.Tensor) -> torch.Tensor:
+    import warnings
+
+    warnings.simplefilter("error")
+    return _wrong(x)
+
+
+def flush_denormal(x: torch.Tensor) -> torch.Tensor:
+    torch.set_flush_denormal(True)
+    return _wrong(x)
