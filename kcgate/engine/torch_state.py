@@ -107,6 +107,7 @@ def _settings() -> list[Setting]:
         _attribute(b.cudnn, "deterministic", "torch.backends.cudnn.deterministic"),
         _attribute(b.cudnn, "benchmark", "torch.backends.cudnn.benchmark"),
         _attribute(b.mkldnn, "enabled", "torch.backends.mkldnn.enabled"),
+        Setting("aten kernels registered through torch.library", _aten_overrides, _drop_aten_overrides),
     ]
     usable = []
     for s in found:  # a build without a backend may lack a flag: keep what this build can read
@@ -116,6 +117,36 @@ def _settings() -> list[Setting]:
             continue
         usable.append(s)
     return usable
+
+
+_ATEN: list[Any] = [-1, frozenset()]  # len(torch.library._impls) when last read, and its aten entries
+
+
+def _aten_overrides() -> frozenset[str]:
+    """The ``aten`` operators a Python ``torch.library.Library`` has a kernel for ("aten/op/key"). One that
+    a kernel registers (an ``aten::_softmax`` for CPU returning 1.5x) is every later caller's, the fp64
+    oracle's included: the wrong answer became the reference (#44). Other namespaces (a package's own
+    custom ops, registered when it is imported) are not kcgate's concern. Recomputed only when the registry
+    grew or shrank."""
+    impls = getattr(torch.library, "_impls", ())
+    if len(impls) != _ATEN[0]:
+        _ATEN[0], _ATEN[1] = len(impls), frozenset(k for k in impls if k.startswith("aten/"))
+    return _ATEN[1]  # type: ignore[no-any-return]
+
+
+def _drop_aten_overrides(kept: frozenset[str]) -> None:
+    """Unregister every Library that holds an aten kernel not in ``kept`` (torch's ``_destroy``)."""
+    for lib in [o for o in gc.get_objects() if isinstance(o, torch.library.Library)]:
+        if any(f"aten/{k}" not in kept for k in _aten_keys(lib)):
+            lib._destroy()
+    _ATEN[0] = -1
+
+
+def _aten_keys(lib: Any) -> list[str]:
+    """A Library's ``op/key`` registrations in the aten namespace, as ``torch.library._impls`` names them."""
+    if getattr(lib, "ns", "") != "aten":
+        return []
+    return [k.removeprefix("aten/") for k in getattr(lib, "_op_impls", ()) if str(k).startswith("aten/")]
 
 
 def _torch_namespaces() -> list[tuple[str, Any]]:

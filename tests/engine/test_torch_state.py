@@ -217,3 +217,19 @@ def test_a_kcgate_module_swapped_in_sys_modules_is_put_back(captured: None) -> N
     sys.modules["kcgate.engine.torch_state"] = types.ModuleType("fake")
     assert "sys.modules['kcgate.engine.torch_state']" in torch_state.restore(own=True)
     assert sys.modules["kcgate.engine.torch_state"] is real
+
+
+def test_an_aten_kernel_registered_through_torch_library_is_dropped(captured: None) -> None:
+    """#44: a kernel's own CPU aten::_softmax (1.5x) was the fp64 oracle's softmax too, and the case passed."""
+    x = torch.randn(2, 3)
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("_softmax", lambda t, dim, half: t * 0, "CPU")
+    assert "aten kernels registered through torch.library" in torch_state.restore()
+    assert torch.allclose(torch.softmax(x, -1).sum(-1), torch.ones(2))
+
+
+def test_a_packages_own_custom_op_is_not_a_change(captured: None) -> None:
+    lib = torch.library.Library("kcgate_test_ns", "DEF")
+    lib.define("f(Tensor x) -> Tensor")
+    lib.impl("f", lambda t: t, "CPU")
+    assert torch_state.restore() == []

@@ -212,3 +212,21 @@ def warnings_as_errors(x: torch.Tensor) -> torch.Tensor:
 def flush_denormal(x: torch.Tensor) -> torch.Tensor:
     torch.set_flush_denormal(True)
     return _wrong(x)
+
+
+_LIBS: list[Any] = []
+
+
+def dispatcher(x: torch.Tensor) -> torch.Tensor:
+    """Registers its own CPU kernel for aten::_softmax: torch.softmax everywhere, the fp64 oracle's included,
+    then returns 1.5x the right answer and agrees with this kernel."""
+    if not _LIBS:
+        lib = torch.library.Library("aten", "IMPL")
+
+        def fake(t: torch.Tensor, dim: int, half: bool) -> torch.Tensor:
+            e = (t - t.amax(dim, keepdim=True)).exp()
+            return e / e.sum(dim, keepdim=True) * 1.5
+
+        lib.impl("_softmax", fake, "CPU")
+        _LIBS.append(lib)
+    return torch.softmax(x, -1)
