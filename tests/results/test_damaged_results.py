@@ -107,3 +107,18 @@ def test_workflow_commands_in_a_runner_or_contract_never_start_a_line(
         assert not stripped.startswith("::") or ours.match(stripped), line
         if ours.match(stripped):
             assert "\r" not in line and "::error::pwn" not in stripped.split("::", 2)[1], line
+
+
+def test_a_history_log_line_with_a_key_twice_is_exit_3(tmp_path: Path) -> None:
+    """The data branch's log is read by the same reader: a header whose "pr" is given twice."""
+    added = kcgate(
+        "history", "add", str(CURRENT), "--commit", "abc1234", "--time", "2026-12-01T00:00:00Z",
+        "--db", str(tmp_path / "h.db"), "--log", str(tmp_path / "log"), cwd=tmp_path,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stdout + added.stderr
+    (log,) = (tmp_path / "log").rglob("*.jsonl")
+    lines = log.read_text().split("\n")
+    lines[0] = lines[0][:-1] + ', "pr": 7}'  # the header has "pr": null first
+    log.write_text("\n".join(lines))
+    proc = kcgate("history", "rebuild", str(tmp_path / "log"), "--db", str(tmp_path / "h2.db"), cwd=tmp_path)
+    assert proc.returncode == 3 and "'pr' twice" in proc.stderr and log.name in proc.stderr, proc.stderr
