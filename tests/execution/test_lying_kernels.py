@@ -26,6 +26,7 @@ def statuses(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for case in load_run(out).cases:
         found.setdefault(case.contract_id, set()).add(case.status)
+    found["<output>"] = {proc.stdout + proc.stderr}
     return found
 
 
@@ -33,6 +34,16 @@ def _contracts() -> list[str]:
     import tomli
 
     return [c["id"] for c in tomli.loads((DATA / "lying.toml").read_text())["contract"]]
+
+
+def test_a_kernels_message_starts_no_workflow_command_in_runs_output(statuses: dict[str, set[str]]) -> None:
+    """The kernel prints ``::error::`` and raises with ``::add-mask::`` after CR, LF, U+2028 and NEL."""
+    import re
+
+    (said,) = statuses["<output>"]
+    assert "boom" in said
+    lines = re.split(r"\r\n|\r|\n|\u2028|\u2029|\x85", said)
+    assert not [line for line in lines if line.lstrip().startswith("::")], said
 
 
 @pytest.mark.parametrize("contract", _contracts())

@@ -230,3 +230,11 @@ def dispatcher(x: torch.Tensor) -> torch.Tensor:
         lib.impl("_softmax", fake, "CPU")
         _LIBS.append(lib)
     return torch.softmax(x, -1)
+
+
+def raises_workflow_commands(x: torch.Tensor) -> torch.Tensor:
+    """Its error message is shown in run's console, the results file and every report format."""
+    print("::error::printed by the kernel\n::add-mask::x", flush=True)
+    raise RuntimeError(
+        "boom\n::error file=a.py::forged\r\n::add-mask::secret\u2028::warning::w\x85::notice::n"
+    )
