@@ -220,6 +220,9 @@ def _dtype(v: Any, f: Field, at: At) -> str | None:
 
 def _dtypes(v: Any, f: Field, at: At) -> tuple[str, ...] | None:
     given = _string_list(v, f, at)  # aliases allowed: checked once canonical
+    if given == []:  # read as the default before #44: a PR's `dtypes = []` ran float32 unannounced
+        at.add("dtypes = [] selects no case", "remove the key for the default (float32), or name the dtypes")
+        return None
     names = [dtypes.canonical(n) for n in given or []] or list(f.default)
     no_repeats(names, f.key, at)
     return tuple(n for n in names if allowed(n, f, at))
@@ -232,6 +235,9 @@ def _shapes(v: Any, f: Field, at: At) -> tuple[tuple[int, ...], ...] | None:
     )
     if not ok:
         at.add("must be a list of shapes of positive integers", f.example)
+        return None
+    if not v:  # read as the op family's default shapes before #44
+        at.add("shapes = [] selects no case", "remove the key for the op family's shapes, or list shapes")
         return None
     shapes = [tuple(s) for s in v]
     no_repeats(shapes, f.key, at)

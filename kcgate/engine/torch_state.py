@@ -1,6 +1,7 @@
 """Process-wide state a kernel can change and every later computation would inherit: torch's
 settings (default dtype and device, matmul precision, threads, deterministic and grad modes, mode
-stacks) and the functions of torch's namespaces, ``torch.Tensor`` and kcgate's own modules.
+stacks), the functions of torch's namespaces, ``torch.Tensor``, the other libraries the checks and the
+result channel call (numpy, builtins, math, json, hmac, hashlib), and kcgate's own modules and classes.
 
 The worker captures it once at start (``capture``); after every kernel call the harness calls
 ``restore``, which puts back anything changed and names it, so the fp64 oracle and the checks always
@@ -22,8 +23,15 @@ mutation of a plain dict, a fresh module's ``__dict__`` and a fresh class's, and
 
 from __future__ import annotations
 
+import builtins
 import ctypes
 import gc
+import hashlib
+import hmac
+import json
+import json.decoder
+import json.encoder
+import math
 import os
 import sys
 import sysconfig
@@ -32,6 +40,7 @@ from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
 from typing import Any
 
+import numpy
 import torch
 import torch.nn.functional
 
@@ -98,6 +107,7 @@ def _settings() -> list[Setting]:
         _attribute(b.cudnn, "deterministic", "torch.backends.cudnn.deterministic"),
         _attribute(b.cudnn, "benchmark", "torch.backends.cudnn.benchmark"),
         _attribute(b.mkldnn, "enabled", "torch.backends.mkldnn.enabled"),
+        Setting("aten kernels registered through torch.library", _aten_overrides, _drop_aten_overrides),
     ]
     usable = []
     for s in found:  # a build without a backend may lack a flag: keep what this build can read
@@ -109,6 +119,36 @@ def _settings() -> list[Setting]:
     return usable
 
 
+_ATEN: list[Any] = [-1, frozenset()]  # len(torch.library._impls) when last read, and its aten entries
+
+
+def _aten_overrides() -> frozenset[str]:
+    """The ``aten`` operators a Python ``torch.library.Library`` has a kernel for ("aten/op/key"). One that
+    a kernel registers (an ``aten::_softmax`` for CPU returning 1.5x) is every later caller's, the fp64
+    oracle's included: the wrong answer became the reference (#44). Other namespaces (a package's own
+    custom ops, registered when it is imported) are not kcgate's concern. Recomputed only when the registry
+    grew or shrank."""
+    impls = getattr(torch.library, "_impls", ())
+    if len(impls) != _ATEN[0]:
+        _ATEN[0], _ATEN[1] = len(impls), frozenset(k for k in impls if k.startswith("aten/"))
+    return _ATEN[1]  # type: ignore[no-any-return]
+
+
+def _drop_aten_overrides(kept: frozenset[str]) -> None:
+    """Unregister every Library that holds an aten kernel not in ``kept`` (torch's ``_destroy``)."""
+    for lib in [o for o in gc.get_objects() if isinstance(o, torch.library.Library)]:
+        if any(f"aten/{k}" not in kept for k in _aten_keys(lib)):
+            lib._destroy()
+    _ATEN[0] = -1
+
+
+def _aten_keys(lib: Any) -> list[str]:
+    """A Library's ``op/key`` registrations in the aten namespace, as ``torch.library._impls`` names them."""
+    if getattr(lib, "ns", "") != "aten":
+        return []
+    return [k.removeprefix("aten/") for k in getattr(lib, "_op_impls", ()) if str(k).startswith("aten/")]
+
+
 def _torch_namespaces() -> list[tuple[str, Any]]:
     """Where torch operators are looked up: the function namespaces and Tensor's methods."""
     return [
@@ -118,16 +158,36 @@ def _torch_namespaces() -> list[tuple[str, Any]]:
         ("torch.special", torch.special),
         ("torch.fft", torch.fft),
         ("torch.Tensor", torch.Tensor),
+        *_library_namespaces(),
     ]
 
 
+def _library_namespaces() -> list[tuple[str, Any]]:
+    """What the comparison (numpy, builtins, math) and the signed result channel (json, hmac, hashlib) call
+    between a kernel's return and its case's result: a kernel that rebinds ``numpy.abs`` or ``json.dumps``
+    would otherwise measure, or sign, its own case as it likes (#44)."""
+    spaces: list[tuple[str, Any]] = [
+        (m.__name__, m)
+        for m in (numpy, numpy.linalg, builtins, math, json, json.encoder, json.decoder, hmac, hashlib)
+    ]
+    return spaces + [("json.JSONEncoder", json.JSONEncoder), ("json.JSONDecoder", json.JSONDecoder)]
+
+
 def _kcgate_namespaces() -> list[tuple[str, Any]]:
-    """kcgate's own modules (oracles, checks, metrics), checked once per case rather than per call."""
-    return sorted(
+    """kcgate's own modules (oracles, checks, metrics) and the classes they define (a result record's
+    ``to_json``), checked once per case rather than per call."""
+    modules = sorted(
         (name, module)
         for name, module in list(sys.modules.items())
         if (name == "kcgate" or name.startswith("kcgate.")) and isinstance(module, ModuleType)
     )
+    classes = [
+        (f"{name}.{value.__qualname__}", value)
+        for name, module in modules
+        for value in list(vars(module).values())
+        if isinstance(value, type) and value.__module__ == name
+    ]
+    return modules + classes
 
 
 def _mode_stacks() -> list[tuple[str, Callable[[], int], Callable[[], Any]]]:
@@ -146,6 +206,9 @@ class Snapshot:
         self.settings = [(s, s.get()) for s in _settings()]
         self.spaces = [Namespace(label, space) for label, space in _torch_namespaces()]
         self.own = [Namespace(label, space) for label, space in _kcgate_namespaces()]
+        self.imported = {
+            n: m for n, m in list(sys.modules.items()) if n == "kcgate" or n.startswith("kcgate.")
+        }
         self.stacks = [(name, size, pop, size()) for name, size, pop in _mode_stacks()]
 
     def restore(self, own: bool = False) -> list[str]:
@@ -162,7 +225,7 @@ class Snapshot:
                 changed.append(setting.name)
         for space in self.spaces + (self.own if own else []):
             changed += space.restore()
-        return changed
+        return changed + (_restore_imported(self.imported) if own else [])
 
 
 class Namespace:
@@ -193,6 +256,17 @@ class Namespace:
         return changed
 
 
+def _restore_imported(saved: dict[str, Any]) -> list[str]:
+    """kcgate's modules in ``sys.modules``: a kernel that swaps one for a fake changes what a later import
+    of it finds."""
+    changed = []
+    for name, module in saved.items():
+        if sys.modules.get(name) is not module:
+            sys.modules[name] = module
+            changed.append(f"sys.modules[{name!r}]")
+    return changed
+
+
 def _same(now: list[Any], saved: list[Any]) -> bool:
     try:
         return bool(now == saved)
@@ -202,10 +276,11 @@ def _same(now: list[Any], saved: list[Any]) -> bool:
 
 def _operators(space: Any) -> dict[str, Any]:
     """What code looks operators up in: every attribute of a class (methods, properties), the callables
-    of a module (functions, builtins, classes); other module globals (caches) may change legitimately."""
+    and submodules of a module (functions, builtins, classes, ``kcgate.engine.torch_state``); other module
+    globals (caches) may change legitimately."""
     if isinstance(space, type):
         return dict(vars(space))
-    return {k: v for k, v in vars(space).items() if callable(v)}
+    return {k: v for k, v in vars(space).items() if callable(v) or isinstance(v, ModuleType)}
 
 
 def _restore_operators(label: str, space: Any, saved: dict[str, Any]) -> list[str]:
@@ -221,10 +296,14 @@ def _restore_operators(label: str, space: Any, saved: dict[str, Any]) -> list[st
         _put(space, name, value)
         changed.append(f"{label}.{name}")
     if isinstance(space, type):  # a new attribute on a class shadows its bases' (Tensor.__matmul__)
-        for name in now.keys() - saved.keys():
+        for name in now.keys() - saved.keys() - _CLASS_CACHES:
             delattr(space, name)
             changed.append(f"{label}.{name}")
     return changed
+
+
+# attributes Python itself adds to a class on first use (copyreg's cache of a class's slot names)
+_CLASS_CACHES = frozenset({"__slotnames__"})
 
 
 def _torch_rewrap(new: Any, old: Any) -> bool:

@@ -130,6 +130,8 @@ class RunResult:
         expect(isinstance(fp, dict), "fingerprint must be an object")
         cases = d.get("cases")
         expect(isinstance(cases, list), "cases must be a list")
+        complete = d.get("complete", True)
+        expect(type(complete) is bool, "complete must be true or false")
         meta = d.get("meta") or {}
         expect(isinstance(meta, dict), "meta must be an object")
         return cls(
@@ -137,7 +139,7 @@ class RunResult:
             fingerprint=Fingerprint.from_json(fp),
             cases=_case_table(d, version, cases),
             contracts_file=text(d, "contracts_file") or "contracts.toml",
-            complete=bool(d.get("complete", True)),
+            complete=complete,
             kcgate_version=text(d, "kcgate_version"),
             meta=tuple(sorted((str(k)[:MAX_KEY], scalar_text(v, "meta", MAX_TEXT)) for k, v in meta.items())),
         )

@@ -64,15 +64,29 @@ def _read_up_to(fd: int, max_bytes: int) -> bytes:
 
 
 def loads_json(data: bytes | str, parse_constant: Callable[[str], Any] | None = None) -> Any:
-    """``json.loads`` for untrusted text: nesting past the interpreter's recursion limit and lone
-    surrogates (which no output can encode) are Refused; invalid JSON raises ValueError as usual."""
+    """``json.loads`` for untrusted text: nesting past the interpreter's recursion limit, lone surrogates
+    (which no output can encode) and a key given twice in one object are Refused; invalid JSON raises
+    ValueError as usual."""
     try:
-        doc = json.loads(data, parse_constant=parse_constant)
+        doc = json.loads(data, parse_constant=parse_constant, object_pairs_hook=_unique_keys)
     except RecursionError:
         raise Refused("is nested too deeply (arrays or objects hundreds of levels deep)") from None
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if _SURROGATE_ESCAPE.search(raw):  # rare: only then walk the document
         reject_lone_surrogates(doc)
+    return doc
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all different. JSON readers disagree on a key given twice (Python keeps the
+    last, others the first), so such a file means one thing to kcgate and another to the next reader."""
+    doc = dict(pairs)
+    if len(doc) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise Refused(
+            f"has the key {twice[:100]!r} twice in one object; JSON readers disagree on which counts"
+        )
     return doc
 
 

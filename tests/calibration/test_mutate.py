@@ -221,6 +221,21 @@ def test_relative_imports_become_absolute() -> None:
     assert "from pkg.sub.backward import X" in out and "from pkg.sub import y" in out
 
 
+@pytest.mark.parametrize(
+    "src",
+    [
+        "from\t.x import y\n",
+        "from \\\n  .x import y\n",
+        "if 1:\n    from ..a import b\n",
+        "from.x import y\n",
+    ],
+)
+def test_every_spelling_of_a_relative_import_is_made_absolute(src: str) -> None:
+    """#44: a module with no ``from .`` in its text skips the second parse; each of these spellings has one."""
+    out = ms.absolute_imports(src, "pkg.sub.mod", is_package=False)
+    assert "from pkg." in out and ".x" not in out.replace("pkg.sub.x", "") and "..a" not in out, out
+
+
 def _case(status: str, err: float | None, budget: float | None = None) -> CaseResult:
     m = Metrics(budget_used=budget if budget is not None else err, max_abs_err=err)
     return CaseResult("c/float32/4/s0", "c", "C-PRC-01", "softmax", "float32", (4,), 0, status, m)

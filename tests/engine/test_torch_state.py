@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import builtins
 import functools
+import json
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from kcgate.engine import torch_state  # noqa: E402
 from kcgate.numerics import metrics  # noqa: E402  (metrics: a kcgate module loaded before capture)
+from kcgate.results.records import CaseResult  # noqa: E402
 
 
 @pytest.fixture
@@ -119,10 +123,11 @@ def test_the_version_tag_fast_path_is_on_for_every_namespace_here(snapshot: torc
         "kcgate.engine.torch_state"
     ]  # capture() set its _active after
     assert torch_state.restore(own=True) == [] and _checked_in_full_next(snapshot.spaces + snapshot.own) == []
-    assert all(
-        s.dict is vars(s.space) for s in snapshot.own
-    )  # a module's own dict; a class's is behind a proxy
-    tensor = next(s for s in snapshot.spaces if s.label == "torch.Tensor")
+    modules = [s for s in snapshot.own if not isinstance(s.space, type)]
+    classes = [s for s in snapshot.own if isinstance(s.space, type)]
+    assert modules and all(s.dict is vars(s.space) for s in modules)  # a module's own dict
+    assert classes and all(s.dict is not None and s.dict.keys() == vars(s.space).keys() for s in classes)
+    tensor = next(s for s in snapshot.spaces if s.label == "torch.Tensor")  # a class's is behind a proxy
     assert tensor.dict is not None and tensor.dict.keys() == vars(torch.Tensor).keys()
 
 
@@ -183,3 +188,48 @@ def test_the_self_test_refuses_an_offset_that_misses_a_mutation() -> None:
     assert torch_state.tags_track_mutations()
     assert not torch_state.tags_track_mutations(8)
     assert not torch_state.tags_track_mutations(16)
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        lambda: setattr(np, "abs", lambda a: a),
+        lambda: setattr(json, "dumps", lambda *a, **k: "{}"),
+        lambda: setattr(builtins, "max", lambda *a, **k: 0),
+        lambda: setattr(CaseResult, "to_json", lambda self: {}),
+    ],
+    ids=["numpy.abs", "json.dumps", "builtins.max", "CaseResult.to_json"],
+)
+def test_the_libraries_the_checks_and_the_channel_call_are_restored(captured: None, patch) -> None:  # type: ignore[no-untyped-def]
+    """#44: a kernel rebinding numpy.abs (the comparison), json.dumps (the signed result) or a kcgate class's
+    method was recorded as a pass."""
+    before = (np.abs, json.dumps, builtins.max, CaseResult.to_json)
+    patch()
+    assert torch_state.restore(own=True)
+    assert (np.abs, json.dumps, builtins.max, CaseResult.to_json) == before
+
+
+def test_a_kcgate_module_swapped_in_sys_modules_is_put_back(captured: None) -> None:
+    import sys
+    import types
+
+    real = sys.modules["kcgate.engine.torch_state"]
+    sys.modules["kcgate.engine.torch_state"] = types.ModuleType("fake")
+    assert "sys.modules['kcgate.engine.torch_state']" in torch_state.restore(own=True)
+    assert sys.modules["kcgate.engine.torch_state"] is real
+
+
+def test_an_aten_kernel_registered_through_torch_library_is_dropped(captured: None) -> None:
+    """#44: a kernel's own CPU aten::_softmax (1.5x) was the fp64 oracle's softmax too, and the case passed."""
+    x = torch.randn(2, 3)
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("_softmax", lambda t, dim, half: t * 0, "CPU")
+    assert "aten kernels registered through torch.library" in torch_state.restore()
+    assert torch.allclose(torch.softmax(x, -1).sum(-1), torch.ones(2))
+
+
+def test_a_packages_own_custom_op_is_not_a_change(captured: None) -> None:
+    lib = torch.library.Library("kcgate_test_ns", "DEF")
+    lib.define("f(Tensor x) -> Tensor")
+    lib.impl("f", lambda t: t, "CPU")
+    assert torch_state.restore() == []
