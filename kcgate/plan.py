@@ -300,6 +300,16 @@ def select(cases: list[Case], keyword: str | None, dtypes: list[str] | None) -> 
     return cases
 
 
+def for_device(cases: list[Case], project: Project, device: str) -> tuple[list[Case], list[str]]:
+    """The cases whose contract's ``devices`` includes ``device`` (a backend name), and the ids of the
+    contracts left out. The baseline of this runner is planned the same way, so a contract a PR narrows to
+    other devices shows as removed there, which blocks by default."""
+    scoped = {c.id: c.devices for c in project.contracts}
+    kept = [c for c in cases if device in scoped.get(c.contract_id, (device,))]
+    left = sorted({c.contract_id for c in cases} - {c.contract_id for c in kept})
+    return kept, left
+
+
 def _matches(c: Case, keyword: str) -> bool:
     alts = [k.strip() for k in keyword.split(" or ")]
     return any(k in c.case_id or fnmatch.fnmatchcase(c.case_id, k) or k == c.klass for k in alts if k)

@@ -94,6 +94,7 @@ class KcgateState:
         self.gathered: dict[str, tuple[int, dict[str, Any]]] = {}
         self.fingerprint: dict[str, Any] | None = None
         self.runner = ""
+        self.device = ""
 
     # -- planning and running (this process) -------------------------------------------------------
 
@@ -126,21 +127,23 @@ class KcgateState:
     def run(self, case: Any) -> Any:
         from kcgate.engine.case import error_result
         from kcgate.errors import KcgateError
+        from kcgate.plan import for_device
 
         try:
             executor = self._executor()
-            result = executor.run(case)
             if self.fingerprint is None:
-                device, fingerprint = executor.handshake()
+                self.device, fingerprint = executor.handshake()
                 self.fingerprint = fingerprint.to_json()
                 self.runner = (
                     self.config.getoption("kcgate_runner")
                     or os.environ.get("KCGATE_RUNNER")
-                    or (f"{device}-{fingerprint.arch or 'generic'}".lower())
+                    or (f"{self.device}-{fingerprint.arch or 'generic'}".lower())
                 )
+            if not for_device([case], self.project, self.device)[0]:
+                pytest.skip(f"{case.contract_id}: its contract's devices leaves {self.device} out")
+            return executor.run(case)
         except KcgateError as exc:  # the worker cannot start: this item fails with the reason
             return error_result(case, exc.render())
-        return result
 
     def reproduce(self, case_id: str) -> str:
         """The command that reruns one case: ``--seed`` is the run seed, from which the case's own derives."""

@@ -130,6 +130,14 @@ def _default_shapes() -> dict[str, tuple[tuple[int, ...], ...]]:
 
 def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-untyped-def]
     device, fingerprint = executor.handshake()  # from the process that runs the kernels
+    cases, left = planning.for_device(cases, project, device)
+    if left:
+        typer.echo(
+            f"not run on {device}: {', '.join(left)} (their contract's devices leaves {device} out)", err=True
+        )
+    if not cases:
+        typer.echo(f"nothing selected: no contract applies to {device} (each contract's devices)", err=True)
+        return ExitCode.NOTHING_SELECTED
     runner = o.runner or f"{device}-{fingerprint.arch or 'generic'}".lower()
     out = o.out or beside_fuller(project.results_dir / f"{runner}.json", cases, o.resume)
     run = new_run(runner, fingerprint, str(o.contracts), o.shard, overrides(o))

@@ -348,7 +348,7 @@ CONTRACT_FIELDS: tuple[Field, ...] = (
     Field(
         "devices",
         "2 scope",
-        "device kinds the contract applies to (default: all)",
+        "device kinds the contract applies to (default: all); on another device kcgate run and the pytest plugin leave it out and say so",
         type="strings",
         choices=DEVICES,
         source="kcgate.vocab.device_kinds.DEVICE_KINDS",

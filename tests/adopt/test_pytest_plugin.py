@@ -222,3 +222,19 @@ def test_decorated_kernels_are_items_too(tmp_path: Path) -> None:
     pytest_run(*PLUGIN, *args, cwd=contracts.parent)
     case = next(ET.parse(junit).getroot().iter("testcase"))  # the declared shape, then the boundary one
     assert case.get("file", "").endswith("src/scratchk/ops.py") and case.get("line") == "13", case.attrib
+
+
+@pytest.mark.slow
+def test_a_contract_whose_devices_leave_this_device_out_is_skipped(tmp_path: Path) -> None:
+    contracts = tmp_path / "scoped.toml"
+    contracts.write_text(
+        (DATA / "small.toml").read_text().replace('["../.."]', f"[{str(ROOT)!r}]")
+        + '\n[[contract]]\nid = "sum-cuda-only"\nclass = "C-ORD-02"\nkernel = "kcgate.kernels.builtin:row_sum"\n'
+        'op = "sum"\ndevices = ["cuda"]\nprotocol = { seeds = 1, trials = 1, boundary = false }\n'
+    )
+    proc = pytest_run(
+        *PLUGIN, "--kcgate", str(contracts), "--kcgate-device", "cpu", "-k", "sum", "-rs", "-q", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "sum-cuda-only: its contract's devices leaves cpu out" in proc.stdout
+    assert re.search(r"\d+ passed, 1 skipped", proc.stdout), proc.stdout

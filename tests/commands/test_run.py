@@ -114,3 +114,29 @@ def test_run_tells_the_pool_the_plans_size_before_the_worker_starts(
 
 class _Stop(Exception):
     pass
+
+
+_HEADER = '[project]\npaths = ["{root}"]\n'
+_SUM = """
+[[contract]]
+id = "{id}"
+class = "C-ORD-02"
+kernel = "kcgate.kernels.builtin:row_sum"
+op = "sum"
+{extra}
+protocol = {{ seeds = 1, trials = 1, boundary = false }}
+"""
+_EVERYWHERE = _SUM.format(id="sum-everywhere", extra="")
+_CUDA_ONLY = _SUM.format(id="sum-cuda-only", extra='devices = ["cuda"]')
+
+
+def test_a_contract_whose_devices_leave_this_device_out_is_not_run(tmp_path: Path) -> None:
+    toml, out = tmp_path / "contracts.toml", tmp_path / "cpu.json"
+    toml.write_text(_HEADER.format(root=ROOT) + _EVERYWHERE + _CUDA_ONLY)
+    proc = kcgate("run", "-c", str(toml), "--device", "cpu", "--out", str(out), "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert {c.contract_id for c in load_run(out).cases} == {"sum-everywhere"}
+    assert "not run on cpu: sum-cuda-only" in proc.stderr
+    toml.write_text(_HEADER.format(root=ROOT) + _CUDA_ONLY)
+    proc = kcgate("run", "-c", str(toml), "--device", "cpu", "--out", str(tmp_path / "none.json"), "-q")
+    assert proc.returncode == 5 and "no contract applies to cpu" in proc.stderr, proc.stderr
