@@ -40,6 +40,7 @@ from kcgate.numerics.derived import Precision, derive, in_fp64  # noqa: E402
 from kcgate.numerics.invariance import invariances  # noqa: E402
 from kcgate.numerics.ops.base import BoundArgs, upcast  # noqa: E402
 from kcgate.numerics.ops.custom import derived_grad_bound, signature_names  # noqa: E402
+from kcgate.numerics.outputs import differentiable, flat, multiple, raw  # noqa: E402
 from kcgate.plan import boundary_shapes  # noqa: E402
 
 U32 = float(torch.finfo(torch.float32).eps) / 2
@@ -69,7 +70,8 @@ class Case:
         self.e, self.dtype, self.backward = e, dtype, backward
         self.x = x if x is not None else e.inputs(shape, dtype, torch.Generator().manual_seed(seed))
         self.up = upcast(self.x)
-        probe = _flat(e.kernel(*self.x))
+        result = e.kernel(*self.x)
+        probe = _flat(result)
         out_u = [_u(t.dtype) for t in probe]
         floor = subnormal_floor(BoundArgs(U32, _u(dtype), 8.0, _u(dtype)))
         ba = BoundArgs(U32, max(out_u), 8.0, _u(dtype), seed)
@@ -81,10 +83,13 @@ class Case:
         self.refs, self.bounds = got.refs, [b + floor for b in got.bounds]
         self.ac_refs = [r.to(t.dtype) for r, t in zip(_flat(e.kernel(*upcast32(self.x))), probe)]
         if backward:
+            # dY as kcgate's harness draws it: for the output, or for several outputs joined into one vector
+            # (kcgate.engine.multi.kernel_output), each output's share cut back by kcgate.numerics.outputs
+            target = flat(tuple(("", t) for _, t in raw(result))) if multiple(result) else probe[0]
             self.dy = torch.randn(
-                probe[0].shape, generator=torch.Generator().manual_seed(seed + 99), dtype=torch.float64
+                target.shape, generator=torch.Generator().manual_seed(seed + 99), dtype=torch.float64
             )
-            self.dy = self.dy.to(probe[0].dtype)
+            self.dy = self.dy.to(target.dtype)
             grads64 = _grads(lambda *a: in_fp64(e.kernel, a), self.up, self.dy.double())
             gba = BoundArgs(U32, _u(dtype), 8.0, _u(dtype), seed)
             gb = derived_grad_bound(e.kernel)(self.up, self.dy.double(), tuple(grads64), gba)
@@ -140,9 +145,14 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def _grads(fn: Any, x: tuple[torch.Tensor, ...], dy: torch.Tensor) -> list[torch.Tensor | None]:
     leaves = [t.detach().clone().requires_grad_() if t.is_floating_point() else t for t in x]
-    out = _flat(fn(*leaves))[0]
+    result = fn(*leaves)
     diff = [t for t in leaves if t.is_floating_point()]
-    gs = iter(torch.autograd.grad(out, diff, dy.to(out.dtype), allow_unused=True))
+    if multiple(result):  # each output with its share of the flat dY, as kcgate's harness backpropagates
+        outs, dys = differentiable(tuple(("", t) for _, t in raw(result)), dy)
+        gs = iter(torch.autograd.grad(outs, diff, dys, allow_unused=True))
+    else:
+        out = _flat(result)[0]
+        gs = iter(torch.autograd.grad(out, diff, dy.to(out.dtype), allow_unused=True))
     return [next(gs) if t.is_floating_point() else None for t in leaves]
 
 

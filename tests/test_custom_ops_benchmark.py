@@ -28,3 +28,21 @@ def test_boundary_shapes_the_generator_rejects_are_refused_and_planted_mutants_a
     mutants = {k: v for k, v in stats["catch"].items() if ": mutant " in k}
     assert mutants and all(cells > 0 for cells, _, _ in mutants.values())
     assert stats["kc_alarms"] == []
+
+
+@pytest.mark.slow
+def test_a_two_output_ops_backward_cell_runs_with_one_cotangent_per_output() -> None:
+    import torch
+
+    from benchmarks.custom_ops import Case
+    from benchmarks.custom_ops_kernels import ENTRIES
+
+    e = next(e for e in ENTRIES if e.name == "linear_attention")
+    c = Case(e, torch.float32, (2, 19, 1, 8), 0, backward=True)
+    outs = e.kernel(*c.x)
+    assert len(outs) == 2 and c.dy.numel() == sum(t.numel() for t in outs)  # dY spans both outputs
+    assert any(b is not None for b in c.grad_bounds)
+    budget, _, _ = c.judge(e.kernel)
+    assert budget <= 1
+    budget, _, where = c.judge(e.wrong["state not shifted"])
+    assert budget > 1 and where
