@@ -123,3 +123,22 @@ def test_masked_scores_leave_the_rows_their_rounding() -> None:
             lambda up=up: _windowed_attention(*up), up, Precision(u, u, u), (u,), seed=seed, samples=8
         )
         assert _budget(_windowed_attention(q, k, v), got) < 0.5
+
+
+def _gelu_and_mul(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+    """vLLM's gelu_and_mul: the slice reaches gelu as a computed (fp64) tensor, not a bf16 input."""
+    return torch.nn.functional.gelu(x[..., :128], approximate=approximate) * x[..., 128:]
+
+
+def test_a_composite_rounds_once_so_the_tanh_gelu_fails_where_the_exact_one_is_asked_for() -> None:
+    # gelu's parts at the accumulator and one bf16 rounding of its result, as torch's eager bf16 gelu computes
+    # it: every part rounded to bf16 made 1 + erf(x/√2) cancel a rounding on the negative tail (bound 1e5x the
+    # value there) and the tanh approximation passed (budget 0.04)
+    x = (torch.randn(32, 256, generator=torch.Generator().manual_seed(3)) * 2).to(torch.bfloat16)
+    prec = Precision(U[torch.bfloat16], U[torch.float32], U[torch.bfloat16])
+    got = derive(lambda: _gelu_and_mul(x), (x,), prec, (U[torch.bfloat16],), samples=8)
+    assert _budget(_gelu_and_mul(x), got) < 0.5
+    assert _budget(_gelu_and_mul(x.float()).to(torch.bfloat16), got) < 0.5  # a fused kernel
+    assert _budget(_gelu_and_mul(x, "tanh"), got) > 2
+    ops = {op.name: op.kind for op in got.trace}
+    assert ops["aten.gelu.default"] == "decomposed" and ops["prims.erf.default"] == "pointwise"
