@@ -199,6 +199,9 @@ class Perturb(TorchDispatchMode):
         if self.gen is None or self.inside or not computed or u_ref <= self.prec.u_acc:
             return out
         for t in _tensors(out):
+            cast = self.dtypes.get(_key(t))  # a decomposition that casts its result down rounded it already
+            if cast is not None and _u(cast) > self.prec.u_acc:
+                continue
             if t.is_floating_point() and _key(t) not in self.exact:
                 t.add_(u_ref * t.abs().nan_to_num(nan=0.0, posinf=0.0) * self._uniform(t))
         return out
