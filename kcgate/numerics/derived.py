@@ -155,6 +155,7 @@ class Perturb(TorchDispatchMode):
         # the accumulator, so a reference's casts count and its fp64 does not
         self.dtypes: dict[int, torch.dtype | None] = {_key(t): None for t in exact}
         self.inside = 0  # depth inside composites' decompositions: their parts round at the accumulator only
+        self.cast_down: set[int] = set()  # results of a cast to a dtype coarser than the accumulator
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
@@ -199,8 +200,7 @@ class Perturb(TorchDispatchMode):
         if self.gen is None or self.inside or not computed or u_ref <= self.prec.u_acc:
             return out
         for t in _tensors(out):
-            cast = self.dtypes.get(_key(t))  # a decomposition that casts its result down rounded it already
-            if cast is not None and _u(cast) > self.prec.u_acc:
+            if _key(t) in self.cast_down:  # a decomposition that casts its result down rounded it already
                 continue
             if t.is_floating_point() and _key(t) not in self.exact:
                 t.add_(u_ref * t.abs().nan_to_num(nan=0.0, posinf=0.0) * self._uniform(t))
@@ -243,6 +243,8 @@ class Perturb(TorchDispatchMode):
         u = _u(orig) if orig is not None and orig.is_floating_point else 0.0
         if u:
             self.dtypes[_key(out)] = orig
+        if u > self.prec.u_acc:
+            self.cast_down.add(_key(out))
         exact = _key(src) in self.exact and u >= self.prec.u_in
         if self.gen is not None and u > self.prec.u_acc and not exact and out is not src:
             out.mul_(1 + u * self._uniform(out))

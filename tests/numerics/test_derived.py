@@ -142,3 +142,17 @@ def test_a_composite_rounds_once_so_the_tanh_gelu_fails_where_the_exact_one_is_a
     assert _budget(_gelu_and_mul(x, "tanh"), got) > 2
     ops = {op.name: op.kind for op in got.trace}
     assert ops["aten.gelu.default"] == "decomposed" and ops["prims.erf.default"] == "pointwise"
+
+
+def _new_gelu(x: torch.Tensor) -> torch.Tensor:
+    return 0.5 * x * (1.0 + torch.tanh(0.7978845608 * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def test_a_composite_on_a_value_the_reference_keeps_in_bf16_still_rounds_there() -> None:
+    # pow's decomposition casts its bf16 result down itself (not rounded twice), but tanh, fed from it, is
+    # computed in bf16 eagerly: its rounding makes 1 + tanh cancel on the negative tail (eager bf16 gives 0
+    # at x = -3.08, where the value is -0.0028), and a correct eager kernel must pass (it failed at 4.7)
+    x = (torch.randn(16, 256, generator=torch.Generator().manual_seed(0)) * 2).to(torch.bfloat16)
+    prec = Precision(U[torch.bfloat16], U[torch.float32], U[torch.bfloat16])
+    got = derive(lambda: _new_gelu(x), (x,), prec, (U[torch.bfloat16],), samples=8)
+    assert _budget(_new_gelu(x), got) < 0.5
