@@ -7,7 +7,10 @@ on the dtype's inputs; kcgate's bound is derived from the library formulation tr
 to each output's dtype, at its default tolerances. Forward cells also run kcgate's inferred offset probe on
 each input the fp64 reference is shift-invariant in (kcgate.numerics.invariance), as kcgate run does. A false
 alarm is a correct kernel failing (on its inputs or under the probe); a wrong variant is caught in a cell
-(op, dtype, shape, seed, direction) where the correct library-style kernel passes.
+(op, dtype, shape, seed, direction) where the correct library-style kernel passes. Beside the bound, a
+candidate gate on the derived bound's own samples (benchmarks/_derived_excess.py, not in kcgate run) is
+measured in two forms, rms per row and z-weighted: its false alarms, and what it adds to the bound's catches.
+A two-output op's backward draws dY over every output joined, as kcgate run's harness does.
 
     python -m benchmarks.custom_ops [--quick] [--seeds 3] [--dtypes float32,bfloat16,float16] [--only NAME,...]
         [--boundary] [--mutants]
