@@ -7,7 +7,10 @@ on the dtype's inputs; kcgate's bound is derived from the library formulation tr
 to each output's dtype, at its default tolerances. Forward cells also run kcgate's inferred offset probe on
 each input the fp64 reference is shift-invariant in (kcgate.numerics.invariance), as kcgate run does. A false
 alarm is a correct kernel failing (on its inputs or under the probe); a wrong variant is caught in a cell
-(op, dtype, shape, seed, direction) where the correct library-style kernel passes.
+(op, dtype, shape, seed, direction) where the correct library-style kernel passes. Beside the bound, a
+candidate gate on the derived bound's own samples (benchmarks/_derived_excess.py, not in kcgate run) is
+measured in two forms, rms per row and z-weighted: its false alarms, and what it adds to the bound's catches.
+A two-output op's backward draws dY over every output joined, as kcgate run's harness does.
 
     python -m benchmarks.custom_ops [--quick] [--seeds 3] [--dtypes float32,bfloat16,float16] [--only NAME,...]
         [--boundary] [--mutants]
@@ -30,6 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+from benchmarks._derived_excess import judge as excess_judge  # noqa: E402
+from benchmarks._derived_excess import row_sums  # noqa: E402
 from benchmarks._machine import describe  # noqa: E402
 from benchmarks.custom_ops_kernels import ENTRIES, Entry  # noqa: E402
 from kcgate.calibration.mutate_sites import generate  # noqa: E402
@@ -39,11 +44,14 @@ from kcgate.engine.trial import probe_offset, subnormal_floor  # noqa: E402
 from kcgate.numerics.derived import Precision, derive, in_fp64  # noqa: E402
 from kcgate.numerics.invariance import invariances  # noqa: E402
 from kcgate.numerics.ops.base import BoundArgs, upcast  # noqa: E402
-from kcgate.numerics.ops.custom import derived_grad_bound, signature_names  # noqa: E402
+from kcgate.numerics.ops.custom import derived_grads, signature_names  # noqa: E402
+from kcgate.numerics.outputs import differentiable, flat, multiple, raw  # noqa: E402
 from kcgate.plan import boundary_shapes  # noqa: E402
 
 U32 = float(torch.finfo(torch.float32).eps) / 2
 KERNELS_PY = ROOT / "benchmarks" / "custom_ops_kernels.py"
+FACTOR = 1.5  # the sensitivity gate's factor (tolerance.excess's default)
+GATES = (False, True)  # the candidate gate's two forms: rms error per row, and the z-weighted (family) form
 
 
 def _u(dtype: torch.dtype) -> float:
@@ -69,7 +77,8 @@ class Case:
         self.e, self.dtype, self.backward = e, dtype, backward
         self.x = x if x is not None else e.inputs(shape, dtype, torch.Generator().manual_seed(seed))
         self.up = upcast(self.x)
-        probe = _flat(e.kernel(*self.x))
+        result = e.kernel(*self.x)
+        probe = _flat(result)
         out_u = [_u(t.dtype) for t in probe]
         floor = subnormal_floor(BoundArgs(U32, _u(dtype), 8.0, _u(dtype)))
         ba = BoundArgs(U32, max(out_u), 8.0, _u(dtype), seed)
@@ -79,17 +88,24 @@ class Case:
         t0 = time.perf_counter()
         got = derive(lambda: e.kernel(*self.x), self.x, Precision(_u(dtype), U32, ba.u_out), out_u, seed=seed)
         self.refs, self.bounds = got.refs, [b + floor for b in got.bounds]
+        self.spread, self.out_u = got.spread, out_u
         self.ac_refs = [r.to(t.dtype) for r, t in zip(_flat(e.kernel(*upcast32(self.x))), probe)]
         if backward:
+            # dY as kcgate's harness draws it: for the output, or for several outputs joined into one vector
+            # (kcgate.engine.multi.kernel_output), each output's share cut back by kcgate.numerics.outputs
+            target = flat(tuple(("", t) for _, t in raw(result))) if multiple(result) else probe[0]
             self.dy = torch.randn(
-                probe[0].shape, generator=torch.Generator().manual_seed(seed + 99), dtype=torch.float64
+                target.shape, generator=torch.Generator().manual_seed(seed + 99), dtype=torch.float64
             )
-            self.dy = self.dy.to(probe[0].dtype)
+            self.dy = self.dy.to(target.dtype)
             grads64 = _grads(lambda *a: in_fp64(e.kernel, a), self.up, self.dy.double())
             gba = BoundArgs(U32, _u(dtype), 8.0, _u(dtype), seed)
-            gb = derived_grad_bound(e.kernel)(self.up, self.dy.double(), tuple(grads64), gba)
+            gd = derived_grads(e.kernel)(self.up, self.dy.double(), gba)
+            it = iter(zip(gd.bounds, gd.spread))
+            gb = [next(it) if t.is_floating_point() else (None, None) for t in self.up]
             self.grad_refs = grads64
-            self.grad_bounds = [None if b is None else b + floor for b in gb]
+            self.grad_bounds = [None if b is None else b + floor for b, _ in gb]
+            self.grad_spread = [sp for _, sp in gb]
             self.grad_ac = [
                 None if g is None else g.to(t.dtype)
                 for g, t in zip(_grads(e.kernel, upcast32(self.x), self.dy.float()), self.x)
@@ -125,6 +141,30 @@ class Case:
                 ac_ok &= _close(g, a)
         return worst, ac_ok, name
 
+    def excess(self, kernel: Any, weighted: bool) -> str:
+        """The candidate derived-excess gate (benchmarks/_derived_excess.py) on this cell's one trial: "" or its
+        message for the first tensor (an output, then a gradient) that fails it."""
+        outs = _flat(kernel(*[t.clone() for t in self.x]))
+        names = self.e.outputs
+        tensors = []
+        for i, (o, r, sp, u) in enumerate(zip(outs, self.refs, self.spread, self.out_u)):
+            if o.is_floating_point():
+                name = f"output {names[i] if i < len(names) else i!r}"
+                tensors.append((name, o.double() - r.reshape(o.shape), sp, r, u))
+        if self.backward:
+            names_in = signature_names(self.e.kernel)
+            for j, (g, r, sp) in enumerate(
+                zip(_grads(kernel, self.x, self.dy), self.grad_refs, self.grad_spread)
+            ):
+                if g is not None and r is not None and sp is not None:
+                    name = f"the gradient of {names_in[j] if j < len(names_in) else f'input{j}'}"
+                    tensors.append((name, g.double() - r, sp, r, _u(g.dtype)))
+        for name, err, sp, r, u in tensors:
+            v = excess_judge(name, [row_sums(err, sp, r, u, weighted)], FACTOR)
+            if v is not None and v.failed:
+                return v.message()
+        return ""
+
 
 def upcast32(x: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
     return tuple(t.float() if t.is_floating_point() else t for t in x)
@@ -140,9 +180,14 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def _grads(fn: Any, x: tuple[torch.Tensor, ...], dy: torch.Tensor) -> list[torch.Tensor | None]:
     leaves = [t.detach().clone().requires_grad_() if t.is_floating_point() else t for t in x]
-    out = _flat(fn(*leaves))[0]
+    result = fn(*leaves)
     diff = [t for t in leaves if t.is_floating_point()]
-    gs = iter(torch.autograd.grad(out, diff, dy.to(out.dtype), allow_unused=True))
+    if multiple(result):  # each output with its share of the flat dY, as kcgate's harness backpropagates
+        outs, dys = differentiable(tuple(("", t) for _, t in raw(result)), dy)
+        gs = iter(torch.autograd.grad(outs, diff, dys, allow_unused=True))
+    else:
+        out = _flat(result)[0]
+        gs = iter(torch.autograd.grad(out, diff, dy.to(out.dtype), allow_unused=True))
     return [next(gs) if t.is_floating_point() else None for t in leaves]
 
 
@@ -175,10 +220,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "budgets": [],
         "cost": [],
         "catch": {},
+        "gate_alarms": {w: [] for w in GATES},
     }
     per: dict[tuple[str, str], list[float]] = defaultdict(list)
     for e in entries:
-        t0, before = time.perf_counter(), (len(stats["kc_alarms"]), len(stats["ac_alarms"]), stats["cases"])
+        t0 = time.perf_counter()
+        before = (
+            len(stats["kc_alarms"]),
+            len(stats["ac_alarms"]),
+            stats["cases"],
+            len(stats["gate_alarms"][True]),
+            len(stats["gate_alarms"][False]),
+        )
         for dt in dtypes:
             for shape in _shapes(e, a.quick, a.boundary, stats):
                 for seed in seeds:
@@ -189,7 +242,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             len(stats["ac_alarms"]) - before[1],
             stats["cases"] - before[2],
         )
-        print(f"{e.name}: {n} correct-kernel cases, false alarms kcgate {kc} assert_close {ac} "
+        gz, ga = len(stats["gate_alarms"][True]) - before[3], len(stats["gate_alarms"][False]) - before[4]
+        print(f"{e.name}: {n} correct-kernel cases, false alarms kcgate {kc} (candidate gates: rms {ga}, "
+              f"z {gz}) assert_close {ac} "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
     _print(stats, per)
     return stats
@@ -248,25 +303,34 @@ def _cell(e: Entry, dtype: torch.dtype, shape: tuple[int, ...], seed: int, backw
             stats["kc_alarms"].append(f"{cell} {kname}: budget {budget:.3g} ({where})")
         if not ac_ok:
             stats["ac_alarms"].append(f"{cell} {kname}")
+        gates = [c.excess(k, w) for w in GATES]
+        for w, gate in zip(GATES, gates):
+            if gate:
+                stats["gate_alarms"][w].append(f"{cell} {kname}: {gate}")
         if kname == "library":
             base_ok = budget <= 1
             base_ac = ac_ok
+            gate_ok = [base_ok and not g for g in gates]
     probes = [] if backward else _probe_cases(e, c, seed)
     for p in probes:  # kcgate run's inferred offset probes (kcgate.engine.checks.stability), forward only
         for kname, k in (("library", e.kernel), ("fused", e.fused)):
             if k is not None and (b := p.judge(k)[0]) > 1:
                 stats["kc_alarms"].append(f"{cell} {kname} under the offset probe: budget {b:.3g}")
                 base_ok = base_ok and kname != "library"
+                gate_ok = [g and kname != "library" for g in gate_ok]
     for vname, v in e.wrong.items():
         try:
             budget, ac_ok, where = c.judge(v)
             caught = budget > 1 or any(p.judge(v)[0] > 1 for p in probes)
+            gated = [caught or bool(c.excess(v, w)) for w in GATES]
         except Exception:  # noqa: BLE001 — a planted mutant that raises fails any test: caught by both
-            budget, ac_ok, caught = float("inf"), False, True
-        row = stats["catch"].setdefault(f"{e.name}: {vname}", [0, 0, 0])
+            budget, ac_ok, caught, gated = float("inf"), False, True, [True] * len(GATES)
+        row = stats["catch"].setdefault(f"{e.name}: {vname}", [0, 0, 0, 0, 0])
         row[0] += 1
         row[1] += int(base_ok and caught)
         row[2] += int(base_ac and not ac_ok)
+        for i, (ok, g) in enumerate(zip(gate_ok, gated)):
+            row[3 + i] += int(ok and g)
 
 
 def _probe_cases(e: Entry, c: Case, seed: int) -> list[Case]:
@@ -302,12 +366,18 @@ def _print(stats: dict[str, Any], per: dict[tuple[str, str], list[float]]) -> No
     print(f"\n{'op':28s} {'dtype':9s} {'cases':>5s} {'median budget':>13s} {'max':>8s}")
     for (op, dt), v in sorted(per.items()):
         print(f"{op:28s} {dt:9s} {len(v):5d} {statistics.median(v):13.3g} {max(v):8.3g}")
-    print(f"\n{'wrong variant':55s} {'cells':>5s} {'kcgate':>7s} {'assert_close':>12s}")
-    tot = [0, 0, 0]
-    for name, (cells, kc, ac) in sorted(stats["catch"].items()):
-        print(f"{name:55s} {cells:5d} {kc:7d} {ac:12d}")
-        tot = [tot[0] + cells, tot[1] + kc, tot[2] + ac]
-    print(f"{'total':55s} {tot[0]:5d} {tot[1]:7d} {tot[2]:12d}")
+    for w, form in zip(GATES, ("rms per row", "z-weighted")):
+        print(f"candidate derived-excess gate ({form}) on correct kernels: {len(stats['gate_alarms'][w])} false "
+              "alarms")  # fmt: skip
+        for line in stats["gate_alarms"][w][:20]:
+            print("  gate:", line)
+    head = f"{'wrong variant':55s} {'cells':>5s} {'bound':>6s} {'+rms':>6s} {'+z':>6s} {'assert_close':>12s}"
+    print("\n" + head)
+    tot = [0] * 5
+    for name, (cells, kc, ac, kr, kz) in sorted(stats["catch"].items()):
+        print(f"{name:55s} {cells:5d} {kc:6d} {kr:6d} {kz:6d} {ac:12d}")
+        tot = [t + v for t, v in zip(tot, (cells, kc, ac, kr, kz))]
+    print(f"{'total':55s} {tot[0]:5d} {tot[1]:6d} {tot[3]:6d} {tot[4]:6d} {tot[2]:12d}")
     cost = sorted(stats["cost"])
     if cost:
         print(f"\nderived bound's cost per case, as a multiple of one fp64 reference run: median "

@@ -13,11 +13,13 @@ def test_quick_mode_has_no_false_alarm_and_catches_as_much_as_assert_close() -> 
     stats = main(["--quick"])
     assert stats["cases"] >= 20
     assert stats["kc_alarms"] == []
-    caught = sum(kc for _, kc, _ in stats["catch"].values())
-    assert caught >= sum(ac for _, _, ac in stats["catch"].values())
+    caught = sum(kc for _, kc, _, _, _ in stats["catch"].values())
+    assert caught >= sum(ac for _, _, ac, _, _ in stats["catch"].values())
     # a stale residual output and swapped gate halves are caught in every cell
     assert all(
-        kc == cells for name, (cells, kc, _) in stats["catch"].items() if "stale" in name or "swapped" in name
+        kc == cells
+        for name, (cells, kc, _, _, _) in stats["catch"].items()
+        if "stale" in name or "swapped" in name
     )
 
 
@@ -26,5 +28,23 @@ def test_boundary_shapes_the_generator_rejects_are_refused_and_planted_mutants_a
     stats = main(["--only", "silu_and_mul", "--seeds", "1", "--dtypes", "float32", "--boundary", "--mutants"])
     assert stats["boundary_refused"] == 1  # the odd last dimension kcgate's boundary shape has
     mutants = {k: v for k, v in stats["catch"].items() if ": mutant " in k}
-    assert mutants and all(cells > 0 for cells, _, _ in mutants.values())
+    assert mutants and all(cells > 0 for cells, _, _, _, _ in mutants.values())
     assert stats["kc_alarms"] == []
+
+
+@pytest.mark.slow
+def test_a_two_output_ops_backward_cell_runs_with_one_cotangent_per_output() -> None:
+    import torch
+
+    from benchmarks.custom_ops import Case
+    from benchmarks.custom_ops_kernels import ENTRIES
+
+    e = next(e for e in ENTRIES if e.name == "linear_attention")
+    c = Case(e, torch.float32, (2, 19, 1, 8), 0, backward=True)
+    outs = e.kernel(*c.x)
+    assert len(outs) == 2 and c.dy.numel() == sum(t.numel() for t in outs)  # dY spans both outputs
+    assert any(b is not None for b in c.grad_bounds)
+    budget, _, _ = c.judge(e.kernel)
+    assert budget <= 1
+    budget, _, where = c.judge(e.wrong["state not shifted"])
+    assert budget > 1 and where

@@ -154,14 +154,14 @@ class Perturb(TorchDispatchMode):
         # what follows from them alone are the kernel's choice: None): an op runs at the coarser of that and
         # the accumulator, so a reference's casts count and its fp64 does not
         self.dtypes: dict[int, torch.dtype | None] = {_key(t): None for t in exact}
+        self.inside = 0  # depth inside composites' decompositions: their parts round at the accumulator only
+        self.cast_down: set[int] = set()  # results of a cast to a dtype coarser than the accumulator
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
         kind = op_kind(func)
         if kind == "decomposed":
-            self._record(func, kind, None)
-            with self:
-                return decomposition_table[func](*args, **kwargs)
+            return self._composite(func, args, kwargs)
         requested = _cast_dtype(args, kwargs) if kind == "cast" else None
         nominal = requested or self._nominal(args, kwargs)
         args, kwargs = _f64(args), {k: _f64(v) for k, v in kwargs.items()}
@@ -178,6 +178,32 @@ class Perturb(TorchDispatchMode):
             self._round(kind, func, args, out, nominal)
         elif kind == "exact" and all(_key(t) in self.exact for t in _tensors(args)):
             self.exact.update(_key(t) for t in _tensors(out))
+        return out
+
+    def _composite(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A composite op (gelu, silu, softmax, ...) as its decomposition's parts, which run at the accumulator
+        (torch's eager kernels and a fused one compute a composite in fp32 whatever the input dtype); its result
+        rounds once to the dtype the reference computes it in. Rounding every part to bf16 instead made gelu's
+        1 + erf(x/√2) cancel a bf16 rounding's worth of error on its negative tail: a bound 1e5x the value there,
+        blind to the tanh approximation (docs/derived-bound.md)."""
+        self._record(func, "decomposed", None)
+        nominal = self._nominal(args, kwargs)
+        start = len(self.ops)
+        self.inside += 1
+        try:
+            with self:
+                out = decomposition_table[func](*args, **kwargs)
+        finally:
+            self.inside -= 1
+        computed = any(op.kind not in ("exact", "cast", "decomposed") for op in self.ops[start:])
+        u_ref = _u(nominal) if nominal is not None else self.prec.u_in
+        if self.gen is None or self.inside or not computed or u_ref <= self.prec.u_acc:
+            return out
+        for t in _tensors(out):
+            if _key(t) in self.cast_down:  # a decomposition that casts its result down rounded it already
+                continue
+            if t.is_floating_point() and _key(t) not in self.exact:
+                t.add_(u_ref * t.abs().nan_to_num(nan=0.0, posinf=0.0) * self._uniform(t))
         return out
 
     def _nominal(self, args: Any, kwargs: dict[str, Any]) -> torch.dtype | None:
@@ -217,6 +243,8 @@ class Perturb(TorchDispatchMode):
         u = _u(orig) if orig is not None and orig.is_floating_point else 0.0
         if u:
             self.dtypes[_key(out)] = orig
+        if u > self.prec.u_acc:
+            self.cast_down.add(_key(out))
         exact = _key(src) in self.exact and u >= self.prec.u_in
         if self.gen is not None and u > self.prec.u_acc and not exact and out is not src:
             out.mul_(1 + u * self._uniform(out))
@@ -234,16 +262,16 @@ class Perturb(TorchDispatchMode):
         self, kind: str, func: Any, args: tuple[Any, ...], out: Any, nominal: torch.dtype | None
     ) -> None:
         acc = self.prec.u_acc
+        # a backward stores its intermediates in the input dtype, as autograd does; inside a composite's backward
+        # too: torch's CPU glu backward in bf16 errs 35x a bound with its parts at the accumulator
         if kind in ("basic", "pointwise") and torch._C._current_autograd_node() is not None:
-            acc = max(
-                acc, self.prec.u_in
-            )  # a backward stores its intermediates in the input dtype, as autograd does
+            acc = max(acc, self.prec.u_in)
         # the result rounded to the dtype the reference computes it in, where that is coarser (its upcasts
         # count: a reference in bf16 allows a bf16 eager kernel its roundings, one in fp32 or fp64 does not)
         # a path the reference never cast runs, as written, in the inputs' own dtype (eager bf16 code): a kernel
         # written the same way rounds there too
         u_ref = _u(nominal) if nominal is not None else self.prec.u_in
-        rnd = u_ref if u_ref > acc else 0.0
+        rnd = u_ref if u_ref > acc and not self.inside else 0.0
         mags = _magnitudes(kind, func, args, out) if kind in ("sum", "matmul", "conv") else None
         for i, t in enumerate(_tensors(out)):
             if not t.is_floating_point():
@@ -336,6 +364,8 @@ class Derived:
     refs: tuple[torch.Tensor, ...]
     bounds: tuple[torch.Tensor, ...]
     trace: tuple[TracedOp, ...]
+    # per element, the samples' rms error (σ̂): the error a rounding-model implementation makes there
+    spread: tuple[torch.Tensor, ...] = ()
 
 
 def trace(reference: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> tuple[TracedOp, ...]:
@@ -397,4 +427,5 @@ def derive(
         scale * (acc / samples).sqrt() + (0.0 if m else (2 + 2 * u) * u if u > prec.u_acc else u) * r.abs()
         for acc, r, u, m in zip(sq, refs, (*out_u, *[out_u[-1]] * len(refs)), moved)
     )
-    return Derived(tuple(refs), bounds, tuple(mode.ops))
+    spread = tuple((acc / samples).sqrt() for acc in sq)
+    return Derived(tuple(refs), bounds, tuple(mode.ops), spread)

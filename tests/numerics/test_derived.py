@@ -123,3 +123,56 @@ def test_masked_scores_leave_the_rows_their_rounding() -> None:
             lambda up=up: _windowed_attention(*up), up, Precision(u, u, u), (u,), seed=seed, samples=8
         )
         assert _budget(_windowed_attention(q, k, v), got) < 0.5
+
+
+def _gelu_and_mul(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+    """vLLM's gelu_and_mul: the slice reaches gelu as a computed (fp64) tensor, not a bf16 input."""
+    return torch.nn.functional.gelu(x[..., :128], approximate=approximate) * x[..., 128:]
+
+
+def test_a_composite_rounds_once_so_the_tanh_gelu_fails_where_the_exact_one_is_asked_for() -> None:
+    # gelu's parts at the accumulator and one bf16 rounding of its result, as torch's eager bf16 gelu computes
+    # it: every part rounded to bf16 made 1 + erf(x/√2) cancel a rounding on the negative tail (bound 1e5x the
+    # value there) and the tanh approximation passed (budget 0.04)
+    x = (torch.randn(32, 256, generator=torch.Generator().manual_seed(3)) * 2).to(torch.bfloat16)
+    prec = Precision(U[torch.bfloat16], U[torch.float32], U[torch.bfloat16])
+    got = derive(lambda: _gelu_and_mul(x), (x,), prec, (U[torch.bfloat16],), samples=8)
+    assert _budget(_gelu_and_mul(x), got) < 0.5
+    assert _budget(_gelu_and_mul(x.float()).to(torch.bfloat16), got) < 0.5  # a fused kernel
+    assert _budget(_gelu_and_mul(x, "tanh"), got) > 2
+    ops = {op.name: op.kind for op in got.trace}
+    assert ops["aten.gelu.default"] == "decomposed" and ops["prims.erf.default"] == "pointwise"
+
+
+def _new_gelu(x: torch.Tensor) -> torch.Tensor:
+    return 0.5 * x * (1.0 + torch.tanh(0.7978845608 * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def test_a_composite_on_a_value_the_reference_keeps_in_bf16_still_rounds_there() -> None:
+    # pow's decomposition casts its bf16 result down itself (not rounded twice), but tanh, fed from it, is
+    # computed in bf16 eagerly: its rounding makes 1 + tanh cancel on the negative tail (eager bf16 gives 0
+    # at x = -3.08, where the value is -0.0028), and a correct eager kernel must pass (it failed: 1.08 here, 4.1-4.7 in benchmarks/custom_ops.py)
+    x = (torch.randn(16, 256, generator=torch.Generator().manual_seed(0)) * 2).to(torch.bfloat16)
+    prec = Precision(U[torch.bfloat16], U[torch.float32], U[torch.bfloat16])
+    got = derive(lambda: _new_gelu(x), (x,), prec, (U[torch.bfloat16],), samples=8)
+    assert _budget(_new_gelu(x), got) < 0.5
+
+
+def test_a_composites_backward_keeps_autograds_input_dtype_intermediates() -> None:
+    # torch's CPU glu backward in bf16 is a correct kernel: with glu_backward's parts at the accumulator its
+    # input gradient failed at budget 35 (fp16 137); its parts round at the input dtype, as autograd's do
+    from kcgate.numerics.ops.base import BoundArgs
+    from kcgate.numerics.ops.custom import derived_grad_bound
+
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(16, 256, generator=gen, dtype=torch.float64) * 3).to(torch.bfloat16)
+    dy = torch.randn(16, 128, generator=gen, dtype=torch.float64).to(torch.bfloat16)
+    leaf = x.clone().requires_grad_()
+    (got,) = torch.autograd.grad(torch.nn.functional.glu(leaf, -1), leaf, dy)
+    up = x.double().requires_grad_()
+    (ref,) = torch.autograd.grad(torch.nn.functional.glu(up, -1), up, dy.double())
+    ba = BoundArgs(U[torch.float32], U[torch.bfloat16], 8.0, U[torch.bfloat16], 0)
+    (bound,) = derived_grad_bound(lambda t: torch.nn.functional.glu(t, -1))(
+        (x.double(),), dy.double(), (ref,), ba
+    )
+    assert float(((got.double() - ref).abs() / bound).max()) < 1

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from kcgate.numerics.derived import Precision, as_drawn, derive, in_fp64
+from kcgate.numerics.derived import Derived, Precision, as_drawn, derive, in_fp64
 from kcgate.numerics.ops.base import BoundArgs, OpFamily, Tensors
 from kcgate.numerics.outputs import differentiable, multiple, raw
 
@@ -38,10 +38,22 @@ def derived_bound(
 def derived_grad_bound(reference: Callable[..., Any]) -> Callable[..., tuple[torch.Tensor | None, ...]]:
     """Each float input's gradient bound: the reference's forward and fp64 autograd backward, both perturbed
     (a correct backward rounds at every operation of its own too), each gradient rounded to its input dtype."""
+    derived = derived_grads(reference)
 
     def grad_bound(
         x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs
     ) -> tuple[torch.Tensor | None, ...]:
+        got = iter(derived(x, dy, ba).bounds)
+        return tuple(next(got) if t.is_floating_point() else None for t in x)
+
+    return grad_bound
+
+
+def derived_grads(reference: Callable[..., Any]) -> Callable[[Tensors, torch.Tensor, BoundArgs], Derived]:
+    """The derivation behind ``derived_grad_bound``: the float inputs' fp64 gradients, their bounds and the
+    samples' spread (kcgate.engine.derived_excess reads it), in the float inputs' order."""
+
+    def derived(x: Tensors, dy: torch.Tensor, ba: BoundArgs) -> Derived:
         leaves = [t.detach().requires_grad_() if t.is_floating_point() else t for t in x]
         diff = [t for t in leaves if t.is_floating_point()]
 
@@ -57,10 +69,9 @@ def derived_grad_bound(reference: Callable[..., Any]) -> Callable[..., tuple[tor
             return tuple(torch.zeros_like(t) if gi is None else gi for gi, t in zip(gs, diff))
 
         prec = Precision(ba.u_in or ba.u_acc, ba.u_acc, ba.u_out)
-        got = iter(derive(run, x, prec, (ba.u_out,), seed=ba.seed).bounds)
-        return tuple(next(got) if t.is_floating_point() else None for t in x)
+        return derive(run, x, prec, (ba.u_out,), seed=ba.seed)
 
-    return grad_bound
+    return derived
 
 
 def _listed(result: Any) -> Any:
