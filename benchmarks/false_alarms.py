@@ -23,6 +23,9 @@ alarms), per family, class, dtype and kind, and lists every alarm with its messa
         [--dtypes float32,...] [--seed0 0] [--shapes alternate|declared|odd] [--no-boundary]
         [--set all|tuned|heldout-b] [--quick] [--json out.json]
 
+``--json out.json`` also appends each case to ``out.jsonl`` as it runs, and each alarm is printed to stderr
+when it happens: a long run stopped early still gives its count.
+
 ``--quick``: three held-out kernels, C-PRC-01, bf16, one seed (tests/test_benchmarks_smoke.py).
 
 A contract the loader rejects (a class that needs keys a plain contract has not got) is listed as
@@ -199,9 +202,11 @@ def run(
     meta: dict[str, Any],
     shapes: str = "alternate",
     boundary: bool = True,
+    log: Path | None = None,
 ) -> list[Outcome]:
     """Every case of one project per seed: ``shapes`` "declared" or "odd" always that one, "alternate" the
-    declared shapes on even seeds and the odd ones on odd seeds; with each contract's boundary shape."""
+    declared shapes on even seeds and the odd ones on odd seeds; with each contract's boundary shape.
+    ``log``: each outcome appended as one JSON line as it comes (a run stopped early still counts)."""
     from kcgate.devices.cpu import CpuBackend
     from kcgate.engine.case import execute_case
     from kcgate.plan import make_plan
@@ -238,6 +243,16 @@ def run(
                     "x".join(str(n) for n in case.shape),
                 )
             )
+            if out[-1].alarm:
+                o = out[-1]
+                print(
+                    f"  ALARM {o.entry} {o.klass} {o.dtype} {o.direction} {o.dims} seed {o.seed}: "
+                    f"{o.status}: {o.message[:300]}",
+                    file=sys.stderr,
+                )
+            if log is not None:
+                with log.open("a") as f:
+                    f.write(json.dumps(out[-1].__dict__) + "\n")
     return out
 
 
@@ -296,7 +311,8 @@ def main(argv: list[str] | None = None) -> int:
             projects[kind], lost = load(rows, Path(tmp), odd=kind == "odd")
             rejected += [(f"{what} ({kind} shape)", why) for what, why in lost]
         meta = {f"{e.name}-{cid}-{dt}-{d}": (e, d) for e, cid, dt, d in rows}
-        outcomes = run(projects, seeds, meta, args.shapes, not args.no_boundary)
+        log = Path(args.json + "l") if args.json else None  # out.json -> out.jsonl, one line a case
+        outcomes = run(projects, seeds, meta, args.shapes, not args.no_boundary, log)
     took = time.perf_counter() - t0
     k, n = sum(o.alarm for o in outcomes), len(outcomes)
     contracts_n = max(len(p.contracts) for p in projects.values())

@@ -202,7 +202,34 @@ def dense_bound(
     # never more than the worst case Σ P|v|)
     u_p = cfg.u_p(ba)
     e_p = u_p * torch.minimum(ba.lam * ((p * p) @ (v * v)).sqrt(), pv) if u_p else 0.0
-    return (rel + ba.lam * n.sqrt() * ba.u_acc) * pv + e_p + e_in + ba.u_out * y.abs()
+    e_q = _prescaled_q(q, k, v, p, cfg, ba)
+    return (rel + ba.lam * n.sqrt() * ba.u_acc) * pv + e_p + e_in + e_q + ba.u_out * y.abs()
+
+
+# the 16-bit input dtypes by unit roundoff: a kernel may round q·scale back to its input's dtype
+_IN_DTYPES = {2.0**-11: torch.float16, 2.0**-8: torch.bfloat16}
+
+
+def _prescaled_q(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, p: torch.Tensor, cfg: Attention, ba: BoundArgs
+) -> torch.Tensor | float:
+    """|δy| of a kernel that scales q in its 16-bit input dtype before the dot product (flash-attention's
+    ``attention_ref(upcast=False)``: ``q / sqrt(d)``), to first order and exactly: δq = fl(q·scale) − q·scale
+    per element (0 where the scale is a power of two), δS = δq·Kᵀ (through the softcap's slope), and softmax
+    moves the output by Σ_j P_ij·(δS_ij − Σ_l P_il·δS_il)·v_j. A deviation, not a worst case: it is what that
+    rounding does to these inputs (docs/ops.md#attention)."""
+    dtype = _IN_DTYPES.get(ba.u_in)
+    if dtype is None:
+        return 0.0
+    qs = cfg.scale_for(q.shape[-1]) * q
+    dq = qs.to(dtype).to(q.dtype) - qs
+    if not bool(dq.any()):
+        return 0.0
+    ds = dq @ k.transpose(-1, -2)
+    if cfg.softcap:
+        ds = ds * (1 - torch.tanh((qs @ k.transpose(-1, -2)) / cfg.softcap) ** 2)
+    ds = (p * ds).nan_to_num(0.0)
+    return ((ds - p * ds.sum(-1, keepdim=True)) @ v).abs()
 
 
 def _rss(t: torch.Tensor) -> torch.Tensor:

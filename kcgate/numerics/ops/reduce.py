@@ -264,6 +264,26 @@ def _saved_rstd(
     return u_s * xhat.abs(), u_s * dx.abs() + r * xhat.abs() * m * (2 * u_s + 3 * u_s**2 + u_s**3)
 
 
+def _mean_shift(
+    a: torch.Tensor, r: torch.Tensor, e: torch.Tensor, ba: BoundArgs
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """x̂'s error split: the mean's rounding, λ·√n·u·mean|x|·r, moves a whole row of x̂ by one shift (large
+    means: it is most of ``e``); what is left is per element, with x·r − μ·r's rounding (torch's CPU kernel
+    forms x·r·w + (b − μ·r·w)), 2u·|x|·r. (per-element error, the row's shift)"""
+    shift = ba.lam * sqrt(a.shape[-1]) * ba.u_acc * a.abs().mean(-1, keepdim=True) * r
+    return e - shift + 2 * ba.u_acc * a.abs() * r, shift
+
+
+def _shift_dx(xhat: torch.Tensor, r: torch.Tensor, c: torch.Tensor, gw: torch.Tensor) -> torch.Tensor:
+    """dx's error from a shift c of a row's x̂ (docs/ops.md#backward): dx = r·(g − mean g − x̂·m), m =
+    mean(g·x̂), moves by r·c·(m + x̂·mean g) to first order, and 1/σ by a relative c² (the variance about a
+    shifted mean is var + c²/r²). mean|g| for |mean g|: a kernel forming Σ g·x − μ·Σ g (torch's CPU
+    backward) loses that sum to the same cancellation."""
+    gx = (gw.abs() * xhat.abs()).mean(-1, keepdim=True)
+    g1 = gw.abs().mean(-1, keepdim=True)
+    return r * (c * (gx + xhat.abs() * g1) + c * c * (gw.abs() + xhat.abs() * gx + g1))
+
+
 def _layernorm_grad(cfg: Norm) -> GradBound:
     def grad(x: Tensors, dy: torch.Tensor, g: Tensors, ba: BoundArgs) -> tuple[torch.Tensor | None, ...]:
         """dw = Σ_rows dy·x̂ and db = Σ_rows dy sum over the rows; dx from its analytic form; each row's μ and
@@ -271,9 +291,14 @@ def _layernorm_grad(cfg: Norm) -> GradBound:
         a, w, _ = x
         rows = a.shape[0]
         xhat, r, e = _norm_parts(a, ba, centred=True, eps=cfg.eps)
+        e_el, shift = _mean_shift(a, r, e, ba)
         e_s, dx_s = _saved_rstd(xhat, r, w * dy, g[0], ba.u_out)
-        dx = _norm_dx(xhat, r, e, w * dy, ba, centred=True) + dx_s
-        dw = ba.lam * sqrt(rows) * ba.u_acc * (dy.abs() * xhat.abs()).sum(0) + (dy.abs() * e).sum(0)
+        dx = _norm_dx(xhat, r, e_el, w * dy, ba, centred=True) + _shift_dx(xhat, r, shift, w * dy) + dx_s
+        dw = ba.lam * sqrt(rows) * ba.u_acc * (dy.abs() * xhat.abs()).sum(0) + (dy.abs() * e_el).sum(0)
+        # the rows' mean errors are their own sums' roundings, independent over the rows: in dw one random
+        # walk over every row's roundings (λ once, on the root sum of squares), never more than Σ|dy|·shift
+        t = dy.abs() * shift
+        dw = dw + torch.minimum(t.sum(0), t.pow(2).sum(0).sqrt())
         # each row's δ is its own rounding: independent over the rows, so their sum in dw is a
         # random walk (λ·‖·‖₂, Hoeffding), never more than every term at its worst (Σ|·|)
         t = dy.abs() * e_s
