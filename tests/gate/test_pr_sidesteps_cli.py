@@ -139,7 +139,10 @@ def _report(base: Path, results: Path, *extra: str) -> tuple[int, dict[str, str]
         ("reclassed", "new-violation"),  # the same case ids under another class: judged as they are now
         ("swapped", "new-violation"),  # another kernel function under the same id
         ("removed", "removed"),  # the PR's acknowledge_removed is not the default branch's
-        ("devices", "removed"),  # devices = ["cuda"]: not run on the CPU runner, so removed there, which blocks
+        (
+            "devices",
+            "removed",
+        ),  # devices = ["cuda"]: not run on the CPU runner, so removed there, which blocks
         ("waived-in-pr", "new-violation"),  # a waiver in the PR's contracts.toml is not read
         ("declines", "error"),  # the kernel now refuses the dtype it passed on: an error blocks
     ],
