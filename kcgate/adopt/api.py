@@ -32,7 +32,7 @@ from kcgate.contracts.validate import validate_contract
 from kcgate.devices import check_name
 from kcgate.errors import ContractsError, Problem
 from kcgate.execution.executors import InProcessExecutor, isolated
-from kcgate.plan import make_plan
+from kcgate.plan import for_device, make_plan
 from kcgate.render.violation import render_violations
 from kcgate.results.model import CaseResult
 
@@ -74,6 +74,11 @@ class CheckResult:
         """kcgate's violation summary of every case that does not hold (as ``pytest --kcgate`` shows it)."""
         if self.ok:
             return f"kcgate: contract {self.contract.id}: all {len(self.cases)} cases hold"
+        if not self.cases:
+            return (
+                f"kcgate: contract {self.contract.id}: no case ran on this device "
+                f"(the contract's devices: {', '.join(self.contract.devices)})"
+            )
         return render_violations(self.cases)
 
     def __iter__(self) -> Iterator[CaseResult]:
@@ -216,8 +221,10 @@ def _run(
     )
     executor = _executor(project, isolation, device, timeout)
     try:
-        cases = make_plan(project, seed, executor.default_shapes())
-        return tuple(executor.run_many(cases))
+        cases, _ = for_device(
+            make_plan(project, seed, executor.default_shapes()), project, executor.handshake()[0]
+        )
+        return tuple(executor.run_many(cases)) if cases else ()
     finally:
         executor.close()
 

@@ -70,6 +70,19 @@ def test_check_returns_results_and_never_raises_for_a_violation() -> None:
     assert not result.ok and result.seed == 7 and [c.status for c in result.failed] == ["fail"]
 
 
+def test_a_contract_whose_devices_leave_this_device_out_runs_no_case_and_says_so() -> None:
+    result = kcgate.check(
+        builtin_kernels.softmax,
+        op="softmax",
+        cls="C-PRC-02",
+        shapes=[[4, 256]],
+        devices=["cuda"],
+        device="cpu",
+    )
+    assert result.cases == () and not result.ok
+    assert "no case ran on this device (the contract's devices: cuda)" in result.summary()
+
+
 @pytest.mark.slow
 def test_process_isolation_runs_an_importable_kernel_in_a_worker() -> None:
     result = kcgate.check(
