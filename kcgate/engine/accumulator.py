@@ -319,7 +319,9 @@ def _accumulator(ctx: Any, ts: Sequence[Any]) -> Signature | None:
             part.append(partial_sums(ctx.op.name, t.inputs))
     if not pts:
         return None
-    pts, parts = _by_length(pts, part if len(part) == len(pts) and all(p is not None for p in part) else None)
+    order = sorted(range(len(pts)), key=lambda i: pts[i])
+    parts = [part[i] for i in order] if len(part) == len(pts) and all(p is not None for p in part) else None
+    pts = [pts[i] for i in order]
     declared = dtypes.FORMATS[dtypes.canonical(ctx.contract.accumulate)].p
     outs = [t.out for t in ts if not t.grad and t.out is not None]
     named = accumulator_signature(
@@ -338,30 +340,6 @@ def _accumulator(ctx: Any, ts: Sequence[Any]) -> Signature | None:
             ),
         )
     return named
-
-
-def _by_length(
-    pts: list[tuple[int, float]], part: list[dict[int, float] | None] | None
-) -> tuple[list[tuple[int, float]], list[dict[int, float] | None] | None]:
-    """One point per reduction length, in order: the trials at one length pooled (the rms of their normalized
-    errors, and of their partial sums), so a few-element output's trials repeated at each length average out
-    its noise instead of each weighing as a length of its own."""
-    groups: dict[int, list[int]] = {}
-    for i, (k, _) in enumerate(pts):
-        groups.setdefault(k, []).append(i)
-    out = [(k, _rms([pts[i][1] for i in idx])) for k, idx in sorted(groups.items())]
-    if part is None:
-        return out, None
-    pooled: list[dict[int, float] | None] = []
-    for _, idx in sorted(groups.items()):
-        ds = [part[i] for i in idx]
-        keys = set.intersection(*(set(d) for d in ds if d is not None))
-        pooled.append({b: _rms([d[b] for d in ds if d is not None]) for b in sorted(keys)})
-    return out, pooled
-
-
-def _rms(xs: Sequence[float]) -> float:
-    return math.sqrt(sum(x * x for x in xs) / len(xs))
 
 
 PARTIAL_SAMPLE = 256  # output elements whose partial sums a matmul's same-sign test measures

@@ -23,28 +23,13 @@ def check(ctx: CaseContext) -> Finding:
     if finding.status != Status.FAIL or ctx.op.name not in SHAPE_K or named(finding):
         return finding  # an integrity finding or a structural pattern is named before any accumulator fit
     dim = _sweep_dim(ctx, ts)
-    reps = _repeats(ts)
     sweep = [
-        run_trial(ctx, _with_len(ctx.case.shape, dim, k), salt=("k", k) if r == 0 else ("k", k, r))
+        run_trial(ctx, _with_len(ctx.case.shape, dim, k), salt=("k", k))
         for k in ctx.contract.protocol.k_sweep or DEFAULT_SWEEP
-        for r in range(reps)
     ]
 
     sig = _accumulator(ctx, [t for t in ts + sweep if t.cmp is not None])
     return replace(finding, signature=sig) if sig else finding
-
-
-SWEEP_ELEMENTS = (
-    32  # output elements each sweep length is measured on at least (a boundary shape's 3 rows: 11 trials)
-)
-SWEEP_REPEATS = 16  # trials per length at most
-
-
-def _repeats(ts: list[Trial]) -> int:
-    """Trials per sweep length: one, or as many as give SWEEP_ELEMENTS output elements where the case's output
-    is smaller (a row sum over 3 rows measures its error on 3 elements: too few for the fit's curve)."""
-    n = min((t.cmp.err.numel() for t in ts if t.cmp is not None), default=SWEEP_ELEMENTS)
-    return min(SWEEP_REPEATS, -(-SWEEP_ELEMENTS // max(n, 1)))
 
 
 def _sweep_dim(ctx: CaseContext, ts: list[Trial]) -> int:

@@ -32,21 +32,3 @@ def test_bf16_blocks_is_one_name_on_20_seeds() -> None:
         names.append((s.cause, ev.get("nearest")))
         assert ev.get("block") in (64.0, 128.0, 256.0), (seed, s)
     assert set(names) == {("low-precision-accumulator", "bf16")}, names
-
-
-def test_a_running_fp16_sum_is_one_name_at_its_boundary_shape() -> None:
-    """Issue 48's one bug, one name: an fp16 running row sum is low-precision-accumulator at 32 x 4096 and was
-    exceeds-bound at the boundary's 3 x 4093, the K sweep measured on 3 outputs per length (errors 2e-4, 7e-4,
-    4e-4: no curve). The sweep repeats each length until it holds 32 output elements, pooled per length."""
-    from dataclasses import replace
-
-    from kcgate.engine.checks.c_prc_01 import _repeats
-    from tests.testing.faults import naming_sets as NS
-    from tests.testing.faults.semantic import diagnose
-
-    bug = next(n.bug for n in NS.HELD_OUT if n.bug.id == "sum-fp16-running")
-    for shape in ((3, 4093), (32, 4096)):
-        f = diagnose(replace(bug, shape=shape), 0)
-        assert f.signature is not None and f.signature.cause == "low-precision-accumulator", f.message
-        assert "fp16" in f.signature.summary, f.signature.summary
-    assert _repeats([]) == 1
