@@ -101,12 +101,16 @@ def _f_layer_norm(x, w, b):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("seed", [16, 18])
-def test_a_probe_that_would_refuse_the_case_is_scaled_down_and_says_so(seed: int) -> None:
-    """fp32 F.layer_norm, both directions: at offset 1e4 the cancellation probe's dx bound reaches dx's size on
-    these seeds (refused: "tolerance exceeds the signal", 1.02); kcgate chose that offset, so it shrinks."""
+def test_fp32_layer_norm_passes_the_full_cancellation_probe_on_the_seeds_that_once_refused_it(
+    seed: int,
+) -> None:
+    """fp32 F.layer_norm, both directions: at offset 1e4 the dx bound used to reach dx's size on these seeds
+    (refused, 1.02, so kcgate shrank its own probe to 625). Since the mean's rounding is charged as one shift
+    of a row (issue 46), the full probe holds and is not shrunk; the shrinking itself is tested in
+    test_stability_probes.py."""
     f = _layer_norm_case(_f_layer_norm, seed)
     assert f.status.value == "pass", f.message
-    assert dict(f.metrics.extra)["cancellation_probe_offset"] == 625.0
+    assert "cancellation_probe_offset" not in dict(f.metrics.extra)
 
 
 def test_the_naive_variance_layernorm_still_fails_the_probe() -> None:
