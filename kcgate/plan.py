@@ -304,10 +304,14 @@ def for_device(cases: list[Case], project: Project, device: str) -> tuple[list[C
     """The cases whose contract's ``devices`` includes ``device`` (a backend name), and the ids of the
     contracts left out. The baseline of this runner is planned the same way, so a contract a PR narrows to
     other devices shows as removed there, which blocks by default."""
-    scoped = {c.id: c.devices for c in project.contracts}
-    kept = [c for c in cases if device in scoped.get(c.contract_id, (device,))]
+    kept = [c for c in cases if runs_on(c, project, device)]
     left = sorted({c.contract_id for c in cases} - {c.contract_id for c in kept})
     return kept, left
+
+
+def runs_on(case: Case, project: Project, device: str) -> bool:
+    """Whether the case's contract's ``devices`` includes ``device`` (one lookup in the project's by-id map)."""
+    return device in project.contract(case.contract_id).devices
 
 
 def _matches(c: Case, keyword: str) -> bool:

@@ -224,7 +224,7 @@ def _run(
         cases, _ = for_device(
             make_plan(project, seed, executor.default_shapes()), project, executor.handshake()[0]
         )
-        return tuple(executor.run_many(cases)) if cases else ()
+        return tuple(executor.run_many(cases))
     finally:
         executor.close()
 

@@ -127,7 +127,7 @@ class KcgateState:
     def run(self, case: Any) -> Any:
         from kcgate.engine.case import error_result
         from kcgate.errors import KcgateError
-        from kcgate.plan import for_device
+        from kcgate.plan import runs_on
 
         try:
             executor = self._executor()
@@ -139,7 +139,7 @@ class KcgateState:
                     or os.environ.get("KCGATE_RUNNER")
                     or (f"{self.device}-{fingerprint.arch or 'generic'}".lower())
                 )
-            if not for_device([case], self.project, self.device)[0]:
+            if not runs_on(case, self.project, self.device):
                 pytest.skip(f"{case.contract_id}: its contract's devices leaves {self.device} out")
             return executor.run(case)
         except KcgateError as exc:  # the worker cannot start: this item fails with the reason
