@@ -32,8 +32,8 @@ def gemma_rmsnorm_offset_weight_in_fp32(x, w):  # type: ignore[no-untyped-def]
 
 
 class _RmsNormBlockDwFp32(torch.autograd.Function):
-    """Liger's block rmsnorm after Liger#950: dW's per-block sum over rows in fp32 (llama mode: dy · x̂ with x̂
-    rounded to the input dtype), each block added into an fp32 dW."""
+    """Liger's block rmsnorm after Liger#950: dW's per-block sum over rows in fp32 (llama mode: each term
+    dy · x̂ in the input dtype, x̂ rounded to it), each block added into an fp32 dW."""
 
     @staticmethod
     def forward(ctx, x, w):  # type: ignore[no-untyped-def]
@@ -50,10 +50,10 @@ class _RmsNormBlockDwFp32(torch.autograd.Function):
         xhat = xf * r
         wg = wf * g
         dx = r * (wg - xhat * (wg * xhat).mean(-1, keepdim=True))
-        term = g * xhat.to(ctx.dtype).float()
+        term = (dy.to(ctx.dtype) * xhat.to(ctx.dtype)).float()  # dY · x̂ rounded to the input dtype, as before
         dw = torch.zeros(xf.shape[-1])
         for s in range(0, xf.shape[0], 16):
-            dw = dw + term[s : s + 16].sum(0)  # the fix: the block's sum stays in fp32
+            dw = dw + term[s : s + 16].sum(0)  # the fix: the block's sum of those terms in fp32
         return dx.to(dy.dtype), dw.to(dy.dtype)
 
 
@@ -126,8 +126,10 @@ def layernorm_bwd_fp32_scratch(x, w, b):  # type: ignore[no-untyped-def]
 # ---- rope -------------------------------------------------------------------------------------------------------
 
 
-def _rope_fp32_table(q, k, base=10000.0):  # type: ignore[no-untyped-def]
-    """A NeoX rope computing its own table in fp32: inv_freq, positions × inv_freq, cos and sin."""
+def _rope_fp32_table(q, k, base=10000.0, eager=False):  # type: ignore[no-untyped-def]
+    """A NeoX rope computing its own table in fp32: inv_freq, positions × inv_freq, cos and sin; ``eager``:
+    cos and sin cast to the input dtype and the rotation computed in it (transformers' apply_rotary_pos_emb),
+    else in fp32 and rounded once."""
     length, d = q.shape[-2], q.shape[-1]
     inv = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
     t = torch.arange(length, dtype=torch.float32)
@@ -136,21 +138,22 @@ def _rope_fp32_table(q, k, base=10000.0):  # type: ignore[no-untyped-def]
     c, s = emb.cos()[None, None], emb.sin()[None, None]
 
     def rot(x):  # type: ignore[no-untyped-def]
-        xf = x.float()
-        x1, x2 = xf.chunk(2, -1)
-        return (xf * c + torch.cat([-x2, x1], -1) * s).to(x.dtype)
+        xc = x if eager else x.float()
+        cc, sc = (c.to(x.dtype), s.to(x.dtype)) if eager else (c, s)
+        x1, x2 = xc.chunk(2, -1)
+        return (xc * cc + torch.cat([-x2, x1], -1) * sc).to(x.dtype)
 
     return rot(q), rot(k)
 
 
 def hf_rope_table_fp32(q, k, base=10000.0):  # type: ignore[no-untyped-def]
-    """transformers#29285's fix: autocast disabled, inv_freq and positions × inv_freq in fp32."""
-    return _rope_fp32_table(q, k, base)
+    """transformers#29285's fix: autocast disabled, positions × inv_freq in fp32; cos, sin cast to x's dtype."""
+    return _rope_fp32_table(q, k, base, eager=True)
 
 
 def neox_rope_table_fp32(q, k, base=10000.0):  # type: ignore[no-untyped-def]
-    """gpt-neox#1003's fix: the rotary table (angles, cos, sin) computed in fp32."""
-    return _rope_fp32_table(q, k, base)
+    """gpt-neox#1003's fix: the rotary table (angles, cos, sin) computed in fp32, then used in x's dtype."""
+    return _rope_fp32_table(q, k, base, eager=True)
 
 
 def sglang_rope_inv_freq_fp32(q, k, base=10000.0):  # type: ignore[no-untyped-def]
