@@ -8,7 +8,10 @@ two-pass layer norm with large means, forward and backward; transformers' rope w
 flash-attention's ``attention_ref(upcast=False)``; vLLM's and transformers' eager GQA causal attention,
 Lq = Lk and Lq != Lk) join it, and so does held-out set B (tests/testing/kernels/heldout_b.py: xformers,
 apex, llm.c, Meta's llama and Liger's Gemma norm), written after the thresholds were set; ``--set heldout-b``
-runs it alone, to count it apart. Each runs under every class that applies to its family (``CLASSES[cid].ops``),
+runs it alone, to count it apart. ``--set shipped-fixed`` runs instead the fixed twins of the 20 shipped bugs
+(tests/testing/faults/shipped_fixed.py), each under exactly its bug's contract in naming_sets_shipped.py, at the
+declared shape and its boundary shape, and prints per bug the fixed status per seed and shape beside the bug's
+verdict per seed (that set's runner). Each other set runs under every class that applies to its family (``CLASSES[cid].ops``),
 in each of its dtypes, forward and, where it is differentiable, with ``direction = "both"``, written as a new
 user writes the contract from the docs, at every shape kcgate adds (its boundary shape, as ``kcgate run``
 plans it) and, on every other seed, at an odd declared shape (``odd_shape``: primes, odd head dims) instead
@@ -21,7 +24,7 @@ alarms), per family, class, dtype and kind, and lists every alarm with its messa
 
     python -m benchmarks.false_alarms [--seeds 5] [--only NAME,...] [--classes C-PRC-01,...]
         [--dtypes float32,...] [--seed0 0] [--shapes alternate|declared|odd] [--no-boundary]
-        [--set all|tuned|heldout-b] [--quick] [--json out.json]
+        [--set all|tuned|heldout-b|shipped-fixed] [--quick] [--json out.json]
 
 ``--json out.json`` also appends each case to ``out.jsonl`` as it runs, and each alarm is printed to stderr
 when it happens: a long run stopped early still gives its count.
@@ -73,6 +76,7 @@ class Outcome:
     shape: str = ""  # "declared", "odd" (declared) or "boundary" (the shape kcgate adds)
     note: bool = False  # passed with a limitation or inconclusive note (kcgate.results.records.PASS_NOTES)
     dims: str = ""  # the case's shape, "1x4x1x113x59"
+    budget: float | None = None  # measured error / allowed error
 
     @property
     def why(self) -> str:
@@ -241,6 +245,7 @@ def run(
                     which if tuple(case.shape) in declared[case.contract_id] else "boundary",
                     is_pass_note(r.status, r.message),
                     "x".join(str(n) for n in case.shape),
+                    r.metrics.budget_used,
                 )
             )
             if out[-1].alarm:
@@ -254,6 +259,62 @@ def run(
                 with log.open("a") as f:
                     f.write(json.dumps(out[-1].__dict__) + "\n")
     return out
+
+
+@dataclass(frozen=True)
+class ShippedFixed:
+    """A shipped bug's fixed twin, as an entry of ``run``'s meta."""
+
+    name: str
+    op: str
+    kind: str = "shipped-fixed"
+
+
+def shipped_project(only: set[str] | None = None) -> tuple[Any, dict[str, Any]]:
+    """``--set shipped-fixed``: one contract per shipped bug (``only``: those ids), its bug's
+    (``semantic.bug_contract``) with the fixed twin for the kernel and the bug's shape declared; the meta
+    ``run`` reads."""
+    from dataclasses import replace
+
+    from kcgate.contracts.policy import Policy
+    from kcgate.contracts.records import Project
+    from tests.testing.faults.naming_sets_shipped import SHIPPED
+    from tests.testing.faults.semantic import bug_contract
+    from tests.testing.faults.shipped_fixed import FIXED
+
+    mod, out, meta = "tests.testing.faults.shipped_fixed", [], {}
+    for s in SHIPPED:
+        bug = s.named.bug
+        if only and bug.id not in only:
+            continue
+        out.append(replace(bug_contract(bug, f"{mod}:{FIXED[bug.id]}"), shapes=(bug.shape,)))
+        meta[bug.id] = (ShippedFixed(bug.id, bug.op), bug.direction)
+    project = Project(ROOT / "contracts.toml", "shipped-fixed", tuple(out), Policy(), paths=(ROOT,))
+    return project, meta
+
+
+def shipped_lines(outcomes: list[Outcome], seeds: range, only: set[str] | None = None) -> list[str]:
+    """Per shipped bug: its fixed twin's status per seed and shape, and the bug's verdict per seed (its set's
+    runner, naming_sets.measure), with the count of bugs caught per seed."""
+    from tests.testing.faults.naming_sets import measure
+    from tests.testing.faults.naming_sets_shipped import AMENDED, SHIPPED
+
+    named = tuple(s.named for s in SHIPPED if not only or s.named.bug.id in only)
+    rows = measure(named, tuple(seeds), AMENDED)
+    caught = dict.fromkeys(seeds, 0)
+    lines = ["| bug | fixed twin, per seed and shape | bug, per seed |", "|---|---|---|"]
+    for n, got in rows:
+        fixed = [f"s{o.seed} {o.dims} {o.status} {_budget(o)}" for o in outcomes if o.entry == n.bug.id]
+        for seed, g in zip(seeds, got, strict=True):
+            caught[seed] += g[0] != "missed"
+        bug = ", ".join(f"s{seed} {g[1]} {g[2] or '-'}" for seed, g in zip(seeds, got, strict=True))
+        lines.append(f"| {n.bug.id} | {'; '.join(fixed)} | {bug} |")
+    per_seed = ", ".join(f"seed {s} {k}/{len(rows)}" for s, k in caught.items())
+    return [*lines, "", f"shipped bugs caught (fail under the same contract): {per_seed}"]
+
+
+def _budget(o: Outcome) -> str:
+    return "" if o.budget is None else f"{o.budget:.2g}"
 
 
 def table(outcomes: list[Outcome], key: str) -> list[str]:
@@ -276,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--seed0", type=int, default=0)
-    ap.add_argument("--only", default="", help="corpus entry names, comma-separated")
+    ap.add_argument("--only", default="", help="corpus entry names (shipped-fixed: bug ids), comma-separated")
     ap.add_argument(
         "--classes", default="", help="class ids, comma-separated (default: every one that applies)"
     )
@@ -288,8 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--set",
         default="all",
-        choices=("all", "tuned", "heldout-b"),
-        help="tuned: correct.py and heldout.py; heldout-b: held-out set B alone (counted apart)",
+        choices=("all", "tuned", "heldout-b", "shipped-fixed"),
+        help="tuned: correct.py and heldout.py; heldout-b: held-out set B alone (counted apart); "
+        "shipped-fixed: the shipped bugs' fixed twins under their bugs' contracts, beside the bugs",
     )
     ap.add_argument("--quick", action="store_true", help="three held-out kernels, C-PRC-01, bf16, one seed")
     args = ap.parse_args(argv)
@@ -301,18 +363,28 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     split = lambda s: set(s.split(",")) if s else None  # noqa: E731
-    rows = contracts(split(args.only), split(args.classes), split(args.dtypes), args.all_classes, args.set)
+    shipped = args.set == "shipped-fixed"
+    rows = (
+        []
+        if shipped
+        else contracts(split(args.only), split(args.classes), split(args.dtypes), args.all_classes, args.set)
+    )
     t0 = time.perf_counter()
     seeds = range(args.seed0, args.seed0 + args.seeds)
     kinds = {args.shapes} if args.shapes != "alternate" else {"odd" if s % 2 else "declared" for s in seeds}
-    with tempfile.TemporaryDirectory() as tmp:
-        projects, rejected = {}, []
-        for kind in sorted(kinds):
-            projects[kind], lost = load(rows, Path(tmp), odd=kind == "odd")
-            rejected += [(f"{what} ({kind} shape)", why) for what, why in lost]
-        meta = {f"{e.name}-{cid}-{dt}-{d}": (e, d) for e, cid, dt, d in rows}
-        log = Path(args.json + "l") if args.json else None  # out.json -> out.jsonl, one line a case
+    log = Path(args.json + "l") if args.json else None  # out.json -> out.jsonl, one line a case
+    if shipped:  # the bug's declared shape and its boundary shape, never an odd one
+        project, meta = shipped_project(split(args.only))
+        projects, rejected, args.shapes = {"declared": project}, [], "declared"
         outcomes = run(projects, seeds, meta, args.shapes, not args.no_boundary, log)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            projects, rejected = {}, []
+            for kind in sorted(kinds):
+                projects[kind], lost = load(rows, Path(tmp), odd=kind == "odd")
+                rejected += [(f"{what} ({kind} shape)", why) for what, why in lost]
+            meta = {f"{e.name}-{cid}-{dt}-{d}": (e, d) for e, cid, dt, d in rows}
+            outcomes = run(projects, seeds, meta, args.shapes, not args.no_boundary, log)
     took = time.perf_counter() - t0
     k, n = sum(o.alarm for o in outcomes), len(outcomes)
     contracts_n = max(len(p.contracts) for p in projects.values())
@@ -348,6 +420,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"  {o.entry} {o.klass} {o.dtype} {o.direction} {o.shape} {o.dims} seed {o.seed}: {o.status}: "
                 f"{o.message[:300]}"
             )
+    if shipped:
+        print()
+        print("\n".join(shipped_lines(outcomes, seeds, split(args.only))))
     if args.json:
         Path(args.json).write_text(json.dumps([o.__dict__ for o in outcomes], indent=0))
     return 0

@@ -363,19 +363,14 @@ SEMANTIC: tuple[Bug, ...] = (
 )
 
 
-def diagnose(bug: Bug, seed: int) -> Any:
-    """Run the bug's class check in process; its Finding (status and signature)."""
+def bug_contract(bug: Bug, kernel: str = "x:y") -> Any:
+    """The contract a bug runs under (``diagnose``; its fixed twin's in benchmarks/false_alarms.py)."""
     from kcgate.contracts.records import Contract, Protocol
-    from kcgate.engine.checks import CHECKS
-    from kcgate.engine.trial import CaseContext
-    from kcgate.numerics.ops import OPS
-    from kcgate.numerics.ops.custom import custom_op
-    from kcgate.plan import Case
 
-    contract = Contract(
+    return Contract(
         id=bug.id,
         klass=bug.klass,
-        kernel="x:y",
+        kernel=kernel,
         op=bug.op,
         dtypes=(bug.dtype,),
         protocol=Protocol(seeds=1, trials=2),
@@ -383,6 +378,17 @@ def diagnose(bug: Bug, seed: int) -> Any:
         direction=bug.direction,
         distribution=bug.distribution,
     )
+
+
+def diagnose(bug: Bug, seed: int) -> Any:
+    """Run the bug's class check in process; its Finding (status and signature)."""
+    from kcgate.engine.checks import CHECKS
+    from kcgate.engine.trial import CaseContext
+    from kcgate.numerics.ops import OPS
+    from kcgate.numerics.ops.custom import custom_op
+    from kcgate.plan import Case
+
+    contract = bug_contract(bug)
     if bug.custom is not None:
         op = custom_op(*bug.custom)
     else:
