@@ -59,6 +59,11 @@ def _iid(x: torch.Tensor) -> torch.Tensor:
     return (2 * x.double() + 0.05 * torch.randn(x.shape, generator=g, dtype=torch.float64)).to(x.dtype)
 
 
+def _iid_big(x: torch.Tensor) -> torch.Tensor:
+    g = torch.Generator().manual_seed(int(x.abs().sum().item() * 1e3) % 2**31)
+    return (2 * x.double() + 0.6 * torch.randn(x.shape, generator=g, dtype=torch.float64)).to(x.dtype)
+
+
 def test_precision_names_are_refused_past_their_limit() -> None:
     """A structured error thousands of budgets past the bound is no rounding noise: "exceeds the bound", where
     and why noise does not fit; independent draws of the same size stay noise."""
@@ -69,6 +74,11 @@ def test_precision_names_are_refused_past_their_limit() -> None:
         assert "in the output:" in summary and "rows" in summary, summary
         status, cause, summary = _named(_custom(_iid, lambda x: 2 * x), seed)
         assert (status, cause) == ("fail", "noise"), summary
+        # independent draws at a third of the output's rms (set D's GPTQ scale read per channel, seed 1, was
+        # 'noise' at 84% of elements): past what any rounding gives, even fp8's
+        status, cause, summary = _named(_custom(_iid_big, lambda x: 2 * x), seed)
+        assert (status, cause) == ("fail", "exceeds-bound"), summary
+        assert "even fp8" in summary, summary
 
 
 def _tail(frac: float):  # type: ignore[no-untyped-def]
