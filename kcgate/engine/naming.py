@@ -170,10 +170,16 @@ def follows_input(ev: Evidence) -> str | None:
 
 
 def refuse_noise(ev: Evidence, s: Signature) -> str | None:
-    """Rounding noise gives at most NOISE_C·√K·u relative rms; past that only independent draws are noise."""
+    """Rounding noise gives at most NOISE_C·√K·u relative rms; past that only independent draws are noise, and
+    never past D.ROUNDING_SCALE (fp8's unit roundoff), which no rounding of any format gives."""
     cap = NOISE_C * math.sqrt(ev.k) * ev.u
     if ev.rel <= cap:
         return None
+    if ev.rel > D.ROUNDING_SCALE:
+        return (
+            f"noise (rms error {ev.rel:.3g} of the output's, past the {D.ROUNDING_SCALE:.3g} that any rounding, "
+            "even fp8's, gives)"
+        )
     why = structure(ev.cmp.signed) or follows_input(ev)
     if why is None:
         return None
@@ -335,7 +341,7 @@ RULES: tuple[Rule, ...] = (
         "noise",
         lambda ev: D.noise_signature(ev.cmp),
         "diffuse, unbiased errors over ≥ 2% of elements",
-        "rms error ≤ 4·√K·u, or past it errors that look like independent draws",
+        "rms error ≤ 4·√K·u, or past it errors that look like independent draws, never past 1/16",
         f"{_NAMING}::test_precision_names_are_refused_past_their_limit",
         refuse_noise,
     ),

@@ -6,6 +6,7 @@ the bound and why); the shipped bug classes are named by their known mistake; an
 from __future__ import annotations
 
 import ast
+import math
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,9 @@ import torch
 
 from kcgate.engine import naming as N
 from tests.testing.faults import naming_sets as NS
+from tests.testing.faults import naming_sets_d as D
 from tests.testing.faults import semantic as S
+from tests.testing.kernels import families as bad
 
 ROOT = Path(__file__).resolve().parents[2]
 PRECISION = {"noise", "biased-rounding", "row-scale", "low-precision-accumulator", "low-precision-reduction"}
@@ -56,6 +59,11 @@ def _iid(x: torch.Tensor) -> torch.Tensor:
     return (2 * x.double() + 0.05 * torch.randn(x.shape, generator=g, dtype=torch.float64)).to(x.dtype)
 
 
+def _iid_big(x: torch.Tensor) -> torch.Tensor:
+    g = torch.Generator().manual_seed(int(x.abs().sum().item() * 1e3) % 2**31)
+    return (2 * x.double() + 0.6 * torch.randn(x.shape, generator=g, dtype=torch.float64)).to(x.dtype)
+
+
 def test_precision_names_are_refused_past_their_limit() -> None:
     """A structured error thousands of budgets past the bound is no rounding noise: "exceeds the bound", where
     and why noise does not fit; independent draws of the same size stay noise."""
@@ -66,6 +74,11 @@ def test_precision_names_are_refused_past_their_limit() -> None:
         assert "in the output:" in summary and "rows" in summary, summary
         status, cause, summary = _named(_custom(_iid, lambda x: 2 * x), seed)
         assert (status, cause) == ("fail", "noise"), summary
+        # independent draws at a third of the output's rms (set D's GPTQ scale read per channel, seed 1, was
+        # 'noise' at 84% of elements): past what any rounding gives, even fp8's
+        status, cause, summary = _named(_custom(_iid_big, lambda x: 2 * x), seed)
+        assert (status, cause) == ("fail", "exceeds-bound"), summary
+        assert "even fp8" in summary, summary
 
 
 def _tail(frac: float):  # type: ignore[no-untyped-def]
@@ -250,3 +263,49 @@ def test_a_known_mistake_reproduced_bit_for_bit_names_an_excess_failure() -> Non
     status, cause, summary = _named(named.bug, 0)
     assert (status, cause) == ("fail", "wrong-semantics"), summary
     assert "approximate = 'tanh'" in summary and "reproduced bit for bit" in summary, summary
+
+
+@pytest.mark.parametrize(
+    ("kernel", "dtype", "shape", "params", "says"),
+    [
+        (D.gptq_scale_per_channel, "bfloat16", (32, 512, 64), (("group_size", 128),), "one per channel"),
+        (D.awq_zero_added, "float16", (32, 256, 64), (("group_size", 64),), "zero-point added"),
+        (bad.quant_gemm_wrong_group, "bfloat16", (16, 512, 32), (), "next group"),
+    ],
+)
+def test_quant_gemm_dequantization_mistakes_are_named(kernel, dtype, shape, params, says) -> None:  # type: ignore[no-untyped-def]
+    """Set D's quantised-matmul variants (found after its first run: 'noise' and 'one constant per row added'):
+    the scale and zero of group 0 read for every column, and the zero-point added, are quant_gemm's known
+    mistakes; the group index off by one keeps its name."""
+    for seed in (0, 1):
+        status, cause, summary = _named(
+            S.Bug("q", "quant_gemm", dtype, shape, kernel, "", "", params=params), seed
+        )
+        assert (status, cause) == ("fail", "wrong-semantics"), summary
+        assert says in summary, summary
+
+
+def _varlen_starts_early(
+    q, k, v, cu_q, cu_k, max_seqlen_q=0, max_seqlen_k=0, causal=False, softmax_scale=None
+):  # type: ignore[no-untyped-def]
+    """A varlen kernel whose key blocks start one key before cu_seqlens_k[i] (the previous sequence's last)."""
+    outs = []
+    for i in range(len(cu_q) - 1):
+        a, b = int(cu_q[i]), int(cu_q[i + 1])
+        ka = max(int(cu_k[i]) - 1, 0)
+        s = q[a:b].float().transpose(0, 1) @ k[ka:b].float().permute(1, 2, 0) / math.sqrt(q.shape[-1])
+        outs.append((s.softmax(-1) @ v[ka:b].float().transpose(0, 1)).transpose(0, 1))
+    return torch.cat(outs).to(q.dtype)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "says"),
+    [(D.varlen_boundary_plus_one, "one past its end"), (_varlen_starts_early, "one before it")],
+)
+def test_a_block_diagonal_boundary_off_by_one_is_named(kernel, says) -> None:  # type: ignore[no-untyped-def]
+    """Set D's varlen kernel whose key blocks run one past cu_seqlens (found after its first run: 'exceeds
+    the bound'), and one whose blocks start a key early, are the attention family's varlen known mistakes."""
+    bug = S.Bug("bd", "attention", "float32", (4, 2, 2, 32, 32), kernel, "", "", params=(("varlen", True),))
+    for seed in (0, 1):
+        status, cause, summary = _named(bug, seed)
+        assert (status, cause) == ("fail", "wrong-semantics") and says in summary, summary

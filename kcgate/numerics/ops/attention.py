@@ -51,6 +51,9 @@ class Attention:
     diagonal: int = 0
     stale_block: int = 0
     stale_l: bool = False
+    # not a param: the block-diagonal (varlen) mistake of a sequence's keys starting or ending this many keys
+    # off its cu_seqlens boundaries, (start, end): (0, 1) also sees the next sequence's first key
+    key_reach: tuple[int, int] = (0, 0)
 
     def scale_for(self, d: int) -> float:
         return self.scale if self.scale > 0 else 1.0 / math.sqrt(d)
@@ -401,11 +404,26 @@ def _per_sequence(
 
 def _oracle(cfg: Attention) -> Callable[..., torch.Tensor]:
     def oracle(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *cu: torch.Tensor) -> torch.Tensor:
+        if cfg.varlen and cfg.key_reach != (0, 0):
+            return _reaching(q, k, v, cu[0], cfg)
         if cfg.varlen:
             return _per_sequence(lambda a, b, c: dense_oracle(a, b, c, cfg), q, k, v, cu[0])
         return dense_oracle(q, k, v, cfg)
 
     return oracle
+
+
+def _reaching(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, cfg: Attention
+) -> torch.Tensor:
+    """Non-causal varlen attention whose key blocks are moved by ``cfg.key_reach`` past their boundaries."""
+    lo, hi = cfg.key_reach
+    outs = []
+    for a, b in _segments(cu):
+        ka, kb = max(a + lo, 0), min(b + hi, k.shape[0])
+        qq, kk, vv = q[a:b].transpose(0, 1), k[ka:kb].transpose(0, 1), v[ka:kb].transpose(0, 1)
+        outs.append(dense_oracle(qq, kk, vv, cfg).transpose(0, 1))
+    return torch.cat(outs, dim=0)
 
 
 def _bound(cfg: Attention) -> Callable[[Tensors, torch.Tensor, BoundArgs], torch.Tensor]:
@@ -493,6 +511,15 @@ def mistakes(cfg: Attention) -> tuple[tuple[str, OpFamily], ...]:
             )
         )
     out += _softcap_window_mistakes(cfg)
+    if (
+        cfg.varlen and not cfg.causal
+    ):  # xformers' BlockDiagonalMask, flash_attn_varlen_func: a boundary off by one
+        out += [
+            ("each sequence's keys run one past its end (the next sequence's first key visible: a "
+             "block-diagonal boundary off by one)", replace(cfg, key_reach=(0, 1))),
+            ("each sequence's keys start one before it (the previous sequence's last key visible: a "
+             "block-diagonal boundary off by one)", replace(cfg, key_reach=(-1, 0))),
+        ]  # fmt: skip
     for block in STALE_BLOCKS:
         for stale_l, what in ((False, "the accumulator"), (True, "the accumulator and the row sum")):
             out.append(

@@ -169,6 +169,8 @@ class QuantGemm:
     group_size: int = 128  # 0: per channel (one group spanning k)
     zero_point: bool = True  # asymmetric (q − zero)·scale; False: symmetric q·scale
     shift: int = 0  # not a param: the mistake of reading group j + shift's scale and zero
+    first_group: bool = False  # not a param: the mistake of reading group 0's scale and zero for every column
+    zero_sign: int = -1  # not a param: +1 is the mistake of adding the zero-point, (q + zero)·scale
 
     def group(self, k: int) -> int:
         return self.group_size if 0 < self.group_size < k else k
@@ -199,9 +201,17 @@ def dequantize(q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor) -> to
     return (q.to(s.dtype) - z) * s
 
 
+def _q_weight(cfg: QuantGemm, q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor) -> torch.Tensor:
+    """W as the contract dequantizes it, or as one of its known mistakes does (cfg's non-param fields)."""
+    s, z = scales.roll(-cfg.shift, -1), zeros.roll(-cfg.shift, -1)
+    if cfg.first_group:
+        s, z = s[..., :1].expand_as(s), z[..., :1].expand_as(z)
+    return dequantize(q, s, -cfg.zero_sign * z)
+
+
 def _q_oracle(cfg: QuantGemm) -> Callable[..., torch.Tensor]:
     def oracle(x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor) -> torch.Tensor:
-        return x @ dequantize(q, scales.roll(-cfg.shift, -1), zeros.roll(-cfg.shift, -1)).T
+        return x @ _q_weight(cfg, q, scales, zeros).T
 
     return oracle
 
@@ -209,7 +219,7 @@ def _q_oracle(cfg: QuantGemm) -> Callable[..., torch.Tensor]:
 def _q_bound(cfg: QuantGemm) -> Callable[[Tensors, torch.Tensor, BoundArgs], torch.Tensor]:
     def bound(x: Tensors, y: torch.Tensor, ba: BoundArgs) -> torch.Tensor:
         a, q, scales, zeros = x
-        w = dequantize(q, scales.roll(-cfg.shift, -1), zeros.roll(-cfg.shift, -1))
+        w = _q_weight(cfg, q, scales, zeros)
         # W dequantized in the activation dtype before the GEMM: (q − z) then ·scale, two roundings of |W|
         # (independent, so λ·2u_in·√Σ(x·w)²), then the GEMM's own λ√k·u_acc·|x||W| and the output rounding
         deq = ba.lam * 2 * ba.u_in * ((a * a) @ (w * w).T).sqrt()
@@ -219,8 +229,13 @@ def _q_bound(cfg: QuantGemm) -> Callable[[Tensors, torch.Tensor, BoundArgs], tor
 
 
 def _q_mistakes(cfg: QuantGemm) -> tuple[tuple[str, OpFamily], ...]:
-    what = "the scale and zero of the next group (a group index off by one)"
-    return ((what, _build_q(replace(cfg, shift=1))),)
+    out = [("the scale and zero of the next group (a group index off by one)", replace(cfg, shift=1))]
+    # AutoGPTQ's g_idx left at zero: one scale per channel where the contract has one per group
+    out.append(("the first group's scale and zero read for every column (one per channel, not per group)",
+                replace(cfg, first_group=True)))  # fmt: skip
+    if cfg.zero_point:  # AutoAWQ's (q − zero)·scale written with the sign flipped
+        out.append(("the zero-point added, (q + zero)·scale, not subtracted", replace(cfg, zero_sign=1)))
+    return tuple((what, _build_q(c)) for what, c in out)
 
 
 def torch_quant_gemm(

@@ -2,8 +2,8 @@
 0-2 at its declared shape and once at the boundary shape kcgate derives from it (kcgate.plan.boundary_shapes),
 as a run does. A bug is consistent when every failing case gets the same cause.
 
-``python -m tests.testing.faults.naming_consistency`` prints each bug's causes per case and the count of
-consistent bugs; an inconsistent one is listed with what differs.
+``python -m tests.testing.faults.naming_consistency [sets]`` (tuning, held-out, shipped; ``d``: set D) prints
+each bug's causes per case and the count of consistent bugs; an inconsistent one is listed with what differs.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import sys
 from dataclasses import replace
 
 from tests.testing.faults.naming_sets import HELD_OUT, TUNING, Named
+from tests.testing.faults.naming_sets_d import SET_D
 from tests.testing.faults.naming_sets_shipped import SHIPPED
 from tests.testing.faults.semantic import diagnose
 
@@ -52,8 +53,8 @@ def runs(n: Named) -> list[tuple[str, str, str]]:
 
 
 def main(argv: list[str]) -> int:
-    sets = {"tuning": TUNING, "held-out": HELD_OUT, "shipped": tuple(s.named for s in SHIPPED)}
-    chosen = argv or list(sets)
+    sets = {"tuning": TUNING, "held-out": HELD_OUT, "shipped": tuple(s.named for s in SHIPPED), "d": SET_D}
+    chosen = argv or ["tuning", "held-out", "shipped"]  # set D on request (``d``): counted apart
     consistent = total = 0
     for name in chosen:
         for n in sets[name]:
