@@ -37,6 +37,7 @@ class Shipped:
     backward: bool = True  # direction = "both" (else "forward": inference-only kernels)
     bug_in: tuple[str, ...] = ("forward", "backward")  # the directions the bug changes
     shape_constraints: tuple[tuple[int, str], ...] = ()  # declared up front, as docs/custom-op.md shows
+    out_dtype: str = ""  # the contract's out_dtype ("" = the input dtype)
 
 
 SHIPPED: tuple[Shipped, ...] = (
@@ -179,5 +180,14 @@ SHIPPED: tuple[Shipped, ...] = (
     ),
 )
 
-# Right sets changed after the first run, counted apart (none yet).
+# Right sets changed after the first run, counted apart (none).
 AMENDED: dict[str, frozenset[str]] = {}
+
+# Contract keys added after the first run, counted apart: what a new user writes on reading the failure. Both
+# kernels return fp32 log-probabilities or probabilities from bf16 logits, as their libraries (and references)
+# do; a single output is held to the input dtype unless out_dtype says otherwise, so the first run failed
+# both fixed kernels in bf16 with wrong-dtype ("kernel returned float32, the contract declares bfloat16").
+AFTER_FIRST_RUN: dict[str, dict[str, str]] = {
+    "llama-cpp-top-p-drops-crossing-token": {"out_dtype": "float32"},
+    "unsloth-logprob-softcap-x-tanh": {"out_dtype": "float32"},
+}
