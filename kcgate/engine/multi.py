@@ -85,18 +85,32 @@ def compare_outputs(
     return True
 
 
+def reference_gives(ctx: CaseContext, trial: Trial, dtype: torch.dtype) -> bool:
+    """Whether a custom op with no declared out dtype returns ``dtype`` because its reference does (a top-p
+    filter's fp32 probabilities from bf16 logits), as each of several outputs may: read on meta tensors, only
+    when the kernel's dtype differs from the input's."""
+    if ctx.op.name != "custom" or ctx.contract.out_dtype:
+        return False
+    parts = _meta_parts(ctx, trial)
+    return parts is not None and len(parts) == 1 and parts[0][1].dtype == dtype
+
+
 def _reference_dtypes(ctx: CaseContext, trial: Trial, names: list[str]) -> dict[str, torch.dtype]:
-    """Each output's dtype as the reference gives it on the case's inputs (run on meta tensors: no
-    arithmetic), e.g. a scan's fp32 last state beside its bf16 output; {} where that cannot be read (every
-    output then held to the contract's out dtype)."""
+    """Each output's dtype as the reference gives it on the case's inputs, e.g. a scan's fp32 last state
+    beside its bf16 output; {} where that cannot be read (every output then held to the contract's out dtype)."""
+    parts = _meta_parts(ctx, trial)
+    return {n: t.dtype for n, t in parts} if parts is not None and [n for n, _ in parts] == names else {}
+
+
+def _meta_parts(ctx: CaseContext, trial: Trial) -> Parts | None:
+    """The reference's named outputs on meta tensors (no arithmetic); None where it cannot run on them."""
     reference = inspect.unwrap(ctx.op.oracle)
     try:
         with torch.no_grad():
             got = reference(*(t.detach().to("meta") for t in trial.inputs))
-        parts = reference_parts(got, ctx.contract.outputs)
+        return reference_parts(got, ctx.contract.outputs)
     except Exception:  # noqa: BLE001 — a reference that cannot run on meta tensors: the declared dtype
-        return {}
-    return {n: t.dtype for n, t in parts} if [n for n, _ in parts] == names else {}
+        return None
 
 
 def _dtype(trial: Trial, name: str, t: torch.Tensor, want: set[torch.dtype]) -> None:

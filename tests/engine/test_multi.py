@@ -49,6 +49,12 @@ def sum_and_state(x, residual):  # a bf16 output beside an fp32 state, as a scan
 def sum_and_half_state(x, residual):
     return x + residual, (x * 2).half()
 
+def probs(x, residual):  # one fp32 output from bf16 inputs, as a top-p filter's probabilities
+    return torch.softmax((x + residual).float(), dim=-1)
+
+def probs_half(x, residual):
+    return probs(x, residual).half()
+
 def add_and_scale(x, residual):
     return x + residual, 2 * x
 
@@ -104,3 +110,12 @@ def test_each_output_may_keep_the_dtype_the_reference_gives_it(tmp_path: Path) -
     (bad,) = _run(tmp_path, "sum_and_half_state", "sum_and_state", dtype="bfloat16")
     assert bad.status == "fail" and bad.signature is not None and bad.signature.cause == "wrong-dtype"
     assert "output 'out1' is float16, expected bfloat16 or float32" in bad.message, bad.message
+
+
+def test_a_single_output_may_keep_the_dtype_the_reference_gives_it(tmp_path: Path) -> None:
+    (ok,) = _run(tmp_path, "probs", "probs", dtype="bfloat16")
+    assert ok.status == "pass", ok.message
+    (bad,) = _run(tmp_path, "probs_half", "probs", dtype="bfloat16")
+    assert bad.status == "fail" and bad.signature is not None and bad.signature.cause == "wrong-dtype"
+    declared = _run(tmp_path, "probs", "probs", 'out_dtype = "bfloat16"', dtype="bfloat16")[0]
+    assert declared.status == "fail" and "the contract declares bfloat16" in declared.message, declared.message

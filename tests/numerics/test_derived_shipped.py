@@ -39,3 +39,11 @@ def test_every_shipped_bug_cites_its_fix_and_a_right_name() -> None:
     for s in SHIPPED:
         assert "#" in s.fix.split(":")[0], s.id  # repository#PR
         assert s.right, s.id
+
+
+def test_a_correct_fp8_cast_below_the_smallest_normal_passes() -> None:
+    """Below e4m3's smallest normal (2^-6) the spacing is fixed, so a correct cast errs up to 2^-10 whatever |y|:
+    vLLM's fixed static quantiser failed seed 1 on a bound of u·|y| alone (kcgate.numerics.derived)."""
+    s = BY_ID["vllm-static-fp8-no-clamp"]
+    status, cause, summary = R.kcgate_finding(s, R.contract(s, "float32", "forward"), s.fixed, s.shape, 1)
+    assert status == "pass", (cause, summary)
