@@ -118,4 +118,6 @@ def test_a_single_output_may_keep_the_dtype_the_reference_gives_it(tmp_path: Pat
     (bad,) = _run(tmp_path, "probs_half", "probs", dtype="bfloat16")
     assert bad.status == "fail" and bad.signature is not None and bad.signature.cause == "wrong-dtype"
     declared = _run(tmp_path, "probs", "probs", 'out_dtype = "bfloat16"', dtype="bfloat16")[0]
-    assert declared.status == "fail" and "the contract declares bfloat16" in declared.message, declared.message
+    assert declared.status == "fail" and "the contract declares bfloat16" in declared.message, (
+        declared.message
+    )
