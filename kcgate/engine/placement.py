@@ -105,13 +105,13 @@ def low_dtype(dtype: torch.dtype) -> bool:
 
 
 class _Uses(TorchFunctionMode):
-    """Which ops consume the values a mutant rounded (through views and casts): ``other`` once any is not a
-    matmul."""
+    """Which ops consume the values a mutant rounded (through views and casts): ``matmul`` once a matmul
+    does, ``other`` once anything else does."""
 
     def __init__(self) -> None:
         super().__init__()
         self.marked: dict[int, torch.Tensor] = {}  # kept alive, so that no id is reused
-        self.other = False
+        self.matmul = self.other = False
 
     def mark(self, v: Any) -> None:
         for t in _tensors(v):
@@ -123,7 +123,9 @@ class _Uses(TorchFunctionMode):
             name = getattr(func, "__name__", "")
             if name in PASSING:
                 self.mark(out)
-            elif name not in MATMULS:
+            elif name in MATMULS:
+                self.matmul = True
+            else:
                 self.other = True
         return out
 
@@ -371,7 +373,7 @@ def _operand_only(m: CastMutant, run: Run) -> bool:
             m.fn(*_fresh(run.inputs))
     finally:
         m.lowering.uses = None
-    return bool(uses.marked) and not uses.other
+    return uses.matmul and not uses.other  # a rounded value returned as it is is no operand
 
 
 def placement_signature(ctx: Any, ts: Sequence[Any]) -> Signature | None:

@@ -39,7 +39,9 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:  # vLLM's RMSNor
     return h.to(orig) * w
 
 
-def rms_norm_all_fp32(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:  # the reference says: fp32 to the end
+def rms_norm_all_fp32(
+    x: torch.Tensor, w: torch.Tensor
+) -> torch.Tensor:  # the reference says: fp32 to the end
     h = x.float()
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
     return (h * w.float()).to(x.dtype)
@@ -160,8 +162,12 @@ def test_the_references_casts_are_the_contract_another_librarys_order_included()
     # as the rmsnorm family fails it under casting_mode = "gemma"; against its own formulation it passes
     runs = _runs(rms_norm_all_fp32, rms_norm, _norm_inputs, torch.bfloat16)
     found = misplaced(rms_norm_all_fp32, runs, torch.bfloat16)
-    assert found is not None and found.mutant.change == "h rounded to bfloat16"  # bf16 x̂ times bf16 w: exact in fp32
-    assert misplaced(rms_norm, _runs(rms_norm, rms_norm, _norm_inputs, torch.bfloat16), torch.bfloat16) is None
+    assert (
+        found is not None and found.mutant.change == "h rounded to bfloat16"
+    )  # bf16 x̂ times bf16 w: exact in fp32
+    assert (
+        misplaced(rms_norm, _runs(rms_norm, rms_norm, _norm_inputs, torch.bfloat16), torch.bfloat16) is None
+    )
 
 
 def test_a_kernel_written_like_its_reference_costs_one_run_and_is_not_named() -> None:
