@@ -206,6 +206,22 @@ def llama_cast(x, w):  # transformers#29402: x̂ cast to the input dtype before 
     h = (h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + 1e-6)).to(x.dtype)
     return h * (1.0 + w)
 
+def add_ref(x, r, w):  # a fused add + Gemma RMSNorm: (normed, new residual)
+    h = x.float() + r.float()
+    res = h.to(x.dtype)
+    h = h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + 1e-6)
+    h = h * (1.0 + w.float())
+    return h.to(x.dtype), res
+
+def add_llama_cast(x, r, w):
+    h = x.float() + r.float()
+    n = (h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + 1e-6)).to(x.dtype)
+    return n * (1.0 + w), h.to(x.dtype)
+
+def add_gen(shape, dtype, g):
+    x, w = gen(shape, dtype, g)
+    return x, torch.randn(shape, generator=g).to(dtype), w
+
 def fused(x, w):  # another correct order: (1 + w) first, one product, one rounding
     h = x.float()
     s = (1.0 + w.float()) * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + 1e-6)
@@ -213,13 +229,14 @@ def fused(x, w):  # another correct order: (1 + w) first, one product, one round
 """
 
 
-def _run(tmp: Path, kernel: str) -> list[dict]:  # type: ignore[type-arg]
+def _run(tmp: Path, kernel: str, ref: str = "ref", gen: str = "gen", extra: str = "") -> list[dict]:  # type: ignore[type-arg]
     (tmp / "kk.py").write_text(KERNELS)
     p = tmp / "contracts.toml"
     p.write_text(
         '[project]\npaths = ["."]\n\n[[contract]]\nid = "c"\nclass = "C-PRC-01"\nop = "custom"\n'
-        f'kernel = "kk:{kernel}"\nreference = "kk:ref"\ninputs = "kk:gen"\ndtypes = ["bfloat16", "float32"]\n'
-        "shapes = [[8, 512]]\n[contract.protocol]\nseeds = 1\nprobes = false\nboundary = false\n"
+        f'kernel = "kk:{kernel}"\nreference = "kk:{ref}"\ninputs = "kk:{gen}"\n'
+        f'dtypes = ["bfloat16", "float32"]\nshapes = [[8, 512]]\n{extra}'
+        "[contract.protocol]\nseeds = 1\nprobes = false\nboundary = false\n"
     )
     proc = kcgate("run", "-c", str(p), "--out", str(tmp / "out.json"), cwd=tmp, timeout=600)
     assert proc.returncode in (0, 1), proc.stderr
@@ -240,3 +257,14 @@ def test_kcgate_run_fails_the_llama_cast_in_bf16_only_and_passes_another_correct
     assert "matches the reference with the downcast moved up to h" in json.dumps(bad["bfloat16"])
     assert bad["float32"]["status"] == "pass"  # fp32: no 16-bit rounding to place
     assert {c["status"] for c in got["fused"].values()} == {"pass"}
+
+
+@pytest.mark.slow
+def test_a_two_output_kernel_is_held_to_the_reference_output_by_output(tmp_path: Path) -> None:
+    got = {
+        c["dtype"]: c
+        for c in _run(tmp_path, "add_llama_cast", "add_ref", "add_gen", 'outputs = ["out", "residual"]\n')
+    }
+    assert got["bfloat16"]["status"] == "fail", got
+    assert "matches the reference with the downcast moved up to h" in json.dumps(got["bfloat16"])
+    assert got["float32"]["status"] == "pass"
