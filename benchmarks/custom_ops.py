@@ -10,10 +10,14 @@ alarm is a correct kernel failing (on its inputs or under the probe); a wrong va
 (op, dtype, shape, seed, direction) where the correct library-style kernel passes. Beside the bound, a
 candidate gate on the derived bound's own samples (benchmarks/_derived_excess.py, not in kcgate run) is
 measured in two forms, rms per row and z-weighted: its false alarms, and what it adds to the bound's catches.
-A two-output op's backward draws dY over every output joined, as kcgate run's harness does.
+A two-output op's backward draws dY over every output joined, as kcgate run's harness does. Where the bound
+passes a 16-bit cell, kcgate run's placement check follows (kcgate.engine.placement: the reference's cast
+mutants run in the dtype, held bit for bit to the kernel on this trial and a second one, as kcgate run's two
+trials): its false alarms count with the bound's, its catches are the "+cast" column. ``--placement-only``
+skips the derived bound (minutes, not hours): every cell's placement verdicts alone, on every kernel.
 
     python -m benchmarks.custom_ops [--quick] [--seeds 3] [--dtypes float32,bfloat16,float16] [--only NAME,...]
-        [--boundary] [--mutants]
+        [--boundary] [--mutants] [--placement-only]
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from benchmarks.custom_ops_kernels import ENTRIES, Entry  # noqa: E402
 from kcgate.calibration.mutate_sites import generate  # noqa: E402
 from kcgate.contracts.records import Contract  # noqa: E402
 from kcgate.engine.checks.stability import DEFAULT_OFFSET  # noqa: E402
+from kcgate.engine.placement import Run, floats, low_dtype, misplaced  # noqa: E402
 from kcgate.engine.trial import probe_offset, subnormal_floor  # noqa: E402
 from kcgate.numerics.derived import Precision, derive, in_fp64  # noqa: E402
 from kcgate.numerics.invariance import invariances  # noqa: E402
@@ -201,6 +206,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--boundary", action="store_true", help="also each op's kcgate boundary shape (kcgate.plan)"
     )
     p.add_argument("--mutants", action="store_true", help="also the wrong variants kcgate mutate plants")
+    p.add_argument(
+        "--placement-only", action="store_true", help="only the placement check, on every kernel (no bound)"
+    )
     a = p.parse_args(argv)
     entries = [e for e in ENTRIES if not a.only or e.name in a.only.split(",")]
     if a.mutants:
@@ -221,6 +229,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "cost": [],
         "catch": {},
         "gate_alarms": {w: [] for w in GATES},
+        "placement_alarms": [],
+        "placement_ms": [],
+        "placed": {},
     }
     per: dict[tuple[str, str], list[float]] = defaultdict(list)
     for e in entries:
@@ -235,6 +246,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for dt in dtypes:
             for shape in _shapes(e, a.quick, a.boundary, stats):
                 for seed in seeds:
+                    if a.placement_only:
+                        _placement_cell(e, getattr(torch, dt), shape, seed, stats)
+                        continue
                     for backward in (False, True) if e.backward else (False,):
                         _cell(e, getattr(torch, dt), shape, seed, backward, stats, per)
         kc, ac, n = (
@@ -246,8 +260,76 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"{e.name}: {n} correct-kernel cases, false alarms kcgate {kc} (candidate gates: rms {ga}, "
               f"z {gz}) assert_close {ac} "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
-    _print(stats, per)
+    if a.placement_only:
+        _print_placement(stats)
+    else:
+        _print(stats, per)
     return stats
+
+
+SECOND = 7919  # the second trial's seed offset: kcgate run's placement check reads both of a case's trials
+
+
+def _placement(e: Entry, x: tuple[torch.Tensor, ...], shape: tuple[int, ...], seed: int, k: Any,
+               stats: dict[str, Any]) -> str:  # fmt: skip
+    """kcgate run's placement check on kernel ``k`` over this cell's inputs and a second draw: "" or what it
+    names. Only in 16-bit dtypes (fp32: no-op)."""
+    if not low_dtype(x[0].dtype):
+        return ""
+    x2 = e.inputs(shape, x[0].dtype, torch.Generator().manual_seed(seed + SECOND))
+    runs = []
+    for xi in (x, x2):
+        refs = tuple(floats(in_fp64(e.kernel, upcast(xi))))
+        runs.append(Run(xi, tuple(floats(k(*[t.clone() for t in xi]))), refs))
+    t0 = time.perf_counter()
+    found = misplaced(e.kernel, runs, x[0].dtype)
+    stats["placement_ms"].append(1000 * (time.perf_counter() - t0))
+    return "" if found is None else f"matches the reference with {found.mutant.change}, at {found.where}"
+
+
+def _placement_cell(e: Entry, dtype: torch.dtype, shape: tuple[int, ...], seed: int,
+                    stats: dict[str, Any]) -> None:  # fmt: skip
+    """One cell's placement verdicts alone (``--placement-only``): each correct kernel's (a false alarm where
+    it names one), each wrong variant's (where it names one: caught, bound or not)."""
+    if not low_dtype(dtype):
+        return
+    cell = f"{e.name}/{str(dtype)[6:]}/{list(shape)}/s{seed}"
+    x = e.inputs(shape, dtype, torch.Generator().manual_seed(seed))
+    for kname, k in (("library", e.kernel), ("fused", e.fused), *e.wrong.items()):
+        if k is None:
+            continue
+        try:
+            said = _placement(e, x, shape, seed, k, stats)
+        except Exception:  # noqa: BLE001 — a planted mutant that raises: no placement verdict
+            said = ""
+        if kname in ("library", "fused"):
+            stats["cases"] += 1
+            if said:  # counted in the per-op line's kcgate false alarms too
+                stats["placement_alarms"].append(f"{cell} {kname}: {said}")
+                stats["kc_alarms"].append(f"{cell} {kname}: {said}")
+            continue
+        row = stats["placed"].setdefault(f"{e.name}: {kname}", [0, 0])
+        row[0] += 1
+        row[1] += int(bool(said))
+        if said:
+            stats.setdefault("placed_cells", []).append(f"{cell} {kname}: {said}")
+
+
+def _print_placement(stats: dict[str, Any]) -> None:
+    print(f"\n16-bit correct-kernel cases: {stats['cases']}; placement false alarms: "
+          f"{len(stats['placement_alarms'])}")  # fmt: skip
+    for line in stats["placement_alarms"][:30]:
+        print("  placement:", line)
+    print(f"\n{'wrong variant (16-bit cells)':55s} {'cells':>5s} {'named':>6s}")
+    for name, (cells, named) in sorted(stats["placed"].items()):
+        if named:
+            print(f"{name:55s} {cells:5d} {named:6d}")
+    total = [sum(v[i] for v in stats["placed"].values()) for i in (0, 1)]
+    print(f"{'total':55s} {total[0]:5d} {total[1]:6d}")
+    ms = sorted(stats["placement_ms"])
+    if ms:
+        print(f"placement check per kernel and cell: median {statistics.median(ms):.1f} ms, p90 "
+              f"{ms[int(0.9 * (len(ms) - 1))]:.0f} ms, max {ms[-1]:.0f} ms")  # fmt: skip
 
 
 def with_mutants(e: Entry) -> Entry:
@@ -307,8 +389,12 @@ def _cell(e: Entry, dtype: torch.dtype, shape: tuple[int, ...], seed: int, backw
         for w, gate in zip(GATES, gates):
             if gate:
                 stats["gate_alarms"][w].append(f"{cell} {kname}: {gate}")
+        said = _placement(e, c.x, shape, seed, k, stats) if budget <= 1 else ""
+        if said:
+            stats["kc_alarms"].append(f"{cell} {kname}: {said}")
+            stats["placement_alarms"].append(f"{cell} {kname}: {said}")
         if kname == "library":
-            base_ok = budget <= 1
+            base_ok = budget <= 1 and not said
             base_ac = ac_ok
             gate_ok = [base_ok and not g for g in gates]
     probes = [] if backward else _probe_cases(e, c, seed)
@@ -323,14 +409,16 @@ def _cell(e: Entry, dtype: torch.dtype, shape: tuple[int, ...], seed: int, backw
             budget, ac_ok, where = c.judge(v)
             caught = budget > 1 or any(p.judge(v)[0] > 1 for p in probes)
             gated = [caught or bool(c.excess(v, w)) for w in GATES]
+            placed = caught or bool(_placement(e, c.x, shape, seed, v, stats))
         except Exception:  # noqa: BLE001 — a planted mutant that raises fails any test: caught by both
-            budget, ac_ok, caught, gated = float("inf"), False, True, [True] * len(GATES)
-        row = stats["catch"].setdefault(f"{e.name}: {vname}", [0, 0, 0, 0, 0])
+            budget, ac_ok, caught, gated, placed = float("inf"), False, True, [True] * len(GATES), True
+        row = stats["catch"].setdefault(f"{e.name}: {vname}", [0, 0, 0, 0, 0, 0])
         row[0] += 1
         row[1] += int(base_ok and caught)
         row[2] += int(base_ac and not ac_ok)
         for i, (ok, g) in enumerate(zip(gate_ok, gated)):
             row[3 + i] += int(ok and g)
+        row[5] += int(base_ok and placed)
 
 
 def _probe_cases(e: Entry, c: Case, seed: int) -> list[Case]:
@@ -354,7 +442,8 @@ def _print(stats: dict[str, Any], per: dict[tuple[str, str], list[float]]) -> No
         print(f"boundary shapes the generator or reference rejects (refused, as kcgate run does): "
               f"{stats['boundary_refused']}")  # fmt: skip
     print(
-        f"false alarms: kcgate derived bound {len(stats['kc_alarms'])}, assert_close {len(stats['ac_alarms'])}"
+        f"false alarms: kcgate {len(stats['kc_alarms'])} (of them the placement check "
+        f"{len(stats['placement_alarms'])}), assert_close {len(stats['ac_alarms'])}"
     )
     for line in stats["kc_alarms"][:30]:
         print("  kcgate:", line)
@@ -371,13 +460,19 @@ def _print(stats: dict[str, Any], per: dict[tuple[str, str], list[float]]) -> No
               "alarms")  # fmt: skip
         for line in stats["gate_alarms"][w][:20]:
             print("  gate:", line)
-    head = f"{'wrong variant':55s} {'cells':>5s} {'bound':>6s} {'+rms':>6s} {'+z':>6s} {'assert_close':>12s}"
+    head = (f"{'wrong variant':55s} {'cells':>5s} {'bound':>6s} {'+cast':>6s} {'+rms':>6s} {'+z':>6s} "
+            f"{'assert_close':>12s}")  # fmt: skip
     print("\n" + head)
-    tot = [0] * 5
-    for name, (cells, kc, ac, kr, kz) in sorted(stats["catch"].items()):
-        print(f"{name:55s} {cells:5d} {kc:6d} {kr:6d} {kz:6d} {ac:12d}")
-        tot = [t + v for t, v in zip(tot, (cells, kc, ac, kr, kz))]
-    print(f"{'total':55s} {tot[0]:5d} {tot[1]:6d} {tot[3]:6d} {tot[4]:6d} {tot[2]:12d}")
+    tot = [0] * 6
+    for name, (cells, kc, ac, kr, kz, kp) in sorted(stats["catch"].items()):
+        print(f"{name:55s} {cells:5d} {kc:6d} {kp:6d} {kr:6d} {kz:6d} {ac:12d}")
+        tot = [t + v for t, v in zip(tot, (cells, kc, ac, kr, kz, kp))]
+    print(f"{'total':55s} {tot[0]:5d} {tot[1]:6d} {tot[5]:6d} {tot[3]:6d} {tot[4]:6d} {tot[2]:12d}")
+    ms = sorted(stats["placement_ms"])
+    if ms:
+        print(
+            f"placement check per kernel and cell: median {statistics.median(ms):.1f} ms, max {ms[-1]:.0f} ms"
+        )
     cost = sorted(stats["cost"])
     if cost:
         print(f"\nderived bound's cost per case, as a multiple of one fp64 reference run: median "

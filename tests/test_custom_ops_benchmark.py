@@ -13,12 +13,16 @@ def test_quick_mode_has_no_false_alarm_and_catches_as_much_as_assert_close() -> 
     stats = main(["--quick"])
     assert stats["cases"] >= 20
     assert stats["kc_alarms"] == []
-    caught = sum(kc for _, kc, _, _, _ in stats["catch"].values())
-    assert caught >= sum(ac for _, _, ac, _, _ in stats["catch"].values())
+    caught = sum(kc for _, kc, *_ in stats["catch"].values())
+    assert caught >= sum(ac for _, _, ac, *_ in stats["catch"].values())
+    # the variance in the input dtype is below the bound; the placement check names it in both bf16 cells
+    # (in fp32 the variant is the library kernel bit for bit)
+    cells, bound, _, _, _, placed = stats["catch"]["rms_norm: variance in input dtype"]
+    assert (cells, bound, placed) == (4, 0, 2)
     # a stale residual output and swapped gate halves are caught in every cell
     assert all(
         kc == cells
-        for name, (cells, kc, _, _, _) in stats["catch"].items()
+        for name, (cells, kc, *_) in stats["catch"].items()
         if "stale" in name or "swapped" in name
     )
 
@@ -28,7 +32,7 @@ def test_boundary_shapes_the_generator_rejects_are_refused_and_planted_mutants_a
     stats = main(["--only", "silu_and_mul", "--seeds", "1", "--dtypes", "float32", "--boundary", "--mutants"])
     assert stats["boundary_refused"] == 1  # the odd last dimension kcgate's boundary shape has
     mutants = {k: v for k, v in stats["catch"].items() if ": mutant " in k}
-    assert mutants and all(cells > 0 for cells, _, _, _, _ in mutants.values())
+    assert mutants and all(cells > 0 for cells, *_ in mutants.values())
     assert stats["kc_alarms"] == []
 
 

@@ -15,6 +15,7 @@ from kcgate.engine import excess_line, naming, sensitivity
 from kcgate.engine.diagnosis import first_issue
 from kcgate.engine.harness import run_trial
 from kcgate.engine.mistakes import explain_excess, reproduced
+from kcgate.engine.placement import placement_signature
 from kcgate.engine.trial import CaseContext, Trial, signal_ratio
 from kcgate.numerics.metrics import merge_metrics
 from kcgate.results.model import Metrics, Signature, Status
@@ -92,10 +93,11 @@ def verdict(
 def _rounding_mistake(ctx: CaseContext, ts: list[Trial], found: Finding) -> Finding:
     """A passing case whose output a known rounding mistake reproduces bit for bit (kcgate.engine.mistakes.
     reproduced: x̂ cast to bf16 before the weight, declared all in fp32) fails, named by that mistake: the
-    bound and the gate cannot see one rounding, the comparison with the mistake's rounded output can."""
+    bound and the gate cannot see one rounding, the comparison with the mistake's rounded output can. A custom
+    op's reference places its own roundings (kcgate.engine.placement: an upcast dropped, a downcast moved up)."""
     if found.status != Status.PASS:
         return found
-    named = reproduced(ctx, ts)
+    named = reproduced(ctx, ts) or placement_signature(ctx, ts)
     if named is None:
         return found
     budget = found.metrics.budget_used or 0.0

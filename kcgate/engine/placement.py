@@ -1,0 +1,423 @@
+"""The reference's precision placement as part of a custom op's contract: a passing low-precision case whose
+output one cast mutant of the reference (an upcast dropped, a downcast moved earlier), run in the case's dtype,
+reproduces bit for bit where the reference as written does not, fails, named by that change and its line."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import types
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from kcgate.engine.diagnosis import sig
+from kcgate.engine.explain import _helpers, _rebind, _replaced, _source
+from kcgate.engine.multi import OUTPUT
+from kcgate.numerics.outputs import raw
+from kcgate.results.model import Signature
+from kcgate.vocab.mutation_rules import FP32, Where, upcast_dropped
+
+MAX_MUTANTS = 64  # cast mutants tried at most per case: a count, never a clock, as the verdict rests on it
+# a mutant reproduces the kernel where, on every trial, the kernel's output differs from the mutant's in at
+# most this share of the elements where it differs from the reference's as written (both run in the dtype) ...
+SHARE = 0.1
+# ... and those differ in at least this share of the output on every trial, and this many elements over the
+# trials (one rounding moved changes about a third of a 16-bit output; a correct kernel that rounds as the
+# reference does, in another order, about 1e-4 of it)
+MIN_SHARE = 0.05
+MIN_ELEMENTS = 32
+# a rounding whose value is only ever a matmul operand is one the derived bound allows (operands in the input
+# dtype, as tensor cores take them: FlashAttention's P): such a mutant names nothing
+MATMULS = frozenset(
+    {"matmul", "mm", "bmm", "einsum", "linear", "addmm", "baddbmm", "__matmul__", "__rmatmul__", "tensordot",
+     "scaled_dot_product_attention"}
+)  # fmt: skip
+# views and casts pass a rounded value on to whatever consumes them
+PASSING = frozenset(
+    {"view", "reshape", "transpose", "permute", "t", "contiguous", "expand", "expand_as", "unsqueeze",
+     "squeeze", "__getitem__", "__get__", "flatten", "to", "float", "half", "bfloat16", "type_as", "clone",
+     "narrow", "select", "chunk", "split", "unbind", "detach"}
+)  # fmt: skip
+LOW = "__kcgate_low__"  # the name a mutant calls to round a value to the case's dtype
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One row: a way a kernel places the reference's roundings wrong, and how the reference is mutated."""
+
+    name: str
+    change: str  # the words of the failure: "matches the reference with <change>, at line N"
+    applies: str
+
+
+PLACEMENTS: tuple[Placement, ...] = (
+    Placement("upcast-dropped", "{cast} dropped", "each x.float() / x.to(torch.float32) of the reference"),
+    Placement(
+        "downcast-inserted",
+        "{name} rounded to {dtype}",
+        "each assignment, where the reference casts down somewhere (x.to(x_dtype), .type_as, .half())",
+    ),
+    Placement(
+        "downcast-moved-up",
+        "the downcast moved up to {name}: {dtype} from there on",
+        "each assignment with an upcast after it: rounded there, and the upcasts after it dropped",
+    ),
+)
+BY_NAME = {p.name: p for p in PLACEMENTS}
+
+
+@dataclass(frozen=True)
+class CastMutant:
+    row: str
+    change: str
+    line: int
+    fn: Callable[..., Any]
+    lowering: _Lowering | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """One forward trial: the inputs as the kernel got them, its float outputs, and the fp64 oracle's."""
+
+    inputs: tuple[Any, ...]
+    outs: tuple[torch.Tensor, ...]
+    refs64: tuple[torch.Tensor, ...]
+
+
+@dataclass(frozen=True)
+class Found:
+    mutant: CastMutant
+    where: str  # "line 12 of ref.py (in gemma_norm)"
+    differ_mutant: int
+    differ_reference: int
+    elements: int
+    err_ratio: float  # the mutant's rms error against fp64 over the reference-as-written's
+
+
+def low_dtype(dtype: torch.dtype) -> bool:
+    """Whether a case's dtype is below fp32: only there can a rounding be misplaced (fp32 and fp64: no-op)."""
+    return dtype.is_floating_point and torch.finfo(dtype).eps > torch.finfo(torch.float32).eps
+
+
+class _Uses(TorchFunctionMode):
+    """Which ops consume the values a mutant rounded (through views and casts): ``matmul`` once a matmul
+    does, ``other`` once anything else does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.marked: dict[int, torch.Tensor] = {}  # kept alive, so that no id is reused
+        self.matmul = self.other = False
+
+    def mark(self, v: Any) -> None:
+        for t in _tensors(v):
+            self.marked[id(t)] = t
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if any(id(t) in self.marked for t in _tensors((args, kwargs or {}))):
+            name = getattr(func, "__name__", "")
+            if name in PASSING:
+                self.mark(out)
+            elif name in MATMULS:
+                self.matmul = True
+            else:
+                self.other = True
+        return out
+
+
+def _tensors(v: Any) -> Iterator[torch.Tensor]:
+    if isinstance(v, torch.Tensor):
+        yield v
+    elif isinstance(v, (tuple, list)):
+        for x in v:
+            yield from _tensors(x)
+    elif isinstance(v, dict):
+        for x in v.values():
+            yield from _tensors(x)
+
+
+class _Lowering:
+    """The function a mutant calls to round a value to the case's dtype (wider floats only), telling
+    ``uses`` what it rounded where one watches."""
+
+    def __init__(self, low: torch.dtype) -> None:
+        self.low = low
+        self.uses: _Uses | None = None
+
+    def __call__(self, v: Any) -> Any:
+        if isinstance(v, torch.Tensor) and v.is_floating_point() and v.dtype != self.low:
+            if torch.finfo(v.dtype).eps < torch.finfo(self.low).eps:
+                v = v.to(self.low)
+                if self.uses is not None:
+                    self.uses.mark(v)
+            return v
+        if isinstance(v, tuple):
+            return tuple(self(t) for t in v)
+        return v
+
+
+def _is_downcast(node: ast.AST) -> bool:
+    """``x.to(orig)``, ``x.to(x.dtype)``, ``x.type_as(y)``, ``x.half()``, ``x.bfloat16()``: a cast whose target
+    is not fp32 (the reference places a rounding to its inputs' precision somewhere)."""
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return False
+    attr = node.func.attr
+    if attr in ("half", "bfloat16", "type_as"):
+        return True
+    if attr != "to" or len(node.args) + len(node.keywords) != 1:
+        return False
+    arg = node.args[0] if node.args else node.keywords[0].value
+    last = arg.attr if isinstance(arg, ast.Attribute) else arg.id if isinstance(arg, ast.Name) else ""
+    return bool(last) and last not in FP32 and "device" not in last  # x.to(y.device) moves, not casts
+
+
+def has_casts(fn: Callable[..., Any]) -> bool:
+    """Whether the reference (or a helper it calls) casts at all: without one there is nothing to place."""
+    fns: list[Callable[..., Any]] = [fn, *_helpers(fn)]
+    for f in fns:
+        found = _source(f)
+        if found and any(upcast_dropped(n, Where()) or _is_downcast(n) for n in ast.walk(found[0])):
+            return True
+    return False
+
+
+def mutants(root: Callable[..., Any], low: torch.dtype) -> Iterator[tuple[CastMutant, str]]:
+    """Each cast mutant of the reference and the module-level helpers it calls, with where it is."""
+    fns: list[Callable[..., Any]] = [root, *_helpers(root)]
+    for fn in fns:
+        found = _source(fn)
+        if found is None:
+            continue
+        node, path, _ = found
+        space = dict(getattr(fn, "__globals__", {}))
+        try:
+            space.update(inspect.getclosurevars(fn).nonlocals)
+        except (TypeError, ValueError):
+            continue
+        space[LOW] = lowering = _Lowering(low)
+        ups = [n for n in ast.walk(node) if upcast_dropped(n, Where())]
+        downs = any(_is_downcast(n) for n in ast.walk(node))
+        where = f"of {path.rsplit('/', 1)[-1]} (in {node.name})"
+        for target, new, row, words, line in _edits(node, ups, downs, low):
+            tree = _replaced(node, target, new)
+            try:
+                ns = dict(space)
+                exec(compile(ast.fix_missing_locations(ast.Module([tree], [])), path, "exec"), ns)
+            except Exception:  # noqa: BLE001 — a mutant that does not compile places nothing
+                continue
+            mutated = ns[node.name]
+            yield CastMutant(row, words, line, _rebind(root, fn, mutated), lowering), f"line {line} {where}"
+
+
+def _edits(
+    node: ast.FunctionDef, ups: list[ast.AST], downs: bool, low: torch.dtype
+) -> Iterator[tuple[ast.AST, ast.AST, str, str, int]]:
+    """(the node replaced, its replacement, the row, the change in words, its line) for each cast mutant of
+    one function; a downcast moved up replaces the whole function in one go."""
+    dt = str(low).removeprefix("torch.")
+    for up in ups:
+        (new, said), *_ = upcast_dropped(up, Where())
+        what = BY_NAME["upcast-dropped"].change.format(cast=said.removesuffix(" dropped"))
+        yield up, new, "upcast-dropped", what, getattr(up, "lineno", 0)
+    if not downs:
+        return
+    for a in (n for n in ast.walk(node) if isinstance(n, ast.Assign) and n is not node):
+        name = ast.unparse(a.targets[0]) if len(a.targets) == 1 else ""
+        if not name:
+            continue
+        rounded = ast.Assign(a.targets, ast.Call(ast.Name(LOW, ast.Load()), [a.value], []))
+        ast.copy_location(rounded, a)
+        what = BY_NAME["downcast-inserted"].change.format(name=name, dtype=dt)
+        yield a, rounded, "downcast-inserted", what, a.lineno
+        later = [u for u in ups if getattr(u, "lineno", 0) > (a.end_lineno or a.lineno)]
+        if later:
+            body = _replaced(node, a, rounded)
+            what = BY_NAME["downcast-moved-up"].change.format(name=name, dtype=dt)
+            yield node, _dropped(body, later), "downcast-moved-up", what, a.lineno
+
+
+def _dropped(fn: ast.FunctionDef, ups: list[ast.AST]) -> ast.FunctionDef:
+    """``fn`` with every upcast at the given nodes' positions replaced by its receiver."""
+    spots = {(u.lineno, u.col_offset, u.end_col_offset) for u in ups}  # type: ignore[attr-defined]
+
+    class Drop(ast.NodeTransformer):
+        def visit_Call(self, n: ast.Call) -> Any:
+            self.generic_visit(n)
+            at = (getattr(n, "lineno", 0), getattr(n, "col_offset", 0), getattr(n, "end_col_offset", 0))
+            if at in spots and (got := upcast_dropped(n, Where())):
+                return got[0][0]
+            return n
+
+    out = Drop().visit(fn)
+    assert isinstance(out, ast.FunctionDef)
+    return out
+
+
+def floats(result: Any) -> list[torch.Tensor]:
+    """A result's float outputs, in kcgate's order (kcgate.numerics.outputs.raw)."""
+    return [t for _, t in raw(result) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
+def _count(outs: Sequence[torch.Tensor], other: Sequence[torch.Tensor]) -> tuple[int, int] | None:
+    """(elements where ``other``, cast to each output's dtype, differs from the kernel's output bit for bit,
+    finite elements counted), or None where the outputs do not line up."""
+    if len(outs) != len(other):
+        return None
+    differ = n = 0
+    for o, r in zip(outs, other):
+        if tuple(o.shape) != tuple(r.shape):
+            return None
+        r = r.detach().to(o.device, o.dtype)
+        ok = o.isfinite() & r.isfinite()  # no boolean indexing: it costs 20x the comparison on a CPU
+        differ += int(((o != r) & ok).sum())
+        n += int(ok.sum())
+    return differ, n
+
+
+def _fresh(inputs: Sequence[Any]) -> list[Any]:
+    """Copies of the trial's inputs: a reference that writes into its inputs must not change the trial's."""
+    return [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+
+
+def _rms_err(xs: Sequence[torch.Tensor], refs: Sequence[torch.Tensor]) -> float:
+    se = n = 0.0
+    for x, r in zip(xs, refs):
+        e = x.detach().to(r.device, torch.float64) - r.to(torch.float64).reshape(x.shape)
+        ok = e.isfinite()
+        se, n = se + float(torch.where(ok, e, 0.0).pow(2).sum()), n + int(ok.sum())
+    return (se / n) ** 0.5 if n else 0.0
+
+
+def misplaced(reference: Callable[..., Any], runs: Sequence[Run], low: torch.dtype) -> Found | None:
+    """The cast mutant of ``reference`` that the kernel reproduces on every run, or None. The reference as
+    written runs first, in the dtype: where the kernel equals it (nearly) bit for bit on some run, no mutant
+    is tried (a kernel written like its reference costs one run of it per trial)."""
+    if not runs or not low_dtype(low) or not isinstance(reference, types.FunctionType):
+        return None
+    as_written = []
+    for r in runs:
+        try:
+            with torch.no_grad():
+                ref = floats(reference(*_fresh(r.inputs)))
+        except Exception:  # noqa: BLE001 — a reference that cannot run in the dtype places nothing
+            return None
+        c = _count(r.outs, ref)
+        if c is None or c[0] < max(1, MIN_SHARE * c[1]):
+            return None
+        as_written.append((ref, c))
+    if sum(c[0] for _, c in as_written) < MIN_ELEMENTS or not has_casts(reference):
+        return None
+    for m, where in _listed(reference, low):
+        found = _reproduces(m, where, runs, as_written)
+        if found is not None:
+            return found
+    return None
+
+
+_CACHE: dict[tuple[Callable[..., Any], torch.dtype], list[tuple[CastMutant, str]]] = {}
+
+
+def _listed(reference: Callable[..., Any], low: torch.dtype) -> list[tuple[CastMutant, str]]:
+    """The first ``MAX_MUTANTS`` cast mutants, compiled once per reference and dtype in a worker (every case
+    of a contract shares them: parsing and compiling is most of a small case's cost)."""
+    key = (reference, low)
+    if key not in _CACHE:
+        if len(_CACHE) >= 64:
+            _CACHE.clear()
+        _CACHE[key] = list(itertools.islice(mutants(reference, low), MAX_MUTANTS))
+    return _CACHE[key]
+
+
+def _reproduces(
+    m: CastMutant,
+    where: str,
+    runs: Sequence[Run],
+    as_written: Sequence[tuple[list[torch.Tensor], tuple[int, int]]],
+) -> Found | None:
+    """``m`` held to every run (the first one that it does not reproduce ends it): bit for bit where the
+    reference as written differs, and less accurate than the reference against the fp64 oracle."""
+    dm = dr = n = 0
+    ratio = 0.0
+    for r, (ref, (c_ref, c_n)) in zip(runs, as_written):
+        try:
+            with torch.no_grad():
+                alt = floats(m.fn(*_fresh(r.inputs)))
+        except Exception:  # noqa: BLE001 — a mutant that raises on these inputs reproduces nothing
+            return None
+        c = _count(r.outs, alt)
+        if c is None or c[0] > SHARE * c_ref:
+            return None
+        own = _rms_err(ref, r.refs64)
+        theirs = _rms_err(alt, r.refs64)
+        if not theirs > own:
+            return None  # a mutant no less accurate than the reference: the kernel is not worse than it
+        ratio = max(ratio, theirs / own if own > 0 else float("inf"))
+        dm, dr, n = dm + c[0], dr + c_ref, n + c_n
+    if m.lowering is not None and _operand_only(m, runs[0]):
+        return None
+    return Found(m, where, dm, dr, n, ratio)
+
+
+def _operand_only(m: CastMutant, run: Run) -> bool:
+    """Whether every value the mutant rounds is consumed only by matmuls (an operand in the input dtype)."""
+    assert m.lowering is not None
+    uses = _Uses()
+    m.lowering.uses = uses
+    try:
+        with torch.no_grad(), uses:
+            m.fn(*_fresh(run.inputs))
+    finally:
+        m.lowering.uses = None
+    return uses.matmul and not uses.other  # a rounded value returned as it is is no operand
+
+
+def placement_signature(ctx: Any, ts: Sequence[Any]) -> Signature | None:
+    """A passing case of a custom op with a derived bound, in a 16-bit dtype, whose forward output a cast
+    mutant of the reference reproduces bit for bit on every trial (``misplaced``): "matches the reference with
+    the downcast moved up to h: bfloat16 from there on, at line 113 of norms.py (in gemma_norm)". Built-in
+    families have their own (kcgate.engine.mistakes.reproduced); fp32 and fp64 cases, and a written
+    tolerance, are left alone."""
+    if getattr(ctx.op, "name", "") != "custom" or ctx.contract.tolerance.method != "error-bound":
+        return None
+    if not low_dtype(ctx.dtype):
+        return None
+    runs = [r for t in ts if (r := _run(t)) is not None]
+    if len(runs) != len(ts) or not runs:
+        return None
+    found = misplaced(inspect.unwrap(ctx.op.oracle), runs, ctx.dtype)
+    if found is None:
+        return None
+    dt = str(ctx.dtype).removeprefix("torch.")
+    return sig(
+        "wrong-semantics",
+        f"matches the reference with {found.mutant.change}, at {found.where}: run in {dt}, that differs from "
+        f"the kernel's output in {found.differ_mutant} of {found.elements} elements, the reference as written "
+        f"in {found.differ_reference} (over {len(runs)} trials: within the bound, but reproduced bit for bit; "
+        f"its rms error {found.err_ratio:.3g}x the reference's)",
+        mistake=f"{found.mutant.change}, at {found.where}",
+        placement=found.mutant.row,
+        differ_mistake=float(found.differ_mutant),
+        differ_contract=float(found.differ_reference),
+    )
+
+
+def _run(t: Any) -> Run | None:
+    """A trial's inputs, its forward float outputs and their fp64 oracle's (a backward trial has both)."""
+    if not t.inputs:
+        return None
+    if t.parts:
+        names = [n for n, o in t.parts.items() if o.is_floating_point()]
+        cmps = [t.cmps.get(OUTPUT + n) for n in names]
+        outs = [t.parts[n] for n in names]
+    else:
+        one = t.tensors.get("out") if t.tensors else (t.out if not t.grad else None)
+        cmps = [t.cmps.get("out") if t.cmps else (t.cmp if not t.grad else None)]
+        outs = [one] if isinstance(one, torch.Tensor) and one.is_floating_point() else []
+    if not outs or any(c is None for c in cmps):
+        return None
+    return Run(tuple(t.inputs), tuple(o.detach() for o in outs), tuple(c.ref for c in cmps))
