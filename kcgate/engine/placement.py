@@ -398,7 +398,8 @@ def placement_signature(ctx: Any, ts: Sequence[Any]) -> Signature | None:
         f"matches the reference with {found.mutant.change}, at {found.where}: run in {dt}, that differs from "
         f"the kernel's output in {found.differ_mutant} of {found.elements} elements, the reference as written "
         f"in {found.differ_reference} (over {len(runs)} trials: within the bound, but reproduced bit for bit; "
-        f"its rms error {found.err_ratio:.3g}x the reference's)",
+        f"its rms error {found.err_ratio:.3g}x the reference's); fix: the kernel, or, if a correct kernel may "
+        "round there, write that rounding into the reference",
         mistake=f"{found.mutant.change}, at {found.where}",
         placement=found.mutant.row,
         differ_mistake=float(found.differ_mutant),
