@@ -191,9 +191,14 @@ def sparse_signature(cmp: Any) -> Signature | None:
 
 
 def offset_signature(signed: torch.Tensor, ref: torch.Tensor) -> Signature | None:
-    """The error is (almost all) a constant, or a constant per block along the last dimension."""
+    """The error is (almost all) a constant, or a constant per block along the last dimension. Not where the
+    reference is one value (a top-1 router's weights, all 1): there an offset and a factor are the same claim,
+    and a wrong normaliser would be named an added term (megablocks#87)."""
     e = signed.to(torch.float64)
     if not bool(e.isfinite().all()) or e.numel() < 8:
+        return None
+    r = ref.to(torch.float64)
+    if bool(r.isfinite().all()) and _spread(r) <= 1e-6 * float(r.abs().mean()):
         return None
     energy = float((e**2).mean())
     if energy == 0:

@@ -147,9 +147,21 @@ def test_a_constant_per_block_with_a_partial_last_block_is_an_offset() -> None:
     e = torch.zeros(3, 61, dtype=torch.float64)
     for start, value in zip(range(0, 61, 16), (1.0, -2.0, 0.5, 3.0)):
         e[:, start : start + 16] = value
-    s = offset_signature(e, torch.ones_like(e))
+    ref = torch.randn(3, 61, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    s = offset_signature(e, ref)
     assert s is not None and s.cause == "offset", s
     assert "block of 16 columns (the last one 13 columns)" in s.summary, s.summary
+
+
+def test_an_error_on_a_reference_of_one_value_is_no_offset() -> None:
+    """A top-1 router's weights are all 1: a wrong normaliser (megablocks#87) is as much a factor as an added
+    constant there, so the offset rule claims neither."""
+    from kcgate.engine.diagnosis import offset_signature
+
+    ref = torch.ones(16, 8, dtype=torch.float64)
+    out = 1 / (16 + torch.arange(16, dtype=torch.float64))[:, None].expand(16, 8)
+    assert offset_signature(out - ref, ref) is None
+    assert offset_signature(out - ref, ref + torch.linspace(0, 1, 8, dtype=torch.float64)) is not None
 
 
 def test_a_mistake_that_brings_the_error_within_the_gate_names_an_excess() -> None:
