@@ -172,14 +172,14 @@ def follows_input(ev: Evidence) -> str | None:
 def refuse_noise(ev: Evidence, s: Signature) -> str | None:
     """Rounding noise gives at most NOISE_C·√K·u relative rms; past that only independent draws are noise, and
     never past D.ROUNDING_SCALE (fp8's unit roundoff), which no rounding of any format gives."""
-    cap = NOISE_C * math.sqrt(ev.k) * ev.u
-    if ev.rel <= cap:
-        return None
-    if ev.rel > D.ROUNDING_SCALE:
+    if ev.rel > D.ROUNDING_SCALE:  # first: a long reduction's √K cap can pass it (bf16 over 256 terms: 0.25)
         return (
             f"noise (rms error {ev.rel:.3g} of the output's, past the {D.ROUNDING_SCALE:.3g} that any rounding, "
             "even fp8's, gives)"
         )
+    cap = NOISE_C * math.sqrt(ev.k) * ev.u
+    if ev.rel <= cap:
+        return None
     why = structure(ev.cmp.signed) or follows_input(ev)
     if why is None:
         return None
