@@ -423,19 +423,20 @@ def tally(rows: list[tuple[Named, list[tuple[str, str, str, str]]]]) -> dict[str
     }
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    seeds = tuple(int(a) for a in argv) or SEEDS
     for title, named in (("tuning", TUNING), ("held-out", HELD_OUT)):
-        rows = measure(named)
+        rows = measure(named, seeds)
         for n, got in rows:
             for v, _st, cause, summary in got:
                 print(f"{v:10s} {n.bug.id:38s} {cause or '-':24s} {summary[:140]}")
         t = tally(rows)
         print(
-            f"{title}: {t['cases']} cases ({t['bugs']} bugs x {len(SEEDS)} seeds): caught {t['caught']}, "
+            f"{title}: {t['cases']} cases ({t['bugs']} bugs x {len(seeds)} seeds): caught {t['caught']}, "
             f"named right {t['right']}, misleading {t['misleading']}; one name across seeds {t['one-name']}/{t['bugs']}"
         )
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
