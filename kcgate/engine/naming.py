@@ -34,6 +34,7 @@ U_TF32 = 2.0**-11  # an fp32 matmul may round its operands to tf32 without sayin
 # n elements (the thresholds hold a gaussian field of 64 elements on five seeds of the planted corpus):
 STRUCTURE_CV = 3.0  # energy spread of rows (or chunks) within this many times an iid field's, plus 0.1
 STRUCTURE_KURTOSIS = 6.0  # kurtosis ≤ 3 + this many standard errors √(24/n): a few hot places are far heavier
+ROW_BIAS_T = 8.0  # noise is unbiased: no row's relative error sign(ref)·e/|ref| has a t statistic past this
 STRUCTURE_LAG = 5.0  # |lag-1 correlation| ≤ max(0.3, this many standard errors 1/√pairs)
 
 
@@ -172,6 +173,9 @@ def follows_input(ev: Evidence) -> str | None:
 def refuse_noise(ev: Evidence, s: Signature) -> str | None:
     """Rounding noise gives at most NOISE_C·√K·u relative rms; past that only independent draws are noise, and
     never past D.ROUNDING_SCALE (fp8's unit roundoff), which no rounding of any format gives."""
+    biased = row_bias(ev.cmp.signed, ev.cmp.ref)
+    if biased:
+        return f"noise ({biased})"
     if ev.rel > D.ROUNDING_SCALE:  # first: a long reduction's √K cap can pass it (bf16 over 256 terms: 0.25)
         return (
             f"noise (rms error {ev.rel:.3g} of the output's, past the {D.ROUNDING_SCALE:.3g} that any rounding, "
@@ -187,6 +191,31 @@ def refuse_noise(ev: Evidence, s: Signature) -> str | None:
         f"noise (rms error {ev.rel:.3g} of the output's, past the {cap:.2g} that rounding at {_fmt(ev.u)} over "
         f"{ev.k} terms gives, and structured: {why})"
     )
+
+
+def row_bias(signed: torch.Tensor, ref: torch.Tensor) -> str | None:
+    """Why the errors are no unbiased noise: within some row, the relative errors e/ref sit off zero (a robust t
+    statistic past ROW_BIAS_T over its nonzero references): one factor per row, as a renormaliser over the wrong set of
+    tokens gives (llama.cpp's top-p one token short), which a whole-tensor bias test misses when rows differ."""
+    e, r = signed.to(torch.float64), ref.to(torch.float64)
+    if e.dim() < 1 or e.shape != r.shape or e.shape[-1] < 16:
+        return None
+    d = (e / r).reshape(-1, e.shape[-1])
+    ok = (r.reshape(d.shape) != 0) & d.isfinite()
+    worst = 0.0
+    for row, m in zip(d, ok):
+        v = row[m]
+        if v.numel() < 16:
+            continue
+        # robust: the median over its spread (1.4826·MAD), so one dropped element (relative error −1) cannot
+        # hide a row's constant factor on the rest
+        med = float(v.median())
+        mad = 1.4826 * float((v - med).abs().median())
+        t = abs(med) / (mad / math.sqrt(v.numel())) if mad > 0 else (math.inf if med else 0.0)
+        worst = max(worst, t)
+    if worst <= ROW_BIAS_T:
+        return None
+    return f"a row's relative errors keep one sign (t statistic {worst:.3g}, past {ROW_BIAS_T:g}): one factor per row"
 
 
 def refuse_bias(ev: Evidence, s: Signature) -> str | None:

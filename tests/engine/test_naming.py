@@ -321,3 +321,18 @@ def test_a_block_diagonal_boundary_off_by_one_is_named(kernel, says) -> None:  #
     for seed in (0, 1):
         status, cause, summary = _named(bug, seed)
         assert (status, cause) == ("fail", "wrong-semantics") and says in summary, summary
+
+
+def test_a_constant_factor_per_row_is_no_noise_though_one_element_is_dropped() -> None:
+    """llama.cpp's top-p one token short: the kept probabilities renormalised by one factor per row (signs differ
+    across rows, so the whole-tensor bias test misses it) and the dropped one's relative error −1: not noise."""
+    from kcgate.engine.naming import row_bias
+
+    g = torch.Generator().manual_seed(0)
+    ref = torch.rand(3, 256, generator=g, dtype=torch.float64) + 0.1
+    factor = torch.tensor([1.01, 0.99, 1.02], dtype=torch.float64)[:, None]
+    out = ref * factor * (1 + 1e-7 * torch.randn(ref.shape, generator=g, dtype=torch.float64))
+    out[:, 7] = 0.0
+    assert row_bias(out - ref, ref) is not None
+    rounding = ref * (2**-9) * (torch.rand(ref.shape, generator=g, dtype=torch.float64) * 2 - 1)
+    assert row_bias(rounding, ref) is None
