@@ -63,13 +63,13 @@ def good(a, b):
 
 
 def slightly_off(a, b):
-    """fp32 accumulation, then a relative error of at most 3e-4 per element (an approximate accumulator):
-    6 times inside one bf16 rounding, so the budget barely moves. The fp32 path is untouched."""
+    """fp32 accumulation, then a relative error of at most 2e-4 per element (an approximate accumulator):
+    10 times inside one bf16 rounding, so the budget barely moves. The fp32 path is untouched."""
     if a.dtype == torch.float32:
         return a @ b
     acc = a.float() @ b.float()
     r = torch.sin(torch.arange(acc.numel(), dtype=torch.float32) * 12.9898).reshape(acc.shape)
-    return (acc * (1 + 3e-4 * r)).to(a.dtype)
+    return (acc * (1 + 2e-4 * r)).to(a.dtype)
 '''
 _CONTRACTS = """[project]
 paths = ["."]
@@ -92,8 +92,19 @@ def test_a_bf16_regression_inside_one_rounding_is_budget_drift_before_it_fails(t
     for kernel in ("good", "slightly_off"):
         (tmp_path / "contracts.toml").write_text(_CONTRACTS.replace("KERNEL", kernel))
         out = tmp_path / f"{kernel}.json"
+        # a fixed seed and 2e-4, not 3e-4: at 3e-4 one element in 4,096 used 1.01-1.02 of the bound on seeds 0-3
+        # (and in CI, on an unpredictable seed); the test is about drift before failing, not a draw's luck
         proc = kcgate(
-            "run", "-q", "-o", str(out), "--runner", "cpu", cwd=tmp_path, env={"PYTHONPATH": str(ROOT)}
+            "run",
+            "-q",
+            "-o",
+            str(out),
+            "--runner",
+            "cpu",
+            "--seed",
+            "0",
+            cwd=tmp_path,
+            env={"PYTHONPATH": str(ROOT)},
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr  # both pass: budget used stays under 1
         runs[kernel] = load_run(out)
