@@ -18,6 +18,7 @@ from torch.overrides import TorchFunctionMode
 from kcgate.engine.diagnosis import sig
 from kcgate.engine.explain import _helpers, _rebind, _replaced, _source
 from kcgate.engine.multi import OUTPUT
+from kcgate.numerics.derived import tensors
 from kcgate.numerics.outputs import raw
 from kcgate.results.model import Signature
 from kcgate.vocab.mutation_rules import FP32, Where, upcast_dropped
@@ -114,12 +115,12 @@ class _Uses(TorchFunctionMode):
         self.matmul = self.other = False
 
     def mark(self, v: Any) -> None:
-        for t in _tensors(v):
+        for t in tensors(v):
             self.marked[id(t)] = t
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        if any(id(t) in self.marked for t in _tensors((args, kwargs or {}))):
+        if any(id(t) in self.marked for t in tensors((args, kwargs or {}))):
             name = getattr(func, "__name__", "")
             if name in PASSING:
                 self.mark(out)
@@ -128,17 +129,6 @@ class _Uses(TorchFunctionMode):
             else:
                 self.other = True
         return out
-
-
-def _tensors(v: Any) -> Iterator[torch.Tensor]:
-    if isinstance(v, torch.Tensor):
-        yield v
-    elif isinstance(v, (tuple, list)):
-        for x in v:
-            yield from _tensors(x)
-    elif isinstance(v, dict):
-        for x in v.values():
-            yield from _tensors(x)
 
 
 class _Lowering:

@@ -171,13 +171,13 @@ class Perturb(TorchDispatchMode):
             args = tuple(self._operand(a) for a in args)
         out = func(*args, **kwargs)
         self._record(func, kind, out)
-        for t in _tensors(out):
+        for t in tensors(out):
             if t.is_floating_point():
                 self.dtypes[_key(t)] = nominal
         if self.gen is not None and kind not in ("exact",):
             self._round(kind, func, args, out, nominal)
-        elif kind == "exact" and all(_key(t) in self.exact for t in _tensors(args)):
-            self.exact.update(_key(t) for t in _tensors(out))
+        elif kind == "exact" and all(_key(t) in self.exact for t in tensors(args)):
+            self.exact.update(_key(t) for t in tensors(out))
         return out
 
     def _composite(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -199,7 +199,7 @@ class Perturb(TorchDispatchMode):
         u_ref = _u(nominal) if nominal is not None else self.prec.u_in
         if self.gen is None or self.inside or not computed or u_ref <= self.prec.u_acc:
             return out
-        for t in _tensors(out):
+        for t in tensors(out):
             if _key(t) in self.cast_down:  # a decomposition that casts its result down rounded it already
                 continue
             if t.is_floating_point() and _key(t) not in self.exact:
@@ -212,7 +212,7 @@ class Perturb(TorchDispatchMode):
         given = kwargs.get("dtype")
         if isinstance(given, torch.dtype) and given.is_floating_point:
             return given
-        ts = [t for t in _tensors(args) if t.is_floating_point()]
+        ts = [t for t in tensors(args) if t.is_floating_point()]
         ts = [t for t in ts if t.dim()] or ts
         got = [
             d for t in ts if (d := self.dtypes.get(_key(t), None if t.dtype == torch.float64 else t.dtype))
@@ -225,7 +225,7 @@ class Perturb(TorchDispatchMode):
         return out
 
     def _record(self, func: Any, kind: str, out: Any) -> None:
-        ts = _tensors(out)
+        ts = tensors(out)
         self.ops.append(TracedOp(str(func), kind, tuple(ts[0].shape) if ts else ()))
         self.keep.extend(ts)
 
@@ -249,11 +249,11 @@ class Perturb(TorchDispatchMode):
         if self.gen is not None and u > self.prec.u_acc and not exact and out is not src:
             out.mul_(1 + u * self._uniform(out))
             assert orig is not None  # u > 0
-            floor = float(torch.finfo(orig).smallest_normal) * u
-            if bool((out.abs() < torch.finfo(orig).smallest_normal).any()):
+            tiny = float(torch.finfo(orig).smallest_normal)
+            if bool((out.abs() < tiny).any()):
                 # below the smallest normal the spacing is fixed: a correct fp8 e4m3 cast errs up to 2^-10 there
                 # whatever |y| (vLLM's static fp8 quantiser failed 2 of 8 cells on u·|y| alone)
-                out.add_(floor * self._uniform(out))
+                out.add_(tiny * u * self._uniform(out))
         if exact or (_key(src) in self.exact and u == 0.0):
             self.exact.add(_key(out))
         return out
@@ -279,7 +279,7 @@ class Perturb(TorchDispatchMode):
         u_ref = _u(nominal) if nominal is not None else self.prec.u_in
         rnd = u_ref if u_ref > acc and not self.inside else 0.0
         mags = _magnitudes(kind, func, args, out) if kind in ("sum", "matmul", "conv") else None
-        for i, t in enumerate(_tensors(out)):
+        for i, t in enumerate(tensors(out)):
             if not t.is_floating_point():
                 continue
             # an infinite element (a −inf mask, a softcap's masked scores) has no rounding: perturbed, −inf
@@ -320,19 +320,20 @@ def _key(t: torch.Tensor) -> int:
     return t.untyped_storage().data_ptr() if t.numel() else -1
 
 
-def _tensors(x: Any) -> list[torch.Tensor]:
+def tensors(x: Any) -> list[torch.Tensor]:
+    """Every tensor in a nest of tuples, lists and dicts (torch's pytree leaves), in order."""
     leaves, _ = tree_flatten(x)
     return [t for t in leaves if isinstance(t, torch.Tensor)]
 
 
 def _numel(args: tuple[Any, ...]) -> int:
-    return max((t.numel() for t in _tensors(args)), default=1)
+    return max((t.numel() for t in tensors(args)), default=1)
 
 
 def _magnitudes(kind: str, func: Any, args: tuple[Any, ...], out: Any) -> list[tuple[int, torch.Tensor]]:
     """Per result: (K, Σ|terms|) of a sum, dot product or convolution, the magnitudes from the same op on
     the operands' absolute values (a sum of K terms each rounded at most K times)."""
-    outs = _tensors(out)
+    outs = tensors(out)
     absargs = tuple(a.abs() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args)
     ks = [max(_numel(args) // max(t.numel(), 1), 1) for t in outs]
     name = func.overloadpacket.__name__
@@ -346,7 +347,7 @@ def _magnitudes(kind: str, func: Any, args: tuple[Any, ...], out: Any) -> list[t
         ks = [max(int(args[1][0].numel()), 1)] * len(outs)
     try:
         with torch.no_grad():
-            mags = _tensors(func(*absargs))
+            mags = tensors(func(*absargs))
         return [(k, m.abs().reshape(t.shape)) for k, m, t in zip(ks, mags, outs)]
     except Exception:  # an overload whose operands' magnitudes do not fit (scalars in the way): the result's
         return [(k, t.abs() * k) for k, t in zip(ks, outs)]
@@ -418,17 +419,17 @@ def derive(
     mode = Perturb(prec, None, inputs)
     with mode:
         out = run()
-        refs = [t.detach() for t in _tensors(out)]
+        refs = [t.detach() for t in tensors(out)]
     sq = [torch.zeros_like(r) for r in refs]
     for s in range(samples):
         gen = torch.Generator().manual_seed(sample_seed(seed, s))
         with Perturb(prec, gen, inputs):
-            got = [t.detach() for t in _tensors(run())]
+            got = [t.detach() for t in tensors(run())]
         for acc, g, r in zip(sq, got, refs):
             acc.add_((g - r).nan_to_num(posinf=0.0, neginf=0.0, nan=0.0).square())
     scale = Z * math.sqrt(samples / chi2_lower(samples, ALPHA))
     # an output that is the inputs' values moved (a gather, a copy) has no rounding to allow
-    moved = [_key(t) in mode.exact for t in _tensors(out)]
+    moved = [_key(t) in mode.exact for t in tensors(out)]
     bounds = tuple(
         scale * (acc / samples).sqrt() + (0.0 if m else (2 + 2 * u) * u if u > prec.u_acc else u) * r.abs()
         for acc, r, u, m in zip(sq, refs, (*out_u, *[out_u[-1]] * len(refs)), moved)
