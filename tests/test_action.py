@@ -42,19 +42,24 @@ def load_action() -> dict[str, Any]:
 GITHUB_CONTEXT = {"github.token": ""}  # the workflow's token, as `${{ github.token }}` sees it
 
 
-def evaluate(expr: str, inputs: dict[str, str], steps: dict[str, dict[str, str]]) -> str:
-    """The few expression forms action.yml uses: inputs.x, steps.id.outputs.x, a || b, a == b, github.token."""
+def evaluate(
+    expr: str, inputs: dict[str, str], steps: dict[str, dict[str, str]], github: dict[str, Any] | None = None
+) -> str:
+    """The few expression forms action.yml uses: inputs.x, steps.id.outputs.x, a || b, a == b, github.token
+    and (with ``github``, the run's context) github.event.*, github.server_url and github.repository."""
     if "==" in expr:
-        left, right = (evaluate(side.strip(), inputs, steps) for side in expr.split("==", 1))
+        left, right = (evaluate(side.strip(), inputs, steps, github) for side in expr.split("==", 1))
         return "true" if left == right else "false"
     for alt in (a.strip() for a in expr.split("||")):
-        value = _term(alt, inputs, steps)
+        value = _term(alt, inputs, steps, github)
         if value:
             return value
     return ""
 
 
-def _term(term: str, inputs: dict[str, str], steps: dict[str, dict[str, str]]) -> str:
+def _term(
+    term: str, inputs: dict[str, str], steps: dict[str, dict[str, str]], github: dict[str, Any] | None = None
+) -> str:
     if term.startswith("inputs."):
         return inputs[term[len("inputs.") :]]
     if term.startswith("steps."):
@@ -62,11 +67,26 @@ def _term(term: str, inputs: dict[str, str], steps: dict[str, dict[str, str]]) -
         return steps.get(sid, {}).get(name, "")
     if term in GITHUB_CONTEXT:
         return GITHUB_CONTEXT[term]
+    if term.startswith(("github.event.", "github.server_url", "github.repository")):
+        value: Any = github or {}
+        for key in term.split(".")[1:]:
+            value = value.get(key) if isinstance(value, dict) else None
+        return "" if value is None else str(value)
     raise AssertionError(f"unexpected expression {term!r} in action.yml")
 
 
-def substitute(text: str, inputs: dict[str, str], steps: dict[str, dict[str, str]]) -> str:
-    return EXPR.sub(lambda m: evaluate(m.group(1), inputs, steps), str(text))
+def substitute(
+    text: str, inputs: dict[str, str], steps: dict[str, dict[str, str]], github: dict[str, Any] | None = None
+) -> str:
+    return EXPR.sub(lambda m: evaluate(m.group(1), inputs, steps, github), str(text))
+
+
+def github_context(env: dict[str, str]) -> dict[str, Any]:
+    """The run's github context as the runner builds it: the event payload and the repository's URL."""
+    event_path = env.get("GITHUB_EVENT_PATH", "")
+    event = json.loads(Path(event_path).read_text()) if event_path and Path(event_path).is_file() else {}
+    server = env.get("GITHUB_SERVER_URL", "https://github.com")
+    return {"event": event, "server_url": server, "repository": env.get("GITHUB_REPOSITORY", "")}
 
 
 def condition(expr: str | None, inputs: dict[str, str], steps: dict[str, dict[str, str]]) -> bool:
@@ -139,7 +159,8 @@ def run_action(
             continue
         out = tmp / f"output-{len(procs)}"
         out.write_text("")
-        step_env = {k: substitute(v, inputs, steps) for k, v in (step.get("env") or {}).items()}
+        github = github_context(env)
+        step_env = {k: substitute(v, inputs, steps, github) for k, v in (step.get("env") or {}).items()}
         proc = subprocess.run(
             ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
             env={**env, **step_env, "GITHUB_OUTPUT": str(out)},
@@ -167,9 +188,17 @@ RUN_STEPS = [
     "Device",
     "Install kcgate",
     "Save pip's cache",
+    "Baseline",
     "Run the contracts",
 ]
-REPORT_STEPS = ["Check the inputs", "Pip cache key", "Restore pip's cache", "Save pip's cache", "Report"]
+REPORT_STEPS = [
+    "Check the inputs",
+    "Pip cache key",
+    "Restore pip's cache",
+    "Save pip's cache",
+    "Baseline",
+    "Report",
+]
 
 
 def ran(procs: list[subprocess.CompletedProcess[str]]) -> list[tuple[str, int]]:
@@ -755,7 +784,7 @@ def test_cache_false_skips_the_cache(tmp_path: Path) -> None:
     base, artifacts = write_results_pair(tmp_path, regress=False)
     with_ = {"mode": "report", "results-dir": str(artifacts), "baseline": str(base), "cache": "false"}
     _out, procs = run_action(with_, runner_env(tmp_path), tmp_path)
-    assert [name for name, _ in ran(procs)] == ["Check the inputs", "Pip cache key", "Report"]
+    assert [name for name, _ in ran(procs)] == ["Check the inputs", "Pip cache key", "Baseline", "Report"]
 
 
 # ---- the vendor container templates ----------------------------------------------------------------

@@ -22,12 +22,14 @@ from kcgate.commands._options import COMMENT_MODES, emit
 from kcgate.commands.diff import parse_today
 from kcgate.errors import IOFault, UsageError, os_error
 from kcgate.gate.decide import apply_fail_on, decide
+from kcgate.history.source import source_of
 from kcgate.history.store import open_store
 from kcgate.history.view import load_view
 from kcgate.publish.outcome import missing_outcome
 from kcgate.publish.settings import Settings, dig, head_sha
 from kcgate.publish.step_files import append_text, output_text
 from kcgate.render.annotations import check_annotation, make_annotations, render_workflow_commands, select
+from kcgate.render.baseline_source import source_lines, source_ref
 from kcgate.render.diff_formats import FORMATS as DIFF_FORMATS
 from kcgate.render.escape import annotation_text, console_text, is_sha, md_text
 from kcgate.render.junit_report import render_junit
@@ -105,6 +107,7 @@ def report(o: Options) -> int:
         base_ref=base_ref(settings, event, o.baseline),
         notes=tuple(n[:400] for n in o.note if n.strip()),
     )
+    ctx = with_baseline_source(ctx, o.baseline, o.contracts)
     ctx = replace(ctx, base_source_url=_base_source(settings, ctx.base_ref, _contracts_name(o.contracts)))
     ctx = replace(ctx, charts=True, history=recorded_history(o.history, verdict, policy))
     if o.publish:
@@ -238,6 +241,23 @@ def base_ref(settings: Settings, event: dict[str, Any], baseline: tuple[str, ...
         return settings.sha
     base = dig(event, "pull_request", "base", "sha")
     return str(base) if is_sha(base) else ""
+
+
+def with_baseline_source(
+    ctx: RenderContext, baseline: tuple[str, ...], contracts: Path | None
+) -> RenderContext:
+    """Name the commit each runner's baseline is the run of, from the source file `kcgate baseline fetch`
+    wrote beside the baselines (docs/history.md); an unreadable one is a warning, never the verdict."""
+    try:
+        source = source_of(baseline, project_facts(contracts)[1])
+    except UsageError as exc:
+        typer.echo(
+            console_text(f"warning: {exc.message}; the comment does not name the baseline's commit"), err=True
+        )
+        return ctx
+    if source is None:
+        return ctx
+    return replace(ctx, base_ref=source_ref(source), notes=source_lines(source) + ctx.notes)
 
 
 def _base_source(settings: Settings, ref: str, contracts: str) -> str:
