@@ -164,7 +164,7 @@ def fetch_command(
     found = find_baselines(history, repo_dir, base, runner, max_back)
     committed = committed_dir(contracts)
     target = out or committed
-    ours = _fetched_before(read_source(target) if (target / SOURCE_FILE).is_file() else None)
+    ours = _fetched_before(read_source(committed) if (committed / SOURCE_FILE).is_file() else None)
     names = sorted(set(runner) | set(found) | (set() if runner else _committed_names(committed)))
     origins = [_place(name, found.get(name), committed, target, ours) for name in names]
     source = BaselineSource(base, max_back, tuple(origins))
@@ -189,26 +189,29 @@ def _committed_names(directory: Path) -> set[str]:
 
     if not directory.is_dir():
         return set()
-    return {p.stem for p in directory.glob("*.json") if RUNNER_NAME.fullmatch(p.stem) and p.is_file()}
+    from kcgate.history.source import SOURCE_FILE
+
+    files = (p for p in directory.glob("*.json") if p.name != SOURCE_FILE and p.is_file())
+    return {p.stem for p in files if RUNNER_NAME.fullmatch(p.stem)}
 
 
 def _place(name: str, found: Found | None, committed: Path, target: Path, ours: set[str]) -> Origin:
     """Write one runner's baseline into ``target``: a committed file wins (copied when ``target`` is
-    elsewhere), else the recorded run; a file an earlier fetch wrote is replaced."""
+    elsewhere), else the recorded run. ``ours``: the committed directory's files an earlier fetch wrote
+    there (its source file says so): those are replaced, never taken for committed ones."""
     from kcgate.history.source import Origin
     from kcgate.results.model import write_run
 
-    own = committed / f"{name}.json"
-    is_committed = own.is_file() and not own.is_symlink() and not (own.parent == target and name in ours)
-    if is_committed:
-        if own.resolve() != (target / own.name).resolve():
-            write_run(target / own.name, _committed_run(own, name))
+    own, mine = committed / f"{name}.json", target / f"{name}.json"
+    if own.is_file() and not own.is_symlink() and name not in ours:
+        if own.resolve() != mine.resolve():
+            write_run(mine, _committed_run(own, name))
         return Origin(name, "committed")
     if found is None:
-        if name in ours:  # an earlier fetch's file for a runner with no recorded ancestor now
-            (target / f"{name}.json").unlink(missing_ok=True)
+        if name in ours and own.resolve() == mine.resolve():  # an earlier fetch's file, stale now
+            mine.unlink(missing_ok=True)
         return Origin(name, "none")
-    write_run(target / f"{name}.json", found.run)
+    write_run(mine, found.run)
     return Origin(name, "recorded", found.commit, found.back)
 
 
