@@ -167,7 +167,9 @@ def test_pushes_append_to_the_history_publish_the_site_and_a_pr_comment_charts_i
         logs, runs = [f for f in files if f.endswith(".jsonl")], [f for f in files if f.startswith("runs/")]
         assert len(logs) == len(runs) == N_PUSHES * len(RUNNERS) and len(files) == 2 * len(logs)
         assert f"{commit_sha(FAIL_AT)}/{DRIFT_RUNNER}.jsonl" in files
-        assert f"runs/{commit_sha(FAIL_AT)}/{DRIFT_RUNNER}.json" in files  # the whole run: later PRs' baseline
+        assert (
+            f"runs/{commit_sha(FAIL_AT)}/{DRIFT_RUNNER}.json" in files
+        )  # the whole run: later PRs' baseline
 
         site = tmp_path / "pages-artifact"
         index = (site / "index.html").read_text()
