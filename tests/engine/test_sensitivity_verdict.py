@@ -26,11 +26,12 @@ def _excess(rms: float, mx: float = 0.5, ref_rms: float = 1e-7, out_rms: float =
 
 def test_three_rows_are_three_observations_not_three_thousand() -> None:
     """A textbook layer norm's error on 3 rows of 1021 is one shared shift per row: per-row ratios 0.3x,
-    1x and 3x pool to 1.8x, whose 99% lower bound over 3 rows is 0 (t = 6.97 on 2 degrees of freedom)."""
+    1x and 3x pool to 1.8x, whose lower bound over 3 rows is far below the factor (t = 14.1 on 2 degrees of
+    freedom) and its upper bound far above: undecided."""
     a, b = np.array([0.09, 1.0, 9.0]) * 1021, np.full(3, 1021.0)
     ev = excess_line.ratio_bound(a, b)
     assert ev.rms_ratio == pytest.approx(math.sqrt(10.09 / 3))
-    assert ev.rms_lower == 0.0 and ev.clusters == 3
+    assert ev.rms_lower < 0.1 and ev.rms_upper > 10 and ev.clusters == 3
 
 
 def test_noise_at_2x_over_64_rows_is_significant() -> None:
