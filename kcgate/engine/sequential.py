@@ -44,6 +44,10 @@ Z_LOOK = 2.808  # the normal quantile at LOOK_CONFIDENCE, beyond the table
 # at least every other trial
 P0, P1 = 0.01, 0.5
 LIMIT = math.log((1 - ALPHA) / ALPHA)  # 4.60: fail at or above it, pass at or below its negative
+# the signal check is near its line (‖allowed‖/‖output‖ = 1) from half of it: a trial at 0.5 or more starts
+# the SPRT even when none crossed, so that a refusal is decided, not drawn (the protocol's 2 trials miss a
+# crossing on 1 trial in 3 with probability 4/9)
+NEAR_SIGNAL = 0.5
 
 
 def totals(n: int) -> list[int]:
@@ -68,11 +72,11 @@ def log_likelihood(k: int, n: int) -> float:
     return k * math.log(P1 / P0) + (n - k) * math.log((1 - P1) / (1 - P0))
 
 
-def crossings(k: int, n: int) -> Decision:
+def crossings(k: int, n: int, near: bool = False) -> Decision:
     """Wald's SPRT on k crossings of the line in n trials: FAIL once the evidence for H1 reaches LIMIT, PASS
-    once the evidence for H0 does, or where no trial crossed (the statistic never reached its line: nothing
-    to decide), MORE otherwise."""
-    if k == 0:
+    once the evidence for H0 does, or where no trial crossed and none came ``near`` it (nothing to decide),
+    MORE otherwise."""
+    if k == 0 and not near:
         return PASS
     llr = log_likelihood(k, n)
     if llr >= LIMIT:

@@ -161,6 +161,42 @@ def test_the_same_seed_gives_the_same_verdict(tmp_path: Path) -> None:
     assert _added(first) > 0
 
 
+REFUSAL = """
+[project]
+paths = ["{root}"]
+
+[[contract]]
+id = "s"
+class = "C-PRC-01"
+kernel = "tests.testing.kernels.drift:row_sum"
+op = "sum"
+dtypes = ["float16"]
+accumulate = "float16"
+shapes = [[1, 256]]
+protocol = {{ seeds = 1, boundary = false }}
+"""
+
+
+def test_a_refusal_near_the_signal_is_decided_not_drawn(tmp_path: Path) -> None:
+    """One fp16 row of 256 summed in an fp16 accumulator: the allowed error reaches the sum's size on about
+    half the draws. Two trials used to refuse or pass by the draw (seed 0 passed, its two ratios 0.74 and
+    below); now a trial at half the line or more starts Wald's SPRT, and every seed is refused, each on its
+    own decided count of trials."""
+    f = tmp_path / "c.toml"
+    f.write_text(REFUSAL.format(root=ROOT))
+    project = load_project(f)
+    got = [
+        execute_case(project, case, CpuBackend())
+        for seed in range(4)
+        for case in make_plan(project, seed, {})
+    ]
+    assert [r.status for r in got] == ["refused"] * 4, [r.message for r in got]
+    first = got[0]
+    assert dict(first.metrics.extra)["signal_extra_trials"] > 0 and " of 4 trials" in first.message
+    (again,) = [execute_case(project, case, CpuBackend()) for case in make_plan(project, 0, {})]
+    assert (again.status, again.message) == (first.status, first.message)
+
+
 def _run(status: str, message: str) -> RunResult:
     fp = Fingerprint(backend="cpu", device="x", torch="2.13.0")
     case = CaseResult(

@@ -79,10 +79,13 @@ def verdict(
         )
     worst_signal = max((signal_ratio(t) for t in ts), default=0.0)
     method = ctx.contract.tolerance.method
-    if method in ("error-bound", "abs-rel", "relative") and worst_signal >= 1.0 and not signal_decided:
-        decision, more = _refusal(ctx, ts) if excess and _standard(ctx, ts) else (sequential.FAIL, ts)
+    checked = method in ("error-bound", "abs-rel", "relative") and not signal_decided
+    sequential_signal = checked and excess and _standard(ctx, ts) and worst_signal >= sequential.NEAR_SIGNAL
+    if sequential_signal or (checked and worst_signal >= 1.0):
+        decision, more = _refusal(ctx, ts) if sequential_signal else (sequential.FAIL, ts)
         if decision == sequential.FAIL:
             vacuous = sum(signal_ratio(t) >= 1.0 for t in more)
+            worst_signal = max(signal_ratio(t) for t in more)
             return Finding(
                 Status.REFUSED,
                 _with_extra(metrics, {"signal_extra_trials": float(len(more) - len(ts))})
@@ -94,7 +97,8 @@ def verdict(
                 + "); a kernel returning zeros would pass: use a higher-precision accumulator, a smaller "
                 "reduction length or a tighter tolerance",
             )
-        return _judged_past_the_signal(ctx, more, extra, decision, worst_signal, len(more) - len(ts))
+        if len(more) > len(ts):
+            return _judged_past_the_signal(ctx, more, extra, decision, worst_signal, len(more) - len(ts))
     budget = metrics.budget_used
     if budget is None or budget > 1.0:
         return Finding(
@@ -113,15 +117,17 @@ def _standard(ctx: CaseContext, ts: list[Trial]) -> bool:
 
 
 def _refusal(ctx: CaseContext, ts: list[Trial]) -> tuple[sequential.Decision, list[Trial]]:
-    """Whether the tolerance reaches the signal (‖allowed‖/‖output‖ ≥ 1) often enough to refuse the case:
-    Wald's SPRT on the trials where it does (``sequential.crossings``), fresh trials (salts ``signal-seq-i``)
-    drawn at each look while it is undecided, at most ``sequential.MAX_EXTRA``. FAIL: refuse; PASS: judge the
-    case on every trial; MORE at the last look: inconclusive, judged, and noted if it passes."""
+    """Whether the tolerance reaches the signal (‖allowed‖/‖output‖ ≥ 1) often enough to refuse the case,
+    once a trial's ratio is near that line (``sequential.NEAR_SIGNAL``): Wald's SPRT on the trials where it
+    does (``sequential.crossings``; none crossing decides only once its evidence does), fresh trials (salts
+    ``signal-seq-i``) drawn at each look while it is undecided, at most ``sequential.MAX_EXTRA``. FAIL:
+    refuse; PASS: judge the case on every trial; MORE at the last look: inconclusive, judged, and noted if
+    it passes."""
     looks = sequential.totals(len(ts))
     for total in looks:
         drawn = range(len(ts) - looks[0], total - looks[0])
         ts = [*ts, *(run_trial(ctx, salt=f"signal-seq-{j}") for j in drawn)]
-        decision = sequential.crossings(sum(signal_ratio(t) >= 1.0 for t in ts), len(ts))
+        decision = sequential.crossings(sum(signal_ratio(t) >= 1.0 for t in ts), len(ts), near=True)
         if decision != sequential.MORE:
             return decision, ts
     return sequential.MORE, ts

@@ -31,3 +31,9 @@ NEAR = 1 + 1e-7  # a drift near the gate's line: its error 1.7-2x a correct impl
 def rmsnorm_near(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """torch's rms_norm scaled by NEAR: its error near 1.5x a correct implementation's, the line."""
     return (_rms_norm(x.double(), w.double()) * NEAR).to(x.dtype)
+
+
+def row_sum(x: torch.Tensor) -> torch.Tensor:
+    """torch's row sum over the last dimension (the refusal's near-the-line case: a short fp16 accumulator
+    over one long row, whose allowed error is about the size of the sum on some draws and not on others)."""
+    return x.sum(-1)
