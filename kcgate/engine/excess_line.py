@@ -75,6 +75,8 @@ def decide(
     """The gate's decision at one look of the sequential test (kcgate.engine.sequential), and the note a
     passing case records (a ``kcgate.results.records.PASS_NOTES`` prefix, or ""). In order:
 
+    * not near the line where no trial's statistic reaches NEAR_EXCESS of the factor (the kernel's error at
+      most the least accurate correct implementation's): passes;
     * inconclusive where the least accurate correct implementation keeps fewer than 4 correct bits of the
       output (rms error ≥ CONDITIONING × rms output) and a trial is over the factor: a ratio of such errors
       compares noise with noise, and more trials do not change that;
@@ -93,6 +95,8 @@ def decide(
             f"error {max(worst.rms_ratio, worst.max_ratio):.3g}x theirs cannot tell a wrong kernel from a "
             "correct one; passes, tracked as drift"
         )
+    if worst.ratio <= sequential.NEAR_EXCESS:  # every error at most the correct implementations': not near
+        return sequential.PASS, ""
     on_max = sequential.crossings(sum(e.max_ratio > e.factor for e in measured), len(measured))
     if ev is None:  # Freivalds' residuals: its own statistics, one look, as before
         if on_max != sequential.PASS or worst.rms_ratio > factor:

@@ -44,6 +44,10 @@ Z_LOOK = 2.808  # the normal quantile at LOOK_CONFIDENCE, beyond the table
 # at least every other trial
 P0, P1 = 0.01, 0.5
 LIMIT = math.log((1 - ALPHA) / ALPHA)  # 4.60: fail at or above it, pass at or below its negative
+# the sensitivity gate is near its line once a trial's rms or max statistic reaches 2/3 of the factor (1.0x
+# the least accurate correct implementation's error at the default 1.5): below, every trial's error is within
+# a correct kernel's own and the case passes undrawn, however few rows bound it
+NEAR_EXCESS = 2 / 3
 # the signal check is near its line (‖allowed‖/‖output‖ = 1) from half of it: a trial at 0.5 or more starts
 # the SPRT even when none crossed, so that a refusal is decided, not drawn (the protocol's 2 trials miss a
 # crossing on 1 trial in 3 with probability 4/9)
