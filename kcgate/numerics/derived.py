@@ -211,7 +211,7 @@ class Perturb(TorchDispatchMode):
             if _key(t) in self.cast_down:  # a decomposition that casts its result down rounded it already
                 continue
             if t.is_floating_point() and _key(t) not in self.exact:
-                self._perturb(t, i, lambda t=t: u_ref * _mag(t))
+                self._perturb(t, i, lambda t=t: (u_ref * _UNIFORM) * _mag(t))
         return out
 
     def _nominal(self, args: Any, kwargs: dict[str, Any]) -> torch.dtype | None:
@@ -257,10 +257,10 @@ class Perturb(TorchDispatchMode):
         if self.sampling and u > self.prec.u_acc and not exact and out is not src:
             assert orig is not None  # u > 0
             tiny = float(torch.finfo(orig).smallest_normal)
-            self._perturb(out, 0, lambda: u * _mag(out))
+            self._perturb(out, 0, lambda: (u * _UNIFORM) * _mag(out))
             # below the smallest normal the spacing is fixed: a correct fp8 e4m3 cast errs up to 2^-10 there
             # whatever |y| (vLLM's static fp8 quantiser failed 2 of 8 cells on u·|y| alone)
-            self._perturb(out, 1, lambda: tiny * u if bool((out.abs() < tiny).any()) else 0.0)
+            self._perturb(out, 1, lambda: tiny * u * _UNIFORM if bool((out.abs() < tiny).any()) else 0.0)
         if exact or (_key(src) in self.exact and u == 0.0):
             self.exact.add(_key(out))
         return out
@@ -271,7 +271,7 @@ class Perturb(TorchDispatchMode):
             return a
         u = max(self.prec.u_in, self.prec.u_acc)
         a = a.clone() if self.rng is not None else a  # the plan run records; a sample perturbs a copy
-        self._perturb(a, -1 - i, lambda: u * _mag(a))
+        self._perturb(a, -1 - i, lambda: (u * _UNIFORM) * _mag(a))
         return a
 
     def _round(
@@ -290,56 +290,55 @@ class Perturb(TorchDispatchMode):
         rnd = u_ref if u_ref > acc and not self.inside else 0.0
         for i, t in enumerate(tensors(out)):
             if t.is_floating_point():
-                self._perturb(
-                    t, i, functools.partial(_scale, kind, func, args, out, i, acc, rnd), kind in _SUMMED
-                )
+                self._perturb(t, i, functools.partial(_sigma, kind, func, args, out, i, acc, rnd))
 
-    def _perturb(self, t: torch.Tensor, slot: int, scale: Callable[[], Any], normal: bool = False) -> None:
-        """Add to ``t`` (in place) a perturbation of the given scale: a tensor of t's shape or a number,
-        times a draw uniform on (−1, 1), or standard normal. The plan run records ``scale()`` from its
-        unperturbed values and adds nothing; a sample run adds the recorded scale times a fresh draw, or
-        ``scale()`` of its own values where it has left the plan's path (data-dependent control flow)."""
-        key = (len(self.ops), slot, tuple(t.shape), normal)
+    def _perturb(self, t: torch.Tensor, slot: int, sigma: Callable[[], Any]) -> None:
+        """Add to ``t`` (in place) a perturbation of standard deviation ``sigma()`` (a tensor of t's shape or
+        a number): sigma times a random sign. The plan run records ``sigma()`` from its unperturbed values
+        and adds nothing; a sample run adds the recorded sigma times fresh signs, or ``sigma()`` of its own
+        values where it has left the plan's path (data-dependent control flow)."""
+        key = (len(self.ops), slot, tuple(t.shape))
         if self.rng is None:
-            self.terms.append(Term(key, scale()))
+            self.terms.append(Term(key, sigma()))
             return
         term = self.terms[self.cursor] if self.cursor < len(self.terms) else None
         if term is not None and term.key == key:
             self.cursor += 1
-            got = term.scale
+            got = term.sigma
         else:
-            got = scale()
+            got = sigma()
         if isinstance(got, float) and got == 0.0:
             return
-        draw = self._draw(t, normal)
+        signs = self._signs(t)
         if isinstance(got, torch.Tensor):
-            t.addcmul_(got, draw)
+            t.addcmul_(got, signs)
         else:
-            t.add_(draw, alpha=got)
+            t.add_(signs, alpha=got)
 
-    def _draw(self, t: torch.Tensor, normal: bool) -> torch.Tensor:
-        """A draw of t's shape from the sample's host generator (the same bound on every runner), one numpy
-        pass in fp32 (torch's CPU generator in fp64 took 60% of a custom case), moved to t's device."""
+    def _signs(self, t: torch.Tensor) -> torch.Tensor:
+        """Random signs (±1, int8) of t's shape from the sample's host generator (the same bound on every
+        runner): one random bit each, moved to t's device as a byte each. Only each rounding's variance enters
+        the bound (σ̂), so a sign times σ stands for a uniform or Gaussian rounding of that σ, and a sum of them
+        varies less than a Gaussian's (the chi-square factor stays conservative). torch's CPU generator drawing
+        fp64 uniforms took 60% of a custom case; a numpy float32 draw and its multiply-add, 70% of a sample."""
         assert self.rng is not None
         n = t.numel()
-        if normal:
-            x = self.rng.standard_normal(n, dtype=np.float32)
-        else:
-            x = self.rng.random(n, dtype=np.float32)
-            x *= 2
-            x -= 1
-        return torch.from_numpy(x).reshape(t.shape).to(t.device)
+        bits = np.unpackbits(np.frombuffer(self.rng.bytes((n + 7) // 8), dtype=np.uint8), count=n)
+        signs = bits.view(np.int8)
+        signs *= 2
+        signs -= 1
+        return torch.from_numpy(signs).reshape(t.shape).to(t.device)
 
 
-_SUMMED = ("sum", "matmul", "conv", "fallback")
+_UNIFORM = 1 / math.sqrt(3)  # the standard deviation of a uniform rounding on (−1, 1) ulp-units
 
 
 @dataclass(frozen=True)
 class Term:
-    """One perturbation the plan run recorded: where (op count, slot, shape, normal) and its scale."""
+    """One perturbation the plan run recorded: where (op count, slot, shape) and its standard deviation."""
 
-    key: tuple[int, int, tuple[int, ...], bool]
-    scale: torch.Tensor | float
+    key: tuple[int, int, tuple[int, ...]]
+    sigma: torch.Tensor | float
 
 
 def _mag(t: torch.Tensor) -> torch.Tensor:
@@ -349,20 +348,20 @@ def _mag(t: torch.Tensor) -> torch.Tensor:
     return t.abs().nan_to_num(nan=0.0, posinf=0.0)
 
 
-def _scale(
+def _sigma(
     kind: str, func: Any, args: tuple[Any, ...], out: Any, i: int, acc: float, rnd: float
 ) -> torch.Tensor:
-    """The scale of the rounding of output ``i`` of an op of this kind: basic arithmetic u·|y| (uniform);
-    another pointwise op 2u·|y| at the accumulator's (a correct transcendental is within an ulp); sums,
-    dot products and convolutions the summation model's σ = u·√(K/3)·(the op on the operands' magnitudes)
-    (normal); an unmodelled reduction √K roundings of the result's size; plus ``rnd``·|y| where the result
-    rounds to a coarser dtype the reference computes it in, merged into one draw of the same variance."""
+    """The standard deviation of the rounding of output ``i`` of an op of this kind: basic arithmetic
+    uniform within u·|y|; another pointwise op within 2u·|y| at the accumulator's (a correct transcendental is
+    within an ulp); sums, dot products and convolutions the summation model's Gaussian σ = u·√(K/3)·(the op
+    on the operands' magnitudes); an unmodelled reduction √K roundings of the result's size; plus a uniform
+    ``rnd``·|y| where the result rounds to a coarser dtype the reference computes it in (variances add)."""
     t = tensors(out)[i]
     y = _mag(t)
     if kind == "basic":
-        return max(acc, rnd) * y
+        return (max(acc, rnd) * _UNIFORM) * y
     if kind == "pointwise":
-        return math.sqrt((2 * acc) ** 2 + rnd**2) * y
+        return (math.sqrt((2 * acc) ** 2 + rnd**2) * _UNIFORM) * y
     if kind in ("sum", "matmul", "conv"):
         k, mag = _magnitudes(kind, func, args, out)[i]
         sigma = acc * math.sqrt(max(k, 1) / 3) * _mag(mag)
