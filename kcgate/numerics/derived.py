@@ -9,6 +9,8 @@ import functools
 import hashlib
 import math
 import statistics
+import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +20,8 @@ import torch
 from torch._decomp import decomposition_table
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+
+from kcgate.vocab.causes import SLOW_REFERENCE
 
 aten = torch.ops.aten
 
@@ -493,7 +497,9 @@ def derive(
     ``EARLIEST``), the kernel passes the full bound whatever the rest draw, and the bound returned is the n samples' estimate of it
     (never below that floor). A kernel that does not fit draws all N: the same verdict and the same bound.
     The one function that runs the reference (a sandbox's remote call can wrap it)."""
+    t0 = time.perf_counter()
     plan = _plan(run, inputs, prec)
+    _announce_slow(time.perf_counter() - t0, samples, inputs)
     refs = [t.detach() for t in tensors(plan.result)]
     sq = [torch.zeros_like(r) for r in refs]
     scale = Z * math.sqrt(samples / chi2_lower(samples, ALPHA))
@@ -514,6 +520,27 @@ def derive(
     bounds = tuple(scale * (acc / n).sqrt() + f for acc, f in zip(sq, final))
     spread = tuple((acc / n).sqrt() for acc in sq)
     return Derived(tuple(refs), bounds, tuple(plan.ops), spread, n)
+
+
+SLOW_S = 20.0
+"""Where one trial's samples would take longer than this (one plan run's seconds times the samples), the
+worker says so on stderr before it starts them: a case that then times out names its slow reference."""
+
+
+def _announce_slow(took: float, samples: int, inputs: Sequence[torch.Tensor]) -> None:
+    """One stderr line naming a slow reference and what its derived bound will cost (SLOW_REFERENCE)."""
+    if took * samples < SLOW_S:
+        return
+    shapes = ", ".join(str(list(t.shape)) for t in inputs)
+    print(
+        f"{SLOW_REFERENCE}one fp64 run of the reference took {took:.3g} s on inputs of shape {shapes}; the "
+        f"derived bound runs it up to {samples} more times a trial, about {took * samples:.0f} s (fewer where "
+        "the kernel's errors fit early; again with gradients, and for the fp64 oracle); fix: a reference "
+        "without a Python loop over the elements or time steps, a smaller shape, a written tolerance, or "
+        "a larger protocol.timeout_s",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _plan(run: Callable[[], Any], inputs: Sequence[torch.Tensor], prec: Precision) -> Perturb:
