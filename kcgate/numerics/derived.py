@@ -68,6 +68,7 @@ class TracedOp:
     shape: tuple[int, ...]  # its (first) result's shape
 
 
+@functools.cache
 def op_kind(func: Any) -> str:
     """How a correct kernel may round at this aten op (kcgate's rounding model, one rule per kind)."""
     base = func.overloadpacket.__name__.rstrip("_")
@@ -101,6 +102,11 @@ def op_kind(func: Any) -> str:
     if torch.Tag.reduction in func.tags:
         return "fallback"
     return "exact"  # views, indexing, concatenation, gathers: values moved, not computed
+
+
+@functools.cache
+def _name(func: Any) -> str:
+    return str(func)
 
 
 def _pointwise(packet: Any) -> bool:
@@ -238,7 +244,7 @@ class Perturb(TorchDispatchMode):
 
     def _record(self, func: Any, kind: str, out: Any) -> None:
         ts = tensors(out)
-        self.ops.append(TracedOp(str(func), kind, tuple(ts[0].shape) if ts else ()))
+        self.ops.append(TracedOp(_name(func), kind, tuple(ts[0].shape) if ts else ()))
         self.keep.extend(ts)
 
     def _cast(
@@ -388,6 +394,10 @@ def _key(t: torch.Tensor) -> int:
 
 def tensors(x: Any) -> list[torch.Tensor]:
     """Every tensor in a nest of tuples, lists and dicts (torch's pytree leaves), in order."""
+    if isinstance(x, torch.Tensor):  # the common cases without pytree's walk (a third of a small case's time)
+        return [x]
+    if isinstance(x, (tuple, list)) and not any(isinstance(v, (tuple, list, dict)) for v in x):
+        return [t for t in x if isinstance(t, torch.Tensor)]
     leaves, _ = tree_flatten(x)
     return [t for t in leaves if isinstance(t, torch.Tensor)]
 
@@ -522,7 +532,7 @@ def derive(
     return Derived(tuple(refs), bounds, tuple(plan.ops), spread, n)
 
 
-SLOW_S = 20.0
+SLOW_S = 60.0
 """Where one trial's samples would take longer than this (one plan run's seconds times the samples), the
 worker says so on stderr before it starts them: a case that then times out names its slow reference."""
 
@@ -535,9 +545,9 @@ def _announce_slow(took: float, samples: int, inputs: Sequence[torch.Tensor]) ->
     print(
         f"{SLOW_REFERENCE}one fp64 run of the reference took {took:.3g} s on inputs of shape {shapes}; the "
         f"derived bound runs it up to {samples} more times a trial, about {took * samples:.0f} s (fewer where "
-        "the kernel's errors fit early; again with gradients, and for the fp64 oracle); fix: a reference "
-        "without a Python loop over the elements or time steps, a smaller shape, a written tolerance, or "
-        "a larger protocol.timeout_s",
+        "the kernel's errors fit early; again with gradients, and for the fp64 oracle); fix: a vectorised "
+        "reference (no Python loop over elements or time steps), a smaller shape, a written tolerance, or a "
+        "larger protocol.timeout_s",
         file=sys.stderr,
         flush=True,
     )
