@@ -68,7 +68,8 @@ def run_trial(
     trial.up = upcast(x)  # once per trial: the bound, the oracle and the sensitivity gate read it
     ref_parts = oracle_parts(ctx, x, trial.up if _builtin_oracle(ctx) else None)
     trial.ref = ref_parts[0][1] if len(ref_parts) == 1 else flat(ref_parts)
-    allowed = allowance(ctx, x, trial.ref, trial.up)
+    single = len(ref_parts) == 1 and trial.result is None
+    allowed = allowance(ctx, x, trial.ref, trial.up, out if single else None)
     trial.oracle_s = time.perf_counter() - t0
     extra = {"reduction_len": float(ctx.op.reduction_len(shape))}
     if len(ref_parts) > 1 or trial.result is not None:

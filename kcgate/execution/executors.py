@@ -33,6 +33,7 @@ from kcgate.execution import channel, handoff
 from kcgate.execution.worker import thread_count
 from kcgate.plan import Case
 from kcgate.results.model import CaseResult, Fingerprint
+from kcgate.vocab.causes import SLOW_REFERENCE
 from kcgate.vocab.isolation import ISOLATION_MODES
 
 STARTUP_TIMEOUT_S = 120.0
@@ -57,6 +58,16 @@ def case_timeout(project: Project, case: Case, override: float | None) -> float:
     """The one timeout rule: ``--timeout`` (the executor's override) if given, else the contract's
     ``protocol.timeout_s``; counted from when the worker could start the case."""
     return override or project.contract(case.contract_id).protocol.timeout_s
+
+
+def timeout_message(limit: float, tail: str) -> str:
+    """A timed-out case's message: where the worker said its custom op's reference is slow (a Python loop
+    over time steps), that comes first, with what the derived bound would cost; else a bare timeout."""
+    slow = next((line for line in reversed(tail.splitlines()) if line.startswith(SLOW_REFERENCE)), "")
+    if slow:
+        said = slow.removeprefix(SLOW_REFERENCE)
+        return f"timed out after {limit:g} s (per-case timeout): the reference is slow: {said}; the worker was killed"
+    return f"timed out after {limit:g} s (per-case timeout); the worker was killed"
 
 
 def worker_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -350,7 +361,7 @@ class IsolatedExecutor:
         try:
             result = CaseResult.from_json(worker.answer(sent, limit))
         except TimeoutError:
-            message = f"timed out after {limit:g} s (per-case timeout); the worker was killed"
+            message = timeout_message(limit, worker.stderr_tail())
         except WorkerDied as exc:
             message = str(exc)
         except (

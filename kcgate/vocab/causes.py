@@ -136,3 +136,8 @@ INTEGRITY = of_kind("integrity")  # also the order the first present issue is na
 ISSUE_MESSAGES = {c.name: c.issue for c in CAUSE_TABLE if c.issue}
 KEPT = tuple(c.name for c in CAUSE_TABLE if c.keeps)  # the checks keep these over a later sweep's name
 NONFINITE = tuple(c.name for c in CAUSE_TABLE if c.nonfinite)
+
+
+SLOW_REFERENCE = "kcgate: slow reference: "
+"""The worker's stderr line where a custom op's reference is slow enough that its derived bound may outlast
+the case's timeout (kcgate.numerics.derived); a timed-out case's message leads with it (execution/executors)."""
