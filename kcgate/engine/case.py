@@ -121,7 +121,7 @@ def execute_case(
 def _global_state(case: Case, result: CaseResult, changed: list[str]) -> CaseResult:
     if not changed:
         return result
-    summary = "the kernel changed process-wide torch state (restored; a fresh worker runs the next case)"
+    summary = "the kernel changed process-wide torch state (restored; the next case runs in a fresh process)"
     return _result(
         case,
         status=Status.FAIL,

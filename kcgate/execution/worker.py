@@ -178,6 +178,7 @@ def main() -> None:
         channel.send(init["nonce"], {"ready": False, "error": exc.message, "exit_code": int(exc.exit_code)})
         return
     from kcgate.engine import torch_state
+
     torch_state.capture()
     cap = _limit_memory(args.memory_limit, backend)
     if sandbox is not None:
@@ -215,7 +216,10 @@ def serve(channel: Channel, stdio: Stdio, project: Any, backend: Any, sandbox: A
         print(f"{CASE_MARKER}{case.case_id}", file=sys.stderr, flush=True)
         result = _run(project, case, backend, message.get("kernel"), sandbox)
         intact = stdio.restore() and channel.intact()
-        changed = result.signature is not None and result.signature.cause == "global-state"
+        # a kernel in a sandbox changed its own child's state, gone with it; here, this process's
+        changed = (
+            sandbox is None and result.signature is not None and result.signature.cause == "global-state"
+        )
         answer = {"case_id": case.case_id, "result": result.to_json(), "retire": changed or not intact}
         channel.send(message["nonce"], answer)
         if answer["retire"]:
