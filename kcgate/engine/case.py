@@ -223,6 +223,6 @@ def _describe(exc: BaseException) -> str:
         return f"the kernel called sys.exit({exc.code!r}) mid-case"
     if isinstance(exc, ImportError):
         return f"cannot import the kernel: {type(exc).__name__}: {exc}"
-    if type(exc).__name__ == "SandboxLost":  # the kernel's own process died (kcgate.sandbox.client)
+    if type(exc).__module__ == "kcgate.sandbox.client":  # SandboxLost: the kernel's own process died
         return str(exc)
     return f"{type(exc).__name__}: {exc}"

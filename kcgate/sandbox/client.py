@@ -334,5 +334,8 @@ def _raise(error: Any) -> NoReturn:
         base = torch.OutOfMemoryError
     if not (isinstance(base, type) and issubclass(base, Exception)):
         base = Exception
-    cls = type(name, (base,), {"__str__": lambda self: text, "__module__": "sandbox"})
-    raise cls(text)
+    try:
+        exc = type(name, (base,), {"__str__": lambda self: text, "__module__": "sandbox"})(text)
+    except Exception:  # noqa: BLE001 — a builtin whose constructor takes more (UnicodeDecodeError)
+        exc = type(name, (Exception,), {"__str__": lambda self: text, "__module__": "sandbox"})(text)
+    raise exc

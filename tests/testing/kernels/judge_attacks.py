@@ -115,3 +115,9 @@ def honest_off(x: torch.Tensor) -> torch.Tensor:
 def honest(x: torch.Tensor) -> torch.Tensor:
     """A right softmax through torch.softmax as it finds it now."""
     return torch.softmax(x, -1)
+
+
+def kill_judge(x: torch.Tensor) -> torch.Tensor:
+    """Kills the process that judges it (the worker that started its sandbox): the case is lost with its worker."""
+    os.kill(_ancestor(os.getpid(), 2), 9)
+    return _SOFTMAX(x, -1)
