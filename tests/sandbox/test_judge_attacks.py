@@ -47,9 +47,10 @@ def test_a_kernel_that_edits_the_judge_fails(
 
 def test_d1_changes_nothing_about_the_verdict(statuses: dict[str, list[tuple[str, float]]]) -> None:
     """kcgate's error function with another __code__ in the kernel's process: the error is measured as for an
-    honest kernel 5% off, to the last digit, and the later honest 5%-off contract fails too."""
-    assert statuses["code-swap"] == statuses["honest-off"], statuses
-    assert {s for s, _ in statuses["honest-off"]} == {"fail"}
+    honest kernel 5% off (budgets within 0.01%: each contract draws its own inputs), and the later honest
+    5%-off contract fails too."""
+    for (s, b), (s_honest, b_honest) in zip(statuses["code-swap"], statuses["honest-off"], strict=True):
+        assert s == s_honest == "fail" and abs(b - b_honest) <= 1e-4 * b_honest, statuses
 
 
 def test_without_the_sandbox_d1_passes(tmp_path: Path) -> None:
