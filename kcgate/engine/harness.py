@@ -253,9 +253,9 @@ def _call(
     except Exception as exc:  # the kernel's failure is a finding, not ours
         trial.error = _kernel_error(ctx, trial, exc)
         trial.issues.append("raised")
-        _global_state(trial)
+        _global_state(ctx, trial)
         return None
-    _global_state(trial)  # before the oracle runs: it must use the operators captured at start
+    _global_state(ctx, trial)  # before the oracle runs: it must use the operators captured at start
     if out_buf is not None:
         result = (
             _check_out_buffer(trial, out_buf, guard) if result is None or result is out_buf[1] else result
@@ -267,7 +267,7 @@ def _call(
         # named on the forward, before the backward's gradients are measured on what it left
         _mutated(ctx, trial, views, snapshots, "forward")
         run_backward(ctx, trial, out, leaves)
-        _global_state(trial)
+        _global_state(ctx, trial)
     _mutated(ctx, trial, views, snapshots, "backward" if out is not None and backward else "forward")
     _out_of_bounds(trial, bufs, guard)  # after the backward too: it must not write outside its buffers
     # where the verification reads the kernel's inputs; an input it overwrites by design (``mutates``) as drawn
@@ -502,9 +502,10 @@ def _distinguishable(
     return bool((gap > allowed + pallowed).any())
 
 
-def _global_state(trial: Trial) -> None:
-    """Restore torch's global state if the kernel changed it, and record that as an integrity issue."""
-    changed = torch_state.after_kernel()
+def _global_state(ctx: CaseContext, trial: Trial) -> None:
+    """Restore torch's global state if the kernel changed it, and record that as an integrity issue; a kernel in
+    a sandbox reports its own process's changes with each call (kcgate.sandbox.client)."""
+    changed = torch_state.after_kernel() + getattr(ctx.kernel, "take_changes", list)()
     if changed:
         issue(trial, "global-state")
         trial.error = trial.error or f"changed {', '.join(changed[:8])}"
