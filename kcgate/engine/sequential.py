@@ -24,9 +24,9 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-Decision = Literal["fail", "pass", "more"]
-FAIL: Decision = "fail"
-PASS: Decision = "pass"
+Decision = Literal["beyond", "within", "more"]  # the line's side, decided, or more trials
+FAIL: Decision = "beyond"  # decided beyond the line: the case fails (or is refused)
+PASS: Decision = "within"  # decided within it: the case passes (or is judged)
 MORE: Decision = "more"
 
 ALPHA = 0.01  # each wrong decision's probability, over every look

@@ -57,9 +57,10 @@ class Status(str, Enum):
 
 
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
-# A passing case's recorded note (issue 46), its message's first word: below the sensitivity gate's line (an
-# excess that is not significant, not beyond the correct implementations' spread, or not consistent across
-# trials), or where the comparison means nothing (conditioning). Not a block; ``kcgate diff`` shows it as drift.
+# A passing case's recorded note (issues 46, 53), its message's first word: "inconclusive" where a statistical
+# verdict (the sensitivity gate's, a refusal's) stayed undecided after its extra trials, or where the comparison
+# means nothing (conditioning); "limitation", issue 46's note below the gate's line, read in older results.
+# Not a block; ``kcgate diff`` shows it as drift.
 PASS_NOTES: tuple[str, ...] = ("limitation: ", "inconclusive: ")
 
 

@@ -55,7 +55,8 @@ CATEGORY_TABLE: tuple[Category, ...] = (
     Category("budget-drift",     8,  "budget drift",        "warn",    False, True,  False, False,
              "passes in both, but budget_used (for 16- and 8-bit outputs also the share of elements not "
              "correctly rounded) rose by more than policy.budget_drift (4x by default), or it passes with "
-             "a limitation or inconclusive note of the sensitivity gate (docs/sensitivity.md)",
+             "an inconclusive note: a statistical verdict undecided after its extra trials (older results: a "
+             "limitation note; docs/sensitivity.md#decided-not-drawn)",
              "policy.block_on, beyond policy.budget_drift", shows_factor=True),
     Category("unchanged",        13, "unchanged",           "good",    True,  False, False, False,
              "passes in both, no drift"),

@@ -57,19 +57,20 @@ def test_the_line() -> None:
     shaky = excess_line.Evidence(1.6, 0.9, 6, 2.6)
     within = excess_line.Evidence(1.1, 0.9, 128, 1.3)
     decide = excess_line.decide
-    assert decide(_excess(2.2), [_excess(2.2), _excess(2.1)], significant, False) == ("fail", "")
+    fail, ok, more = sequential.FAIL, sequential.PASS, sequential.MORE
+    assert decide(_excess(2.2), [_excess(2.2), _excess(2.1)], significant, False) == (fail, "")
     # significant over the pooled rows: one trial under the factor no longer passes it
-    assert decide(_excess(2.2), [_excess(2.2), _excess(1.2)], significant, False) == ("fail", "")
+    assert decide(_excess(2.2), [_excess(2.2), _excess(1.2)], significant, False) == (fail, "")
     # the interval holds the line: more trials, and at the last look inconclusive
-    assert decide(_excess(2.1), [_excess(2.1)], shaky, False) == ("more", "")
+    assert decide(_excess(2.1), [_excess(2.1)], shaky, False) == (more, "")
     verdict, note = decide(_excess(2.1), [_excess(2.1)], shaky, True)
-    assert verdict == "pass" and note.startswith("inconclusive: ") and "from 6 independent rows" in note
+    assert verdict == ok and note.startswith("inconclusive: ") and "from 6 independent rows" in note
     # decided within the line: a pass with no note, whatever one trial showed
-    assert decide(_excess(1.6), [_excess(1.6), _excess(1.0)], within, False) == ("pass", "")
+    assert decide(_excess(1.6), [_excess(1.6), _excess(1.0)], within, False) == (ok, "")
     # a few corrupted elements: the max statistic's crossings, by Wald's SPRT (one of one is not enough)
-    assert decide(_excess(1.0, mx=3.0), [_excess(1.0, mx=3.0)], within, False) == ("more", "")
+    assert decide(_excess(1.0, mx=3.0), [_excess(1.0, mx=3.0)], within, False) == (more, "")
     both = [_excess(1.0, mx=3.0), _excess(1.0, mx=2.5)]
-    assert decide(_excess(1.0, mx=3.0), both, within, False) == ("fail", "")
+    assert decide(_excess(1.0, mx=3.0), both, within, False) == (fail, "")
     # the correct implementations keep under 4 bits: inconclusive, never fail
     bad = _excess(5.0, mx=5.0, ref_rms=0.1, out_rms=1.0)
     assert decide(bad, [bad], significant, False)[1].startswith("inconclusive: ")

@@ -61,21 +61,24 @@ def test_the_looks_double_and_stop_at_the_cap() -> None:
 
 
 def test_the_sprt_decides_as_wald_says() -> None:
-    assert sequential.crossings(0, 2) == "pass"  # the line never crossed: nothing to decide
-    assert sequential.crossings(2, 2) == "fail"
-    assert sequential.crossings(1, 2) == "more"  # one crossing in two: the draw, not yet the kernel
-    assert sequential.crossings(1, 16) == "pass"
-    assert sequential.crossings(2, 16) == "more"
+    fail, ok, more = sequential.FAIL, sequential.PASS, sequential.MORE
+    assert sequential.crossings(0, 2) == ok  # the line never crossed: nothing to decide
+    assert sequential.crossings(0, 2, near=True) == more  # but near it: the evidence decides
+    assert sequential.crossings(0, 8, near=True) == ok
+    assert sequential.crossings(2, 2) == fail
+    assert sequential.crossings(1, 2) == more  # one crossing in two: the draw, not yet the kernel
+    assert sequential.crossings(1, 16) == ok
+    assert sequential.crossings(2, 16) == more
 
 
 def _simulated_sprt(p: float, runs: int, rng: np.random.Generator) -> dict[str, float]:
     """The share of each decision of the crossings test over the looks, for a crossing probability p."""
-    got = {"fail": 0, "pass": 0, "more": 0}
+    got = dict.fromkeys((sequential.FAIL, sequential.PASS, sequential.MORE), 0)
     for _ in range(runs):
         x = rng.random(16) < p
         for total in sequential.totals(2):
             d = sequential.crossings(int(x[:total].sum()), total)
-            if d != "more":
+            if d != sequential.MORE:
                 break
         got[d] += 1
     return {k: v / runs for k, v in got.items()}
@@ -88,14 +91,19 @@ def test_the_sprt_error_rates_are_bounded() -> None:
     rng = np.random.default_rng(0)
     h0 = _simulated_sprt(sequential.P0, 20_000, rng)
     h1 = _simulated_sprt(sequential.P1, 20_000, rng)
-    assert h0["fail"] <= sequential.ALPHA and h1["pass"] <= (1 - sequential.P1) ** 2 + sequential.ALPHA
-    assert h1["fail"] >= 1 - (1 - sequential.P1) ** 2 - sequential.ALPHA  # as today: any of 2 crossing
+    assert (
+        h0[sequential.FAIL] <= sequential.ALPHA
+        and h1[sequential.PASS] <= (1 - sequential.P1) ** 2 + sequential.ALPHA
+    )
+    assert (
+        h1[sequential.FAIL] >= 1 - (1 - sequential.P1) ** 2 - sequential.ALPHA
+    )  # as today: any of 2 crossing
 
 
 def _simulated_bound(ratio_sq: float, rows: int, runs: int, rng: np.random.Generator) -> dict[str, float]:
     """The confidence bound's decisions for a kernel whose squared rms ratio is ``ratio_sq``: per row, a
     chi-square sum of squares for the kernel and the limiting implementation, ``rows`` rows a trial."""
-    got = {"fail": 0, "pass": 0, "more": 0}
+    got = dict.fromkeys((sequential.FAIL, sequential.PASS, sequential.MORE), 0)
     line = 1.5
     for _ in range(runs):
         a = ratio_sq * rng.chisquare(64, 16 * rows) / 64
@@ -103,7 +111,7 @@ def _simulated_bound(ratio_sq: float, rows: int, runs: int, rng: np.random.Gener
         for total in sequential.totals(2):
             ev = ratio_bound(a[: total * rows], b[: total * rows])
             d = sequential.bounded(ev.rms_lower, ev.rms_upper, line)
-            if d != "more":
+            if d != sequential.MORE:
                 break
         got[d] += 1
     return {k: v / runs for k, v in got.items()}
@@ -118,9 +126,9 @@ def test_a_kernel_on_the_line_is_never_decided_wrongly_more_than_alpha(rows: int
     # ALPHA by Bonferroni over the looks; the per-look bound is approximate (a ratio estimator's), so the
     # simulation's 4000 runs (standard error 0.0016) are held to 1.5 ALPHA: without the Bonferroni
     # division (99% a look) each side errs on about 3%
-    assert on["fail"] <= 1.5 * sequential.ALPHA and on["pass"] <= 1.5 * sequential.ALPHA
-    assert _simulated_bound(1.0, rows, 500, rng)["pass"] >= 0.95
-    assert _simulated_bound(3.0**2, rows, 500, rng)["fail"] >= 0.95
+    assert on[sequential.FAIL] <= 1.5 * sequential.ALPHA and on[sequential.PASS] <= 1.5 * sequential.ALPHA
+    assert _simulated_bound(1.0, rows, 500, rng)[sequential.PASS] >= 0.95
+    assert _simulated_bound(3.0**2, rows, 500, rng)[sequential.FAIL] >= 0.95
 
 
 def test_the_planted_drift_is_decided_at_both_shapes(tmp_path: Path) -> None:
