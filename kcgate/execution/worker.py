@@ -103,6 +103,20 @@ class Stdio:
         self.saved = {1: os.dup(1), 2: os.dup(2)}
         os.dup2(self.null, 0)  # a kernel reading stdin reads nothing, not the parent's commands
 
+    def tail_since(self, offset: int) -> Any:
+        """What was written to the log (fd 2, the parent's file) from ``offset`` on, its last 2,000 characters,
+        read when called (a sandboxed kernel writes there too: a crash's message shows it)."""
+
+        def tail() -> str:
+            try:
+                end = os.fstat(self.saved[2]).st_size
+                start = max(offset, end - 8000)
+                return os.pread(self.saved[2], end - start, start).decode("utf-8", "replace")[-2000:]
+            except OSError:
+                return ""
+
+        return tail
+
     def restore(self) -> bool:
         """Put fds 0-2 and sys.stdout/err back; False when a kernel had closed or replaced one."""
         intact = all(_same_file(fd, saved) for fd, saved in ((0, self.null), *self.saved.items()))
@@ -183,6 +197,7 @@ def main() -> None:
     cap = _limit_memory(args.memory_limit, backend)
     if sandbox is not None:
         sandbox.setup(backend.name, thread_count(os.environ), cap)
+        sandbox.wait_ready()  # its start-up is the worker's, never a case's time
     channel.send(init["nonce"], hello)
     serve(channel, stdio, project, backend, sandbox)
     _exit_now()
@@ -214,7 +229,7 @@ def serve(channel: Channel, stdio: Stdio, project: Any, backend: Any, sandbox: A
         d = message["case"]
         case = Case.from_json(d)
         print(f"{CASE_MARKER}{case.case_id}", file=sys.stderr, flush=True)
-        result = _run(project, case, backend, message.get("kernel"), sandbox)
+        result = _run(project, case, backend, message.get("kernel"), sandbox, stdio)
         intact = stdio.restore() and channel.intact()
         # a kernel in a sandbox changed its own child's state, gone with it; here, this process's
         changed = (
@@ -226,11 +241,11 @@ def serve(channel: Channel, stdio: Stdio, project: Any, backend: Any, sandbox: A
             return  # the parent starts a fresh worker for the next case
 
 
-def _run(project: Any, case: Case, backend: Any, kernel: str | None, sandbox: Any) -> Any:
+def _run(project: Any, case: Case, backend: Any, kernel: str | None, sandbox: Any, stdio: Stdio) -> Any:
     """One case, its kernel in a child of the sandbox forked for it alone (or here, without a sandbox)."""
     if sandbox is None:
         return execute_case(project, case, backend, kernel=kernel)
-    code = sandbox.case(backend.device())
+    code = sandbox.case(backend.device(), stdio.tail_since(os.fstat(stdio.saved[2]).st_size))
     try:
         return execute_case(project, case, backend, kernel=kernel, code=code)
     finally:

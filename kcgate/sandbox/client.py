@@ -31,9 +31,10 @@ class SandboxLost(BaseException):
 class CaseCode:
     """One case's user code, called in a child of the sandbox (the engine's ``UserCode``)."""
 
-    def __init__(self, sandbox: Any, device: str) -> None:
-        """``sandbox``: the judge's kcgate.sandbox.process.Sandbox."""
-        self.sandbox, self.device = sandbox, torch.device(device)
+    def __init__(self, sandbox: Any, device: str, tail: Callable[[], str] | None = None) -> None:
+        """``sandbox``: the judge's kcgate.sandbox.process.Sandbox; ``tail``: what the case printed so far (the
+        worker's log since the case began), shown with a crash."""
+        self.sandbox, self.device, self.tail = sandbox, torch.device(device), tail
         self.sock: socket.socket | None = None
         self.peer = -1  # the child's arena, read with preadv
         self.arena = wire.Arena("kcgate-judge")
@@ -103,9 +104,11 @@ class CaseCode:
             self.sock.close()
             self.sock = None
             self.ended = self.sandbox.ended(kill=kill)
+        tail = self.tail().strip() if self.tail is not None else ""
         return (
-            f"the kernel's process ended mid-case ({self.ended or why}; {why}); the case ran alone in a sandbox "
+            f"the kernel's process {self.ended or 'ended'} mid-case ({why}); the case ran alone in a sandbox "
             "forked fresh for it, so this is the case's own crash, not an earlier case's damage"
+            + (f"\n--- stderr tail ---\n{tail}" if tail else "")
         )
 
 

@@ -82,11 +82,22 @@ class Sandbox:
             self.start()
             return "the sandbox server died"
 
-    def case(self, device: str) -> Any:
+    def case(self, device: str, tail: Any = None) -> Any:
         """One case's ``CaseCode`` (kcgate.sandbox.client), its child forked when the kernel is first asked for."""
         from kcgate.sandbox.client import CaseCode
 
-        return CaseCode(self, device)
+        return CaseCode(self, device, tail)
+
+    def wait_ready(self) -> None:
+        """Wait for the server's start-up (torch's import), so that no case's timeout counts it."""
+        try:
+            assert self.control is not None
+            if not self.ready:
+                wire.recv(self.control)
+                self.ready = True
+        except (EOFError, OSError, wire.WireError):
+            self.close()
+            self.start()
 
     def close(self) -> None:
         if self.control is not None:

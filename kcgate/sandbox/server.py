@@ -115,15 +115,15 @@ def _kill(pid: int) -> None:
 
 
 def describe(status: int) -> str:
-    """A wait status in words: "exit 0", "exit 3", "SIGSEGV (signal 11)"."""
+    """A wait status in words: "exited with code 3", "killed by SIGSEGV (signal 11)"."""
     if os.WIFSIGNALED(status):
         n = os.WTERMSIG(status)
         try:
             name = signal.Signals(n).name
         except ValueError:
             name = "a signal"
-        return f"{name} (signal {n})"
-    return f"exit {os.waitstatus_to_exitcode(status)}"
+        return f"killed by {name} (signal {n})"
+    return f"exited with code {os.waitstatus_to_exitcode(status)}"
 
 
 if __name__ == "__main__":

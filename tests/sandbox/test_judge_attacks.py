@@ -73,3 +73,11 @@ def test_the_judge_is_undumpable() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0", out
+
+
+def test_a_kernel_that_writes_its_own_answer_on_the_sandboxs_socket_is_an_error(
+    statuses: dict[str, list[tuple[str, float]]],
+) -> None:
+    """A forged `{"result": null}` and garbage on the child's socket: the judge sees a broken protocol, never a
+    result; the case is an error, and the next contract (honest-off, after it in the file) is judged as ever."""
+    assert {s for s, _ in statuses["socket-garbage"]} == {"error"}, statuses["socket-garbage"]

@@ -121,3 +121,21 @@ def kill_judge(x: torch.Tensor) -> torch.Tensor:
     """Kills the process that judges it (the worker that started its sandbox): the case is lost with its worker."""
     os.kill(_ancestor(os.getpid(), 2), 9)
     return _SOFTMAX(x, -1)
+
+
+def socket_garbage(x: torch.Tensor) -> torch.Tensor:
+    """Writes a forged answer and garbage to every socket it holds (its sandbox's line to the judge), then
+    returns the right softmax: the judge reads a broken protocol, and the case is an error of its own."""
+    import socket
+    import stat
+
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                sock = socket.socket(fileno=os.dup(fd))
+                sock.sendall(b'\x10\x00\x00\x00{"result": null}' + b"\xff" * 64)
+                sock.close()
+        except OSError:
+            continue
+    return _SOFTMAX(x, -1)
