@@ -79,7 +79,7 @@ def _contract(i: int, d: dict[str, Any], col: Collector, roots: tuple[Path, ...]
         kernel=kernel,
         op=op or "",
         description=_read(d, "description", at),
-        devices=tuple(_read(d, "devices", at)) or CONTRACT_FIELD["devices"].choices,
+        devices=_devices(d, at),
         dtypes=_read(d, "dtypes", at),
         accumulate=_read(d, "accumulate", at),
         out_dtype=_key(d, "out_dtype", at) or "",
@@ -112,6 +112,16 @@ def _contract(i: int, d: dict[str, Any], col: Collector, roots: tuple[Path, ...]
     )
     _cross_checks(contract, d, at)
     return contract if len(col.problems) == before else None
+
+
+def _devices(d: dict[str, Any], at: At) -> tuple[str, ...]:
+    """The device kinds, every one when the key is absent; ``devices = []`` selects no case, as
+    ``dtypes = []`` does (it meant every device before #54, the opposite of what it says)."""
+    if d.get("devices") == []:
+        at.key("devices").add(
+            "devices = [] selects no device", "remove the key for every device, or name the device kinds"
+        )
+    return tuple(_read(d, "devices", at)) or CONTRACT_FIELD["devices"].choices
 
 
 def _key(d: dict[str, Any], key: str, at: At) -> Any:
