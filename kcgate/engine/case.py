@@ -142,6 +142,7 @@ def _execute(project: Project, case: Case, backend: Any, kernel: str | None, cod
         ctx = make_context(project, case, backend, kernel, code)
         if why := _shape_rejected(ctx, case):
             return _result(case, status=Status.REFUSED, metrics=Metrics(), message=why, duration_s=0.0)
+        _check_contract_functions(ctx)  # a vacuous reference or generator is the case's error, named
         finding = CHECKS[case.klass](ctx)
         # only where `run --shrink-s` gives it time: the smallest shape, then the fewest nonzero inputs
         shrunk, nonzero = shrink_case(ctx, finding, CHECKS[case.klass])
@@ -162,6 +163,12 @@ def _execute(project: Project, case: Case, backend: Any, kernel: str | None, cod
         shrunk_shape=shrunk,
         shrunk_nonzero=nonzero,
     )
+
+
+def _check_contract_functions(ctx: Any) -> None:
+    from kcgate.engine.reference_checks import check_contract_functions
+
+    check_contract_functions(ctx)
 
 
 def _shape_rejected(ctx: Any, case: Case) -> str:
@@ -219,6 +226,10 @@ def _result(case: Case, **outcome: Any) -> CaseResult:
 
 
 def _describe(exc: BaseException) -> str:
+    from kcgate.engine.reference_checks import ReferenceFault
+
+    if isinstance(exc, ReferenceFault):
+        return str(exc)
     if isinstance(exc, SystemExit):
         return f"the kernel called sys.exit({exc.code!r}) mid-case"
     if isinstance(exc, ImportError):

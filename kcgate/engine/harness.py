@@ -23,6 +23,7 @@ from kcgate.devices.base import is_out_of_memory
 from kcgate.engine import sensitivity, torch_state
 from kcgate.engine.backward import compare_grads, dy_scale, run_backward
 from kcgate.engine.multi import compare_outputs, is_output, kernel_output, reference_gives
+from kcgate.engine.reference_checks import mismatch_detail, shape_detail
 from kcgate.engine.trial import (
     CaseContext,
     Trial,
@@ -443,7 +444,11 @@ def _as_output(ctx: CaseContext, trial: Trial, out: torch.Tensor | None) -> torc
 def _shape_ok(ctx: CaseContext, trial: Trial, out: torch.Tensor, ref: torch.Tensor) -> bool:
     if tuple(out.shape) == tuple(ref.shape):
         return True
-    trial.error = f"kernel returned shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+    trial.error = (
+        mismatch_detail(ctx, trial.result, ref)
+        or shape_detail(ctx, out, ref)
+        or f"kernel returned shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+    )
     issue(trial, "bad-output")
     return False
 

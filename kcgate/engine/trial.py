@@ -17,6 +17,7 @@ import torch
 
 from kcgate.contracts.records import Contract
 from kcgate.devices.base import HostStopwatch, Stopwatch, is_out_of_memory
+from kcgate.engine.reference_checks import reference_tensors
 from kcgate.numerics.metrics import Comparison, f64, host, quiet, spread, sum_squares, torch_ops
 from kcgate.numerics.ops.base import BoundArgs, OpFamily, Tensors, draw, underflow, upcast
 from kcgate.numerics.outputs import Parts, flat, multiple, reference_parts
@@ -171,6 +172,8 @@ def oracle_parts(ctx: CaseContext, inputs: Tensors, up: Tensors | None = None) -
     try:
         with torch.no_grad():
             result = ctx.op.oracle(*up)
+            if ctx.contract.reference:  # a user reference's None, float or integer is its own fault
+                reference_tensors(ctx.contract.reference, result)
             if multiple(result) or len(ctx.contract.outputs) > 1:  # a count mismatch raises, naming the key
                 parts = reference_parts(result, ctx.contract.outputs)
             else:
