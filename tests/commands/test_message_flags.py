@@ -22,6 +22,8 @@ OTHER_TOOLS: dict[str, set[str]] = {
     "kcgate/devices/driver.py": {"--query-gpu", "--showdriverversion"},  # nvidia-smi, rocm-smi
     "kcgate/execution/executors.py": {"--memory-limit"},  # the worker's own argv (execution/worker.py)
     "kcgate/execution/worker.py": {"--memory-limit"},
+    "kcgate/sandbox/process.py": {"--control-fd"},  # the sandbox server's own argv (sandbox/server.py)
+    "kcgate/sandbox/server.py": {"--control-fd"},
 }
 
 
