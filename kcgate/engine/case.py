@@ -16,6 +16,7 @@ from kcgate.devices.base import HostStopwatch
 from kcgate.engine.shrink import shrink_case
 from kcgate.plan import Case
 from kcgate.results.model import CaseResult, Metrics, Signature, Status
+from kcgate.results.records import NO_KERNEL
 from kcgate.util.resolve import resolve
 
 
@@ -25,7 +26,10 @@ def make_context(project: Project, case: Case, backend: Any, kernel: str | None 
 
     contract = project.contract(case.contract_id)
     device = backend.device()
-    obj = resolve(kernel or contract.kernel, project.paths)
+    try:
+        obj = resolve(kernel or contract.kernel, project.paths)
+    except AttributeError as exc:  # the module has no such function: the kernel is not there, as for a module
+        raise ImportError(str(exc)) from exc
     op = op_for(contract, project.paths)
     return CaseContext(
         contract=contract,
@@ -182,5 +186,5 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, SystemExit):
         return f"the kernel called sys.exit({exc.code!r}) mid-case"
     if isinstance(exc, ImportError):
-        return f"cannot import the kernel: {type(exc).__name__}: {exc}"
+        return f"{NO_KERNEL}{type(exc).__name__}: {exc}"
     return f"{type(exc).__name__}: {exc}"

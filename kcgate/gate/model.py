@@ -51,6 +51,10 @@ class CaseChange:
     budget_factor: float | None = None
     shrunk_shape: tuple[int, ...] = ()  # the smallest failing shape kcgate.engine.shrink found; (): none
     shrunk_nonzero: tuple[int, ...] = ()  # (nonzero input elements, elements) of the sparsest failing input
+    attribution: str = ""  # pre-existing | introduced: the base commit's rerun, or the baseline's same seed
+    base_commit: str = ""  # the commit the case was rerun on (`kcgate run --base-ref`)
+    base_rerun: str = ""  # its status there, or "absent"
+    replayed: bool = False  # both sides ran the same inputs (the baseline's seed): budgets are comparable
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
