@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from kcgate.contracts.policy import DriftRule, Policy, Waiver
 from kcgate.gate.model import CaseChange, Diff, RunnerDiff
+from kcgate.plan import is_fresh
 from kcgate.results.model import UNEVALUATED, RunResult, Status, build_frozen, index_cases
 from kcgate.results.records import (
     ABSENT,
@@ -86,7 +87,8 @@ def diff_runs(
     ctx = _context(base, current, runner, policy, today)
     changes = _present(current.table, base.table if base else None, base_at, ctx)
     if base is not None:
-        gone = [j for cid, j in base_at.items() if cid not in current_at]
+        # a fresh case (/f0) of the baseline is a draw, not a contract: absent now it was not drawn, not removed
+        gone = [j for cid, j in base_at.items() if cid not in current_at and not is_fresh(cid)]
         changes += [_absent(base.table, j, current.complete, ctx) for j in gone]
     base_key = base.fingerprint.key() if base else ""
     return RunnerDiff(runner, current.fingerprint.key(), base_key, tuple(changes))
