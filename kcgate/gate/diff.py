@@ -91,7 +91,14 @@ def diff_runs(
         gone = [j for cid, j in base_at.items() if cid not in current_at and not is_fresh(cid)]
         changes += [_absent(base.table, j, current.complete, ctx) for j in gone]
     base_key = base.fingerprint.key() if base else ""
-    return RunnerDiff(runner, current.fingerprint.key(), base_key, tuple(changes))
+    return RunnerDiff(runner, current.fingerprint.key(), base_key, tuple(changes), _versions(base, current))
+
+
+def _versions(base: RunResult | None, current: RunResult) -> tuple[tuple[str, str, str], ...]:
+    """The ``[project] track`` distributions whose version differs from the baseline's."""
+    was = base.fingerprint.tracked() if base else {}
+    now = current.fingerprint.tracked()
+    return tuple((n, was[n], now[n]) for n in sorted(now) if n in was and was[n] != now[n])
 
 
 def make_diff(

@@ -76,6 +76,8 @@ class RunnerDiff:
     fingerprint_key: str
     base_fingerprint_key: str  # "" when there is no baseline
     changes: tuple[CaseChange, ...]
+    # ``[project] track``: (distribution, baseline's version, this run's) where the two differ
+    versions: tuple[tuple[str, str, str], ...] = ()
 
     def counts(self) -> dict[str, int]:
         out = dict.fromkeys(CATEGORIES, 0)
@@ -108,6 +110,11 @@ class Diff:
             out[c.category] += 1
         return out
 
+    def version_changes(self) -> list[str]:
+        """ "liger-kernel 0.5.8 → 0.5.9" per tracked distribution that differs (on any runner), once each."""
+        seen = dict.fromkeys(f"{n} {was} → {now}" for r in self.runners for n, was, now in r.versions)
+        return list(seen)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "passed": self.passed,
@@ -117,6 +124,7 @@ class Diff:
                     "runner": r.runner,
                     "fingerprint_key": r.fingerprint_key,
                     "base_fingerprint_key": r.base_fingerprint_key,
+                    "versions": [list(v) for v in r.versions],
                     "changes": [c.to_json() for c in r.changes],
                 }
                 for r in self.runners

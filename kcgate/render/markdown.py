@@ -175,6 +175,8 @@ def _header(verdict: Diff, ctx: RenderContext) -> list[str]:
     else:
         top = f"## ✅ {title}: no blocking changes"
     lines = [top, "", _counts_line(verdict), ""]
+    if verdict.version_changes():  # [project] track: the library under test moved
+        lines += [md_text("Versions: " + ", ".join(verdict.version_changes()), 400), ""]
     facts = _facts_line(ctx)
     if facts:
         lines += [facts, ""]

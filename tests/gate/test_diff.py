@@ -330,3 +330,17 @@ def test_renderers_accept_any_verdict(base: RunResult, current: RunResult, polic
     for render in FORMATS.values():
         assert render(verdict).endswith("\n")
     json.loads(FORMATS["json"](verdict))
+
+
+def test_tracked_versions_that_differ_are_named_and_never_make_a_runner_incomparable() -> None:
+    """``[project] track``: the fingerprint's track: flags are recorded but not keyed (issue 57.4)."""
+    base = load_run(DATA / "base.json")
+    fp = base.fingerprint
+    was = replace(base, fingerprint=fp.with_tracked({"liger-kernel": "0.5.8", "triton": "3.9.0"}))
+    now = replace(base, fingerprint=fp.with_tracked({"liger-kernel": "0.5.9", "triton": "3.9.0"}))
+    assert was.fingerprint.key() == now.fingerprint.key() == fp.key()
+    verdict = make_diff({"cpu-ci": now}, {"cpu-ci": was}, POLICY, TODAY)
+    assert verdict.version_changes() == ["liger-kernel 0.5.8 → 0.5.9"]
+    assert "incomparable" not in verdict.counts() or not verdict.counts()["incomparable"]
+    assert "Versions: liger-kernel 0.5.8 → 0.5.9" in FORMATS["markdown"](verdict)
+    assert "versions: liger-kernel 0.5.8 → 0.5.9" in FORMATS["console"](verdict)
