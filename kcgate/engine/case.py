@@ -17,6 +17,7 @@ from kcgate.devices.base import HostStopwatch
 from kcgate.engine.shrink import shrink_case
 from kcgate.plan import Case
 from kcgate.results.model import CaseResult, Metrics, Signature, Status
+from kcgate.results.records import NO_KERNEL
 from kcgate.util.resolve import resolve
 
 
@@ -233,7 +234,7 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, SystemExit):
         return f"the kernel called sys.exit({exc.code!r}) mid-case"
     if isinstance(exc, ImportError):
-        return f"cannot import the kernel: {type(exc).__name__}: {exc}"
+        return f"{NO_KERNEL}{type(exc).__name__}: {exc}"
     if type(exc).__module__ == "kcgate.sandbox.client":  # SandboxLost: the kernel's own process died
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
