@@ -16,6 +16,7 @@ from kcgate.contracts.policy import DriftRule, Policy, Waiver
 from kcgate.gate.model import CaseChange, Diff, RunnerDiff
 from kcgate.results.model import UNEVALUATED, RunResult, Status, build_frozen, index_cases
 from kcgate.results.records import CONTRACT_ENV, VOLATILE_SUFFIXES, is_pass_note
+from kcgate.results.severity import row_severity, severities
 from kcgate.results.table import CaseTable
 from kcgate.vocab.categories import WAIVER_DECIDED
 
@@ -231,6 +232,7 @@ def _present(
     base_side = (
         list(zip(base.column("status"), base.metric("budget_used"), base.metric("cr_miss"))) if base else []
     )
+    base_severity = severities(base) if base else ()
     columns = zip(
         *(
             cases.column(k)
@@ -254,6 +256,7 @@ def _present(
         cases.metric("max_abs_err"),
         cases.metric("cr_miss"),
         cases.metric("elements"),
+        severities(cases),
     )
     changes = []
     for (
@@ -274,6 +277,7 @@ def _present(
         abs_err,
         rounding,
         elements,
+        severe,
     ) in columns:
         j = base_at.get(case_id)
         before = base_side[j] if j is not None else None
@@ -319,6 +323,8 @@ def _present(
                     "max_abs_err": abs_err,
                     "shrunk_shape": tuple(shrunk or ()),
                     "shrunk_nonzero": tuple(nonzero or ()),
+                    "severity": severe,
+                    "base_severity": base_severity[j] if j is not None else None,
                 },
             )
         )
@@ -338,6 +344,7 @@ def _absent(base: CaseTable, row: int, complete: bool, ctx: _Context) -> CaseCha
         klass=base.column("klass")[row],
         base_status=base.column("status")[row],
         base_budget_used=base.metric("budget_used")[row],
+        base_severity=row_severity(base, row),
         message="removal acknowledged in policy"
         if acknowledged
         else ("" if complete else INCOMPLETE_MESSAGE),

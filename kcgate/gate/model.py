@@ -5,11 +5,13 @@
 
 from __future__ import annotations
 
+import math
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kcgate.results.severity import severity
 from kcgate.vocab.categories import CATEGORIES
 
 
@@ -19,6 +21,10 @@ def declared_in(contracts_file: str, source: str) -> str:
     if not source:
         return contracts_file
     return posixpath.normpath(posixpath.join(posixpath.dirname(contracts_file), source))
+
+
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 @dataclass(frozen=True)
@@ -51,13 +57,20 @@ class CaseChange:
     budget_factor: float | None = None
     shrunk_shape: tuple[int, ...] = ()  # the smallest failing shape kcgate.engine.shrink found; (): none
     shrunk_nonzero: tuple[int, ...] = ()  # (nonzero input elements, elements) of the sparsest failing input
+    # kcgate.results.severity: over 1 exactly when the case fails, whichever gate failed it; inf: an error
+    # or a failure with no finite number (null in JSON, derived again from the status on reading)
+    severity: float | None = None
+    base_severity: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return {k: _finite(getattr(self, k)) for k in self.__dataclass_fields__}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> CaseChange:
         fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        fields["severity"] = severity(str(d.get("status", "")), fields.get("severity", d.get("budget_used")))
+        held = fields.get("base_severity", d.get("base_budget_used"))
+        fields["base_severity"] = severity(str(d.get("base_status", "")), held)
         for name in ("shrunk_shape", "shrunk_nonzero"):  # JSON lists
             if name in fields:
                 fields[name] = tuple(fields[name] or ())

@@ -1,7 +1,8 @@
 """The history store: SQLite from the standard library, one file. A run is keyed by (commit, runner), so
 adding it again changes nothing, and each addition is one IMMEDIATE transaction, so concurrent adds
 queue (busy timeout) instead of losing records. Cases are stored per case; ``cells`` keeps each
-contract's worst case per run, which every view reads. No torch."""
+contract's worst case per run, which every view reads, with its severity (``kcgate.results.severity``;
+a store made before severities were kept gains the column, null: views derive it). No torch."""
 
 from __future__ import annotations
 
@@ -34,12 +35,13 @@ CREATE INDEX IF NOT EXISTS runs_by_time ON runs(committed_at, commit_sha);
 CREATE TABLE IF NOT EXISTS cases(
   run INTEGER NOT NULL, case_name INTEGER NOT NULL, contract INTEGER NOT NULL, status INTEGER NOT NULL,
   budget REAL, max_ulp REAL, max_err REAL, error REAL, cause INTEGER NOT NULL, note INTEGER NOT NULL,
-  PRIMARY KEY(run, case_name)) WITHOUT ROWID;
+  severity REAL, PRIMARY KEY(run, case_name)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS cells(
   run INTEGER NOT NULL, contract INTEGER NOT NULL, status INTEGER NOT NULL, budget REAL,
-  cases INTEGER NOT NULL, failing INTEGER NOT NULL, cause INTEGER NOT NULL,
+  cases INTEGER NOT NULL, failing INTEGER NOT NULL, cause INTEGER NOT NULL, severity REAL,
   PRIMARY KEY(run, contract)) WITHOUT ROWID;
 """
+ADDED_COLUMNS = (("cases", "severity REAL"), ("cells", "severity REAL"))  # to stores made before them
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> None:
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-        conn.executescript("BEGIN IMMEDIATE;" + SCHEMA + "COMMIT;")
+        conn.executescript("BEGIN IMMEDIATE;" + SCHEMA + _migration(conn) + "COMMIT;")
         conn.execute(
             "INSERT OR IGNORE INTO meta VALUES ('kind', ?), ('version', ?)", (KIND, str(SCHEMA_VERSION))
         )
@@ -82,6 +84,16 @@ def _prepare(conn: sqlite3.Connection, path: Path) -> None:
         raise UsageError(f"{path}: not a kcgate history database ({exc}); {REBUILD}") from None
     if meta.get("kind") != KIND or meta.get("version") != str(SCHEMA_VERSION):
         raise UsageError(f"{path}: a history database of another kind or version; {REBUILD}")
+
+
+def _migration(conn: sqlite3.Connection) -> str:
+    """ALTER statements adding the columns an older store lacks (its tables exist, without them)."""
+    out = []
+    for table, column in ADDED_COLUMNS:
+        have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if have and column.split()[0] not in have:
+            out.append(f"ALTER TABLE {table} ADD COLUMN {column};")
+    return "".join(out)
 
 
 def add_runs(conn: sqlite3.Connection, entries: Iterable[RunEntry]) -> Added:
@@ -107,10 +119,12 @@ def add_run(conn: sqlite3.Connection, entry: RunEntry) -> int | None:
         run = cur.lastrowid
         ids = intern(conn, _texts(entry.cases))
         conn.executemany(
-            "INSERT OR REPLACE INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             _case_rows(run, entry.cases, ids),
         )
-        conn.executemany("INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?)", _cell_rows(run, entry.cases, ids))
+        conn.executemany(
+            "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?)", _cell_rows(run, entry.cases, ids)
+        )
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -145,20 +159,22 @@ def _case_rows(
     for c in cases:
         yield (
             run, ids[c.case_id], ids[c.contract_id], STATUS_CODE[c.status],
-            c.budget_used, c.max_ulp, c.max_abs_err, c.error, ids[c.cause], ids[c.note],
+            c.budget_used, c.max_ulp, c.max_abs_err, c.error, ids[c.cause], ids[c.note], c.severity,
         )  # fmt: skip
 
 
 def _cell_rows(
     run: int | None, cases: Sequence[CaseEntry], ids: dict[str, int]
 ) -> Iterator[tuple[object, ...]]:
-    """Per contract: the worst status, the largest budget, the case count, the failures, the worst's cause."""
+    """Per contract: the worst status, the largest budget, the case count, the failures, the worst's cause
+    and the largest severity among the cases of the worst status (the number agrees with the verdict)."""
     by_contract: dict[str, list[CaseEntry]] = {}
     for c in cases:
         by_contract.setdefault(c.contract_id, []).append(c)
     for contract, group in by_contract.items():
-        worst = max(group, key=lambda c: (STATUS_CODE[c.status], c.budget_used or 0.0))
+        worst = max(group, key=lambda c: (STATUS_CODE[c.status], c.severity or 0.0, c.budget_used or 0.0))
         budgets = [c.budget_used for c in group if c.budget_used is not None]
+        severe = [c.severity for c in group if c.status == worst.status and c.severity is not None]
         failing = sum(c.status == Status.FAIL for c in group)
         yield (
             run,
@@ -168,4 +184,5 @@ def _cell_rows(
             len(group),
             failing,
             ids[worst.cause],
+            max(severe) if severe else None,
         )
