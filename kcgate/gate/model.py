@@ -62,15 +62,20 @@ class CaseChange:
     severity: float | None = None
     base_severity: float | None = None
 
+    def __post_init__(self) -> None:
+        # a change built without severities (a diff JSON's null for an infinite one, an older file, a test)
+        # reads them from its status and budget: a failure's is over 1 whatever its budget says
+        if self.severity is None and self.status:
+            object.__setattr__(self, "severity", severity(self.status, self.budget_used))
+        if self.base_severity is None and self.base_status:
+            object.__setattr__(self, "base_severity", severity(self.base_status, self.base_budget_used))
+
     def to_json(self) -> dict[str, Any]:
         return {k: _finite(getattr(self, k)) for k in self.__dataclass_fields__}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> CaseChange:
         fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        fields["severity"] = severity(str(d.get("status", "")), fields.get("severity", d.get("budget_used")))
-        held = fields.get("base_severity", d.get("base_budget_used"))
-        fields["base_severity"] = severity(str(d.get("base_status", "")), held)
         for name in ("shrunk_shape", "shrunk_nonzero"):  # JSON lists
             if name in fields:
                 fields[name] = tuple(fields[name] or ())

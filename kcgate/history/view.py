@@ -43,6 +43,10 @@ class Point:
     cause: str
     severity: float | None = None
 
+    def __post_init__(self) -> None:
+        if self.severity is None:  # built without one: read from the status and the budget
+            object.__setattr__(self, "severity", severity(self.status, self.budget))
+
 
 @dataclass(frozen=True)
 class Move:

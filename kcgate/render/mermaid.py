@@ -14,11 +14,29 @@ from kcgate.render.axes import LogAxis, error_axis
 
 MAX_SERIES = 8
 BUDGET_CAP = 2.0  # bars above 2x the budget would flatten everything else
+# one colour per series, in order, named in the chart's key (xychart has no legend of its own)
+PALETTE = (
+    ("blue", "#0969da"),
+    ("orange", "#e16f24"),
+    ("purple", "#8250df"),
+    ("green", "#1a7f37"),
+    ("pink", "#bf3989"),
+    ("teal", "#1b7c83"),
+    ("grey", "#6e7781"),
+    ("brown", "#953800"),
+)
 _UNSAFE = re.compile(r"[^A-Za-z0-9 ._:/()+-]")
 
 
 def label(value: object, limit: int = 40) -> str:
     return '"' + _UNSAFE.sub("_", str(value))[:limit] + '"'
+
+
+def palette_init(n: int) -> str:
+    """The directive that gives the first ``n`` series the palette's colours (fixed text, never from
+    results)."""
+    colours = ", ".join(c for _, c in PALETTE[: max(1, min(n, len(PALETTE)))])
+    return '%%{init: {"themeVariables": {"xyChart": {"plotColorPalette": "' + colours + '"}}}}%%'
 
 
 def budget_chart(comparison: Comparison) -> str:

@@ -117,18 +117,26 @@ def row_severity(table: CaseTable, row: int) -> float | None:
 
 
 def severity_words(value: float | None, status: str = "") -> str:
-    """A severity as a reader sees it: "error", "fails (no finite measure)", "28.7× over", "0.42"."""
-    if status == Status.ERROR:
-        return "error"
-    if status == Status.REFUSED:
-        return "refused"
+    """A severity as a reader sees it: "error", "refused", "∞" (failed with no finite number), "28.70×",
+    "0.42"."""
+    if status in (Status.ERROR, Status.REFUSED):
+        return str(status)
     if value is None:
         return "-"
     if value == math.inf:
         return "∞"
     if value > 1.0:
-        return f"{value:.3g}×"
-    return f"{value:.1g}" if 0 < value < 0.01 else f"{value:.2f}"
+        return number_text(value) + "×"
+    return number_text(value)
+
+
+def number_text(value: float) -> str:
+    """0.001, 0.42, 28.70, 1,873, 2.3e+12: small ones keep their magnitude, large ones their digits."""
+    if 0 < value < 0.01:
+        return f"{value:.1g}"
+    if value < 100:
+        return f"{value:.2f}"
+    return f"{value:,.0f}" if value < 1e9 else f"{value:.3g}"
 
 
 def describe() -> list[dict[str, Any]]:

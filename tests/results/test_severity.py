@@ -76,7 +76,7 @@ def test_every_gate_has_words() -> None:
 def test_words_say_what_a_severity_is() -> None:
     assert severity_words(math.inf, "error") == "error"
     assert severity_words(math.inf, "fail") == "∞"
-    assert severity_words(28.71, "fail") == "28.7×"
+    assert severity_words(28.71, "fail") == "28.71×" and severity_words(22586.0, "fail") == "22,586×"
     assert severity_words(0.5, "pass") == "0.50"
     assert severity_words(None, "refused") == "refused"
     assert severity("fail", 0.5) == math.inf

@@ -81,12 +81,17 @@ def _excess_cases(i: int) -> list[CaseResult]:
     return [case(EXCESS, s, status, 0.5, 1e-5, sig, extra) for s in range(2)]
 
 
-def write_commits(root: Path, n: int = 6, runners: tuple[str, ...] = tuple(RUNNERS)) -> list[Path]:
+def write_commits(
+    root: Path,
+    n: int = 6,
+    runners: tuple[str, ...] = tuple(RUNNERS),
+    contracts: tuple[str, ...] = ("gemm-bf16", "softmax-fp32"),
+) -> list[Path]:
     """One directory of results files per commit (``root/<i>/<runner>.json``)."""
     dirs = []
     for i in range(n):
         d = root / f"c{i}"
         for runner in runners:
-            write_run(d / f"{runner}.json", run_at(i, runner))
+            write_run(d / f"{runner}.json", run_at(i, runner, contracts))
         dirs.append(d)
     return dirs
