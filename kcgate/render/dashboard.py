@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from kcgate.history.view import HistoryView, Point
+from kcgate.render.bands import BANDS, FAIL_RED, NO_BUDGET, Band, band_of
 from kcgate.render.history_text import divergence_words, move_words, severity_text
 from kcgate.results.model import Status
 
@@ -24,27 +25,6 @@ MARKERS = ("circle", "square", "triangle", "diamond")
 CHART_W, CHART_H, PAD = 760, 280, 48
 AXIS_LO, AXIS_HI = 0.01, 100.0  # the severity axis (log): 1 = at the edge; beyond 100 drawn at the top
 AXIS_TICKS = (0.01, 0.1, 0.5, 1.0, 10.0, 100.0)
-FAIL_RED = "#cf222e"  # failures only: nothing that passed is ever this colour
-
-
-@dataclass(frozen=True)
-class Band:
-    """One colour of the grid: a point whose status is ``status`` (or any, "") and severity up to ``upto``."""
-
-    name: str
-    colour: str
-    status: str
-    upto: float
-
-
-BANDS = (  # first match wins; the legend and the tests read this table
-    Band("fails", FAIL_RED, Status.FAIL, math.inf),
-    Band("error", "#a371f7", Status.ERROR, math.inf),
-    Band("refused by the kernel", "#d0d7de", Status.REFUSED, math.inf),
-    Band("passes, at most half the allowance", "#7ee787", "", 0.5),
-    Band("passes, near the edge", "#f2cc60", "", 1.0),
-)
-NO_BUDGET = Band("no result or nothing measured", "#eaeef2", "", math.nan)
 
 
 @dataclass(frozen=True)
@@ -57,16 +37,8 @@ class Links:
 
 
 def band(p: Point | None) -> Band:
-    """The colour of a point: by its status when it did not pass, else by its severity (a pass's is at
-    most 1, so only a failure is ever red)."""
-    if p is None:
-        return NO_BUDGET
-    for b in BANDS:
-        if b.status == p.status or (
-            not b.status and p.status == Status.PASS and p.severity is not None and p.severity <= b.upto
-        ):
-            return b
-    return NO_BUDGET
+    """The colour of a point (``kcgate.render.bands``)."""
+    return NO_BUDGET if p is None else band_of(p.status, p.severity)
 
 
 def page_name(contract: str) -> str:
