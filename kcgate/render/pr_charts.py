@@ -81,7 +81,19 @@ def _block(contract: str, pairs: dict[str, _Pair], history: HistoryView | None, 
     lines.append(f'    y-axis "severity (1 = edge, over 1 fails)" 0 --> {BUDGET_CAP:g}')
     for r in runners:
         lines.append(f"    line [{', '.join(_plotted(v.get(r)) for _, v in columns)}]")
-    return "\n".join([text + f". Key: {_key(runners)}.", "", *lines, "```"])
+    key = f". Key: {_key(runners)}{_coinciding(runners, columns)}."
+    return "\n".join([text + key, "", *lines, "```"])
+
+
+def _coinciding(runners: list[str], columns: list[tuple[str, dict[str, float | None]]]) -> str:
+    """Mermaid draws equal lines on top of each other: say which runners' lines coincide."""
+    same: dict[tuple[str, ...], list[str]] = {}
+    for r in runners:
+        same.setdefault(tuple(_plotted(v.get(r)) for _, v in columns), []).append(r)
+    groups = [g for g in same.values() if len(g) > 1]
+    return "".join(
+        f"; {md_text(' and '.join(g), 200)} coincide (one line drawn over the other)" for g in groups
+    )
 
 
 def _key(runners: list[str]) -> str:

@@ -40,6 +40,7 @@ def test_a_sensitivity_failure_within_the_budget_is_failing_everywhere() -> None
     assert 'x-axis ["base 1111111", "head (7 / 7 capped)"]' in chart
     assert "amd-mi300x 0.80 → 7.00× fails" in chart
     assert chart.count("line [0.8, 2]") == 2  # both runners rise to the cap: never a flat line
+    assert "amd-mi300x and nvidia-h100 coincide" in chart  # said, since one line hides the other
 
 
 def test_the_first_screen_is_the_title_and_the_blocking_table() -> None:
