@@ -77,6 +77,7 @@ class Outcome:
     note: bool = False  # passed with a limitation or inconclusive note (kcgate.results.records.PASS_NOTES)
     dims: str = ""  # the case's shape, "1x4x1x113x59"
     budget: float | None = None  # measured error / allowed error
+    drawn: int = 0  # trials the sequential test added (kcgate.engine.sequential: near the line only)
 
     @property
     def why(self) -> str:
@@ -246,6 +247,7 @@ def run(
                     is_pass_note(r.status, r.message),
                     "x".join(str(n) for n in case.shape),
                     r.metrics.budget_used,
+                    _drawn(r.metrics.extra),
                 )
             )
             if out[-1].alarm:
@@ -259,6 +261,12 @@ def run(
                 with log.open("a") as f:
                     f.write(json.dumps(out[-1].__dict__) + "\n")
     return out
+
+
+def _drawn(extra: Any) -> int:
+    """The trials the sequential test added to a case (the sensitivity gate's and the signal check's)."""
+    e = dict(extra)
+    return int(e.get("excess_extra_trials", 0) + e.get("signal_extra_trials", 0))
 
 
 @dataclass(frozen=True)
@@ -396,6 +404,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     notes = [o for o in outcomes if o.note]
     print(f"passed with a note (limitation or inconclusive, tracked as drift): {len(notes)} of {n}")
+    drew = [o for o in outcomes if o.drawn]
+    print(
+        f"drew more trials (the sequential test, near the line): {len(drew)} of {n} cases, "
+        f"{sum(o.drawn for o in drew)} trials added"
+    )
     for key in ("op", "klass", "dtype", "direction", "kind", "shape"):
         print()
         print("\n".join(table(outcomes, key)))

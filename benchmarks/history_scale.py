@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kcgate.history.records import CaseEntry, RunEntry
-from kcgate.history.store import STATUS_CODE, add_run, intern, open_store
+from kcgate.history.store import STATUS_CODE, add_run, intern, open_store, sortable
 from kcgate.history.view import load_view
 from kcgate.render.dashboard import render_site
 from kcgate.render.history_text import render_history_console
@@ -63,7 +63,20 @@ def fill(db: Path, commits: int, contracts: int, runners: int) -> float:
             for c in range(first, min(first + 200, commits)):
                 for r in range(runners):
                     run_id += 1
-                    runs.append((run_id, f"{c:040x}", _time(c), f"runner-{r:02d}", f"fp{r}", "cpu", "", None))
+                    runs.append(
+                        (
+                            run_id,
+                            f"{c:040x}",
+                            _time(c),
+                            f"runner-{r:02d}",
+                            f"fp{r}",
+                            "cpu",
+                            "",
+                            None,
+                            sortable(_time(c)),
+                            1,
+                        )
+                    )
                     for k in range(contracts):
                         b = 0.1 + 0.001 * ((c + k) % 50)
                         name, case = ids[f"c{k:03d}"], ids[f"c{k:03d}/float32/64x64/s0"]
@@ -82,7 +95,7 @@ def fill(db: Path, commits: int, contracts: int, runners: int) -> float:
                             )
                         )
                         cells.append((run_id, name, STATUS_CODE["pass"], b, 1, 0, ids[""]))
-            conn.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)", runs)
+            conn.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", runs)
             conn.executemany("INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", cases)
             conn.executemany("INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?)", cells)
             conn.execute("COMMIT")

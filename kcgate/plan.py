@@ -6,6 +6,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,20 @@ def case_id(contract_id: str, dtype: str, shape: tuple[int, ...], seed_index: in
     return f"{contract_id}/{dtype}/{'x'.join(map(str, shape))}/s{seed_index}"
 
 
+FRESH = "/f"  # a fresh case's id ends in /f0, /f1, ...: a seed never replayed from a baseline
+
+
+def fresh_id(contract_id: str, dtype: str, shape: tuple[int, ...], index: int) -> str:
+    """A fresh case's id: beside the replayed ``/s`` cases of a contract, dtype and declared shape."""
+    return f"{contract_id}/{dtype}/{'x'.join(map(str, shape))}{FRESH}{index}"
+
+
+def is_fresh(cid: str) -> bool:
+    """Whether a case id names a fresh case (its seed is drawn anew on every run, never replayed)."""
+    head, sep, tail = cid.rpartition(FRESH)
+    return bool(sep) and tail.isdigit() and "/" not in tail
+
+
 SEED_MASK = (1 << 63) - 1  # case seeds are non-negative 63-bit ints (torch.Generator.manual_seed takes them)
 
 
@@ -73,15 +88,19 @@ def make_plan(
     base_seed: int,
     default_shapes: dict[str, tuple[tuple[int, ...], ...]],
     boundary: bool = False,
+    fresh: bool = False,
 ) -> list[Case]:
     """Every contract's cases; ``boundary``: with each contract's boundary shape (``kcgate run`` and the
     pytest plugin ask for it; ``kcgate.check``, calibration and the library's other callers plan the
-    declared shapes only)."""
+    declared shapes only); ``fresh``: with its ``protocol.fresh`` cases (``replay`` keeps them only beside
+    cases it replays)."""
     code: dict[str, str] = {}  # module -> code_digest, once per plan: 10,000 contracts share a few kernels
     return [
         case
         for c in project.contracts
-        for case in _cases(c, base_seed, default_shapes, boundary, contract_digest(c, project.paths, code))
+        for case in _cases(
+            c, base_seed, default_shapes, boundary, contract_digest(c, project.paths, code), fresh
+        )
     ]
 
 
@@ -113,14 +132,18 @@ def _cases(
     default_shapes: dict[str, tuple[tuple[int, ...], ...]],
     boundary: bool = True,
     plan: str = "",
+    fresh: bool = False,
 ) -> list[Case]:
     shapes = c.shapes or default_shapes.get(c.op, ())
     derived = boundary_shapes(c, shapes) if boundary else []
     out = []
     for dtype in c.dtypes:
         for shape in (*shapes, *derived):
-            for s in range(c.protocol.seeds if shape in shapes else 1):  # a boundary shape: one seed
-                cid = case_id(c.id, dtype, shape, s)
+            seeds = c.protocol.seeds if shape in shapes else 1  # a boundary shape: one seed
+            ids = [case_id(c.id, dtype, shape, s) for s in range(seeds)]
+            if fresh and shape in shapes:
+                ids += [fresh_id(c.id, dtype, shape, f) for f in range(c.protocol.fresh)]
+            for s, cid in enumerate(ids):
                 out.append(
                     Case(
                         cid,
@@ -137,6 +160,31 @@ def _cases(
                     )
                 )
     return out
+
+
+def replay(cases: list[Case], held: Mapping[str, int] | None) -> list[Case]:
+    """The cases a run compares with a baseline: each case the baseline holds (``held``: case id -> its
+    recorded seed) runs on the baseline's seed, so unchanged code reproduces the baseline's verdict; a fresh
+    case (``/f0``...) keeps its unpredictable seed and runs only beside a contract, dtype and shape that is
+    replayed, so no kernel can be tuned to the baseline's inputs. No baseline (None): no fresh cases, every
+    seed is already fresh."""
+    if held is None:
+        return [c for c in cases if not is_fresh(c.case_id)]
+    replayed = {_group(c) for c in cases if c.case_id in held and not is_fresh(c.case_id)}
+    out = []
+    for c in cases:
+        if is_fresh(c.case_id):
+            if _group(c) in replayed:
+                out.append(c)
+        elif c.case_id in held:
+            out.append(replace(c, seed=held[c.case_id]))
+        else:
+            out.append(c)
+    return out
+
+
+def _group(c: Case) -> tuple[str, str, tuple[int, ...]]:
+    return c.contract_id, c.dtype, c.shape
 
 
 # ---- boundary shapes ------------------------------------------------------------------------------

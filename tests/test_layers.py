@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("numerics",),
     ("kernels",),
     ("engine",),
+    ("sandbox",),
     ("execution",),
     ("gate",),
     ("history",),

@@ -23,6 +23,7 @@ from typing import Any
 from kcgate.adopt import tomlout
 from kcgate.contracts.fields import CONTRACT_FIELD
 from kcgate.errors import KcgateError, KernelStartError, UsageError
+from kcgate.util import bounded
 from kcgate.vocab.causes import CAUSE
 from kcgate.vocab.classes import CLASSES
 
@@ -249,25 +250,54 @@ def parse_runner(text: str) -> tuple[str, list[str]]:
 TEMPLATE_USES = re.compile(r"kcgate/kcgate@v0\.1\.0  # [^\n]*")
 
 
+# A GitHub repository as ``owner/name``: an owner is letters, digits and inner hyphens; a name letters, digits,
+# '.', '_' and '-', never "." or ".." (which would make ``uses:`` a relative path out of the repository).
+REPO = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/(?!\.{1,2}$)[A-Za-z0-9_.-]{1,100}")
+_GIT_URL = re.compile(r"(?:https://|ssh://git@|git@)github\.com[/:]([^/:]+/[^/]+?)(?:\.git)?/?")
+
+
+def check_repo(repo: str) -> str:
+    """``--repo`` as given when it is an owner/name; else refused before any file is written."""
+    if not REPO.fullmatch(repo):
+        raise UsageError(
+            f"--repo {repo[:80]!r}: not a GitHub owner/name (letters, digits, '-', and '.', '_' in the name); "
+            "pass it as e.g. --repo acme/kernels"
+        )
+    return repo
+
+
 def installed_action_ref(direct_url: str | None) -> str | None:
     """``owner/repo@SHA`` when this kcgate was installed from a GitHub git URL at a commit (pip's PEP 610
     ``direct_url.json``): a ref that exists today, for the written workflows' ``uses:``. Else None (a
     checkout, a wheel, PyPI): the templates' tag stays, with its comment."""
+    return action_ref(direct_url)[0]
+
+
+def action_ref(direct_url: str | None) -> tuple[str | None, str]:
+    """The ref (or None) and, when a ``direct_url.json`` was there but not used, why (else "")."""
+    if direct_url is None:
+        return None, ""
     try:
-        data = json.loads(direct_url or "null")
-    except ValueError:
-        return None
+        data = bounded.loads_json(direct_url)
+    except (ValueError, bounded.Refused) as exc:
+        return None, f"the installed kcgate's direct_url.json is not readable JSON ({str(exc)[:100]})"
     vcs = data.get("vcs_info") if isinstance(data, dict) else None
     if not isinstance(vcs, dict) or vcs.get("vcs") != "git":
-        return None
-    commit = vcs.get("commit_id")
-    repo = re.fullmatch(
-        r"(?:https://|ssh://git@|git@)github\.com[/:]([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?:\.git)?/?",
-        str(data.get("url")),
-    )
-    if repo is None or not isinstance(commit, str) or not re.fullmatch(r"[0-9a-f]{40}", commit):
-        return None
-    return f"{repo.group(1)}@{commit}"
+        return None, ""
+    commit, url = vcs.get("commit_id"), data.get("url")
+    m = _GIT_URL.fullmatch(url) if isinstance(url, str) else None
+    if m is None:
+        return None, ""  # a local clone or another host: its commit may not be on GitHub
+    if (
+        not REPO.fullmatch(m.group(1))
+        or not isinstance(commit, str)
+        or not re.fullmatch(r"[0-9a-f]{40}", commit)
+    ):
+        return None, (
+            f"the installed kcgate's direct_url.json names {str(url)[:80]!r} at {str(commit)[:50]!r}, "
+            "not a GitHub owner/name at a 40-hex commit"
+        )
+    return f"{m.group(1)}@{commit}", ""
 
 
 def installed_direct_url() -> str | None:
@@ -297,7 +327,7 @@ def render_workflows(
     )
     names = ", ".join(n for n, _ in runners)
     report = re.sub(r"expect-runners: [^#\n]*", f"expect-runners: {names}  ", report, count=1)
-    head = f"# Written by `kcgate init --github` for {repo}.\n"
+    head = f"# Written by `kcgate init --github` for {repo if REPO.fullmatch(repo) else 'this repository'}.\n"
     return {"kcgate-run.yml": head + run, "kcgate-report.yml": head + report}
 
 

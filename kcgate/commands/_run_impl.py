@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from kcgate import plan as planning
+from kcgate.commands import _attribute
 from kcgate.commands._options import emit
 from kcgate.contracts.load import load_project
 from kcgate.devices.base import TORCH_FIX, import_torch
@@ -53,6 +54,9 @@ class Options:
     keep_results: bool = True  # False: init's quick run, whose results file is temporary and not named
     fmt: str = "console"  # json: the results document instead of the table (and the plan's case ids)
     output: Path | None = None  # --output: what --format renders, instead of stdout
+    baseline: str = ""  # --baseline: the results whose seeds are replayed ("": found, "none": off)
+    seed_given: bool = False  # --seed was given: an exact rerun, no replay unless --baseline names one
+    base_ref: str = ""  # --base-ref: the commit new failures are rerun on ("": the PR's merge base in CI)
 
 
 def run_command(o: Options) -> int:
@@ -74,7 +78,7 @@ def run_command(o: Options) -> int:
             o.timeout,
             workers,
             o.workers == "auto",
-            len(early or ()),
+            sum(not planning.is_fresh(c.case_id) for c in early or ()),  # fresh ones only beside a baseline
         )
     )
     try:
@@ -102,8 +106,9 @@ def run_command(o: Options) -> int:
 
 def _plan(o: Options, project: Any, shapes: dict[str, tuple[tuple[int, ...], ...]]) -> list[Any]:
     """The cases to run: the plan at ``shapes`` (the op families' default shapes), selected, sharded."""
+    full = planning.make_plan(project, o.seed, shapes, boundary=True, fresh=not o.list_only)
     cases = planning.shard(
-        planning.select(planning.make_plan(project, o.seed, shapes, boundary=True), o.keyword, o.dtypes),
+        planning.select(full, o.keyword, o.dtypes),
         planning.parse_shard(o.shard),
     )
     return planning.with_shrink(planning.with_held_out(cases, o.held_out), o.shrink_s)  # type: ignore[no-any-return]
@@ -139,8 +144,11 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
         typer.echo(f"nothing selected: no contract applies to {device} (each contract's devices)", err=True)
         return ExitCode.NOTHING_SELECTED
     runner = o.runner or f"{device}-{fingerprint.arch or 'generic'}".lower()
+    baseline, source = _attribute.find_baseline(o.baseline, o.seed_given, project, runner)
+    cases, replayed = _attribute.replay(cases, baseline, source, o.keyword)
     out = o.out or beside_fuller(project.results_dir / f"{runner}.json", cases, o.resume)
-    run = new_run(runner, fingerprint, str(o.contracts), o.shard, overrides(o))
+    fingerprint = fingerprint.with_tracked(tracked_versions(project.track))
+    run = new_run(runner, fingerprint, str(o.contracts), o.shard, (*overrides(o), *replayed))
     resumed = resume_from(out, run, cases) if o.resume else None
     if resumed and resumed.notice():
         typer.echo(console_text(resumed.notice()), err=True)
@@ -157,6 +165,16 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
             result = execute_plan(cases, executor, run, out, done, bar.case_done)
     else:  # a pipe outside CI (a script, a test): a line per case
         result = execute_plan(cases, executor, run, out, done, _progress)
+    where = _attribute.base_ref(o.base_ref, o.contracts)
+    if where is not None:
+        args = {
+            "isolation": o.isolation,
+            "device": device,
+            "memory_limit_gb": o.memory_limit_gb,
+            "timeout": o.timeout,
+        }
+        shapes = executor.default_shapes()
+        result = _attribute.attribute(result, baseline, where, o.contracts, args, shapes, out, o.held_out)
     if o.fmt == "json":
         emit(out.read_text(encoding="utf-8"), o.output)
     else:
@@ -164,6 +182,19 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
     if o.junit:
         _write_junit(o.junit, result)
     return ExitCode.OK if all(c.ok for c in result.cases) else ExitCode.VIOLATION
+
+
+def tracked_versions(names: tuple[str, ...]) -> dict[str, str]:
+    """``[project] track``: each distribution's installed version, as this interpreter (the workers') sees it."""
+    from importlib import metadata
+
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
 
 
 def overrides(o: Options) -> tuple[tuple[str, str], ...]:
@@ -184,8 +215,8 @@ def beside_fuller(path: Path, cases, resume: bool) -> Path:  # type: ignore[no-u
         held = load_run(path)
     except (UsageError, IOFault, OSError):  # not a results file we can read: the run replaces it, as before
         return path
-    planned = {c.case_id for c in cases}
-    dropped = sum(cid not in planned for cid in held.table.column("case_id"))
+    planned = {c.case_id for c in cases}  # a fresh case runs only beside a baseline: not a dropped one
+    dropped = sum(cid not in planned and not planning.is_fresh(cid) for cid in held.table.column("case_id"))
     if not dropped:
         return path
     beside = path.parent / "repro" / path.name

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -128,25 +129,34 @@ def add_command(
 
     Example: kcgate history add results/*.json --commit 3f2a9c1 --pr 12 --log kcgate-history
     """
-    from kcgate.history.log import write_log
-    from kcgate.history.records import RUN_ID, SHA, TIME, from_run
-    from kcgate.history.store import add_runs, open_store
+    from kcgate.history.log import check_entry, write_log
+    from kcgate.history.records import RUN_ID, SHA, from_run, real_time
+    from kcgate.history.store import add_runs, now, open_store
     from kcgate.results.artifacts import collect_results
     from kcgate.results.baseline import paused_gc
 
     time = utc_time(time)
     _check(SHA.fullmatch(commit.lower()), f"--commit {commit[:70]!r}: pass the commit's hex SHA")
-    _check(TIME.fullmatch(time), f"--time {time[:40]!r}: use ISO 8601 with a zone, e.g. 2026-12-01T10:00:00Z")
+    _check(
+        real_time(time),
+        f"--time {time[:40]!r}: use ISO 8601 with a zone and a date that exists, e.g. 2026-12-01T10:00:00Z",
+    )
     _check(
         RUN_ID.fullmatch(run_id), f"--run-id {run_id[:70]!r}: use up to 64 letters, digits, '.', '_' or '-'"
     )
+    _check(pr is None or pr < 2**31, f"--pr {pr}: a pull request number is below 2^31 (2147483648)")
     with paused_gc():
         runs = collect_results(results)
     if not runs:
         raise UsageError(
             f"no results files found in {', '.join(map(str, results))[:300]}; pass the results of `kcgate run`"
         )
-    entries = [from_run(run, commit.lower(), time, run_id, pr) for run in runs.values()]
+    recorded = now()  # the view's order: when the runs were recorded, not the commit's (settable) date
+    entries = [
+        replace(from_run(run, commit.lower(), time, run_id, pr), recorded=recorded) for run in runs.values()
+    ]
+    for e in entries:
+        check_entry(e)  # all checked before anything is written: what rebuild refuses is never written
     written = [p for e in entries if log is not None and (p := write_log(log, e))]
     with open_store(db) as conn:
         done = add_runs(conn, entries)
@@ -160,14 +170,15 @@ def rebuild_command(
     fmt: str = format_option("console", "json"),
     output: Optional[Path] = output_option(),
 ) -> None:
-    """Build (or complete) the database from the append-only log; every file is checked first.
+    """Build (or complete) the database from the append-only log; every file is checked first, and runs
+    are added in the order they were recorded.
 
     Example: kcgate history rebuild kcgate-history --db kcgate-history.db
     """
     from kcgate.history.log import read_logs
-    from kcgate.history.store import add_runs, open_store
+    from kcgate.history.store import add_runs, open_store, sortable
 
-    entries = list(read_logs(logdir))  # all checked before anything is added
+    entries = sorted(read_logs(logdir), key=lambda e: (sortable(e.recorded or e.time), e.commit, e.runner))
     with open_store(db) as conn:
         done = add_runs(conn, entries)
     _summary(done, fmt, output)
@@ -177,11 +188,15 @@ def _summary(done: Added, fmt: str, output: Path | None, logs: int | None = None
     """What ``history add`` or ``rebuild`` did, as a console line or JSON."""
     added, cases, skipped = done.added, done.cases, done.skipped
     if pick_format(fmt, {"console": "console", "json": "json"}) == "json":
-        fields = {"added": added, "cases": cases, "skipped": skipped}
+        fields = {"added": added, "cases": cases, "skipped": skipped, "replaced": done.replaced}
         emit(json.dumps(fields | ({} if logs is None else {"log_files": logs}), sort_keys=True), output)
         return
     written = "" if logs is None else f"; {logs} log files written"
-    emit(f"kcgate history: {added} runs added ({cases:,} cases), {skipped} already recorded{written}", output)
+    replaced = f", {done.replaced} incomplete runs replaced by complete ones" if done.replaced else ""
+    emit(
+        f"kcgate history: {added} runs added ({cases:,} cases){replaced}, {skipped} already recorded{written}",
+        output,
+    )
 
 
 def utc_time(text: str) -> str:
@@ -191,11 +206,11 @@ def utc_time(text: str) -> str:
         return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         when = dt.datetime.fromisoformat(text[:40].replace("Z", "+00:00"))
-    except ValueError:
+        if when.tzinfo is None:
+            return text
+        return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (ValueError, OverflowError):  # no such date, or one that leaves the calendar in UTC
         return text
-    if when.tzinfo is None:
-        return text
-    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _check(ok: object, message: str) -> None:

@@ -97,6 +97,8 @@ def _init(
     from kcgate.contracts.load import load_project
 
     root = out.resolve().parent
+    if repo is not None:
+        scaffold.check_repo(repo)  # before anything is written: it goes into the workflow files
     if out.exists() and not force:
         scaffold.write_new(out, "", force)  # raises: never overwrite without --force
     paths = list(path) if path else [p for p in (root, root / "src") if p.is_dir()]
@@ -149,7 +151,9 @@ def _write_workflows(root: Path, repo: Optional[str], runners: list[str], force:
     from kcgate.adopt import scaffold
 
     parsed = [scaffold.parse_runner(r) for r in runners]
-    action = scaffold.installed_action_ref(scaffold.installed_direct_url())
+    action, why = scaffold.action_ref(scaffold.installed_direct_url())
+    if why:
+        say(f"warning: {why}; the workflows keep the release tag", err=True)
     files = scaffold.render_workflows(
         repo or scaffold.repo_name(root), parsed, scaffold.templates_dir(), action
     )

@@ -79,6 +79,19 @@ def run(
     shape: Optional[str] = typer.Option(
         None, "--shape", help="Run every contract of that arity at this shape alone, e.g. 3x1021."
     ),
+    baseline: str = typer.Option(
+        "",
+        "--baseline",
+        help="Results whose seeds the run replays, with fresh seeds beside them (default: <[project] "
+        "baselines>/<runner>.json when it exists and no --seed is given; none: no replay).",
+    ),
+    base_ref: str = typer.Option(
+        "",
+        "--base-ref",
+        envvar="KCGATE_BASE_REF",
+        help="Rerun each new failure on this commit's code, same seed, and record it pre-existing or "
+        "introduced (default: the merge base in a GitHub pull_request event; none: off).",
+    ),
 ) -> None:
     """Run the contracts on this machine's device and write results (exit 1 on a violation).
 
@@ -114,5 +127,8 @@ def run(
         ci_progress=in_ci(os.environ) and not sys.stderr.isatty(),
         fmt=fmt,
         output=output,
+        baseline=baseline,
+        seed_given=seed is not None,
+        base_ref=base_ref,
     )
     raise typer.Exit(run_command(opts))

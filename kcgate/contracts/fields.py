@@ -155,6 +155,7 @@ PROTOCOL_LIMITS = {
     "guard": 1 << 20,
     "freivalds_vectors": 256,
     "held_out": 1000,
+    "fresh": 100,
 }
 """Upper bounds on protocol sizes (README): a plan of 10^8 seeds would exhaust memory before it ran."""
 PROTOCOL_FIELDS = (
@@ -219,6 +220,19 @@ PROTOCOL_FIELDS = (
         "(kcgate.plan.boundary_shapes; C-CMP-03 has its own held-out search)",
         type="boolean",
         default=True,
+        since="0.2",
+    ),
+    Field(
+        "fresh",
+        "7 protocol",
+        "cases at a fresh, unpredictable seed per dtype and declared shape, run beside the cases that replay "
+        "the baseline's seeds (their ids end in /f0, /f1, ...): no kernel can be tuned to the baseline's "
+        "inputs (docs/diff.md#same-inputs-on-both-sides); 0: none",
+        type="integer",
+        default=1,
+        minimum=0,
+        maximum=PROTOCOL_LIMITS["fresh"],
+        example="protocol = { fresh = 2 }",
         since="0.2",
     ),
     Field(
@@ -546,6 +560,15 @@ PROJECT_FIELDS = (
     ),
     Field("baselines", "project", "the directory of baseline results files"),
     Field("results", "project", "the directory results files are written to", default="results"),
+    Field(
+        "track",
+        "project",
+        "installed distributions whose versions `kcgate run` records (the diff and the PR comment show "
+        '"liger-kernel 0.5.8 → 0.5.9" when base and PR differ)',
+        type="strings",
+        example='track = ["liger-kernel"]',
+        since="0.2",
+    ),
     Field(
         "discover",
         "project",

@@ -2,7 +2,8 @@
 
 From the current directory upward, the first directory that has a ``contracts.toml``, or a
 ``pyproject.toml`` whose ``[tool.kcgate]`` table names one (``contracts = "path"``, relative to it), wins.
-The search stops at the repository root (a directory holding ``.git``) or the filesystem's root.
+A directory with both, naming different files, is refused: either could be meant. The search stops at
+the repository root (a directory holding ``.git``) or the filesystem's root.
 """
 
 from __future__ import annotations
@@ -30,16 +31,35 @@ def find_contracts(start: Path) -> Found | None:
     here = start.resolve()
     for directory in (here, *here.parents):
         candidate = directory / NAME
+        named = _from_pyproject(directory / PYPROJECT)
         if candidate.is_file():
+            _one_of(candidate, named, directory, start)
             note = "" if directory == here else f"the nearest {NAME} above {_shown(here, start)}"
             return Found(_shown(candidate, start), note)
-        named = _from_pyproject(directory / PYPROJECT)
         if named is not None:
             path = _shown(directory / named, start)
             return Found(path, f"[tool.kcgate] contracts in {_shown(directory / PYPROJECT, start)}")
         if (directory / ".git").exists():
             break
     return None
+
+
+def _one_of(candidate: Path, named: str | None, directory: Path, start: Path) -> None:
+    """A contracts.toml beside a pyproject.toml naming another file: neither silently wins."""
+    if named is None or (directory / named).resolve() == candidate.resolve():
+        return
+    pyproject = _shown(directory / PYPROJECT, start)
+    where = _shown(candidate, start)
+    prob = Problem(
+        str(pyproject),
+        None,
+        "tool.kcgate.contracts",
+        f"names {named!r}, but {where} is in the same directory: either could be the project's contracts",
+        f"delete one of them, set contracts = {NAME!r} in [tool.kcgate], or name the file with -c/--contracts",
+    )
+    raise ContractsError(
+        f"{where} and {pyproject} ([tool.kcgate] contracts = {named!r}): two contracts files", (prob,)
+    )
 
 
 def not_found(start: Path) -> ContractsError:

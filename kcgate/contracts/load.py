@@ -103,6 +103,7 @@ def _project(path: Path, data: dict[str, Any], col: Collector) -> Project:
         paths=paths,
         baselines_dir=root / proj["baselines"] if isinstance(proj.get("baselines"), str) else None,
         results_dir=root / proj["results"] if isinstance(proj.get("results"), str) else Path("results"),
+        track=tuple(_project_key(proj, "track", col) or ()),
     )
 
 

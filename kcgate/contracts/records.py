@@ -49,6 +49,7 @@ class Protocol:
     held_out: int | None = None  # C-CMP-03's held-out shapes per seed; None: params.held_out (the class's)
     boundary: bool = CONTRACT_FIELD["protocol"].field("boundary").default  # kcgate.plan.boundary_shapes
     probes: bool = CONTRACT_FIELD["protocol"].field("probes").default  # kcgate.engine.checks.stability
+    fresh: int = CONTRACT_FIELD["protocol"].field("fresh").default  # kcgate.plan.replay: /f cases
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,7 @@ class Project:
     paths: tuple[Path, ...] = ()
     baselines_dir: Path | None = None
     results_dir: Path = Path("results")
+    track: tuple[str, ...] = ()  # [project] track: distributions whose versions a run records
     warnings: tuple[Problem, ...] = ()  # valid, but worth saying (e.g. a kernel the static lookup cannot see)
 
     def contract(self, contract_id: str) -> Contract:

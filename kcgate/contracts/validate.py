@@ -79,7 +79,7 @@ def _contract(i: int, d: dict[str, Any], col: Collector, roots: tuple[Path, ...]
         kernel=kernel,
         op=op or "",
         description=_read(d, "description", at),
-        devices=tuple(_read(d, "devices", at)) or CONTRACT_FIELD["devices"].choices,
+        devices=_devices(d, at),
         dtypes=_read(d, "dtypes", at),
         accumulate=_read(d, "accumulate", at),
         out_dtype=_key(d, "out_dtype", at) or "",
@@ -112,6 +112,16 @@ def _contract(i: int, d: dict[str, Any], col: Collector, roots: tuple[Path, ...]
     )
     _cross_checks(contract, d, at)
     return contract if len(col.problems) == before else None
+
+
+def _devices(d: dict[str, Any], at: At) -> tuple[str, ...]:
+    """The device kinds, every one when the key is absent; ``devices = []`` selects no case, as
+    ``dtypes = []`` does (it meant every device before #54, the opposite of what it says)."""
+    if d.get("devices") == []:
+        at.key("devices").add(
+            "devices = [] selects no device", "remove the key for every device, or name the device kinds"
+        )
+    return tuple(_read(d, "devices", at)) or CONTRACT_FIELD["devices"].choices
 
 
 def _key(d: dict[str, Any], key: str, at: At) -> Any:
@@ -293,6 +303,18 @@ def _default_tolerance(cls: Any, op: str | None, d: dict[str, Any]) -> str:
     return (CATALOGUE[op].tolerance if op in CATALOGUE else method) if method == "error-bound" else method
 
 
+def _reference_is_not_the_kernel(c: Contract, at: At) -> None:
+    """A reference that is the kernel's own import string judges the kernel against itself: every bug it
+    has passes (its casts and its order are the bound's too)."""
+    if c.reference and c.reference.replace(" ", "") == c.kernel.replace(" ", ""):
+        at.key("reference").add(
+            f"the reference is the kernel itself ({c.kernel[:100]!r}): the kernel would be judged against its "
+            "own code, and pass with every bug it has",
+            "name an independent reference (plain PyTorch written for the op)"
+            + ("" if c.op == "custom" else ", or remove the key for the op family's fp64 oracle"),
+        )
+
+
 def _cross_checks(c: Contract, d: dict[str, Any], at: At) -> None:
     if c.klass == "C-PRC-04" and c.param("overflow") == "inf":
         outs = (c.out_dtype,) if c.out_dtype else c.dtypes
@@ -314,6 +336,7 @@ def _cross_checks(c: Contract, d: dict[str, Any], at: At) -> None:
             'add params = { fn = "sigmoid" } (relu, leaky_relu, sigmoid, tanh, elu, hardswish, mish, softplus) '
             'or reference = "torch:sigmoid"',
         )
+    _reference_is_not_the_kernel(c, at)
     if c.oracle == "user" and not c.reference:
         at.key("oracle").add(
             "oracle = 'user' needs a `reference` function",

@@ -13,7 +13,7 @@ from dataclasses import replace
 import torch
 
 from kcgate.engine.multi import is_output
-from kcgate.engine.trial import CaseContext, Trial, issue, signal
+from kcgate.engine.trial import CaseContext, Trial, issue, kernel_error, signal
 from kcgate.numerics.metrics import Comparison, compare, to_metrics
 from kcgate.numerics.ops.base import Tensors, draw
 from kcgate.numerics.outputs import differentiable, multiple, raw
@@ -78,7 +78,11 @@ def reference_grads(ctx: CaseContext, inputs: Tensors, dy: torch.Tensor) -> tupl
 
 
 def grad_allowance(
-    ctx: CaseContext, up: Tensors, dy: torch.Tensor, refs: Tensors
+    ctx: CaseContext,
+    up: Tensors,
+    dy: torch.Tensor,
+    refs: Tensors,
+    got: tuple[torch.Tensor | None, ...] | None = None,
 ) -> tuple[torch.Tensor | None, ...]:
     """Per-element allowed error of each gradient: the family's derived bound, or the contract's
     atol + rtol·|g| for abs-rel (ULP and exact budgets do not carry over to gradients: a derivative's
@@ -87,8 +91,14 @@ def grad_allowance(
     if tol.method == "abs-rel":
         return tuple(tol.atol + tol.rtol * g.abs() for g in refs)
     assert ctx.op.grad_bound is not None
-    bounds = ctx.op.grad_bound(up, dy.to(torch.float64), refs, ctx.grad_bound_args())
     floor = subnormal_grad_floor(ctx.dtype, ctx.contract.tolerance.lam, up)
+    ba = ctx.grad_bound_args()
+    if (
+        got is not None
+    ):  # the kernel's gradients: a bound derived from a reference stops sampling once they fit
+        errs = tuple(kernel_error(g, r) for g, r, t in zip(got, refs, up) if t.is_floating_point())
+        ba = replace(ba, errors=errs, floor=floor)
+    bounds = ctx.op.grad_bound(up, dy.to(torch.float64), refs, ba)
     return tuple(None if b is None else b + floor for b in bounds)
 
 
@@ -141,7 +151,8 @@ def compare_grads(ctx: CaseContext, trial: Trial, inputs: Tensors | None = None)
     up, refs = reference_grads(ctx, inputs, dy)
     # the bound of the finite inputs (C-EXC-01 plants NaN/Inf: a NaN bound would excuse anything; NaN
     # where the fp64 gradient is finite is then an infinite error, a category change)
-    allowed = grad_allowance(ctx, _finite(up), dy, _finite(refs))
+    got = tuple(trial.grads.get(i) for i in range(len(up)))
+    allowed = grad_allowance(ctx, _finite(up), dy, _finite(refs), got)
     ctx.oracle_s += time.perf_counter() - t0
     trial.oracle_s += time.perf_counter() - t0
     scored = [(_score(trial), "", trial.cmp, trial.out)] if ctx.contract.forward else []

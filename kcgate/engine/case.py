@@ -7,34 +7,74 @@ Anything the kernel does (raise, exit, return garbage) becomes a CaseResult, nev
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from kcgate.contracts.records import Contract, Project
 from kcgate.devices.base import HostStopwatch
 from kcgate.engine.shrink import shrink_case
 from kcgate.plan import Case
 from kcgate.results.model import CaseResult, Metrics, Signature, Status
+from kcgate.results.records import NO_KERNEL
 from kcgate.util.resolve import resolve
 
 
-def make_context(project: Project, case: Case, backend: Any, kernel: str | None = None) -> Any:
-    from kcgate.engine.invoke import adapt
+class UserCode(Protocol):
+    """The one seam between the judge and the code under test: the kernel, made callable as the harness calls
+    it. ``LocalCode`` runs it in this process (``--isolation none``); ``kcgate.sandbox.client.CaseCode`` in a
+    sandbox process of its own, forked fresh for the case, so that nothing the kernel does reaches the judge."""
+
+    def kernel(self, contract: Contract, target: str, paths: tuple[Path, ...], dtype: Any, op: Any) -> Any:
+        """``kernel(*inputs, **extra)``: the import string resolved and adapted (kcgate.engine.invoke)."""
+
+    def stopwatch(self, default: Callable[[], Any]) -> Callable[[], Any]:
+        """The timer of the kernel's own work (``default``: the backend's, in this process)."""
+
+    def case_changes(self) -> list[str]:
+        """The process-wide torch state the case's kernel changed (restored), for the ``global-state`` check."""
+
+
+class LocalCode:
+    """The kernel in this process: resolved, adapted and called here."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+
+    def kernel(self, contract: Contract, target: str, paths: tuple[Path, ...], dtype: Any, op: Any) -> Any:
+        from kcgate.engine.invoke import adapt
+
+        return adapt(resolve(target, paths), contract, self.device, dtype, op)
+
+    def stopwatch(self, default: Callable[[], Any]) -> Callable[[], Any]:
+        return default
+
+    def case_changes(self) -> list[str]:
+        from kcgate.engine import torch_state
+
+        return torch_state.case_changes()
+
+
+def make_context(
+    project: Project, case: Case, backend: Any, kernel: str | None = None, code: UserCode | None = None
+) -> Any:
     from kcgate.engine.trial import CaseContext
 
     contract = project.contract(case.contract_id)
     device = backend.device()
-    obj = resolve(kernel or contract.kernel, project.paths)
+    code = code or LocalCode(device)
     op = op_for(contract, project.paths)
+    # calibration states (``kernel``): another import string, the same signature
+    fn = code.kernel(contract, kernel or contract.kernel, project.paths, _dtype(case.dtype), op)
     return CaseContext(
         contract=contract,
         case=case,
-        kernel=adapt(obj, contract, device, _dtype(case.dtype), op),  # calibration states: same signature
+        kernel=fn,
         op=op,
         device=device,
         synchronize=backend.synchronize,
-        stopwatch=getattr(backend, "stopwatch", None) or _host_stopwatch(backend),
+        stopwatch=code.stopwatch(getattr(backend, "stopwatch", None) or _host_stopwatch(backend)),
         fp64_on_device=bool(getattr(backend, "fast_fp64", lambda: False)()),
     )
 
@@ -67,21 +107,22 @@ def op_for(contract: Contract, paths: tuple[Path, ...]) -> Any:
     return op
 
 
-def execute_case(project: Project, case: Case, backend: Any, kernel: str | None = None) -> CaseResult:
-    """Run one case and return its result, whatever the kernel does (short of killing the process).
+def execute_case(
+    project: Project, case: Case, backend: Any, kernel: str | None = None, code: UserCode | None = None
+) -> CaseResult:
+    """Run one case and return its result, whatever the kernel does (short of killing the process that runs
+    it). ``code``: where the kernel runs (default: here, ``LocalCode``).
 
     A case that changed torch's global state is recorded as ``global-state`` (the state is restored)."""
-    result = _execute(project, case, backend, kernel)
-    return _global_state(case, result)
+    code = code or LocalCode(backend.device())
+    result = _execute(project, case, backend, kernel, code)
+    return _global_state(case, result, code.case_changes())
 
 
-def _global_state(case: Case, result: CaseResult) -> CaseResult:
-    from kcgate.engine import torch_state
-
-    changed = torch_state.case_changes()
+def _global_state(case: Case, result: CaseResult, changed: list[str]) -> CaseResult:
     if not changed:
         return result
-    summary = "the kernel changed process-wide torch state (restored; a fresh worker runs the next case)"
+    summary = "the kernel changed process-wide torch state (restored; the next case runs in a fresh process)"
     return _result(
         case,
         status=Status.FAIL,
@@ -94,14 +135,15 @@ def _global_state(case: Case, result: CaseResult) -> CaseResult:
     )
 
 
-def _execute(project: Project, case: Case, backend: Any, kernel: str | None) -> CaseResult:
+def _execute(project: Project, case: Case, backend: Any, kernel: str | None, code: UserCode) -> CaseResult:
     from kcgate.engine.checks import CHECKS
 
     t0 = time.perf_counter()
     try:
-        ctx = make_context(project, case, backend, kernel)
+        ctx = make_context(project, case, backend, kernel, code)
         if why := _shape_rejected(ctx, case):
             return _result(case, status=Status.REFUSED, metrics=Metrics(), message=why, duration_s=0.0)
+        _check_contract_functions(ctx)  # a vacuous reference or generator is the case's error, named
         finding = CHECKS[case.klass](ctx)
         # only where `run --shrink-s` gives it time: the smallest shape, then the fewest nonzero inputs
         shrunk, nonzero = shrink_case(ctx, finding, CHECKS[case.klass])
@@ -122,6 +164,12 @@ def _execute(project: Project, case: Case, backend: Any, kernel: str | None) -> 
         shrunk_shape=shrunk,
         shrunk_nonzero=nonzero,
     )
+
+
+def _check_contract_functions(ctx: Any) -> None:
+    from kcgate.engine.reference_checks import check_contract_functions
+
+    check_contract_functions(ctx)
 
 
 def _shape_rejected(ctx: Any, case: Case) -> str:
@@ -179,8 +227,14 @@ def _result(case: Case, **outcome: Any) -> CaseResult:
 
 
 def _describe(exc: BaseException) -> str:
+    from kcgate.engine.reference_checks import ReferenceFault
+
+    if isinstance(exc, ReferenceFault):
+        return str(exc)
     if isinstance(exc, SystemExit):
         return f"the kernel called sys.exit({exc.code!r}) mid-case"
     if isinstance(exc, ImportError):
-        return f"cannot import the kernel: {type(exc).__name__}: {exc}"
+        return f"{NO_KERNEL}{type(exc).__name__}: {exc}"
+    if type(exc).__module__ == "kcgate.sandbox.client":  # SandboxLost: the kernel's own process died
+        return str(exc)
     return f"{type(exc).__name__}: {exc}"

@@ -9,19 +9,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from kcgate.engine import sequential
 from kcgate.engine.sensitivity import Array, Errors, Excess, reference_name
 from kcgate.engine.trial import CaseContext
 from kcgate.numerics.metrics import sum_squares
 from kcgate.vocab.catalogue import has
 
-CONFIDENCE = (
-    0.99  # one-sided: the rms statistic fails only where its lower confidence bound exceeds the factor
-)
-# Student's t at 0.99 one-sided by degrees of freedom (a df between two rows takes the smaller row's,
-# larger t: conservative); beyond the table the normal quantile
-T99 = {1: 31.82, 2: 6.965, 3: 4.541, 4: 3.747, 5: 3.365, 6: 3.143, 7: 2.998, 8: 2.896, 9: 2.821,
-       10: 2.764, 12: 2.681, 15: 2.602, 20: 2.528, 30: 2.457, 60: 2.390, 120: 2.358}  # fmt: skip
-Z99 = 2.326
+# one-sided, at each look of the sequential bound (kcgate.engine.sequential): the rms statistic fails only
+# where its lower bound exceeds the factor, and is decided within it only where its upper bound is at or below
+CONFIDENCE = sequential.LOOK_CONFIDENCE
 # the least accurate correct implementation's rms error at or above this share of the output's rms: the
 # outputs keep fewer than 4 correct bits, and a ratio of such errors compares noise with noise (inconclusive)
 CONDITIONING = 1 / 16
@@ -36,18 +32,11 @@ class Evidence:
     rms_ratio: float  # rms(z_kernel) / rms(z_limit) over every trial's counted elements
     rms_lower: float  # its one-sided CONFIDENCE lower bound
     clusters: int  # the independent units counted (rows or elements, over the trials)
+    rms_upper: float = math.inf  # its one-sided CONFIDENCE upper bound
 
     def extra(self) -> dict[str, float]:
-        return {"excess_rms_lower": self.rms_lower, "excess_clusters": float(self.clusters)}
-
-
-def t99(df: int) -> float:
-    """Student's t quantile at CONFIDENCE for ``df`` degrees of freedom (T99's nearest row at or below)."""
-    if df < 1:
-        return math.inf
-    if df > max(T99):
-        return Z99
-    return T99[max(k for k in T99 if k <= df)]
+        upper = {"excess_rms_upper": self.rms_upper} if math.isfinite(self.rms_upper) else {}
+        return {"excess_rms_lower": self.rms_lower, "excess_clusters": float(self.clusters), **upper}
 
 
 def evidence(ctx: CaseContext, parts: list[Errors]) -> Evidence | None:
@@ -80,59 +69,78 @@ def evidence(ctx: CaseContext, parts: list[Errors]) -> Evidence | None:
     return ratio_bound(np.concatenate(a), np.concatenate(b))
 
 
-def below_the_line(worst: Excess, measured: list[Excess], ev: Evidence | None) -> str:
-    """ "" when the evidence carries a failure; otherwise the note the passing case records (a
-    ``kcgate.results.records.PASS_NOTES`` prefix). The line, in order:
+def decide(
+    worst: Excess, measured: list[Excess], ev: Evidence | None, final: bool
+) -> tuple[sequential.Decision, str]:
+    """The gate's decision at one look of the sequential test (kcgate.engine.sequential), and the note a
+    passing case records (a ``kcgate.results.records.PASS_NOTES`` prefix, or ""). In order:
 
+    * not near the line where no trial's statistic reaches NEAR_EXCESS of the factor (the kernel's error at
+      most the least accurate correct implementation's): passes;
     * inconclusive where the least accurate correct implementation keeps fewer than 4 correct bits of the
-      output (rms error ≥ CONDITIONING × rms output): a ratio of such errors compares noise with noise;
-    * the max statistic fails as before: one element beyond every correct implementation's largest error
-      and twice the Gaussian tail √(2 ln 2N) at their rms is significant by itself (p < 1e-6 for N ≥ 64);
-    * the rms statistic fails only when its lower CONFIDENCE bound, pooled over the trials with rows as the
-      independent units, exceeds the factor on the least accurate correct implementation, and every trial's
-      own ratio does (consistent over independent inputs);
-    * anything else passes with a limitation note: a ratio above the factor that the evidence does not carry."""
-    if worst.out_rms > 0 and worst.ref_rms >= CONDITIONING * worst.out_rms:
-        return (
+      output (rms error ≥ CONDITIONING × rms output) and a trial is over the factor: a ratio of such errors
+      compares noise with noise, and more trials do not change that;
+    * the max statistic (one element beyond every correct implementation's largest error and twice the
+      Gaussian tail √(2 ln 2N) at their rms): Wald's SPRT on the trials whose max crosses the factor fails
+      the case once the crossings are significant (``sequential.crossings``);
+    * the rms statistic, pooled over the trials with rows as the independent units: fails when its lower
+      CONFIDENCE bound exceeds the factor on the least accurate correct implementation, is decided within it
+      when its upper bound is at or below the factor;
+    * undecided: "more" trials, or at the ``final`` look, passes as **inconclusive**: never blocks, shown."""
+    factor = worst.factor
+    if worst.ratio > 1 and worst.out_rms > 0 and worst.ref_rms >= CONDITIONING * worst.out_rms:
+        return sequential.PASS, (
             f"inconclusive: {worst.tensor}: the correct implementations' rms error is "
             f"{worst.ref_rms / worst.out_rms:.2g} of the output's rms (fewer than 4 correct bits), so its "
             f"error {max(worst.rms_ratio, worst.max_ratio):.3g}x theirs cannot tell a wrong kernel from a "
             "correct one; passes, tracked as drift"
         )
-    if any(e.max_ratio > e.factor for e in measured):
-        return ""
-    if ev is None:  # Freivalds' residuals: its own statistics, as before
-        return "" if worst.rms_ratio > worst.factor else _limitation(worst, ev)
-    if ev.rms_lower > worst.factor and all(e.rms_ratio > e.factor for e in measured):
-        return ""
-    return _limitation(worst, ev)
+    if worst.ratio <= sequential.NEAR_EXCESS:  # every error at most the correct implementations': not near
+        return sequential.PASS, ""
+    on_max = sequential.crossings(sum(e.max_ratio > e.factor for e in measured), len(measured))
+    if ev is None:  # Freivalds' residuals: its own statistics, one look, as before
+        if on_max != sequential.PASS or worst.rms_ratio > factor:
+            return sequential.FAIL, ""
+        return sequential.PASS, ""
+    on_rms = sequential.bounded(ev.rms_lower, ev.rms_upper, factor)
+    if sequential.FAIL in (on_max, on_rms):
+        return sequential.FAIL, ""
+    if on_max == on_rms == sequential.PASS:
+        return sequential.PASS, ""
+    if not final:
+        return sequential.MORE, ""
+    return sequential.PASS, _inconclusive(worst, measured, ev)
 
 
-def _limitation(worst: Excess, ev: Evidence | None) -> str:
-    pooled = (
-        f"; over the case's trials {ev.rms_ratio:.3g}x, {CONFIDENCE:.0%} lower bound {ev.rms_lower:.3g}x "
-        f"from {ev.clusters} independent rows"
-        if ev is not None
-        else ""
-    )
+def _inconclusive(worst: Excess, measured: list[Excess], ev: Evidence) -> str:
+    crossed = sum(e.max_ratio > e.factor for e in measured)
     return (
-        f"limitation: {worst.tensor}: error {worst.rms_ratio:.3g}x {worst.against()} on the worst trial"
-        f"{pooled} (allowed {worst.factor:g}x): above the line on one trial, but not significant at "
-        f"{CONFIDENCE:.0%} or not consistent across trials; passes, tracked as drift"
+        f"inconclusive: {worst.tensor}: error {max(worst.rms_ratio, worst.max_ratio):.3g}x "
+        f"{worst.against()} on the worst of {len(measured)} trials; over them {ev.rms_ratio:.3g}x, "
+        f"{CONFIDENCE:.2%} bounds {ev.rms_lower:.3g}x to {ev.rms_upper:.3g}x from {ev.clusters} independent "
+        f"rows, max statistic over the factor on {crossed} of {len(measured)} (allowed {worst.factor:g}x): "
+        f"undecided after {sequential.MAX_EXTRA} more trials at most; passes, never blocks, tracked as drift"
     )
 
 
 def ratio_bound(a: np.ndarray, b: np.ndarray) -> Evidence:
-    """√(Σa/Σb) and its lower confidence bound, from per-cluster sums of squares a (kernel) and b (limit)."""
+    """√(Σa/Σb) and its CONFIDENCE lower and upper bounds, from per-cluster sums of squares a (kernel) and b
+    (limit): a ratio estimator's linearised standard error, Student's t with C − 1 degrees of freedom, on
+    the log scale."""
     c, total_a, total_b = int(a.size), float(a.sum()), float(b.sum())
     if total_b <= 0:
         big = math.inf if total_a > 0 else 0.0
-        return Evidence(big, big, c)
+        return Evidence(big, big, c, big)
     r = total_a / total_b
     if c < 2:
         return Evidence(math.sqrt(r), 0.0, c)
+    if r <= 0:
+        return Evidence(0.0, 0.0, c, 0.0)
     se = math.sqrt(c / (c - 1) * float(np.square(a - r * b).sum())) / total_b
-    return Evidence(math.sqrt(r), math.sqrt(max(r - t99(c - 1) * se, 0.0)), c)
+    # on the log scale (the delta method: SE(ln R) = SE/R), where a ratio's sampling error is closer to
+    # symmetric: each side's error at a look is then near its nominal 1 - CONFIDENCE, down to 3 rows a trial
+    half = sequential.t_look(c - 1) * se / r
+    return Evidence(math.sqrt(r), math.sqrt(r * math.exp(-half)), c, math.sqrt(r * math.exp(half)))
 
 
 def _row_clusters(ctx: CaseContext) -> bool:

@@ -23,6 +23,7 @@ from kcgate.devices.base import is_out_of_memory
 from kcgate.engine import sensitivity, torch_state
 from kcgate.engine.backward import compare_grads, dy_scale, run_backward
 from kcgate.engine.multi import compare_outputs, is_output, kernel_output, reference_gives
+from kcgate.engine.reference_checks import mismatch_detail, shape_detail
 from kcgate.engine.trial import (
     CaseContext,
     Trial,
@@ -68,7 +69,8 @@ def run_trial(
     trial.up = upcast(x)  # once per trial: the bound, the oracle and the sensitivity gate read it
     ref_parts = oracle_parts(ctx, x, trial.up if _builtin_oracle(ctx) else None)
     trial.ref = ref_parts[0][1] if len(ref_parts) == 1 else flat(ref_parts)
-    allowed = allowance(ctx, x, trial.ref, trial.up)
+    single = len(ref_parts) == 1 and trial.result is None
+    allowed = allowance(ctx, x, trial.ref, trial.up, out if single else None)
     trial.oracle_s = time.perf_counter() - t0
     extra = {"reduction_len": float(ctx.op.reduction_len(shape))}
     if len(ref_parts) > 1 or trial.result is not None:
@@ -252,9 +254,9 @@ def _call(
     except Exception as exc:  # the kernel's failure is a finding, not ours
         trial.error = _kernel_error(ctx, trial, exc)
         trial.issues.append("raised")
-        _global_state(trial)
+        _global_state(ctx, trial)
         return None
-    _global_state(trial)  # before the oracle runs: it must use the operators captured at start
+    _global_state(ctx, trial)  # before the oracle runs: it must use the operators captured at start
     if out_buf is not None:
         result = (
             _check_out_buffer(trial, out_buf, guard) if result is None or result is out_buf[1] else result
@@ -266,7 +268,7 @@ def _call(
         # named on the forward, before the backward's gradients are measured on what it left
         _mutated(ctx, trial, views, snapshots, "forward")
         run_backward(ctx, trial, out, leaves)
-        _global_state(trial)
+        _global_state(ctx, trial)
     _mutated(ctx, trial, views, snapshots, "backward" if out is not None and backward else "forward")
     _out_of_bounds(trial, bufs, guard)  # after the backward too: it must not write outside its buffers
     # where the verification reads the kernel's inputs; an input it overwrites by design (``mutates``) as drawn
@@ -442,7 +444,11 @@ def _as_output(ctx: CaseContext, trial: Trial, out: torch.Tensor | None) -> torc
 def _shape_ok(ctx: CaseContext, trial: Trial, out: torch.Tensor, ref: torch.Tensor) -> bool:
     if tuple(out.shape) == tuple(ref.shape):
         return True
-    trial.error = f"kernel returned shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+    trial.error = (
+        mismatch_detail(ctx, trial.result, ref)
+        or shape_detail(ctx, out, ref)
+        or f"kernel returned shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+    )
     issue(trial, "bad-output")
     return False
 
@@ -501,9 +507,10 @@ def _distinguishable(
     return bool((gap > allowed + pallowed).any())
 
 
-def _global_state(trial: Trial) -> None:
-    """Restore torch's global state if the kernel changed it, and record that as an integrity issue."""
-    changed = torch_state.after_kernel()
+def _global_state(ctx: CaseContext, trial: Trial) -> None:
+    """Restore torch's global state if the kernel changed it, and record that as an integrity issue; a kernel in
+    a sandbox reports its own process's changes with each call (kcgate.sandbox.client)."""
+    changed = torch_state.after_kernel() + getattr(ctx.kernel, "take_changes", list)()
     if changed:
         issue(trial, "global-state")
         trial.error = trial.error or f"changed {', '.join(changed[:8])}"

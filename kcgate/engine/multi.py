@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from kcgate.engine.reference_checks import mismatch_detail
 from kcgate.engine.trial import CaseContext, Trial, issue, signal
 from kcgate.numerics.metrics import compare, to_metrics
 from kcgate.numerics.outputs import Parts, flat, kernel_parts, multiple, raw, reference_parts, split
@@ -58,7 +59,8 @@ def compare_outputs(
     names = [n for n, _ in ref_parts]
     got, why = kernel_parts(trial.result if trial.result is not None else trial.out, names)
     if why:
-        trial.error = why
+        several = len(ref_parts) == 1 and trial.result is not None  # the kernel several, the reference one
+        trial.error = (several and mismatch_detail(ctx, trial.result, ref_parts[0][1])) or why
         issue(trial, "bad-output")
         return False
     kernel = dict(got)

@@ -24,11 +24,12 @@ rms(z) and a correctly rounded output's; with ``excess_reference = "sequential"`
 * ``rms``: rms(z_kernel) / max(ref, each alternative's rms z)        (diffuse noise, offsets, biases)
 * ``max``: max(z_kernel) / max(max(z) of every reference, TAIL·√(2·ln 2N)·ref)   (a few corrupted elements)
 
-``excess_ratio`` = the larger of the two / the factor (``tolerance.excess``, 1.5). Above 1 the case fails with
-``excess-error`` only on evidence (issue 46, ``below_the_line``): the max statistic, or the rms statistic's
-99% lower confidence bound pooled over the trials with rows as the independent units (``evidence``) and every
-trial above the factor; otherwise it passes with a ``limitation:`` note, or ``inconclusive:`` where the
-correct implementations keep under 4 bits. Torch's result plus unbiased noise at 2x its error is √5 ≈ 2.24x
+``excess_ratio`` = the larger of the two / the factor (``tolerance.excess``, 1.5). The case fails with
+``excess-error`` only on decided evidence (issues 46 and 53, ``kcgate.engine.excess_line.decide``): Wald's SPRT
+on the trials whose max statistic crosses the factor, or the rms statistic's sequential confidence bound pooled
+over the trials with rows as the independent units; near the line more trials are drawn
+(``kcgate.engine.sequential``), and a case still undecided at the cap passes as ``inconclusive:``, as it does
+where the correct implementations keep under 4 bits. Torch's result plus unbiased noise at 2x its error is √5 ≈ 2.24x
 torch's rms; correct tree, blocked, tiled, online and Liger-style orders measured at most 1.22x (docs/sensitivity.md,
 tests/engine/checks/test_excess_power.py). A sequential order over a long fp32 reduction is 2-80x and fails unless
 declared; its failure says so (``Excess.order_hint``).

@@ -9,7 +9,7 @@ import hashlib
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,7 @@ import torch
 
 from kcgate.contracts.records import Contract
 from kcgate.devices.base import HostStopwatch, Stopwatch, is_out_of_memory
+from kcgate.engine.reference_checks import reference_tensors
 from kcgate.numerics.metrics import Comparison, f64, host, quiet, spread, sum_squares, torch_ops
 from kcgate.numerics.ops.base import BoundArgs, OpFamily, Tensors, draw, underflow, upcast
 from kcgate.numerics.outputs import Parts, flat, multiple, reference_parts
@@ -171,6 +172,8 @@ def oracle_parts(ctx: CaseContext, inputs: Tensors, up: Tensors | None = None) -
     try:
         with torch.no_grad():
             result = ctx.op.oracle(*up)
+            if ctx.contract.reference:  # a user reference's None, float or integer is its own fault
+                reference_tensors(ctx.contract.reference, result)
             if multiple(result) or len(ctx.contract.outputs) > 1:  # a count mismatch raises, naming the key
                 parts = reference_parts(result, ctx.contract.outputs)
             else:
@@ -192,9 +195,14 @@ class OracleOutOfMemory(MemoryError):
 
 
 def allowance(
-    ctx: CaseContext, inputs: Tensors, ref: torch.Tensor, up: Tensors | None = None
+    ctx: CaseContext,
+    inputs: Tensors,
+    ref: torch.Tensor,
+    up: Tensors | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Per-element allowed error (or ULPs for the ulp and exact methods), from the contract's tolerance."""
+    """Per-element allowed error (or ULPs for the ulp and exact methods), from the contract's tolerance.
+    ``out``, the kernel's output: a bound derived from a reference stops sampling once it fits."""
     tol = ctx.contract.tolerance
     if tol.method == "exact":
         return torch.zeros(())
@@ -204,7 +212,17 @@ def allowance(
         return tol.atol + tol.rtol * ref.abs()
     # error-bound, and relative (which is also held to the family's bound)
     ba = ctx.bound_args()
-    return ctx.op.bound(up or upcast(inputs), ref, ba) + subnormal_floor(ba)
+    floor = subnormal_floor(ba)
+    if out is not None and tol.method == "error-bound":
+        ba = replace(ba, errors=(kernel_error(out, ref),), floor=floor)
+    return ctx.op.bound(up or upcast(inputs), ref, ba) + floor
+
+
+def kernel_error(got: torch.Tensor | None, ref: torch.Tensor) -> torch.Tensor | None:
+    """|got − ref| in fp64 where got is (NaN where either is not finite), None where it cannot be compared."""
+    if got is None or tuple(got.shape) != tuple(ref.shape) or not got.is_floating_point():
+        return None
+    return (got.to(torch.float64) - ref.to(device=got.device, dtype=torch.float64)).abs()
 
 
 def subnormal_floor(ba: BoundArgs) -> float:

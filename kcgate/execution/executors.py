@@ -33,6 +33,7 @@ from kcgate.execution import channel, handoff
 from kcgate.execution.worker import thread_count
 from kcgate.plan import Case
 from kcgate.results.model import CaseResult, Fingerprint
+from kcgate.vocab.causes import SLOW_REFERENCE
 from kcgate.vocab.isolation import ISOLATION_MODES
 
 STARTUP_TIMEOUT_S = 120.0
@@ -57,6 +58,16 @@ def case_timeout(project: Project, case: Case, override: float | None) -> float:
     """The one timeout rule: ``--timeout`` (the executor's override) if given, else the contract's
     ``protocol.timeout_s``; counted from when the worker could start the case."""
     return override or project.contract(case.contract_id).protocol.timeout_s
+
+
+def timeout_message(limit: float, tail: str) -> str:
+    """A timed-out case's message: where the worker said its custom op's reference is slow (a Python loop
+    over time steps), that comes first, with what the derived bound would cost; else a bare timeout."""
+    slow = next((line for line in reversed(tail.splitlines()) if line.startswith(SLOW_REFERENCE)), "")
+    if slow:
+        said = slow.removeprefix(SLOW_REFERENCE)
+        return f"timed out after {limit:g} s (per-case timeout): the reference is slow: {said}; the worker was killed"
+    return f"timed out after {limit:g} s (per-case timeout); the worker was killed"
 
 
 def worker_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -128,6 +139,7 @@ class WorkerHandle:
         self.buffer = b""
         self.retired = False
         self.answered_at = 0.0  # when the last answer came (the next queued case started then)
+        self.answers = 0  # cases this worker has answered (a crash after some may be their damage)
         self.tail_from = 0, ""  # where the log of the case awaited begins, and its id
         self.hello_nonce = channel.new_nonce()
         self.hello: dict[str, Any] | None = (
@@ -164,6 +176,7 @@ class WorkerHandle:
             self.key, sent.nonce, self._read_line(max(start + timeout - time.monotonic(), 0.01))
         )
         self.answered_at = time.monotonic()
+        self.answers += 1
         if answer.get("case_id") != sent.case.case_id or not isinstance(answer.get("result"), dict):
             raise channel.ChannelError(
                 f"a signed answer for another case ({str(answer.get('case_id'))[:80]!r})"
@@ -252,6 +265,14 @@ def _unshrunk(result: CaseResult, lost: str) -> CaseResult:
     return replace(result, message=f"{result.message}; {note}" if result.message else note)
 
 
+def _rerun(result: CaseResult, first: str) -> CaseResult:
+    """A result from the case's rerun alone in a fresh worker, saying how its first worker ended (``first``)."""
+    if not first:
+        return result
+    note = f"rerun alone in a fresh worker (its first worker ended: {first}); this is the rerun's result"
+    return replace(result, message=f"{result.message}; {note}" if result.message else note)
+
+
 def _init_line(fields: dict[str, Any], project: str) -> str:
     """The worker's first line: ``fields`` and ``"project"`` (``handoff.encode``'s base64 text, spliced in as
     a JSON string: it has nothing to escape) in one JSON object."""
@@ -326,6 +347,9 @@ class IsolatedExecutor:
         queue, sent = deque(cases), deque[Sent]()
         owner: WorkerHandle | None = None  # the worker the cases in ``sent`` were queued to
         unshrunk: dict[str, str] = {}  # case id -> how its shrinking ended the worker (it runs again without)
+        rerun: dict[
+            str, str
+        ] = {}  # case id -> how it ended a worker that had run earlier cases (run again alone)
         while queue or sent:
             worker = self._worker()  # a fresh one if the last was replaced or died between answers
             if worker is not owner:  # what the old one had queued is sent again, as if never queued
@@ -335,14 +359,32 @@ class IsolatedExecutor:
             while queue and len(sent) < PIPELINE_DEPTH:
                 sent.append(worker.send(queue.popleft(), kernel))
             first = sent.popleft()
+            earlier = worker.answers
             result, lost = self._answer(worker, first, case_timeout(self.project, first.case, self.timeout))
+            if (
+                lost
+                and earlier
+                and first.case.case_id not in rerun
+                and not result.message.startswith("timed out")
+            ):
+                # ClusterFuzz's rule: a crash in a worker that had run other cases is reproduced alone, in a fresh
+                # worker, before it is charged: the damage may be an earlier case's
+                rerun[first.case.case_id] = (
+                    f"{result.message.split(chr(10), 1)[0][:300]} after {earlier} earlier cases"
+                )
+                queue.extendleft(reversed([s.case for s in sent]))
+                sent.clear()
+                queue.appendleft(first.case)  # first, alone, in the fresh worker
+                continue
             if lost and first.case.shrink_s > 0:
                 # the kernel may have crashed or hung only at a smaller shape the shrink tried: the case's own
                 # verdict is not lost with it; it runs again, first, without shrinking (kcgate.engine.shrink)
                 unshrunk[first.case.case_id] = result.message.split("\n", 1)[0]
                 queue.appendleft(replace(first.case, shrink_s=0.0))
                 continue
-            yield _unshrunk(result, unshrunk.pop(first.case.case_id, ""))
+            yield _rerun(
+                _unshrunk(result, unshrunk.pop(first.case.case_id, "")), rerun.pop(first.case.case_id, "")
+            )
 
     def _answer(self, worker: WorkerHandle, sent: Sent, limit: float) -> tuple[CaseResult, bool]:
         """The case's result, and whether it was lost with its worker (a crash, a timeout, a bad channel)."""
@@ -350,7 +392,7 @@ class IsolatedExecutor:
         try:
             result = CaseResult.from_json(worker.answer(sent, limit))
         except TimeoutError:
-            message = f"timed out after {limit:g} s (per-case timeout); the worker was killed"
+            message = timeout_message(limit, worker.stderr_tail())
         except WorkerDied as exc:
             message = str(exc)
         except (

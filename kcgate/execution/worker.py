@@ -34,6 +34,7 @@ from kcgate.errors import KcgateError
 from kcgate.execution import handoff
 from kcgate.execution.channel import CASE_MARKER, sign
 from kcgate.plan import Case
+from kcgate.sandbox.process import Sandbox, shield
 
 # Torch-free at the top (tests/test_local_imports.py checks it): the worker reads its init line and sends an
 # error handshake for a torch that cannot be imported before anything imports torch; what imports torch
@@ -102,6 +103,20 @@ class Stdio:
         self.saved = {1: os.dup(1), 2: os.dup(2)}
         os.dup2(self.null, 0)  # a kernel reading stdin reads nothing, not the parent's commands
 
+    def tail_since(self, offset: int) -> Any:
+        """What was written to the log (fd 2, the parent's file) from ``offset`` on, its last 2,000 characters,
+        read when called (a sandboxed kernel writes there too: a crash's message shows it)."""
+
+        def tail() -> str:
+            try:
+                end = os.fstat(self.saved[2]).st_size
+                start = max(offset, end - 8000)
+                return os.pread(self.saved[2], end - start, start).decode("utf-8", "replace")[-2000:]
+            except OSError:
+                return ""
+
+        return tail
+
     def restore(self) -> bool:
         """Put fds 0-2 and sys.stdout/err back; False when a kernel had closed or replaced one."""
         intact = all(_same_file(fd, saved) for fd, saved in ((0, self.null), *self.saved.items()))
@@ -167,6 +182,7 @@ def main() -> None:
     init = json.loads(commands.readline())
     channel = Channel(init, commands)
     stdio = Stdio()
+    sandbox = _sandbox()  # started now: its torch import overlaps this process's
     try:
         import_torch()  # a torch that cannot be imported is a handshake error naming the interpreter and fix
         _set_threads()  # before the state is captured: the thread count every case starts from
@@ -178,10 +194,22 @@ def main() -> None:
     from kcgate.engine import torch_state
 
     torch_state.capture()
-    _limit_memory(args.memory_limit, backend)
+    cap = _limit_memory(args.memory_limit, backend)
+    if sandbox is not None:
+        sandbox.setup(backend.name, thread_count(os.environ), cap)
+        sandbox.wait_ready()  # its start-up is the worker's, never a case's time
     channel.send(init["nonce"], hello)
-    serve(channel, stdio, project, backend)
+    serve(channel, stdio, project, backend, sandbox)
     _exit_now()
+
+
+def _sandbox() -> Any:
+    """The sandbox the kernels run in (kcgate.sandbox), this process made unreadable to it; none where
+    KCGATE_SANDBOX=0 (the cost comparison of benchmarks/sandbox_overhead.py; docs/security.md)."""
+    if os.environ.get("KCGATE_SANDBOX", "1") == "0":
+        return None
+    shield()  # no sandbox may write this process's memory (/proc/PID/mem) or ptrace it
+    return Sandbox()
 
 
 def _exit_now() -> None:
@@ -195,19 +223,33 @@ def _exit_now() -> None:
     os._exit(0)
 
 
-def serve(channel: Channel, stdio: Stdio, project: Any, backend: Any) -> None:
+def serve(channel: Channel, stdio: Stdio, project: Any, backend: Any, sandbox: Any = None) -> None:
     for line in channel.commands:
         message = json.loads(line)
         d = message["case"]
         case = Case.from_json(d)
         print(f"{CASE_MARKER}{case.case_id}", file=sys.stderr, flush=True)
-        result = execute_case(project, case, backend, kernel=message.get("kernel"))
+        result = _run(project, case, backend, message.get("kernel"), sandbox, stdio)
         intact = stdio.restore() and channel.intact()
-        changed = result.signature is not None and result.signature.cause == "global-state"
+        # a kernel in a sandbox changed its own child's state, gone with it; here, this process's
+        changed = (
+            sandbox is None and result.signature is not None and result.signature.cause == "global-state"
+        )
         answer = {"case_id": case.case_id, "result": result.to_json(), "retire": changed or not intact}
         channel.send(message["nonce"], answer)
         if answer["retire"]:
             return  # the parent starts a fresh worker for the next case
+
+
+def _run(project: Any, case: Case, backend: Any, kernel: str | None, sandbox: Any, stdio: Stdio) -> Any:
+    """One case, its kernel in a child of the sandbox forked for it alone (or here, without a sandbox)."""
+    if sandbox is None:
+        return execute_case(project, case, backend, kernel=kernel)
+    code = sandbox.case(backend.device(), stdio.tail_since(os.fstat(stdio.saved[2]).st_size))
+    try:
+        return execute_case(project, case, backend, kernel=kernel, code=code)
+    finally:
+        code.close()
 
 
 if __name__ == "__main__":

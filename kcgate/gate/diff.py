@@ -11,20 +11,51 @@ import fnmatch
 import glob
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from kcgate.contracts.policy import DriftRule, Policy, Waiver
 from kcgate.gate.model import CaseChange, Diff, RunnerDiff
+from kcgate.plan import is_fresh
 from kcgate.results.model import UNEVALUATED, RunResult, Status, build_frozen, index_cases
-from kcgate.results.records import CONTRACT_ENV, VOLATILE_SUFFIXES, is_pass_note
+from kcgate.results.records import (
+    ABSENT,
+    NO_KERNEL,
+    PRE_EXISTING,
+    UNKEYED_PREFIXES,
+    VOLATILE_SUFFIXES,
+    fails_alike,
+    is_pass_note,
+)
 from kcgate.results.table import CaseTable
 from kcgate.vocab.categories import WAIVER_DECIDED
 
-_FAIL, _PASS = Status.FAIL, Status.PASS  # globals: an enum member's lookup costs 0.2 µs, 10^6 per report
+_FAIL, _PASS, _ERROR = (
+    Status.FAIL,
+    Status.PASS,
+    Status.ERROR,
+)  # globals: an enum member's lookup costs 0.2 µs, 10^6 per report
 INCOMPLETE_MESSAGE = (
     "not run: the current results are incomplete (a shard is missing or the run stopped early)"
 )
 
 NO_BASELINE = "not compared: this runner has no baseline"
+
+
+class Before(NamedTuple):
+    """The baseline's side of a case: what the diff compares with."""
+
+    status: str
+    budget: float | None
+    rounding: float | None  # the share not correctly rounded (16- and 8-bit outputs)
+    seed: int  # the same inputs on both sides only when equal (a replayed case: docs/diff.md)
+    no_kernel: bool  # an error because the kernel was not there to import: the case did not exist yet
+
+
+class Now(NamedTuple):
+    """The current side's facts beyond its status and budget that the category reads."""
+
+    seed: int | None = None
+    attribution: str = ""  # `kcgate run --base-ref`'s rerun on base: pre-existing | introduced | ""
 
 
 @dataclass(frozen=True)
@@ -56,10 +87,18 @@ def diff_runs(
     ctx = _context(base, current, runner, policy, today)
     changes = _present(current.table, base.table if base else None, base_at, ctx)
     if base is not None:
-        gone = [j for cid, j in base_at.items() if cid not in current_at]
+        # a fresh case (/f0) of the baseline is a draw, not a contract: absent now it was not drawn, not removed
+        gone = [j for cid, j in base_at.items() if cid not in current_at and not is_fresh(cid)]
         changes += [_absent(base.table, j, current.complete, ctx) for j in gone]
     base_key = base.fingerprint.key() if base else ""
-    return RunnerDiff(runner, current.fingerprint.key(), base_key, tuple(changes))
+    return RunnerDiff(runner, current.fingerprint.key(), base_key, tuple(changes), _versions(base, current))
+
+
+def _versions(base: RunResult | None, current: RunResult) -> tuple[tuple[str, str, str], ...]:
+    """The ``[project] track`` distributions whose version differs from the baseline's."""
+    was = base.fingerprint.tracked() if base else {}
+    now = current.fingerprint.tracked()
+    return tuple((n, was[n], now[n]) for n in sorted(now) if n in was and was[n] != now[n])
 
 
 def make_diff(
@@ -84,52 +123,77 @@ def categorize(
     status: str,
     contract_id: str,
     budget: float | None,
-    base: tuple[str, float | None, float | None] | None,
+    base: Before | None,
     ctx: _Context,
     rounding: float | None = None,
     elements: int = 0,
+    now: Now = Now(),
 ) -> str:
-    """Precedence: facts about the current run alone, then baseline availability, then the comparison.
+    """Precedence: a waiver the team wrote; then evidence that a failure or error is main's, not this run's
+    (pre-existing: the base commit's rerun, or the baseline on the same seed); then facts about the current
+    run alone (an error); then baseline availability; then the comparison (docs/diff.md#precedence).
 
-    ``base`` is the baseline case's (status, budget used, share not correctly rounded), None when the
-    baseline lacks the case; ``rounding`` is the current case's share (16- and 8-bit outputs, else None)."""
+    ``base`` is the baseline case (None when the baseline lacks it); ``rounding`` is the current case's
+    share not correctly rounded (16- and 8-bit outputs, else None)."""
     if status in UNEVALUATED:
-        return _error_category(contract_id, ctx)
+        waived = _error_category(contract_id, ctx)
+        if waived == "error" and _pre_existing(status, base, now, _comparable(contract_id, ctx)):
+            return "pre-existing"
+        return waived
     waived = _waiver_category(status, contract_id, ctx)
     if waived:
         return waived
-    if not ctx.has_base or not ctx.comparable or contract_id in ctx.env_changed:
-        return _uncompared(status, base, ctx.has_base)
-    return _compare(status, budget, base, ctx.policy.budget_drift, rounding, elements)
+    comparable = _comparable(contract_id, ctx)
+    if comparable:
+        category = _compare(status, budget, base, ctx.policy.budget_drift, rounding, elements, now.seed)
+    else:
+        category = _uncompared(status, base, ctx.has_base)
+    if category == "new-violation" and _pre_existing(status, base, now, comparable):
+        return "pre-existing"
+    return category
 
 
-def _uncompared(status: str, base: tuple[str, float | None, float | None] | None, has_base: bool) -> str:
+def _pre_existing(status: str, base: Before | None, now: Now, comparable: bool) -> bool:
+    """Main already fails alike on these inputs: the base commit's rerun says so (measured now, on this
+    runner), or else the comparable baseline failed or errored on the same seed."""
+    if now.attribution:
+        return now.attribution == PRE_EXISTING
+    if not comparable or base is None or base.seed != now.seed:
+        return False
+    return fails_alike(status, base.status)
+
+
+def _uncompared(status: str, base: Before | None, has_base: bool) -> str:
     """No comparable baseline. A failure is still a violation: whatever moves a case out of comparison (a
     PR's env line, a new fingerprint or runner name) never turns a failure into a pass; only a failure the
     baseline already had stays a known one."""
     if status == _FAIL:
-        return "still-failing" if base is not None and base[0] == _FAIL else "new-violation"
+        return "still-failing" if base is not None and base.status == _FAIL else "new-violation"
     return "incomparable" if has_base else "unverified"
 
 
 def _compare(
     status: str,
     budget: float | None,
-    base: tuple[str, float | None, float | None] | None,
+    base: Before | None,
     drift: DriftRule,
     rounding: float | None,
     elements: int,
+    seed: int | None = None,
 ) -> str:
-    """Both sides are evaluated on the same fingerprint; a baseline error/refusal counts as not failing."""
+    """Both sides are evaluated on the same fingerprint; a baseline error/refusal counts as not failing.
+    Budgets are compared only on the same inputs (a replayed seed): between two draws a budget moves with
+    the draw, and that is no drift. A case whose kernel was not there at base is new, never fixed."""
     failing = status == _FAIL
     if base is None:
         return "new-violation" if failing else "new"
-    base_status, base_budget, base_rounding = base
     if failing:
-        return "still-failing" if base_status == _FAIL else "new-violation"
-    if base_status != _PASS:
-        return "fixed"
-    drifted = drift.drifted(base_budget, budget) or drift.rounding_drifted(base_rounding, rounding, elements)
+        return "still-failing" if base.status == _FAIL else "new-violation"
+    if base.status != _PASS:
+        return "new" if base.no_kernel else "fixed"
+    if seed is not None and seed != base.seed:
+        return "unchanged"
+    drifted = drift.drifted(base.budget, budget) or drift.rounding_drifted(base.rounding, rounding, elements)
     return "budget-drift" if drifted else "unchanged"
 
 
@@ -142,6 +206,31 @@ def rounding_note(base: float | None, now: float | None, drift: DriftRule, eleme
         f"not correctly rounded: {base:.1%} -> {now:.1%} of elements (x{factor:.3g}); "
         "the budget stays near 1 for any correct 16-bit kernel, this share shows the regression first"
     )
+
+
+def evidence(attribution: str, commit: str, rerun: str, summary: str) -> str:
+    """Why a failure is main's or this PR's, in words: the base commit's rerun on the same seed, or the
+    baseline's case on the same seed (a pre-existing category without a rerun)."""
+    if not attribution:
+        return f"pre-existing: on the same seed the baseline {_RERUN_WORDS.get(rerun, rerun)}"
+    head = f"{attribution}: on base {commit[:12]}" if commit else f"{attribution}: on base"
+    if rerun == ABSENT:
+        return f"{head}, the case does not exist"
+    said = f" ({summary})" if summary and rerun != _PASS else ""
+    return f"{head}, the same seed {_RERUN_WORDS.get(rerun, rerun)}{said}"
+
+
+_RERUN_WORDS: dict[str, str] = {
+    Status.PASS: "passes",
+    Status.FAIL: "fails too",
+    Status.ERROR: "errors too",
+    Status.REFUSED: "is refused too",
+}
+
+
+def _same_seed(category: str) -> str:
+    """The attribution of a pre-existing category without a rerun (the baseline's same seed)."""
+    return PRE_EXISTING if category == "pre-existing" else ""
 
 
 def _comparable(contract_id: str, ctx: _Context) -> bool:
@@ -211,7 +300,7 @@ def _fingerprint_changes(base: RunResult | None, current: RunResult) -> str:
     keyed = [
         k
         for k in sorted(set(flags_was) | set(flags_now))
-        if not k.endswith(VOLATILE_SUFFIXES) and not k.startswith(CONTRACT_ENV)
+        if not k.endswith(VOLATILE_SUFFIXES) and not k.startswith(UNKEYED_PREFIXES)
     ]
     diffs += [
         f"{k} {flags_was.get(k, '(not recorded)')!r} -> {flags_now.get(k, '(not recorded)')!r}"
@@ -229,7 +318,18 @@ def _present(
 ) -> list[CaseChange]:
     """One change per current case, from the columns both sides need."""
     base_side = (
-        list(zip(base.column("status"), base.metric("budget_used"), base.metric("cr_miss"))) if base else []
+        [
+            Before(status, budget, rounding, seed, status == _ERROR and message.startswith(NO_KERNEL))
+            for status, budget, rounding, seed, message in zip(
+                base.column("status"),
+                base.metric("budget_used"),
+                base.metric("cr_miss"),
+                base.column("seed"),
+                base.column("message"),
+            )
+        ]
+        if base
+        else []
     )
     columns = zip(
         *(
@@ -247,6 +347,10 @@ def _present(
                 "seed",
                 "shrunk_shape",
                 "shrunk_nonzero",
+                "attribution",
+                "base_commit",
+                "base_rerun",
+                "base_summary",
             )
         ),
         cases.metric("budget_used"),
@@ -269,6 +373,10 @@ def _present(
         seed,
         shrunk,
         nonzero,
+        attribution,
+        base_commit,
+        base_rerun,
+        base_summary,
         budget,
         ulp,
         abs_err,
@@ -277,11 +385,12 @@ def _present(
     ) in columns:
         j = base_at.get(case_id)
         before = base_side[j] if j is not None else None
-        category = categorize(status, contract_id, budget, before, ctx, rounding, elements)
+        now = Now(seed, attribution)
+        category = categorize(status, contract_id, budget, before, ctx, rounding, elements, now)
         if category == "unchanged" and is_pass_note(status, message):
             category = "budget-drift"  # a limitation the gate passed: tracked, not blocking (issue 46)
         if category == "budget-drift" and before is not None and not message:
-            message = rounding_note(before[2], rounding, ctx.policy.budget_drift, elements)
+            message = rounding_note(before.rounding, rounding, ctx.policy.budget_drift, elements)
         if category in WAIVER_DECIDED and status in UNEVALUATED:
             note = _waiver_note(ctx.error_waivers.get(contract_id))
             message = f"{note}; {status}: {message}" if message else note
@@ -289,6 +398,10 @@ def _present(
             message = _waiver_note(ctx.waivers.get(contract_id))
         elif category == "incomparable":
             why = ctx.env_changed.get(contract_id) or ctx.incomparable
+            message = f"{why}; {message}" if message else why
+        elif category == "pre-existing" or attribution:
+            rerun = base_rerun or (before.status if before else "")
+            why = evidence(attribution, base_commit, rerun, base_summary)
             message = f"{why}; {message}" if message else why
         elif status == _FAIL and not _comparable(contract_id, ctx):
             why = ctx.env_changed.get(contract_id) or ctx.incomparable or NO_BASELINE
@@ -303,10 +416,12 @@ def _present(
                     "contract_id": contract_id,
                     "klass": klass,
                     "status": status,
-                    "base_status": before[0] if before else "",
+                    "base_status": before.status if before else "",
                     "budget_used": budget,
-                    "base_budget_used": before[1] if before else None,
-                    "budget_factor": ctx.policy.budget_drift.factor(before[1], budget) if before else None,
+                    "base_budget_used": before.budget if before else None,
+                    "budget_factor": ctx.policy.budget_drift.factor(before.budget, budget)
+                    if before
+                    else None,
                     "signature": signature.summary if signature else "",
                     "message": message,
                     "line": line,
@@ -319,6 +434,10 @@ def _present(
                     "max_abs_err": abs_err,
                     "shrunk_shape": tuple(shrunk or ()),
                     "shrunk_nonzero": tuple(nonzero or ()),
+                    "attribution": attribution or _same_seed(category),
+                    "base_commit": base_commit,
+                    "base_rerun": base_rerun,
+                    "replayed": before is not None and before.seed == seed,
                 },
             )
         )

@@ -51,6 +51,10 @@ class CaseChange:
     budget_factor: float | None = None
     shrunk_shape: tuple[int, ...] = ()  # the smallest failing shape kcgate.engine.shrink found; (): none
     shrunk_nonzero: tuple[int, ...] = ()  # (nonzero input elements, elements) of the sparsest failing input
+    attribution: str = ""  # pre-existing | introduced: the base commit's rerun, or the baseline's same seed
+    base_commit: str = ""  # the commit the case was rerun on (`kcgate run --base-ref`)
+    base_rerun: str = ""  # its status there, or "absent"
+    replayed: bool = False  # both sides ran the same inputs (the baseline's seed): budgets are comparable
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -72,6 +76,8 @@ class RunnerDiff:
     fingerprint_key: str
     base_fingerprint_key: str  # "" when there is no baseline
     changes: tuple[CaseChange, ...]
+    # ``[project] track``: (distribution, baseline's version, this run's) where the two differ
+    versions: tuple[tuple[str, str, str], ...] = ()
 
     def counts(self) -> dict[str, int]:
         out = dict.fromkeys(CATEGORIES, 0)
@@ -104,6 +110,11 @@ class Diff:
             out[c.category] += 1
         return out
 
+    def version_changes(self) -> list[str]:
+        """ "liger-kernel 0.5.8 → 0.5.9" per tracked distribution that differs (on any runner), once each."""
+        seen = dict.fromkeys(f"{n} {was} → {now}" for r in self.runners for n, was, now in r.versions)
+        return list(seen)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "passed": self.passed,
@@ -113,6 +124,7 @@ class Diff:
                     "runner": r.runner,
                     "fingerprint_key": r.fingerprint_key,
                     "base_fingerprint_key": r.base_fingerprint_key,
+                    "versions": [list(v) for v in r.versions],
                     "changes": [c.to_json() for c in r.changes],
                 }
                 for r in self.runners

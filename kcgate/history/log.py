@@ -1,19 +1,22 @@
 """The append-only history log: one JSON-lines file per run, ``<commit>/<runner>.jsonl``, a header line
 then one line per case. In CI it lives on a data branch, so every addition is a reviewable new file,
-concurrent legs never write the same file, and a re-run finds its file already there. Files are
-untrusted: ``parse_log`` checks every line and names the file, the line and the fix. No torch."""
+concurrent legs never write the same file, and a re-run finds its file already there (only an incomplete
+run's file is replaced, by the complete run). Files are untrusted: ``parse_log`` checks every line and
+names the file, the line and the fix; ``check_entry`` holds a run to the same limits before it is
+written, and links are refused both ways. No torch."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kcgate.errors import IOFault, ResultsError
-from kcgate.history.records import RUN_ID, SHA, TIME, CaseEntry, RunEntry
+from kcgate.errors import IOFault, ResultsError, UsageError
+from kcgate.history.records import RECORDED, RUN_ID, SHA, TIME, CaseEntry, RunEntry, real_time
 from kcgate.results.baseline import RUNNER_NAME
 from kcgate.results.model import STATUSES, write_atomic
 from kcgate.util import bounded
@@ -35,6 +38,7 @@ SUFFIX = ".jsonl"
 MAX_LOG_BYTES = 64 * 1024 * 1024
 MAX_ID = 300  # characters of a case or contract id
 MAX_NOTE = 300
+LINKS = "a history file and its commit's directory must be a regular file and directory; remove the link"
 FIX = "restore it from the data branch's history (git log -- FILE) or delete it and re-add the run's results"
 
 
@@ -55,6 +59,8 @@ def dumps_log(entry: RunEntry) -> str:
         "run_id": entry.run_id,
         "pr": entry.pr,
         "case_fields": list(CASE_FIELDS),
+        "complete": entry.complete,
+        "recorded": entry.recorded,
     }
     lines = [json.dumps(head, sort_keys=True)]
     lines += [json.dumps([getattr(c, f) for f in CASE_FIELDS], allow_nan=False) for c in entry.cases]
@@ -62,13 +68,30 @@ def dumps_log(entry: RunEntry) -> str:
 
 
 def write_log(root: Path, entry: RunEntry) -> Path | None:
-    """Write the run's log file unless it exists (append-only: a re-run never rewrites history).
-    Returns the path written, or None when the file was already there."""
+    """Write the run's log file unless it exists (append-only: a re-run never rewrites history), except
+    that a complete run replaces an incomplete one's file. Returns the path written, or None when the file
+    was already there. A link on the way (the commit's directory, the file) is refused, never followed."""
     path = log_path(root, entry)
-    if path.exists():
+    for p in (path.parent, path):
+        if p.is_symlink():
+            raise UsageError(f"{p}: is a symbolic link; {LINKS}")
+    if path.exists() and not (entry.complete and not read_log(path).complete):
         return None
     write_atomic(path, dumps_log(entry))
     return path
+
+
+def check_entry(entry: RunEntry) -> None:
+    """Refuse a run whose log file ``history rebuild`` would refuse (an id over 300 characters, a device
+    over 200, a pull request number past 2^31): ``history add`` writes only what it can read back."""
+    try:
+        _parse(dumps_log(entry), "")
+    except _Bad as exc:
+        what = "the run" if exc.line == 1 else f"case {entry.cases[exc.line - 2].case_id[:80]!r}..."
+        raise UsageError(
+            f"runner {entry.runner!r}, {what}: {exc.what[:300]}; the history could not read it back, so "
+            "nothing was recorded: shorten it (or pass a valid --pr)"
+        ) from None
 
 
 def log_files(root: Path) -> list[Path]:
@@ -78,6 +101,9 @@ def log_files(root: Path) -> list[Path]:
     found = []
     for top, dirs, names in os.walk(root, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for d in dirs:
+            if Path(top, d).is_symlink():  # os.walk would skip it: a run nobody sees is a lost run
+                raise ResultsError(f"{Path(top, d)}: is a symbolic link; {LINKS}; {FIX}")
         for name in names:
             path = Path(top, name)
             if name.endswith(SUFFIX):
@@ -109,17 +135,21 @@ def parse_log(raw: bytes | str, name: str = "<history>") -> RunEntry:
     """A run from its log file's text; any defect is a ResultsError naming the file, the line and the fix."""
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        if not lines:
-            raise _Bad(1, "the file is empty")
-        head = _header(_json(lines[0], 1), name)
-        cases = tuple(_case(_json(line, n), n) for n, line in enumerate(lines[1:], start=2))
+        return _parse(text, name)
     except UnicodeDecodeError as exc:
         raise ResultsError(f"{name}: not UTF-8 text ({str(exc)[:100]}); {FIX}") from None
     except _Bad as exc:
         raise ResultsError(f"{name}:{exc.line}: {exc.what[:300]}; fix: {FIX}") from None
+
+
+def _parse(text: str, name: str) -> RunEntry:
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise _Bad(1, "the file is empty")
+    head = _header(_json(lines[0], 1), name)
+    cases = tuple(_case(_json(line, n), n) for n, line in enumerate(lines[1:], start=2))
     return RunEntry(**head, cases=cases)
 
 
@@ -141,7 +171,7 @@ def _header(d: Any, name: str) -> dict[str, Any]:
     _check(d.get("case_fields") == list(CASE_FIELDS), 1, f"case_fields must be {', '.join(CASE_FIELDS)}")
     out = {
         "commit": _match(d.get("commit"), SHA, "commit", "a lowercase hex commit SHA"),
-        "time": _match(d.get("time"), TIME, "time", "YYYY-MM-DDTHH:MM:SSZ"),
+        "time": _time(d.get("time"), "time", "YYYY-MM-DDTHH:MM:SSZ"),
         "runner": _match(d.get("runner"), RUNNER_NAME, "runner", "a runner name (letters, digits, . _ + -)"),
         "fingerprint": _text(d.get("fingerprint"), 1, "fingerprint", 64),
         "device": _text(d.get("device"), 1, "device", 200),
@@ -150,6 +180,12 @@ def _header(d: Any, name: str) -> dict[str, Any]:
     }
     pr = out["pr"]
     _check(pr is None or (type(pr) is int and 0 < pr < 2**31), 1, "pr must be a pull request number or null")
+    out["complete"] = d.get("complete", True)  # absent in logs written before #54: complete runs only
+    _check(type(out["complete"]) is bool, 1, "complete must be true or false")
+    recorded = d.get("recorded", out["time"])  # absent before #54: ordered by the commit's time
+    out["recorded"] = (
+        recorded if recorded == "" else _time(recorded, "recorded", "YYYY-MM-DDTHH:MM:SS.ffffffZ", RECORDED)
+    )
     where = Path(name)
     if where.suffix == SUFFIX:  # a file on the branch: its place must agree with what it says
         _check(where.stem == out["runner"], 1, f"runner {out['runner']!r} does not match the file name")
@@ -190,6 +226,11 @@ def _text(value: Any, line: int, key: str, limit: int, *, empty: bool = True) ->
         f"{key} must be a string of at most {limit} characters",
     )
     _check(empty or bool(value), line, f"{key} must not be empty")
+    return str(value)
+
+
+def _time(value: Any, key: str, words: str, pattern: re.Pattern[str] = TIME) -> str:
+    _check(real_time(value, pattern), 1, f"{key} must be {words}, a time that exists")
     return str(value)
 
 

@@ -3,6 +3,7 @@ its status, budget used, error metrics and cause. Built from a results file (``f
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from kcgate.results.model import RunResult
 
 SHA = re.compile(r"[0-9a-f]{7,64}")
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+RECORDED = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{6})?Z")
 RUN_ID = re.compile(r"[A-Za-z0-9._-]{0,64}")
 
 
@@ -43,6 +45,19 @@ class RunEntry:
     run_id: str = ""  # the CI run that produced it
     pr: int | None = None  # the pull request merged by this commit, where known
     cases: tuple[CaseEntry, ...] = ()
+    complete: bool = True  # every planned case ran (an incomplete run is replaced by a complete one)
+    recorded: str = ""  # when ``history add`` recorded it, UTC (the view's order); "" for the store's now
+
+
+def real_time(text: str, pattern: re.Pattern[str] = TIME) -> bool:
+    """``text`` is written as ``pattern`` says and names a moment that exists (no 2026-02-30, no 25:00)."""
+    if not isinstance(text, str) or not pattern.fullmatch(text):
+        return False
+    try:
+        dt.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")
+    except ValueError:
+        return False
+    return True
 
 
 def from_run(run: RunResult, commit: str, time: str, run_id: str = "", pr: int | None = None) -> RunEntry:
@@ -68,7 +83,7 @@ def from_run(run: RunResult, commit: str, time: str, run_id: str = "", pr: int |
     )
     fp = run.fingerprint
     device = " ".join(x for x in (fp.backend, fp.device, fp.arch) if x)
-    return RunEntry(commit, time, run.runner, fp.key(), device, run_id, pr, cases)
+    return RunEntry(commit, time, run.runner, fp.key(), device, run_id, pr, cases, run.complete)
 
 
 def _num(x: float | None) -> float | None:

@@ -4,6 +4,7 @@ and the runners whose errors diverge from the consensus (``gate.compare.case_out
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections import defaultdict
 from collections.abc import Sequence
@@ -13,7 +14,7 @@ from typing import Any
 
 from kcgate.contracts.policy import DriftRule
 from kcgate.gate.compare import case_outliers
-from kcgate.history.store import STATUS_OF
+from kcgate.history.store import STATUS_OF, Hostile
 from kcgate.results.model import Status
 
 
@@ -146,16 +147,18 @@ def load_view(
 
 
 def _commits(conn: sqlite3.Connection, last: int) -> tuple[Commit, ...]:
-    # Walks runs_by_time from the newest run and stops at the last-th commit, so the cost does not
-    # grow with the store (a GROUP BY over every run did); a commit's first row is its newest time.
+    # In the order runs were recorded, not by the commit's date (which its author sets: a commit dated
+    # 2099 would stay the head). Walks runs_by_recorded from the newest run and stops at the last-th
+    # commit, so the cost does not grow with the store; a commit's place is its latest recorded run.
     times: dict[str, str] = {}
     for sha, t in conn.execute(
-        "SELECT commit_sha, committed_at FROM runs ORDER BY committed_at DESC, commit_sha DESC"
+        "SELECT commit_sha, committed_at FROM runs ORDER BY recorded_at DESC, id DESC"
     ):
         if sha not in times:
             if len(times) == last:
                 break
-            times[sha] = t
+            times[sha] = _text(t, "a commit time")
+            _text(sha, "a commit")
     if not times:
         return ()
     marks = ",".join("?" * len(times))
@@ -165,7 +168,7 @@ def _commits(conn: sqlite3.Connection, last: int) -> tuple[Commit, ...]:
             list(times),
         )
     )
-    return tuple(Commit(sha, t, prs.get(sha)) for sha, t in reversed(times.items()))
+    return tuple(Commit(sha, t, _pr(prs.get(sha))) for sha, t in reversed(times.items()))
 
 
 _Run = tuple[str, str, str, int]  # commit, runner, device, commit's place (oldest 0)
@@ -179,7 +182,11 @@ def _runs(conn: sqlite3.Connection, commits: list[str], runners: Sequence[str]) 
     rows = conn.execute(
         f"SELECT id, commit_sha, runner, device FROM runs WHERE commit_sha IN ({marks})", commits
     )
-    return {i: (sha, r, dev, place[sha]) for i, sha, r, dev in rows if not runners or r in runners}
+    return {
+        i: (sha, _text(r, "a runner"), _text(dev, "a device"), place[sha])
+        for i, sha, r, dev in rows
+        if not runners or r in runners
+    }
 
 
 def _points(conn: sqlite3.Connection, runs: dict[int, _Run], contracts: Sequence[str]) -> tuple[Point, ...]:
@@ -192,7 +199,11 @@ def _points(conn: sqlite3.Connection, runs: dict[int, _Run], contracts: Sequence
         contracts,
     ):
         sha, runner, _dev, place = runs[run]
-        out.append((place, Point(contract, runner, sha, STATUS_OF[status], budget, cases, failing, cause)))
+        point = Point(
+            _text(contract, "a contract"), runner, sha, _status(status), _number(budget, "a budget"),
+            _count(cases), _count(failing), _text(cause, "a cause"),
+        )  # fmt: skip
+        out.append((place, point))
     out.sort(key=lambda pp: (pp[1].contract, pp[1].runner, pp[0]))
     return tuple(p for _, p in out)
 
@@ -251,10 +262,45 @@ def _errors(conn: sqlite3.Connection, runs: dict[int, _Run], contracts: Sequence
         contracts,
     )
     return [
-        (runs[run][3], case, contract, runs[run][1], err)
+        (runs[run][3], _text(case, "a case"), _text(contract, "a contract"), runs[run][1], e)
         for run, case, contract, err in rows
-        if err is not None
+        if (e := _number(err, "an error")) is not None
     ]
+
+
+# ---- every value read back is what kcgate writes; anything else is a refused history (store.Hostile) ----
+
+
+def _text(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise Hostile(f"{what} stored as {type(value).__name__} ({str(value)[:40]!r})")
+    return value
+
+
+def _status(code: object) -> str:
+    if type(code) is not int or code not in STATUS_OF:
+        raise Hostile(f"a case status {str(code)[:40]!r}")
+    return STATUS_OF[code]
+
+
+def _number(value: object, what: str) -> float | None:
+    if value is None:
+        return None
+    if type(value) not in (int, float) or not math.isfinite(value) or value < 0:  # type: ignore[arg-type,operator]
+        raise Hostile(f"{what} of {str(value)[:40]!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _count(value: object) -> int:
+    if type(value) is not int or value < 0:
+        raise Hostile(f"a case count of {str(value)[:40]!r}")
+    return value
+
+
+def _pr(value: object) -> int | None:
+    if value is not None and (type(value) is not int or not 0 < value < 2**31):
+        raise Hostile(f"a pull request number {str(value)[:40]!r}")
+    return value
 
 
 def find_divergences(errors: Sequence[_Error], n_commits: int) -> tuple[Divergence, ...]:

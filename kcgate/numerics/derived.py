@@ -5,17 +5,23 @@ is a confidence-scaled spread over seeded samples. docs/derived-bound.md says wh
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import statistics
+import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch._decomp import decomposition_table
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+
+from kcgate.vocab.causes import SLOW_REFERENCE
 
 aten = torch.ops.aten
 
@@ -62,6 +68,7 @@ class TracedOp:
     shape: tuple[int, ...]  # its (first) result's shape
 
 
+@functools.cache
 def op_kind(func: Any) -> str:
     """How a correct kernel may round at this aten op (kcgate's rounding model, one rule per kind)."""
     base = func.overloadpacket.__name__.rstrip("_")
@@ -95,6 +102,11 @@ def op_kind(func: Any) -> str:
     if torch.Tag.reduction in func.tags:
         return "fallback"
     return "exact"  # views, indexing, concatenation, gathers: values moved, not computed
+
+
+@functools.cache
+def _name(func: Any) -> str:
+    return str(func)
 
 
 def _pointwise(packet: Any) -> bool:
@@ -133,17 +145,22 @@ def _u(dtype: torch.dtype) -> float:
 
 
 class Perturb(TorchDispatchMode):
-    """Runs every operation in fp64 and, with ``gen``, adds the rounding a correct kernel may make there.
-    Without ``gen`` it only records the trace (``ops``) and runs the reference in fp64."""
+    """Runs every operation in fp64 and records the trace (``ops``). With ``terms`` (a list to fill) it is the
+    plan run: unperturbed, it records each perturbation a correct kernel may make, as a scale from the fp64
+    values (the linearised model: a rounding's size from the unperturbed value, the second-order term
+    dropped). With ``rng`` it is a sample run: each recorded scale times a fresh draw from ``rng``."""
 
     def __init__(
         self,
         prec: Precision,
-        gen: torch.Generator | None,
         exact: Sequence[torch.Tensor],
+        terms: list[Term] | None = None,
+        rng: np.random.Generator | None = None,
     ) -> None:
         super().__init__()
-        self.prec, self.gen = prec, gen
+        self.prec = prec
+        self.sampling = terms is not None
+        self.rng, self.terms, self.cursor = rng, terms if terms is not None else [], 0
         self.ops: list[TracedOp] = []
         # storages holding values exactly representable in the input dtype (the inputs, and data moved from
         # them): a kernel's operand rounding changes nothing there. Results are kept alive so that no freed
@@ -156,6 +173,7 @@ class Perturb(TorchDispatchMode):
         self.dtypes: dict[int, torch.dtype | None] = {_key(t): None for t in exact}
         self.inside = 0  # depth inside composites' decompositions: their parts round at the accumulator only
         self.cast_down: set[int] = set()  # results of a cast to a dtype coarser than the accumulator
+        self.result: Any = None  # what the plan run returned
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
@@ -167,14 +185,14 @@ class Perturb(TorchDispatchMode):
         args, kwargs = _f64(args), {k: _f64(v) for k, v in kwargs.items()}
         if kind == "cast":
             return self._cast(func, args, kwargs, requested)
-        if kind in ("matmul", "conv") and self.gen is not None:
-            args = tuple(self._operand(a) for a in args)
+        if kind in ("matmul", "conv") and self.sampling:
+            args = tuple(self._operand(i, a) for i, a in enumerate(args))
         out = func(*args, **kwargs)
         self._record(func, kind, out)
         for t in tensors(out):
             if t.is_floating_point():
                 self.dtypes[_key(t)] = nominal
-        if self.gen is not None and kind not in ("exact",):
+        if self.sampling and kind not in ("exact",):
             self._round(kind, func, args, out, nominal)
         elif kind == "exact" and all(_key(t) in self.exact for t in tensors(args)):
             self.exact.update(_key(t) for t in tensors(out))
@@ -197,13 +215,13 @@ class Perturb(TorchDispatchMode):
             self.inside -= 1
         computed = any(op.kind not in ("exact", "cast", "decomposed") for op in self.ops[start:])
         u_ref = _u(nominal) if nominal is not None else self.prec.u_in
-        if self.gen is None or self.inside or not computed or u_ref <= self.prec.u_acc:
+        if not self.sampling or self.inside or not computed or u_ref <= self.prec.u_acc:
             return out
-        for t in tensors(out):
+        for i, t in enumerate(tensors(out)):
             if _key(t) in self.cast_down:  # a decomposition that casts its result down rounded it already
                 continue
             if t.is_floating_point() and _key(t) not in self.exact:
-                t.add_(u_ref * t.abs().nan_to_num(nan=0.0, posinf=0.0) * self._uniform(t))
+                self._perturb(t, i, lambda t=t: (u_ref * _UNIFORM) * _mag(t))
         return out
 
     def _nominal(self, args: Any, kwargs: dict[str, Any]) -> torch.dtype | None:
@@ -226,7 +244,7 @@ class Perturb(TorchDispatchMode):
 
     def _record(self, func: Any, kind: str, out: Any) -> None:
         ts = tensors(out)
-        self.ops.append(TracedOp(str(func), kind, tuple(ts[0].shape) if ts else ()))
+        self.ops.append(TracedOp(_name(func), kind, tuple(ts[0].shape) if ts else ()))
         self.keep.extend(ts)
 
     def _cast(
@@ -246,23 +264,25 @@ class Perturb(TorchDispatchMode):
         if u > self.prec.u_acc:
             self.cast_down.add(_key(out))
         exact = _key(src) in self.exact and u >= self.prec.u_in
-        if self.gen is not None and u > self.prec.u_acc and not exact and out is not src:
-            out.mul_(1 + u * self._uniform(out))
+        if self.sampling and u > self.prec.u_acc and not exact and out is not src:
             assert orig is not None  # u > 0
             tiny = float(torch.finfo(orig).smallest_normal)
-            if bool((out.abs() < tiny).any()):
-                # below the smallest normal the spacing is fixed: a correct fp8 e4m3 cast errs up to 2^-10 there
-                # whatever |y| (vLLM's static fp8 quantiser failed 2 of 8 cells on u·|y| alone)
-                out.add_(tiny * u * self._uniform(out))
+            self._perturb(out, 0, lambda: (u * _UNIFORM) * _mag(out))
+            # below the smallest normal the spacing is fixed: a correct fp8 e4m3 cast errs up to 2^-10 there
+            # whatever |y| (vLLM's static fp8 quantiser failed 2 of 8 cells on u·|y| alone)
+            self._perturb(out, 1, lambda: tiny * u * _UNIFORM if bool((out.abs() < tiny).any()) else 0.0)
         if exact or (_key(src) in self.exact and u == 0.0):
             self.exact.add(_key(out))
         return out
 
-    def _operand(self, a: Any) -> Any:
+    def _operand(self, i: int, a: Any) -> Any:
         """A computed matmul operand may be rounded to the input dtype (tensor-core operands: attention's P)."""
         if not isinstance(a, torch.Tensor) or not a.is_floating_point() or _key(a) in self.exact:
             return a
-        return a * (1 + max(self.prec.u_in, self.prec.u_acc) * self._uniform(a))
+        u = max(self.prec.u_in, self.prec.u_acc)
+        a = a.clone() if self.rng is not None else a  # the plan run records; a sample perturbs a copy
+        self._perturb(a, -1 - i, lambda: (u * _UNIFORM) * _mag(a))
+        return a
 
     def _round(
         self, kind: str, func: Any, args: tuple[Any, ...], out: Any, nominal: torch.dtype | None
@@ -278,34 +298,86 @@ class Perturb(TorchDispatchMode):
         # written the same way rounds there too
         u_ref = _u(nominal) if nominal is not None else self.prec.u_in
         rnd = u_ref if u_ref > acc and not self.inside else 0.0
-        mags = _magnitudes(kind, func, args, out) if kind in ("sum", "matmul", "conv") else None
         for i, t in enumerate(tensors(out)):
-            if not t.is_floating_point():
-                continue
-            # an infinite element (a −inf mask, a softcap's masked scores) has no rounding: perturbed, −inf
-            # plus ±inf·δ is NaN, and a NaN row's samples were dropped, leaving its bound one final rounding
-            y = t.abs().nan_to_num(nan=0.0, posinf=0.0)
-            if kind == "basic":
-                t.add_(max(acc, rnd) * y * self._uniform(t))
-                continue
-            if kind == "pointwise":  # a correct transcendental is within an ulp (2u) at the accumulator's
-                t.add_(2 * acc * y * self._uniform(t))
-            elif mags is not None:
-                k, mag = mags[i]
-                t.add_(acc * math.sqrt(max(k, 1) / 3) * mag.nan_to_num(nan=0.0, posinf=0.0) * self._normal(t))
-            else:  # an unmodelled reduction: √K roundings of the result's size
-                k = max(_numel(args) // max(t.numel(), 1), 1)
-                t.add_(acc * math.sqrt(k) * y * self._normal(t))
-            if rnd:
-                t.add_(rnd * y * self._uniform(t))
+            if t.is_floating_point():
+                self._perturb(t, i, functools.partial(_sigma, kind, func, args, out, i, acc, rnd))
 
-    def _uniform(self, t: torch.Tensor) -> torch.Tensor:
-        assert self.gen is not None  # drawn on the host: the same bound on every runner
-        return (torch.rand(t.shape, generator=self.gen, dtype=torch.float64) * 2 - 1).to(t.device)
+    def _perturb(self, t: torch.Tensor, slot: int, sigma: Callable[[], Any]) -> None:
+        """Add to ``t`` (in place) a perturbation of standard deviation ``sigma()`` (a tensor of t's shape or
+        a number): sigma times a random sign. The plan run records ``sigma()`` from its unperturbed values
+        and adds nothing; a sample run adds the recorded sigma times fresh signs, or ``sigma()`` of its own
+        values where it has left the plan's path (data-dependent control flow)."""
+        key = (len(self.ops), slot, tuple(t.shape))
+        if self.rng is None:
+            self.terms.append(Term(key, sigma()))
+            return
+        term = self.terms[self.cursor] if self.cursor < len(self.terms) else None
+        if term is not None and term.key == key:
+            self.cursor += 1
+            got = term.sigma
+        else:
+            got = sigma()
+        if isinstance(got, float) and got == 0.0:
+            return
+        signs = self._signs(t)
+        if isinstance(got, torch.Tensor):
+            t.addcmul_(got, signs)
+        else:
+            t.add_(signs, alpha=got)
 
-    def _normal(self, t: torch.Tensor) -> torch.Tensor:
-        assert self.gen is not None
-        return torch.randn(t.shape, generator=self.gen, dtype=torch.float64).to(t.device)
+    def _signs(self, t: torch.Tensor) -> torch.Tensor:
+        """Random signs (±1, int8) of t's shape from the sample's host generator (the same bound on every
+        runner): one random bit each, moved to t's device as a byte each. Only each rounding's variance enters
+        the bound (σ̂), so a sign times σ stands for a uniform or Gaussian rounding of that σ, and a sum of them
+        varies less than a Gaussian's (the chi-square factor stays conservative). torch's CPU generator drawing
+        fp64 uniforms took 60% of a custom case; a numpy float32 draw and its multiply-add, 70% of a sample."""
+        assert self.rng is not None
+        n = t.numel()
+        bits = np.unpackbits(np.frombuffer(self.rng.bytes((n + 7) // 8), dtype=np.uint8), count=n)
+        signs = bits.view(np.int8)
+        signs *= 2
+        signs -= 1
+        return torch.from_numpy(signs).reshape(t.shape).to(t.device)
+
+
+_UNIFORM = 1 / math.sqrt(3)  # the standard deviation of a uniform rounding on (−1, 1) ulp-units
+
+
+@dataclass(frozen=True)
+class Term:
+    """One perturbation the plan run recorded: where (op count, slot, shape) and its standard deviation."""
+
+    key: tuple[int, int, tuple[int, ...]]
+    sigma: torch.Tensor | float
+
+
+def _mag(t: torch.Tensor) -> torch.Tensor:
+    """|t| with NaN and infinities as 0: an infinite element (a −inf mask, a softcap's masked scores) has no
+    rounding (perturbed, −inf plus ±inf·δ is NaN, and a NaN row's samples were dropped, leaving its bound one
+    final rounding)."""
+    return t.abs().nan_to_num(nan=0.0, posinf=0.0)
+
+
+def _sigma(
+    kind: str, func: Any, args: tuple[Any, ...], out: Any, i: int, acc: float, rnd: float
+) -> torch.Tensor:
+    """The standard deviation of the rounding of output ``i`` of an op of this kind: basic arithmetic
+    uniform within u·|y|; another pointwise op within 2u·|y| at the accumulator's (a correct transcendental is
+    within an ulp); sums, dot products and convolutions the summation model's Gaussian σ = u·√(K/3)·(the op
+    on the operands' magnitudes); an unmodelled reduction √K roundings of the result's size; plus a uniform
+    ``rnd``·|y| where the result rounds to a coarser dtype the reference computes it in (variances add)."""
+    t = tensors(out)[i]
+    y = _mag(t)
+    if kind == "basic":
+        return (max(acc, rnd) * _UNIFORM) * y
+    if kind == "pointwise":
+        return (math.sqrt((2 * acc) ** 2 + rnd**2) * _UNIFORM) * y
+    if kind in ("sum", "matmul", "conv"):
+        k, mag = _magnitudes(kind, func, args, out)[i]
+        sigma = acc * math.sqrt(max(k, 1) / 3) * _mag(mag)
+    else:  # an unmodelled reduction: √K roundings of the result's size
+        sigma = acc * math.sqrt(max(_numel(args) // max(t.numel(), 1), 1)) * y
+    return (sigma.square() + (rnd**2 / 3) * y.square()).sqrt() if rnd else sigma
 
 
 def _cast_dtype(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.dtype | None:
@@ -322,6 +394,10 @@ def _key(t: torch.Tensor) -> int:
 
 def tensors(x: Any) -> list[torch.Tensor]:
     """Every tensor in a nest of tuples, lists and dicts (torch's pytree leaves), in order."""
+    if isinstance(x, torch.Tensor):  # the common cases without pytree's walk (a third of a small case's time)
+        return [x]
+    if isinstance(x, (tuple, list)) and not any(isinstance(v, (tuple, list, dict)) for v in x):
+        return [t for t in x if isinstance(t, torch.Tensor)]
     leaves, _ = tree_flatten(x)
     return [t for t in leaves if isinstance(t, torch.Tensor)]
 
@@ -373,12 +449,13 @@ class Derived:
     trace: tuple[TracedOp, ...]
     # per element, the samples' rms error (σ̂): the error a rounding-model implementation makes there
     spread: tuple[torch.Tensor, ...] = ()
+    samples: int = SAMPLES  # the samples drawn: fewer where the kernel's errors fit early (``derive``)
 
 
 def trace(reference: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> tuple[TracedOp, ...]:
     """The reference's operations on these inputs, each with its rounding kind (for reuse: mutation,
     explanation)."""
-    mode = Perturb(Precision(0.0, 0.0, 0.0), None, inputs)
+    mode = Perturb(Precision(0.0, 0.0, 0.0), inputs)
     with torch.no_grad(), mode:
         reference(*inputs)
     return tuple(mode.ops)
@@ -399,8 +476,13 @@ def as_drawn(up: Sequence[torch.Tensor], dtype: torch.dtype) -> tuple[torch.Tens
 def in_fp64(reference: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> Any:
     """The reference on fp64 inputs with its own casts kept in fp64: the oracle a custom op is compared with
     (a reference that computes in fp32 must not put fp32 rounding into kcgate's reference value)."""
-    with Perturb(Precision(0.0, 0.0, 0.0), None, inputs):
+    with Perturb(Precision(0.0, 0.0, 0.0), inputs):
         return reference(*inputs)
+
+
+EARLIEST = 4
+"""The fewest samples a bound rests on where the kernel's errors fit early: the bound returned is their
+estimate of the full one (its size is read by the signal check and the upstream gradient's scaling)."""
 
 
 def derive(
@@ -411,28 +493,97 @@ def derive(
     *,
     seed: int = 0,
     samples: int = SAMPLES,
+    errors: Sequence[torch.Tensor | None] | None = None,
+    floor: float = 0.0,
 ) -> Derived:
     """``run()`` (the reference on ``inputs``, or its gradients) exactly in fp64, then ``samples`` times
     perturbed; each output's bound is Z·σ̂·√(N/χ²_α(N)) plus its final rounding ``out_u[i]``·|y|, twice where
     the output is coarser than the accumulator (an eager kernel rounds its last intermediate to it too: HF's
-    RMSNorm rounds h before the weight multiplies it)."""
-    mode = Perturb(prec, None, inputs)
-    with mode:
-        out = run()
-        refs = [t.detach() for t in tensors(out)]
+    RMSNorm rounds h before the weight multiplies it).
+
+    ``errors`` (the kernel's |error| per output, NaN where not comparable) stops the sampling once the verdict
+    is decided: after n samples the bound of all N is at least Z·√(Σ dev² / χ²_α(N)) (the samples still to
+    come add to the sum, never take from it); where every error fits under that plus ``floor`` (n at least
+    ``EARLIEST``), the kernel passes the full bound whatever the rest draw, and the bound returned is the n samples' estimate of it
+    (never below that floor). A kernel that does not fit draws all N: the same verdict and the same bound.
+    The one function that runs the reference (a sandbox's remote call can wrap it)."""
+    t0 = time.perf_counter()
+    plan = _plan(run, inputs, prec)
+    _announce_slow(time.perf_counter() - t0, samples, inputs)
+    refs = [t.detach() for t in tensors(plan.result)]
     sq = [torch.zeros_like(r) for r in refs]
-    for s in range(samples):
-        gen = torch.Generator().manual_seed(sample_seed(seed, s))
-        with Perturb(prec, gen, inputs):
-            got = [t.detach() for t in tensors(run())]
-        for acc, g, r in zip(sq, got, refs):
-            acc.add_((g - r).nan_to_num(posinf=0.0, neginf=0.0, nan=0.0).square())
     scale = Z * math.sqrt(samples / chi2_lower(samples, ALPHA))
     # an output that is the inputs' values moved (a gather, a copy) has no rounding to allow
-    moved = [_key(t) in mode.exact for t in tensors(out)]
-    bounds = tuple(
-        scale * (acc / samples).sqrt() + (0.0 if m else (2 + 2 * u) * u if u > prec.u_acc else u) * r.abs()
-        for acc, r, u, m in zip(sq, refs, (*out_u, *[out_u[-1]] * len(refs)), moved)
+    moved = [_key(t) in plan.exact for t in tensors(plan.result)]
+    final = [
+        (0.0 if m else (2 + 2 * u) * u if u > prec.u_acc else u) * r.abs()
+        for r, u, m in zip(refs, (*out_u, *[out_u[-1]] * len(refs)), moved)
+    ]
+    # where the kernel's errors fit the bound of all N samples once Σ dev² reaches need (None: never)
+    need = _needed(errors, final, floor, scale**2 / samples) if errors is not None else None
+    n = 0
+    for n in range(1, samples + 1):
+        for acc, g, r in zip(sq, _sample(run, inputs, prec, plan.terms, sample_seed(seed, n - 1)), refs):
+            acc.add_((g - r).nan_to_num(posinf=0.0, neginf=0.0, nan=0.0).square())
+        if need is not None and n >= EARLIEST and all(bool((m <= acc).all()) for m, acc in zip(need, sq)):
+            break
+    bounds = tuple(scale * (acc / n).sqrt() + f for acc, f in zip(sq, final))
+    spread = tuple((acc / n).sqrt() for acc in sq)
+    return Derived(tuple(refs), bounds, tuple(plan.ops), spread, n)
+
+
+SLOW_S = 60.0
+"""Where one trial's samples would take longer than this (one plan run's seconds times the samples), the
+worker says so on stderr before it starts them: a case that then times out names its slow reference."""
+
+
+def _announce_slow(took: float, samples: int, inputs: Sequence[torch.Tensor]) -> None:
+    """One stderr line naming a slow reference and what its derived bound will cost (SLOW_REFERENCE)."""
+    if took * samples < SLOW_S:
+        return
+    shapes = ", ".join(str(list(t.shape)) for t in inputs)
+    print(
+        f"{SLOW_REFERENCE}one fp64 run of the reference took {took:.3g} s on inputs of shape {shapes}; the "
+        f"derived bound runs it up to {samples} more times a trial, about {took * samples:.0f} s (fewer where "
+        "the kernel's errors fit early; again with gradients, and for the fp64 oracle); fix: a vectorised "
+        "reference (no Python loop over elements or time steps), a smaller shape, a written tolerance, or a "
+        "larger protocol.timeout_s",
+        file=sys.stderr,
+        flush=True,
     )
-    spread = tuple((acc / samples).sqrt() for acc in sq)
-    return Derived(tuple(refs), bounds, tuple(mode.ops), spread)
+
+
+def _plan(run: Callable[[], Any], inputs: Sequence[torch.Tensor], prec: Precision) -> Perturb:
+    """The unperturbed fp64 run: its result (``.result``), trace and recorded perturbation scales."""
+    plan = Perturb(prec, inputs, terms=[])
+    with plan:
+        plan.result = run()
+    return plan
+
+
+def _sample(
+    run: Callable[[], Any], inputs: Sequence[torch.Tensor], prec: Precision, terms: list[Term], seed: int
+) -> list[torch.Tensor]:
+    """One perturbed run: the plan's perturbations drawn from a host generator seeded by ``seed``."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    with Perturb(prec, inputs, terms=terms, rng=rng):
+        return [t.detach() for t in tensors(run())]
+
+
+def _needed(
+    errors: Sequence[torch.Tensor | None], final: Sequence[torch.Tensor], floor: float, per: float
+) -> list[torch.Tensor] | None:
+    """Per output, the Σ dev² at which its errors fit Z·√(Σ dev²·χ-factor²/N) + the final rounding + floor:
+    (e − final − floor)²/per where e exceeds final + floor, else 0 (None: an output not given, of another
+    shape, or with a NaN error, which fits nowhere)."""
+    if len(errors) != len(final):
+        return None
+    out = []
+    for e, f in zip(errors, final):
+        if e is None or e.shape != f.shape:
+            return None
+        over = (e - f.to(e.device) - floor).clamp_min(0.0)
+        if bool(over.isnan().any()):
+            return None
+        out.append((over.square() / per).to(f.device))
+    return out

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Sequence
 
 from kcgate.gate.model import CaseChange, Diff
-from kcgate.render.escape import console_text, json_console_text, md_cell, md_code, strip_unsafe
+from kcgate.render.escape import console_text, json_console_text, md_cell, md_code, md_text, strip_unsafe
 from kcgate.render.labels import factor_text
 from kcgate.vocab.categories import CATEGORIES, SILENT
 
@@ -52,7 +52,9 @@ def render_console(verdict: Diff) -> str:
     rows = listed(verdict)
     table: list[tuple[str, ...]] = [("", "RUNNER", "CATEGORY", "CONTRACT", "CASE", "BUDGET", "NOTE")]
     table += [_console_row(c) for c in rows[:MAX_ROWS]]
-    lines = [f"kcgate diff: {headline(verdict)}", f"cases: {count_line(verdict)}", ""] + align(table)
+    lines = [f"kcgate diff: {headline(verdict)}", f"cases: {count_line(verdict)}"]
+    lines += [f"versions: {', '.join(verdict.version_changes())}"] if verdict.version_changes() else []
+    lines += [""] + align(table)
     if len(rows) > MAX_ROWS:
         lines.append(f"... {len(rows) - MAX_ROWS} more rows; use --format json for all of them")
     return console_text("\n".join(lines) + "\n")
@@ -84,6 +86,8 @@ def align(rows: Sequence[tuple[str, ...]]) -> list[str]:
 def render_markdown(verdict: Diff) -> str:
     mark = "❌" if verdict.blocking else "✅"
     parts = [f"### {mark} kcgate diff: {headline(verdict)}", "", _count_table(verdict), ""]
+    if verdict.version_changes():
+        parts += [md_text("Versions: " + ", ".join(verdict.version_changes()), 400), ""]
     rows = listed(verdict)
     if rows:
         parts += [_change_table(rows[:MAX_ROWS]), ""]

@@ -175,6 +175,8 @@ def _header(verdict: Diff, ctx: RenderContext) -> list[str]:
     else:
         top = f"## ✅ {title}: no blocking changes"
     lines = [top, "", _counts_line(verdict), ""]
+    if verdict.version_changes():  # [project] track: the library under test moved
+        lines += [md_text("Versions: " + ", ".join(verdict.version_changes()), 400), ""]
     facts = _facts_line(ctx)
     if facts:
         lines += [facts, ""]
@@ -280,13 +282,13 @@ def group_changes(changes: Iterable[CaseChange]) -> list[Group]:
 
 
 def seed_index(case_id: str) -> str:
-    """'s1' from '<contract>/<dtype>/<shape>/s1' ("" when the id has another form)."""
+    """'s1' from '<contract>/<dtype>/<shape>/s1', 'f0' from a fresh case's id ("" for another form)."""
     last = case_id.rsplit("/", 1)[-1]
-    return last if re.fullmatch(r"s\d{1,6}", last) else ""
+    return last if re.fullmatch(r"[sf]\d{1,6}", last) else ""
 
 
-def _seed_order(s: str) -> int:
-    return int(s[1:])
+def _seed_order(s: str) -> tuple[bool, int]:
+    return s[0] == "f", int(s[1:])  # the replayed seeds, then the fresh ones
 
 
 def nonfinite(c: CaseChange) -> bool:

@@ -57,15 +57,33 @@ class Status(str, Enum):
 
 
 STATUSES: tuple[str, ...] = tuple(s.value for s in Status)
-# A passing case's recorded note (issue 46), its message's first word: below the sensitivity gate's line (an
-# excess that is not significant, not beyond the correct implementations' spread, or not consistent across
-# trials), or where the comparison means nothing (conditioning). Not a block; ``kcgate diff`` shows it as drift.
+# A passing case's recorded note (issues 46, 53), its message's first word: "inconclusive" where a statistical
+# verdict (the sensitivity gate's, a refusal's) stayed undecided after its extra trials, or where the comparison
+# means nothing (conditioning); "limitation", issue 46's note below the gate's line, read in older results.
+# Not a block; ``kcgate diff`` shows it as drift.
 PASS_NOTES: tuple[str, ...] = ("limitation: ", "inconclusive: ")
 
 
 def is_pass_note(status: str, message: str) -> bool:
     """A passing case that carries one of the PASS_NOTES."""
     return status == Status.PASS and message.startswith(PASS_NOTES)
+
+
+# A rerun on the base commit's code (`kcgate run --base-ref`): base fails alike (the failure is main's,
+# never this PR's: kcgate.vocab.categories' "pre-existing"), or base passes or lacks the case (introduced).
+PRE_EXISTING = "pre-existing"
+INTRODUCED = "introduced"
+ABSENT = "absent"  # base_rerun of a case whose contract, dtype or shape base does not plan
+NO_KERNEL = "cannot import the kernel: "  # an error's message when the kernel is not there to run
+
+
+def fails_alike(now: str, then: str) -> bool:
+    """Whether a case that is ``now`` not passing was already so on the same inputs at base (``then``): a
+    failure and an error match each other (a crash on base and a wrong answer now are one problem of the
+    kernel), a refusal matches only a refusal."""
+    if now == Status.PASS or then not in SEVERITY or then == Status.PASS:
+        return False
+    return (now == Status.REFUSED) == (then == Status.REFUSED)
 
 
 UNEVALUATED = frozenset({Status.ERROR, Status.REFUSED})  # no verdict on the contract either way
@@ -81,6 +99,10 @@ OVERRIDES = (("--held-out", "override.held_out"), ("--timeout", "override.timeou
 # A flag per contract that sets ``env``: a digest of that env, the numerics its cases ran under. Not in the
 # runner's key (one contract's env must not make every case incomparable); the diff compares it per contract.
 CONTRACT_ENV = "contract_env:"
+# A flag per distribution of ``[project] track``: its installed version ("not installed" when absent). Not
+# keyed either: a PR that bumps the library under test is what the gate compares, never incomparable.
+TRACKED = "track:"
+UNKEYED_PREFIXES = (CONTRACT_ENV, TRACKED)
 GRAD_BUDGET = "grad_budget."  # metrics.extra key prefix: each input gradient's budget used (backward)
 OUT_BUDGET = "out_budget."  # metrics.extra key prefix: each named output's budget used (several outputs)
 
@@ -108,7 +130,7 @@ class Fingerprint:
         d["flags"] = {
             k: v
             for k, v in d["flags"].items()
-            if not k.endswith(VOLATILE_SUFFIXES) and not k.startswith(CONTRACT_ENV)
+            if not k.endswith(VOLATILE_SUFFIXES) and not k.startswith(UNKEYED_PREFIXES)
         }
         blob = json.dumps(d, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
@@ -116,6 +138,16 @@ class Fingerprint:
     def contract_envs(self) -> dict[str, str]:
         """Contract id -> the digest of its ``env`` (only contracts that set one)."""
         return {k[len(CONTRACT_ENV) :]: v for k, v in self.flags if k.startswith(CONTRACT_ENV)}
+
+    def tracked(self) -> dict[str, str]:
+        """Distribution -> its version, for each ``[project] track`` entry the run recorded."""
+        return {k[len(TRACKED) :]: v for k, v in self.flags if k.startswith(TRACKED)}
+
+    def with_tracked(self, versions: Mapping[str, str]) -> Fingerprint:
+        """This fingerprint with a ``track:<distribution>`` flag per tracked distribution."""
+        kept = tuple((k, v) for k, v in self.flags if not k.startswith(TRACKED))
+        extra = tuple((f"{TRACKED}{name}", version) for name, version in versions.items())
+        return replace(self, flags=tuple(sorted(kept + extra)))
 
     def with_contract_envs(self, envs: Mapping[str, Iterable[tuple[str, str]]]) -> Fingerprint:
         """This fingerprint with a ``contract_env:<id>`` flag per contract that sets ``env``."""
@@ -266,6 +298,12 @@ class CaseResult:
     ] = ()  # the smallest shape found failing with the same cause (kcgate.engine.shrink)
     # (nonzero input elements, elements) of the sparsest input found failing alike at that shape; (): none
     shrunk_nonzero: tuple[int, ...] = ()
+    # `kcgate run --base-ref`: a case that failed (or errored) here and not on the baseline's same inputs,
+    # rerun on the base commit's code with its seed (kcgate.execution.attribution)
+    attribution: str = ""
+    base_commit: str = ""  # the commit it was rerun on
+    base_rerun: str = ""  # the rerun's status there (a Status), or "absent": base has no such case
+    base_summary: str = ""  # the rerun's signature summary or message, in one line
 
     @property
     def ok(self) -> bool:
@@ -447,6 +485,23 @@ CASE_COLUMNS: tuple[Column, ...] = (
         "case's own where none is smaller) that fails with the same cause, the other elements set to 0; "
         "empty: not searched or none sparser",
     ),
+    _case(
+        "attribution",
+        TEXT,
+        "`kcgate run --base-ref`: a case that failed or errored here and not on the baseline's same inputs, "
+        "rerun on the base commit's code with its seed: pre-existing (base fails alike) or introduced (base "
+        "passes, or lacks the case); empty: not rerun",
+    ),
+    _case(
+        "base_commit", TEXT, "the commit the case was rerun on (`kcgate run --base-ref`); empty: not rerun"
+    ),
+    _case(
+        "base_rerun",
+        TEXT,
+        "the rerun's status on the base commit (pass, fail, error, refused), or absent (base does not plan "
+        "the case); empty: not rerun",
+    ),
+    _case("base_summary", TEXT, "the rerun's signature summary or message on the base commit, in one line"),
 )
 CASE_FIELDS: tuple[str, ...] = names(CASE_COLUMNS)
 """The columns of a case row in a schema-2 results file (its ``case_fields``)."""

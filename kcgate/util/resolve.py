@@ -18,4 +18,7 @@ def resolve(target: str, paths: tuple[Path, ...] = ()) -> Callable[..., Any]:
         if str(p) not in sys.path:
             sys.path.insert(0, str(p))
     module, name = target.split(":")
-    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+    try:
+        return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+    except AttributeError as exc:  # the module has no such name: the kernel is not there, as for a module
+        raise ImportError(str(exc)) from exc

@@ -41,25 +41,30 @@ CATEGORY_TABLE: tuple[Category, ...] = (
     Category("new-violation",    1,  "new violation",       "warn",    False, True,  True,  False,
              "failed now, passed (or absent) in the baseline, or there is no comparable baseline: a failure "
              "is a violation whether or not it can be compared"),
-    Category("fixed",            11, "fixed",               "good",    False, False, False, False,
+    Category("fixed",            12, "fixed",               "good",    False, False, False, False,
              "failed in the baseline, passes now"),
     Category("still-failing",    7,  "still failing",       "warn",    False, True,  False, False,
              "failed in both"),
-    Category("waived",           10, "waived",              "quiet",   True,  False, False, True,
+    Category("pre-existing",     8,  "pre-existing",        "warn",    False, True,  False, False,
+             "fails or errors now, and main does too on the same inputs: the base commit's rerun of the case "
+             "with its seed fails alike (kcgate run --base-ref), or the baseline failed or errored on the same "
+             "seed; main's problem, never this PR's (docs/diff.md#attribution)"),
+    Category("waived",           11, "waived",              "quiet",   True,  False, False, True,
              "fails now, covered by a live waiver", waiver="applied"),
     Category("expired-waiver",   3,  "expired waiver",      "warn",    False, True,  True,  False,
              "fails now, its waiver has expired",
              "policy.block_on, the waiver's until date has passed", waiver="applied", expired=True),
-    Category("unexpected-pass",  9,  "passes while waived", "warn",    False, True,  False, False,
+    Category("unexpected-pass",  10, "passes while waived", "warn",    False, True,  False, False,
              "passes now while a waiver still covers it: remove the waiver", waiver="unused"),
-    Category("budget-drift",     8,  "budget drift",        "warn",    False, True,  False, False,
+    Category("budget-drift",     9,  "budget drift",        "warn",    False, True,  False, False,
              "passes in both, but budget_used (for 16- and 8-bit outputs also the share of elements not "
              "correctly rounded) rose by more than policy.budget_drift (4x by default), or it passes with "
-             "a limitation or inconclusive note of the sensitivity gate (docs/sensitivity.md)",
+             "an inconclusive note: a statistical verdict undecided after its extra trials (older results: a "
+             "limitation note; docs/sensitivity.md#decided-not-drawn)",
              "policy.block_on, beyond policy.budget_drift", shows_factor=True),
-    Category("unchanged",        13, "unchanged",           "good",    True,  False, False, False,
+    Category("unchanged",        14, "unchanged",           "good",    True,  False, False, False,
              "passes in both, no drift"),
-    Category("new",              12, "new",                 "good",    False, False, False, False,
+    Category("new",              13, "new",                 "good",    False, False, False, False,
              "passes now, not in the baseline"),
     Category("removed",          4,  "removed",             "warn",    False, True,  True,  True,
              "in the baseline, not now (the contract or case disappeared)",

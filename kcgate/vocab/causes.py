@@ -39,8 +39,8 @@ KINDS = ("integrity", "precision", "semantic", "structural")
 # Integrity causes come first, in the order the first present one is named (a case with several issues).
 # fmt: off
 CAUSE_TABLE: tuple[Cause, ...] = (
-    Cause("bad-output", "integrity", "the kernel returned no tensor of the right shape",
-          "the kernel returned no tensor of the right shape"),
+    Cause("bad-output", "integrity", "the kernel's output differs from the reference's in shape or structure",
+          "the kernel's output differs from the reference's in shape or structure"),
     Cause("wrong-dtype", "integrity", "the output's dtype differs from the declared out_dtype",
           "the output's dtype is not the declared out_dtype"),
     Cause("input-mutation", "integrity", "the kernel modified its inputs", "the kernel modified its inputs"),
@@ -136,3 +136,8 @@ INTEGRITY = of_kind("integrity")  # also the order the first present issue is na
 ISSUE_MESSAGES = {c.name: c.issue for c in CAUSE_TABLE if c.issue}
 KEPT = tuple(c.name for c in CAUSE_TABLE if c.keeps)  # the checks keep these over a later sweep's name
 NONFINITE = tuple(c.name for c in CAUSE_TABLE if c.nonfinite)
+
+
+SLOW_REFERENCE = "kcgate: slow reference: "
+"""The worker's stderr line where a custom op's reference is slow enough that its derived bound may outlast
+the case's timeout (kcgate.numerics.derived); a timed-out case's message leads with it (execution/executors)."""

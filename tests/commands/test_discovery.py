@@ -51,3 +51,20 @@ def test_a_package_not_installed_here_is_a_warning_unless_strict(tmp_path: Path)
     )
     res = kcgate("validate", cwd=tmp_path)
     assert res.returncode == 2 and "matmull" in res.stderr  # the rest is still checked
+
+
+def test_a_contracts_toml_beside_a_pyproject_naming_another_file_is_refused(tmp_path: Path) -> None:
+    """D14: neither file silently wins; the message names both and the ways out. A pyproject naming the
+    contracts.toml beside it is no ambiguity."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "k.toml").write_text((ROOT / "contracts.toml").read_text())
+    (tmp_path / "contracts.toml").write_text((ROOT / "contracts.toml").read_text())
+    (tmp_path / "pyproject.toml").write_text('[tool.kcgate]\ncontracts = "ci/k.toml"\n')
+    res = kcgate("validate", cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "contracts.toml and pyproject.toml ([tool.kcgate] contracts = 'ci/k.toml')" in res.stderr
+    assert "-c/--contracts" in res.stderr and "Traceback" not in res.stderr
+    assert kcgate("validate", "-c", "ci/k.toml", cwd=tmp_path).returncode == 0
+    (tmp_path / "pyproject.toml").write_text('[tool.kcgate]\ncontracts = "./contracts.toml"\n')
+    assert kcgate("validate", cwd=tmp_path).returncode == 0

@@ -105,8 +105,155 @@ def test_report_with_an_unreadable_history_warns_and_keeps_its_verdict(tmp_path:
         "--comment-out",
         str(out_md),
     )
-    assert code == 1 and "warning: " in out and "not a kcgate history database" in out
+    assert code == 1 and "warning: " in out and "not a kcgate history database" in out and "delete" not in out
     assert 'x-axis ["base", "head"]' in out_md.read_text()  # the chart without recorded commits
+
+
+def test_report_with_a_hostile_history_warns_and_keeps_its_verdict(tmp_path: Path) -> None:
+    """D5: hostile rows are exit 3 from `history`, and a warning that changes nothing in `report`."""
+    import sqlite3
+
+    from tests.testing.report_samples import write_results_pair
+
+    db = fill_store(tmp_path, n=2, hostile=False)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE cells SET status = 99 WHERE run = 1")
+    conn.close()
+    code, out = kcgate("history", "--db", str(db))
+    assert code == 3 and "the history database holds a case status '99'" in out and "Traceback" not in out
+    base, artifacts = write_results_pair(tmp_path)
+    code, out = kcgate("report", str(artifacts), "--baseline", str(base), "--history", str(db))
+    assert code == 1 and "warning: " in out and "which kcgate never writes" in out, out
+
+
+def _results(root: Path, run: object) -> Path:
+    from kcgate.results.model import write_run
+
+    write_run(root / "cpu-x86.json", run)  # type: ignore[arg-type]
+    return root / "cpu-x86.json"
+
+
+def test_a_complete_run_supersedes_the_incomplete_one_of_its_commit_and_runner(tmp_path: Path) -> None:
+    """D2: the passing half recorded first; the complete run then reaches the history, its log file too."""
+    from dataclasses import replace
+
+    from tests.testing.history_samples import run_at
+
+    full = run_at(FAIL_AT, DRIFT_RUNNER)
+    half = full.with_cases(tuple(c for c in full.cases if c.status == "pass"), complete=False)
+    db, log, sha = tmp_path / "h.db", tmp_path / "log", commit_sha(FAIL_AT)
+    add = ["history", "add", "--commit", sha, "--db", str(db), "--log", str(log), "--format", "json"]
+    code, out = kcgate(*add[:2], str(_results(tmp_path / "half", replace(half, runner="cpu-x86"))), *add[2:])
+    assert code == 0 and json.loads(out)["added"] == 1, out
+    code, out = kcgate(*add[:2], str(_results(tmp_path / "full", replace(full, runner="cpu-x86"))), *add[2:])
+    assert code == 0 and json.loads(out) == {
+        "added": 0,
+        "cases": 4,
+        "log_files": 1,
+        "replaced": 1,
+        "skipped": 0,
+    }
+    view = json.loads(kcgate("history", "--db", str(db), "--format", "json")[1])
+    assert {(p["contract"], p["status"], p["failing"]) for p in view["points"]} == {
+        ("gemm-bf16", "fail", 2),
+        ("softmax-fp32", "pass", 0),
+    }
+    code, _ = kcgate("history", "rebuild", str(log), "--db", str(tmp_path / "re.db"))
+    again = json.loads(kcgate("history", "--db", str(tmp_path / "re.db"), "--format", "json")[1])
+    assert code == 0 and again["points"] == view["points"]
+
+
+def test_add_refuses_what_rebuild_would_refuse_before_writing_anything(tmp_path: Path) -> None:
+    """D3: an id over 300 characters, a device over 200, --pr 2^31: exit 3, no database, no log file."""
+    from dataclasses import replace
+
+    from tests.testing.history_samples import run_at
+
+    run = run_at(0, "cpu-x86")
+    long_id = run.with_cases((replace(run.cases[0], case_id="x" * 301), *run.cases[1:]))
+    long_device = replace(run, fingerprint=replace(run.fingerprint, device="d" * 201))
+    db, log = tmp_path / "h.db", tmp_path / "log"
+    for i, (bad, words) in enumerate(
+        [
+            (long_id, "case_id must be a string of at most 300"),
+            (long_device, "device must be a string of at most 200"),
+        ]
+    ):
+        results = _results(tmp_path / str(i), bad)
+        code, out = kcgate(
+            "history", "add", str(results), "--commit", "a" * 40, "--db", str(db), "--log", str(log)
+        )
+        assert code == 3 and words in out and "nothing was recorded" in out, out
+    code, out = kcgate(
+        "history", "add", str(_results(tmp_path / "ok", run)), "--commit", "a" * 40, "--pr", str(2**31),
+        "--db", str(db), "--log", str(log),
+    )  # fmt: skip
+    assert code == 3 and "--pr 2147483648: a pull request number is below 2^31" in out, out
+    assert "Traceback" not in out and not db.exists() and not log.exists()
+
+
+def test_the_head_is_the_last_run_recorded_whatever_its_commit_date(tmp_path: Path) -> None:
+    """D4: a commit dated 2099 does not stay the head; a 1970-dated failure recorded later is the head and
+    within --last 2; commit times are shown as given; a date that does not exist is refused."""
+    from tests.testing.history_samples import run_at
+
+    db = tmp_path / "h.db"
+    for i, when in (
+        (0, "2099-01-01T00:00:00Z"),
+        (1, "2026-11-02T00:00:00Z"),
+        (FAIL_AT, "1970-01-01T00:00:00Z"),
+    ):
+        results = _results(tmp_path / str(i), run_at(i, DRIFT_RUNNER))
+        code, out = kcgate(
+            "history", "add", str(results), "--commit", commit_sha(i), "--time", when, "--db", str(db)
+        )
+        assert code == 0, out
+    view = json.loads(kcgate("history", "--db", str(db), "--format", "json", "--last", "2")[1])
+    assert [(c["sha"], c["time"]) for c in view["commits"]] == [
+        (commit_sha(1), "2026-11-02T00:00:00Z"),
+        (commit_sha(FAIL_AT), "1970-01-01T00:00:00Z"),
+    ]
+    assert [(m["commit"], m["kind"]) for m in view["moves"]] == [(commit_sha(FAIL_AT), "fails")]
+    for when in ("2026-02-30T10:00:00Z", "2026-04-31T00:00:00+01:00", "0001-01-01T00:00:00+01:00"):
+        code, out = kcgate(
+            "history", "add", str(results), "--commit", "b" * 40, "--time", when, "--db", str(db)
+        )
+        assert code == 3 and "a date that exists" in out and "Traceback" not in out, (when, out)
+
+
+def test_another_applications_database_is_refused_and_left_unchanged(tmp_path: Path) -> None:
+    """D7: `history add --db` on another application's SQLite file."""
+    import sqlite3
+
+    from tests.testing.history_samples import run_at
+
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT)")
+    conn.close()
+    before = other.read_bytes()
+    results = _results(tmp_path / "r", run_at(0, "cpu-x86"))
+    code, out = kcgate("history", "add", str(results), "--commit", "a" * 40, "--db", str(other))
+    assert code == 3 and "another application (tables: users), left unchanged" in out, out
+    assert other.read_bytes() == before and "delete" not in out
+    code, out = kcgate("history", "--db", str(other))
+    assert code == 3 and other.read_bytes() == before
+
+
+def test_add_log_and_rebuild_refuse_a_linked_commit_directory(tmp_path: Path) -> None:
+    """D10: links are refused on both sides, with exit 3."""
+    from tests.testing.history_samples import run_at
+
+    log, elsewhere = tmp_path / "log", tmp_path / "elsewhere"
+    log.mkdir()
+    elsewhere.mkdir()
+    (log / ("a" * 40)).symlink_to(elsewhere, target_is_directory=True)
+    results = _results(tmp_path / "r", run_at(0, "cpu-x86"))
+    add = ["history", "add", str(results), "--db", str(tmp_path / "h.db"), "--log", str(log)]
+    code, out = kcgate(*add, "--commit", "a" * 40)
+    assert code == 3 and "is a symbolic link" in out and list(elsewhere.iterdir()) == [], out
+    code, out = kcgate("history", "rebuild", str(log), "--db", str(tmp_path / "re.db"))
+    assert code == 3 and "is a symbolic link" in out and not (tmp_path / "re.db").exists(), out
 
 
 def test_commit_times_are_stored_in_utc() -> None:

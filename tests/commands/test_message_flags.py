@@ -18,10 +18,20 @@ FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 OTHER_TOOLS: dict[str, set[str]] = {
     "kcgate/results/baseline.py": {"--full-name", "--name-only", "--no-pager"},  # git
     "kcgate/history/runs.py": {"--first-parent", "--max-count", "--verify", "--no-pager"},  # git
+    "kcgate/util/worktree.py": {
+        "--no-pager",
+        "--show-toplevel",
+        "--verify",
+        "--quiet",
+        "--detach",
+        "--force",
+    },
     "kcgate/devices/base.py": {"--index-url"},  # pip
     "kcgate/devices/driver.py": {"--query-gpu", "--showdriverversion"},  # nvidia-smi, rocm-smi
     "kcgate/execution/executors.py": {"--memory-limit"},  # the worker's own argv (execution/worker.py)
     "kcgate/execution/worker.py": {"--memory-limit"},
+    "kcgate/sandbox/process.py": {"--control-fd"},  # the sandbox server's own argv (sandbox/server.py)
+    "kcgate/sandbox/server.py": {"--control-fd"},
 }
 
 

@@ -91,7 +91,7 @@ def test_every_reproduce_line_runs_as_written_and_reproduces_its_failure(tmp_pat
     assert proc.returncode == 1, proc.stdout + proc.stderr
     full = load_run(repo / "results-pr" / "cpu-pr.json")
     failed = {c.case_id: c.seed for c in full.cases if not c.ok}
-    assert failed and len(full.cases) == 4
+    assert failed and len(full.cases) == 6  # the baseline's 4 cases on their seeds, and a fresh one per shape
 
     report = ("report", "results-pr", "--contracts", "contracts-pr.toml", "--comment-out", "comment.md")
     proc = kcgate(*report, "--no-annotations", cwd=repo, env=_env())

@@ -12,7 +12,7 @@ from kcgate.errors import ContractsError
 from tests.conftest import kcgate
 
 _HEAD = (
-    '[project]\n\n[[contract]]\nid = "fused"\nclass = "C-PRC-01"\nop = "custom"\nkernel = "torch:add"\n'
+    '[project]\n\n[[contract]]\nid = "fused"\nclass = "C-PRC-01"\nop = "custom"\nkernel = "torch:sub"\n'
     'reference = "torch:add"\ninputs = "torch:randn"\nshapes = [[4, 8]]\n'
 )
 

@@ -11,6 +11,8 @@ import pytest
 
 from tests.conftest import kcgate
 
+# The kernels under their own import string: a reference is never the kernel's own (#54).
+KK_KERNELS = "from kk import *  # noqa: F403\n"
 KERNELS = """
 import torch
 
@@ -50,10 +52,11 @@ def pairs(x):
 
 def _project(tmp: Path, kernel: str, gen: str = "gen", ref: str = "ref", extra: str = "") -> Path:
     (tmp / "kk.py").write_text(KERNELS)
+    (tmp / "kk_kernels.py").write_text(KK_KERNELS)
     p = tmp / "contracts.toml"
     p.write_text(
         f'[project]\npaths = ["."]\n\n[[contract]]\nid = "c"\nclass = "C-PRC-01"\nop = "custom"\n'
-        f'kernel = "kk:{kernel}"\nreference = "kk:{ref}"\ninputs = "kk:{gen}"\ndtypes = ["bfloat16"]\n'
+        f'kernel = "kk_kernels:{kernel}"\nreference = "kk:{ref}"\ninputs = "kk:{gen}"\ndtypes = ["bfloat16"]\n'
         f"shapes = [[8, 1024]]\n{extra}\n"
     )
     return p

@@ -65,10 +65,11 @@ def add_and_scale_off(x, residual):
 
 def _run(tmp_path: Path, kernel: str, ref: str, extra: str = "", dtype: str = "float32") -> list:  # type: ignore[type-arg]
     (tmp_path / "mk.py").write_text(KERNELS)
-    f = tmp_path / f"{kernel}.toml"
+    (tmp_path / "mk_kernels.py").write_text("from mk import *  # noqa: F403\n")  # the reference's code,
+    f = tmp_path / f"{kernel}.toml"  # under another import string: a reference is never the kernel's own
     f.write_text(
         f'[project]\npaths = ["{tmp_path}"]\n\n[[contract]]\nid = "c"\nclass = "C-PRC-01"\nop = "custom"\n'
-        f'kernel = "mk:{kernel}"\nreference = "mk:{ref}"\ninputs = "mk:gen"\ndtypes = ["{dtype}"]\n'
+        f'kernel = "mk_kernels:{kernel}"\nreference = "mk:{ref}"\ninputs = "mk:gen"\ndtypes = ["{dtype}"]\n'
         f"shapes = [[8, 16]]\nprotocol = {{ seeds = 1, trials = 2, boundary = false }}\n{extra}\n"
     )
     project = load_project(f)

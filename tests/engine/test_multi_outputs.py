@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import kcgate
 
+# The kernels under their own import string: a reference is never the kernel's own (#54).
+KK_KERNELS = "from kk import *  # noqa: F403\n"
 KERNELS = """
 import torch
 
@@ -69,7 +71,7 @@ CONTRACTS = {
 
 def _contract(cid: str, kernel: str, ref: str, gen: str, extra: str) -> str:
     return (
-        f'[[contract]]\nid = "{cid}"\nclass = "C-PRC-01"\nop = "custom"\nkernel = "kk:{kernel}"\n'
+        f'[[contract]]\nid = "{cid}"\nclass = "C-PRC-01"\nop = "custom"\nkernel = "kk_kernels:{kernel}"\n'
         f'reference = "kk:{ref}"\ninputs = "kk:{gen}"\ndtypes = ["float32"]\nshapes = [[4, 64]]\n'
         f"protocol = {{ boundary = false }}\n{extra}\n"
     )
@@ -79,6 +81,7 @@ def _contract(cid: str, kernel: str, ref: str, gen: str, extra: str) -> str:
 def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
     tmp = tmp_path_factory.mktemp("multi")
     (tmp / "kk.py").write_text(KERNELS)
+    (tmp / "kk_kernels.py").write_text(KK_KERNELS)
     body = "\n".join(_contract(cid, *row) for cid, row in CONTRACTS.items())
     (tmp / "contracts.toml").write_text(f'[project]\npaths = ["."]\n\n{body}')
     proc = kcgate(

@@ -188,6 +188,8 @@ def test_an_fp32_case_and_a_reference_without_casts_are_left_alone() -> None:
     assert misplaced(no_casts, runs, torch.bfloat16) is None
 
 
+# The kernels under their own import string: a reference is never the kernel's own (#54).
+KK_KERNELS = "from kk import *  # noqa: F403\n"
 KERNELS = """
 import torch
 
@@ -231,10 +233,11 @@ def fused(x, w):  # another correct order: (1 + w) first, one product, one round
 
 def _run(tmp: Path, kernel: str, ref: str = "ref", gen: str = "gen", extra: str = "") -> list[dict]:  # type: ignore[type-arg]
     (tmp / "kk.py").write_text(KERNELS)
+    (tmp / "kk_kernels.py").write_text(KK_KERNELS)
     p = tmp / "contracts.toml"
     p.write_text(
         '[project]\npaths = ["."]\n\n[[contract]]\nid = "c"\nclass = "C-PRC-01"\nop = "custom"\n'
-        f'kernel = "kk:{kernel}"\nreference = "kk:{ref}"\ninputs = "kk:{gen}"\n'
+        f'kernel = "kk_kernels:{kernel}"\nreference = "kk:{ref}"\ninputs = "kk:{gen}"\n'
         f'dtypes = ["bfloat16", "float32"]\nshapes = [[8, 512]]\n{extra}'
         "[contract.protocol]\nseeds = 1\nprobes = false\nboundary = false\n"
     )

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from kcgate.contracts.policy import Policy
-from kcgate.engine import excess_line, formulations, sensitivity
+from kcgate.engine import excess_line, formulations, sensitivity, sequential
 from kcgate.gate.diff import diff_runs
 from kcgate.numerics.ops import OPS
 from kcgate.results.model import CaseResult, Fingerprint, Metrics, RunResult
@@ -26,11 +26,12 @@ def _excess(rms: float, mx: float = 0.5, ref_rms: float = 1e-7, out_rms: float =
 
 def test_three_rows_are_three_observations_not_three_thousand() -> None:
     """A textbook layer norm's error on 3 rows of 1021 is one shared shift per row: per-row ratios 0.3x,
-    1x and 3x pool to 1.8x, whose 99% lower bound over 3 rows is 0 (t = 6.97 on 2 degrees of freedom)."""
+    1x and 3x pool to 1.8x, whose lower bound over 3 rows is far below the factor (t = 14.1 on 2 degrees of
+    freedom) and its upper bound far above: undecided."""
     a, b = np.array([0.09, 1.0, 9.0]) * 1021, np.full(3, 1021.0)
     ev = excess_line.ratio_bound(a, b)
     assert ev.rms_ratio == pytest.approx(math.sqrt(10.09 / 3))
-    assert ev.rms_lower == 0.0 and ev.clusters == 3
+    assert ev.rms_lower < 0.1 and ev.rms_upper > 10 and ev.clusters == 3
 
 
 def test_noise_at_2x_over_64_rows_is_significant() -> None:
@@ -45,26 +46,34 @@ def test_noise_at_2x_over_64_rows_is_significant() -> None:
 
 
 def test_t_quantiles_are_conservative_between_rows() -> None:
-    assert excess_line.t99(2) == pytest.approx(6.965)
-    assert excess_line.t99(11) == excess_line.t99(10)  # between rows: the larger t
-    assert excess_line.t99(10**6) == excess_line.Z99
-    assert excess_line.t99(0) == math.inf
+    assert sequential.t_look(2) == pytest.approx(14.09)
+    assert sequential.t_look(11) == sequential.t_look(10)  # between rows: the larger t
+    assert sequential.t_look(10**6) == sequential.Z_LOOK
+    assert sequential.t_look(0) == math.inf
 
 
 def test_the_line() -> None:
-    significant = excess_line.Evidence(2.2, 1.9, 128)
-    shaky = excess_line.Evidence(1.6, 0.9, 6)
-    assert excess_line.below_the_line(_excess(2.2), [_excess(2.2), _excess(2.1)], significant) == ""
-    # one trial under the factor: not consistent across independent inputs
-    note = excess_line.below_the_line(_excess(2.2), [_excess(2.2), _excess(1.2)], significant)
-    assert note.startswith("limitation: ") and "99%" in note
-    note = excess_line.below_the_line(_excess(2.1), [_excess(2.1)], shaky)
-    assert note.startswith("limitation: ") and "from 6 independent rows" in note
-    # a few corrupted elements: the max statistic is significant by itself
-    assert excess_line.below_the_line(_excess(1.0, mx=3.0), [_excess(1.0, mx=3.0)], shaky) == ""
+    significant = excess_line.Evidence(2.2, 1.9, 128, 2.5)
+    shaky = excess_line.Evidence(1.6, 0.9, 6, 2.6)
+    within = excess_line.Evidence(1.1, 0.9, 128, 1.3)
+    decide = excess_line.decide
+    fail, ok, more = sequential.FAIL, sequential.PASS, sequential.MORE
+    assert decide(_excess(2.2), [_excess(2.2), _excess(2.1)], significant, False) == (fail, "")
+    # significant over the pooled rows: one trial under the factor no longer passes it
+    assert decide(_excess(2.2), [_excess(2.2), _excess(1.2)], significant, False) == (fail, "")
+    # the interval holds the line: more trials, and at the last look inconclusive
+    assert decide(_excess(2.1), [_excess(2.1)], shaky, False) == (more, "")
+    verdict, note = decide(_excess(2.1), [_excess(2.1)], shaky, True)
+    assert verdict == ok and note.startswith("inconclusive: ") and "from 6 independent rows" in note
+    # decided within the line: a pass with no note, whatever one trial showed
+    assert decide(_excess(1.6), [_excess(1.6), _excess(1.0)], within, False) == (ok, "")
+    # a few corrupted elements: the max statistic's crossings, by Wald's SPRT (one of one is not enough)
+    assert decide(_excess(1.0, mx=3.0), [_excess(1.0, mx=3.0)], within, False) == (more, "")
+    both = [_excess(1.0, mx=3.0), _excess(1.0, mx=2.5)]
+    assert decide(_excess(1.0, mx=3.0), both, within, False) == (fail, "")
     # the correct implementations keep under 4 bits: inconclusive, never fail
     bad = _excess(5.0, mx=5.0, ref_rms=0.1, out_rms=1.0)
-    assert excess_line.below_the_line(bad, [bad], significant).startswith("inconclusive: ")
+    assert decide(bad, [bad], significant, False)[1].startswith("inconclusive: ")
 
 
 def test_a_limitation_passes_and_diff_shows_it_as_drift() -> None:

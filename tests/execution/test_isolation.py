@@ -252,11 +252,14 @@ def attacked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("attack", ["forge-pass", "garbage", "forged-object"])
-def test_a_kernel_writing_to_the_result_pipe_is_an_error_of_its_own_case(attacked: dict, attack: str) -> None:  # type: ignore[type-arg]
+def test_a_kernel_cannot_reach_the_result_pipe(attacked: dict, attack: str) -> None:  # type: ignore[type-arg]
+    """The result pipe is the judge's, in another process than the kernel's sandbox (kcgate.sandbox): forge-pass
+    finds no case in its frames to forge (it raises: an error of its own case), garbage and forged-object write
+    to no pipe of the judge's and are judged on the product they return. Nothing is filed under another case,
+    and the case after each passes."""
     cases = attacked["cases"]
-    assert cases[attack].status == "error" and "result channel" in cases[attack].message, cases[
-        attack
-    ].message
+    expected = {"forge-pass": "error", "garbage": "pass", "forged-object": "pass"}[attack]
+    assert cases[attack].status == expected and "forged" not in cases[attack].message, cases[attack].message
     after = cases[f"after-{attack}"]
     assert after.status == "pass" and after.case_id.startswith(f"after-{attack}/"), after.message
 

@@ -63,6 +63,17 @@ TABLE = [
     ("new-violation", "current.json", None, "new-violation-1", True),
     ("unverified", "current.json", None, "unchanged-1", False),
     ("error", "current-incomplete.json", "base.json", "unchanged-1", True),
+    # attribution (issues 53, 57): main's failure never blocks, the PR's does; drift on the same seed only
+    ("pre-existing", "current-attributed.json", "base-attributed.json", "rerun-pre-1", False),
+    ("new-violation", "current-attributed.json", "base-attributed.json", "rerun-intro-1", True),
+    ("pre-existing", "current-attributed.json", "base-attributed.json", "crash-pre-1", False),
+    ("error", "current-attributed.json", "base-attributed.json", "crash-redrawn-1", True),
+    ("pre-existing", "current-attributed.json", "base-attributed.json", "fail-after-crash-1", False),
+    ("error", "current-attributed.json", "base-attributed.json", "error-introduced-1", True),
+    ("budget-drift", "current-attributed.json", "base-attributed.json", "drift-replayed-1", False),
+    ("unchanged", "current-attributed.json", "base-attributed.json", "drift-redrawn-1", False),
+    ("new", "current-attributed.json", "base-attributed.json", "appeared-1", False),
+    ("fixed", "current-attributed.json", "base-attributed.json", "crash-fixed-1", False),
 ]
 
 
@@ -76,6 +87,26 @@ def test_each_category_from_files(
 def test_table_covers_every_category() -> None:
     covered = {row[0] for row in TABLE} | {"missing-runner"}  # missing-runner has its own tests
     assert covered == set(CATEGORIES)
+
+
+def test_attribution_evidence_names_base_and_its_status() -> None:
+    """The rerun's evidence (base commit, base's status and summary) is in the row's message, and a
+    pre-existing case without a rerun says the baseline's same seed already had it."""
+    changes = {c.case_id: c for c in _diff("current-attributed.json", "base-attributed.json").changes}
+    pre, intro = changes["rerun-pre-1"], changes["rerun-intro-1"]
+    assert pre.message.startswith("pre-existing: on base 0123456789ab, the same seed fails too")
+    assert "bf16 accumulator" in pre.message and pre.attribution == "pre-existing"
+    assert intro.message == "introduced: on base 0123456789ab, the same seed passes"
+    crash = changes["crash-pre-1"]
+    assert crash.message.startswith("pre-existing: on the same seed the baseline errors too")
+    assert crash.replayed and not changes["drift-redrawn-1"].replayed
+
+
+def test_an_error_waiver_still_comes_before_pre_existing() -> None:
+    """A waiver is what the team chose: an error waiver covers an error main already had."""
+    policy = Policy(waivers=(Waiver("crash-pre", "cpu-*", dt.date(2027, 1, 1), "heap bug", kind="error"),))
+    changes = {c.case_id: c for c in _diff("current-attributed.json", "base-attributed.json", policy).changes}
+    assert changes["crash-pre-1"].category == "waived"
 
 
 def test_every_case_once_and_removed_last() -> None:
@@ -214,7 +245,7 @@ def _self_expected(case: CaseResult, run: RunResult, policy: Policy) -> str:
     if case.status in ("error", "refused"):
         known = policy.waiver_for(case.contract_id, run.runner, "error")
         if known is None:
-            return "error"
+            return "pre-existing"  # the baseline (itself) had it on the same seed
         return "expired-waiver" if known.expired(TODAY) else "waived"
     waiver = policy.waiver_for(case.contract_id, run.runner)
     if waiver and case.status == "fail":
@@ -241,14 +272,21 @@ def test_an_error_waiver_covers_errors_only_and_says_so() -> None:
     assert changes[0].message == "waiver until 2027-01-01, owner bob: no XPU build yet; error: no XPU kernel"
     expired = diff_runs(run, run, "intel-max", Policy(waivers=(waiver,)), dt.date(2027, 2, 1)).changes
     assert [c.category for c in expired[:2]] == ["expired-waiver", "expired-waiver"]
-    other_runner = diff_runs(run, run, "amd-x", Policy(waivers=(waiver,)), TODAY).changes
+    other_runner = diff_runs(None, run, "amd-x", Policy(waivers=(waiver,)), TODAY).changes
     assert other_runner[0].category == "error" and other_runner[0].blocking
+    main_had_it = diff_runs(run, run, "amd-x", Policy(waivers=(waiver,)), TODAY).changes
+    assert main_had_it[0].category == "pre-existing" and not main_had_it[0].blocking
 
 
 @given(runs())
 @pytest.mark.slow
-def test_self_diff_without_waivers_is_unchanged_still_failing_or_error(run: RunResult) -> None:
-    expected = {"pass": "unchanged", "fail": "still-failing", "error": "error", "refused": "error"}
+def test_self_diff_without_waivers_is_unchanged_still_failing_or_pre_existing(run: RunResult) -> None:
+    expected = {
+        "pass": "unchanged",
+        "fail": "still-failing",
+        "error": "pre-existing",
+        "refused": "pre-existing",
+    }
     changes = diff_runs(run, run, run.runner, Policy(), TODAY).changes
     assert [(c.case_id, c.category) for c in changes] == [(c.case_id, expected[c.status]) for c in run.cases]
 
@@ -292,3 +330,17 @@ def test_renderers_accept_any_verdict(base: RunResult, current: RunResult, polic
     for render in FORMATS.values():
         assert render(verdict).endswith("\n")
     json.loads(FORMATS["json"](verdict))
+
+
+def test_tracked_versions_that_differ_are_named_and_never_make_a_runner_incomparable() -> None:
+    """``[project] track``: the fingerprint's track: flags are recorded but not keyed (issue 57.4)."""
+    base = load_run(DATA / "base.json")
+    fp = base.fingerprint
+    was = replace(base, fingerprint=fp.with_tracked({"liger-kernel": "0.5.8", "triton": "3.9.0"}))
+    now = replace(base, fingerprint=fp.with_tracked({"liger-kernel": "0.5.9", "triton": "3.9.0"}))
+    assert was.fingerprint.key() == now.fingerprint.key() == fp.key()
+    verdict = make_diff({"cpu-ci": now}, {"cpu-ci": was}, POLICY, TODAY)
+    assert verdict.version_changes() == ["liger-kernel 0.5.8 → 0.5.9"]
+    assert "incomparable" not in verdict.counts() or not verdict.counts()["incomparable"]
+    assert "Versions: liger-kernel 0.5.8 → 0.5.9" in FORMATS["markdown"](verdict)
+    assert "versions: liger-kernel 0.5.8 → 0.5.9" in FORMATS["console"](verdict)

@@ -182,12 +182,14 @@ def test_a_duplicate_contract_id_in_the_pr_is_exit_2(runs: tuple[Path, Path], tm
 
 
 def test_a_contract_that_selects_no_dtype_or_shape_is_exit_2(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """D15: ``devices = []`` too (it meant every device, where ``dtypes = []`` is refused)."""
     _, pr = runs
-    for fields in ({"dtypes": "[]"}, {"shapes": "[]"}):
+    for fields in ({"dtypes": "[]"}, {"shapes": "[]"}, {"extra": "devices = []"}):
         text = '[project]\npaths = ["."]\n' + _contract("empty", fields, "good")
         (tmp_path / "contracts.toml").write_text(text.replace('paths = ["."]', f'paths = ["{pr}"]'))
         proc = kcgate("validate", "-c", str(tmp_path / "contracts.toml"), cwd=tmp_path)
         assert proc.returncode == 2 and "empty" in proc.stderr, (fields, proc.stdout + proc.stderr)
+        assert "selects no" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_the_prs_own_policy_is_what_a_one_workflow_setup_would_read(runs: tuple[Path, Path]) -> None:

@@ -44,6 +44,14 @@ HEAD = json.loads(_lines()[0]) if False else None  # built per test below
         (1, lambda h: h | {"commit": "zz; rm -rf /"}, "commit must be a lowercase hex"),
         (1, lambda h: h | {"runner": "../../etc"}, "runner must be a runner name"),
         (1, lambda h: h | {"time": "yesterday"}, "time must be YYYY-MM-DDTHH:MM:SSZ"),
+        (1, lambda h: h | {"time": "2026-02-30T10:00:00Z"}, "time must be .*, a time that exists"),
+        (1, lambda h: h | {"time": "2026-01-01T25:00:00Z"}, "time must be .*, a time that exists"),
+        (
+            1,
+            lambda h: h | {"recorded": "2026-13-01T00:00:00.000000Z"},
+            "recorded must be .*, a time that exists",
+        ),
+        (1, lambda h: h | {"complete": "yes"}, "complete must be true or false"),
         (1, lambda h: h | {"pr": "12"}, "pr must be a pull request number"),
         (1, lambda h: h | {"case_fields": ["case_id"]}, "case_fields must be"),
         (1, lambda h: [h], "the first line must be the run's header object"),
@@ -101,3 +109,41 @@ def test_empty_binary_and_linked_files_are_refused(tmp_path: Path) -> None:
     (tmp_path / "a" / "x.jsonl").symlink_to("/etc/passwd")
     with pytest.raises(ResultsError, match="is a symbolic link"):
         list(read_logs(tmp_path))
+
+
+def test_a_log_without_the_fields_of_54_reads_as_complete_and_recorded_at_its_commit_time() -> None:
+    head = json.loads(_lines()[0])
+    del head["complete"], head["recorded"]
+    e = parse_log(_with(1, head), "h")
+    assert e.complete and e.recorded == commit_time(4)
+
+
+def test_linked_commit_directories_are_refused_both_ways(tmp_path: Path) -> None:
+    """D10: ``history add --log`` does not write through a linked commit directory, and ``rebuild`` does
+    not silently skip one."""
+    from kcgate.errors import UsageError
+
+    e = entry()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    log = tmp_path / "log"
+    log.mkdir()
+    (log / e.commit).symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(UsageError, match="is a symbolic link"):
+        write_log(log, e)
+    assert list(elsewhere.iterdir()) == []
+    write_log(elsewhere, e)  # a run there, reachable only through the link
+    with pytest.raises(ResultsError, match=f"{e.commit}: is a symbolic link"):
+        list(read_logs(log))
+
+
+def test_a_complete_run_replaces_an_incomplete_runs_file_and_nothing_else(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    full = entry()
+    half = replace(full, cases=full.cases[:1], complete=False)
+    assert write_log(tmp_path, half) is not None
+    assert write_log(tmp_path, replace(half, cases=full.cases[:2])) is None  # incomplete: the first stays
+    assert read_log(log_path(tmp_path, full)) == half
+    assert write_log(tmp_path, full) is not None and read_log(log_path(tmp_path, full)) == full
+    assert write_log(tmp_path, half) is None and read_log(log_path(tmp_path, full)) == full

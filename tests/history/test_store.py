@@ -3,6 +3,7 @@ rebuilds the same store, and the view finds the planted drift, failure and diver
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import subprocess
 import sys
@@ -133,19 +134,117 @@ def test_a_failed_add_leaves_no_half_run(tmp_path: Path) -> None:
     assert count(tmp_path / "h.db", "runs") == 0 and count(tmp_path / "h.db", "cases") == 0
 
 
-def test_a_file_that_is_not_a_history_database_is_refused(tmp_path: Path) -> None:
+def test_a_file_that_is_not_a_history_database_is_refused_unchanged(tmp_path: Path) -> None:
+    """D7: another application's SQLite file is refused before anything is written to it (byte for byte the
+    same after), for writing and for reading; no message tells the user to delete it."""
     junk = tmp_path / "h.db"
     junk.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(UsageError, match="not a kcgate history database.*kcgate history rebuild"):
+    with pytest.raises(UsageError, match="not a kcgate history database.*kcgate history rebuild") as err:
         with open_store(junk):
             pass
+    assert "delete" not in err.value.message
     other = tmp_path / "other.db"
     with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE invoices(id INTEGER PRIMARY KEY, total REAL)")
+        conn.execute("INSERT INTO invoices VALUES (1, 99.5)")
+    conn.close()
+    before = other.read_bytes()
+    for create in (True, False):
+        with pytest.raises(UsageError, match="another application .tables: invoices., left unchanged") as err:
+            with open_store(other, create=create):
+                pass
+        assert "delete" not in err.value.message
+    assert other.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["h.db", "other.db"]
+    kind = tmp_path / "kind.db"
+    with sqlite3.connect(kind) as conn:
         conn.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         conn.execute("INSERT INTO meta VALUES ('kind', 'something-else')")
-    with pytest.raises(UsageError, match="another kind or version"):
-        with open_store(other):
+    conn.close()
+    with pytest.raises(UsageError, match="a database of another kind .'something-else'."):
+        with open_store(kind):
             pass
+
+
+def test_an_older_schema_is_refused_with_the_rebuild_line(tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    with open_store(db) as conn:
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'version'")
+    with pytest.raises(UsageError, match="schema version 1 .this kcgate reads 2.; rebuild the history"):
+        with open_store(db, create=False):
+            pass
+
+
+def test_readers_never_wait_behind_a_writer_and_a_lock_is_its_own_message(tmp_path: Path) -> None:
+    """D6: a reader opens the file read-only inside a deferred transaction: a writer holding its write
+    lock does not stop it; a lock no reader can pass (exclusive locking mode) is said to be a lock, within
+    seconds, and never 'delete it'."""
+    import time
+
+    db = tmp_path / "h.db"
+    with open_store(db) as conn:
+        add_runs(conn, entries(2))
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("DELETE FROM cells")
+    start = time.monotonic()
+    with open_store(db, create=False) as conn:
+        assert len(load_view(conn, 10).points) == 2 * 3 * 2  # the committed snapshot
+        assert conn.in_transaction  # a read transaction, no write lock: the writer still holds its own
+    assert time.monotonic() - start < 5
+    writer.execute("ROLLBACK")
+    writer.execute("PRAGMA locking_mode=EXCLUSIVE")
+    writer.execute("BEGIN EXCLUSIVE")
+    writer.execute("DELETE FROM cells")
+    start = time.monotonic()
+    with pytest.raises(UsageError, match="locked by another process") as err:
+        with open_store(db, create=False) as conn:
+            load_view(conn, 10)
+    assert "delete" not in err.value.message and time.monotonic() - start < 30
+    writer.execute("ROLLBACK")
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    ("sql", "words"),
+    [
+        ("UPDATE cells SET status = 99", "a case status '99'"),
+        ("UPDATE cells SET budget = 'lots'", "a budget of 'lots'"),
+        ("UPDATE cells SET budget = 9e999", "a budget of 'inf'"),
+        ("UPDATE cases SET error = -1", "an error of '-1.0'"),
+        ("UPDATE cells SET cases = 1.5", "a case count of '1.5'"),
+        ("UPDATE runs SET pr = 'x'", "a pull request number 'x'"),
+        ("UPDATE runs SET runner = x'00ff' WHERE id = 1", "a runner stored as bytes"),
+        ("UPDATE names SET text = x'07' WHERE text = 'gemm-bf16'", "a contract stored as bytes"),
+    ],
+)
+def test_hostile_rows_are_a_refused_history(tmp_path: Path, sql: str, words: str) -> None:
+    """D5: a value kcgate never writes is a UsageError (exit 3) naming the file and the value."""
+    db = tmp_path / "h.db"
+    with open_store(db) as conn:
+        add_runs(conn, entries(3))
+        conn.execute(sql)
+    with pytest.raises(UsageError, match=f"h.db: the history database holds {re.escape(words)}") as err:
+        with open_store(db, create=False) as conn:
+            load_view(conn, 10)
+    assert "kcgate history rebuild" in err.value.message
+
+
+def test_a_complete_run_replaces_an_incomplete_one_never_the_reverse(tmp_path: Path) -> None:
+    """D2: the passing half of a run recorded first does not hide the complete run's failure."""
+    from dataclasses import replace
+
+    full = from_run(run_at(FAIL_AT, DRIFT_RUNNER), commit_sha(FAIL_AT), commit_time(FAIL_AT))
+    half = replace(full, cases=tuple(c for c in full.cases if c.status == "pass"), complete=False)
+    with open_store(tmp_path / "h.db") as conn:
+        assert add_run(conn, half).added == 1
+        assert add_run(conn, replace(half, cases=half.cases[:1])).skipped == 1  # incomplete: first stays
+        again = add_run(conn, full)
+        assert (again.added, again.replaced, again.cases) == (0, 1, len(full.cases))
+        assert add_run(conn, half).skipped == 1 and add_run(conn, full).skipped == 1
+        view = load_view(conn, 10)
+    head = view.at_head()[("gemm-bf16", DRIFT_RUNNER)]
+    assert (head.status, head.failing, head.cases) == ("fail", 2, 2)
+    assert count(tmp_path / "h.db", "runs") == 1 and count(tmp_path / "h.db", "cases") == len(full.cases)
 
 
 def test_a_runner_name_that_cannot_name_a_file_is_refused() -> None:
@@ -156,21 +255,28 @@ def test_a_runner_name_that_cannot_name_a_file_is_refused() -> None:
         from_run(run, commit_sha(0), commit_time(0))
 
 
-def test_the_last_commits_are_the_newest_by_commit_time_with_any_runners_pr(tmp_path: Path) -> None:
-    # Added out of time order, a commit's PR recorded by one runner only: the window is the newest
-    # commits by their time, oldest first, and each carries the PR any runner recorded.
+def test_the_last_commits_are_the_last_recorded_with_any_runners_pr(tmp_path: Path) -> None:
+    # D4: added out of commit-time order (a commit dated 2099 first, one dated 1970 last), a commit's PR
+    # recorded by one runner only: the window is the last commits recorded, in that order, each showing
+    # its own commit time and the PR any runner recorded.
+    from dataclasses import replace
+
     runs = [
         from_run(run_at(i, r), commit_sha(i), commit_time(i), f"9{i}", None)
         for i in (5, 0, 3, 1)
         for r in RUNNERS
     ]
-    runs.append(from_run(run_at(4, "cpu-x86"), commit_sha(4), commit_time(4), "94", 104))
-    runs.append(from_run(run_at(4, DRIFT_RUNNER), commit_sha(4), commit_time(4), "94", None))
+    runs[0:3] = [replace(e, time="2099-01-01T00:00:00Z") for e in runs[0:3]]
+    runs.append(from_run(run_at(4, "cpu-x86"), commit_sha(4), "1970-01-01T00:00:00Z", "94", 104))
+    runs.append(from_run(run_at(4, DRIFT_RUNNER), commit_sha(4), "1970-01-01T00:00:00Z", "94", None))
     with open_store(tmp_path / "h.db") as conn:
         add_runs(conn, runs)
         view = load_view(conn, 3)
-    assert [(c.sha, c.pr) for c in view.commits] == [
-        (commit_sha(3), None),
-        (commit_sha(4), 104),
-        (commit_sha(5), None),
+        everything = load_view(conn, 10)
+    assert [(c.sha, c.pr, c.time) for c in view.commits] == [
+        (commit_sha(3), None, commit_time(3)),
+        (commit_sha(1), None, commit_time(1)),
+        (commit_sha(4), 104, "1970-01-01T00:00:00Z"),
     ]
+    assert everything.head == commit_sha(4) and everything.commits[0].time == "2099-01-01T00:00:00Z"
+    assert everything.at_head()[("gemm-bf16", DRIFT_RUNNER)].status == "fail"

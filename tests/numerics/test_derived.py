@@ -3,9 +3,12 @@ shipped bug classes the issue names (a bf16 router softmax, fp64 angles, a twice
 
 from __future__ import annotations
 
+import pytest
 import torch
 
+from kcgate.numerics import derived
 from kcgate.numerics.derived import Precision, chi2_lower, derive, trace
+from kcgate.vocab.causes import SLOW_REFERENCE
 
 U = {d: float(torch.finfo(d).eps) / 2 for d in (torch.float32, torch.bfloat16, torch.float16)}
 
@@ -176,3 +179,40 @@ def test_a_composites_backward_keeps_autograds_input_dtype_intermediates() -> No
         (x.double(),), dy.double(), (ref,), ba
     )
     assert float(((got.double() - ref).abs() / bound).max()) < 1
+
+
+def _rms_case() -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor], Precision]:
+    g = torch.Generator().manual_seed(4)
+    x, w = torch.randn(64, 512, generator=g), torch.randn(512, generator=g)
+    return (x, w), (x.double(), w.double()), Precision(*(U[torch.float32],) * 3)
+
+
+def test_sampling_stops_once_the_kernels_errors_fit_and_draws_all_where_they_do_not() -> None:
+    """A kernel within the full bound's lower bound after n samples passes the full bound whatever the rest
+    draw: it stops early; one that does not fit draws all N and gets the bound it would get without errors."""
+    (x, w), up, prec = _rms_case()
+    full = derive(lambda: _rms_ref(*up), up, prec, (U[torch.float32],), seed=5)
+    assert full.samples == 24
+    good = (_rms_ref(x, w).double() - full.refs[0]).abs()
+    early = derive(lambda: _rms_ref(*up), up, prec, (U[torch.float32],), seed=5, errors=(good,))
+    assert 4 <= early.samples < 24
+    assert bool((good <= full.bounds[0]).all()) and bool((good <= early.bounds[0]).all())
+    bad = good.clone()
+    bad[3, 7] = 1.01 * full.bounds[0][3, 7]  # one element over the full bound: a failing kernel
+    late = derive(lambda: _rms_ref(*up), up, prec, (U[torch.float32],), seed=5, errors=(bad,))
+    assert late.samples == 24 and torch.equal(late.bounds[0], full.bounds[0])
+    nan = derive(lambda: _rms_ref(*up), up, prec, (U[torch.float32],), seed=5, errors=(good * float("nan"),))
+    assert nan.samples == 24
+
+
+def test_a_slow_reference_is_named_on_stderr_with_what_its_bound_will_cost(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A timed-out case's message leads with this line (kcgate.execution.executors.timeout_message)."""
+    _, up, prec = _rms_case()
+    derive(lambda: _rms_ref(*up), up, prec, (U[torch.float32],), samples=4)
+    assert SLOW_REFERENCE not in capsys.readouterr().err
+    monkeypatch.setattr(derived, "SLOW_S", 0.0)
+    derive(lambda: _rms_ref(*up), up, prec, (U[torch.float32],), samples=4)
+    err = capsys.readouterr().err
+    assert err.startswith(SLOW_REFERENCE) and "[64, 512], [512]" in err and "up to 4 more times" in err

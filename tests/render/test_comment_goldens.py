@@ -192,3 +192,25 @@ def test_a_note_is_shown_under_the_header_escaped() -> None:
     )
     assert "Not started after 90 minutes" in text and "@\u200bamd \\<b\\>" in text
     assert text.index("Not started") < text.index("### Runners")
+
+
+def test_attribution_rows_say_pre_existing_or_introduced_with_base_evidence() -> None:
+    """Issues 53 and 57: main's failures and crashes show, counted, never blocking, with the base commit's
+    rerun as evidence; the PR's own failure blocks, attributed to it; the tracked library's version moves."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from kcgate.render.diff_formats import render_markdown
+    from kcgate.results.model import load_run
+
+    data = Path(__file__).parents[1] / "data" / "diff"
+    base, now = load_run(data / "base-attributed.json"), load_run(data / "current-attributed.json")
+    base = replace(base, fingerprint=base.fingerprint.with_tracked({"liger-kernel": "0.5.8"}))
+    now = replace(now, fingerprint=now.fingerprint.with_tracked({"liger-kernel": "0.5.9"}))
+    verdict = _verdict([now], [base])
+    text = render_comment(verdict, CTX)
+    assert "Versions: liger-kernel 0.5.8 → 0.5.9" in text
+    assert "pre-existing: on base 0123456789ab, the same seed fails too" in text
+    assert "introduced: on base 0123456789ab, the same seed passes" in text
+    check_golden("comment-attributed.md", text)
+    check_golden("diff-attributed.md", render_markdown(verdict))

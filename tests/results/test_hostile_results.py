@@ -156,10 +156,16 @@ def _older(doc: dict[str, object]) -> dict[str, object]:
 
 
 def test_a_file_written_before_a_column_was_appended_reads_it_as_its_default(tmp_path: Path) -> None:
-    assert CASE_FIELDS[-4:] == ("source", "harness_s", "shrunk_shape", "shrunk_nonzero")
-    cases = load_run(_write(tmp_path, _older(_doc(2)))).cases
+    assert CASE_FIELDS[-8:-4] == ("source", "harness_s", "shrunk_shape", "shrunk_nonzero")
+    assert CASE_FIELDS[-4:] == ("attribution", "base_commit", "base_rerun", "base_summary")
+    before_attribution = _doc(2)
+    for _ in range(4):
+        before_attribution = _older(before_attribution)
+    cases = load_run(_write(tmp_path, before_attribution)).cases
+    assert cases == load_run(DATA / "current.json").cases and all(c.attribution == "" for c in cases)
+    cases = load_run(_write(tmp_path, _older(before_attribution))).cases  # _older edits it in place
     assert cases == load_run(DATA / "current.json").cases and all(c.shrunk_nonzero == () for c in cases)
-    two_older = _older(_older(_doc(2)))  # before shrunk_shape too
+    two_older = _older(before_attribution)  # before shrunk_shape too
     assert all(c.shrunk_shape == () for c in load_run(_write(tmp_path, two_older)).cases)
     three_older = _older(two_older)  # before harness_s too: read as its default
     assert all(c.harness_s == 0.0 for c in load_run(_write(tmp_path, three_older)).cases)
@@ -273,7 +279,8 @@ def test_console_output_has_no_terminal_escapes(tmp_path: Path) -> None:
 def test_diff_exit_codes() -> None:
     base, cur = str(DATA / "base.json"), str(DATA / "current.json")
     assert _cli("diff", base, cur, *TODAY_ARGS)[0] == 1
-    assert _cli("diff", cur, cur, *TODAY_ARGS)[0] == 1  # its error cases block even against themselves
+    # its error cases are main's own on the same seeds: pre-existing, never blocking (issue 57)
+    assert _cli("diff", cur, cur, *TODAY_ARGS)[0] == 0
     assert _cli("diff", base, base, *TODAY_ARGS)[0] == 0
     code, out = _cli("diff", base, base, "--expect-runner", "gpu-1", *TODAY_ARGS)
     assert code == 1 and "missing-runner" in out

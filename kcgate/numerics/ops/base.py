@@ -31,6 +31,10 @@ class BoundArgs:
     seed: int = (
         0  # the case's seed: a derived bound's perturbations are drawn from it (kcgate.numerics.derived)
     )
+    # the kernel's |error| per output (a derived bound stops sampling once they fit: kcgate.numerics.derived),
+    # and the floor the caller adds to the bound; None: the full bound
+    errors: tuple[torch.Tensor | None, ...] | None = None
+    floor: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,15 @@ def derived_bound(
         prec = Precision(ba.u_in or ba.u_acc, ba.u_acc, ba.u_out)
         drawn = as_drawn(x, _dtype_of(ba.u_in))
         with torch.no_grad():
-            got = derive(lambda: _listed(reference(*drawn)), drawn, prec, (ba.u_out,), seed=ba.seed)
+            got = derive(
+                lambda: _listed(reference(*drawn)),
+                drawn,
+                prec,
+                (ba.u_out,),
+                seed=ba.seed,
+                errors=ba.errors,
+                floor=ba.floor,
+            )
         if len(got.refs) == 1:
             return got.bounds[0].reshape(y.shape).to(y.device)
         parts = [b.reshape(-1) if r.is_floating_point() else torch.zeros(r.numel(), dtype=torch.float64)
@@ -69,7 +77,7 @@ def derived_grads(reference: Callable[..., Any]) -> Callable[[Tensors, torch.Ten
             return tuple(torch.zeros_like(t) if gi is None else gi for gi, t in zip(gs, diff))
 
         prec = Precision(ba.u_in or ba.u_acc, ba.u_acc, ba.u_out)
-        return derive(run, x, prec, (ba.u_out,), seed=ba.seed)
+        return derive(run, x, prec, (ba.u_out,), seed=ba.seed, errors=ba.errors, floor=ba.floor)
 
     return derived
 

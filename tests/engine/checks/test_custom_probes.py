@@ -11,6 +11,8 @@ import pytest
 
 from tests.conftest import kcgate
 
+# The kernels under their own import string: a reference is never the kernel's own (#54).
+KK_KERNELS = "from kk import *  # noqa: F403\n"
 KERNELS = """
 import torch
 
@@ -63,7 +65,7 @@ def fp8_no_clamp(a, b, sa, sb):
 """
 
 CUSTOM = (
-    '[[contract]]\nid = "c"\nclass = "C-PRC-01"\nop = "custom"\nkernel = "kk:{kernel}"\n'
+    '[[contract]]\nid = "c"\nclass = "C-PRC-01"\nop = "custom"\nkernel = "kk_kernels:{kernel}"\n'
     'reference = "kk:{ref}"\ninputs = "kk:{gen}"\ndtypes = ["float32"]\nshapes = [[64, 32]]\n'
     "protocol = {{ seeds = 1, boundary = false }}\n{extra}\n"
 )
@@ -75,6 +77,7 @@ FP8 = (
 
 def _run(tmp: Path, contract: str) -> list[dict]:  # type: ignore[type-arg]
     (tmp / "kk.py").write_text(KERNELS)
+    (tmp / "kk_kernels.py").write_text(KK_KERNELS)
     (tmp / "contracts.toml").write_text(f'[project]\npaths = ["."]\n\n{contract}')
     proc = kcgate("run", "-c", "contracts.toml", "--out", "out.json", cwd=tmp, timeout=600)
     assert proc.returncode in (0, 1), proc.stderr

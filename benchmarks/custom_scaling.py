@@ -1,0 +1,189 @@
+"""A custom op against its family twin: time per case against the elements, and where each case's time goes.
+
+Run: ``python -m benchmarks.custom_scaling [--sizes 16x1024 16x4096 64x4096 256x4096 1024x4096]
+[--dtypes float32,bfloat16] [--seeds 2] [--profile 16x4096,256x4096]``.
+
+One kernel (docs/custom-op.md's rms_norm, written as its reference), two contracts: ``op = "custom"`` with
+the docs' ``rms_norm_ref`` (no tolerance: the bound derived from the reference) and ``op = "rmsnorm"`` (the
+family's hand-derived bound), C-PRC-01, ``direction = "both"``. Each case runs in this process as a worker
+runs it (``execute_case``, one thread), custom and family alternating case by case so that a loaded machine
+slows both alike: read the ratio, not the seconds. A first custom and family case warm the process (the
+first custom case in a worker imports ``torch._decomp`` and ``torch._dynamo``: printed apart).
+
+It prints, per size, the median seconds per case of each contract, the ratio custom / family, and the
+kernel's own seconds; then the slope of log(time) against log(elements) between the smallest and largest
+size (1: linear). ``--profile`` adds, at each named size, cProfile's cumulative seconds per case of the stages
+a case goes through (the kernel, the fp64 oracle, the bound, the derived bound's plan run and samples, the
+reference gradients, the stability probes, the placement check, shrinking).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import itertools
+import math
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._machine import describe  # noqa: E402
+
+FNS = """import torch
+
+
+def make_inputs(shape, dtype, generator):
+    x = torch.randn(shape, generator=generator).to(dtype)
+    weight = (torch.randn(shape[-1:], generator=generator) * 0.5 + 1).to(dtype)
+    return x, weight
+
+
+def rms_norm_ref(x, weight):
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+    return h.to(x.dtype) * weight
+
+
+rms_norm = rms_norm_ref  # the kernel under test: written as its reference, as a library's eager kernel is
+"""
+
+# stage -> (module path suffix, function name) entry points, cumulative CPU seconds
+STAGES: dict[str, tuple[tuple[str, str], ...]] = {
+    "kernel call (forward + backward)": (("engine/harness.py", "_call"),),
+    "fp64 oracle": (("engine/trial.py", "oracle_parts"),),
+    "bound, forward": (("engine/trial.py", "allowance"),),
+    "reference gradients (fp64 autograd)": (("engine/backward.py", "reference_grads"),),
+    "bound, gradients": (("engine/backward.py", "grad_allowance"),),
+    "  derived: plan run (trace + scales)": (("numerics/derived.py", "_plan"),),
+    "  derived: samples": (("numerics/derived.py", "_sample"),),
+    "compare + metrics": (("numerics/metrics.py", "compare"), ("numerics/metrics.py", "to_metrics")),
+    "stability probes": (("checks/stability.py", "after_class"),),
+    "placement check": (("engine/placement.py", "placement_signature"),),
+    "shrinking": (("engine/shrink.py", "shrink_case"),),
+}
+
+
+def contracts_toml(shape: tuple[int, int], dtypes: list[str], seeds: int) -> str:
+    common = (
+        f'class = "C-PRC-01"\nkernel = "kcg_scaling_fns:rms_norm"\ndtypes = {dtypes!r}\n'
+        f'shapes = [{list(shape)}]\ndirection = "both"\nprotocol = {{ seeds = {seeds}, boundary = false }}\n'
+    ).replace("'", '"')
+    return (
+        '[project]\nname = "custom-scaling"\n\n'
+        '[[contract]]\nid = "custom"\nop = "custom"\ninputs = "kcg_scaling_fns:make_inputs"\n'
+        f'reference = "kcg_scaling_fns:rms_norm_ref"\n{common}\n'
+        f'[[contract]]\nid = "family"\nop = "rmsnorm"\nparams = {{ eps = 1e-6 }}\n{common}'
+    )
+
+
+def shape_of(text: str) -> tuple[int, int]:
+    a, b = text.lower().split("x")
+    return int(a), int(b)
+
+
+def run_cases(toml: Path, prof: cProfile.Profile | None = None) -> dict[str, list[tuple[float, float, str]]]:
+    """Seconds, kernel seconds and status per case, by contract, custom and family alternating."""
+    from kcgate.contracts.load import load_project
+    from kcgate.devices.cpu import CpuBackend
+    from kcgate.engine.case import execute_case
+    from kcgate.plan import make_plan
+
+    project = load_project(toml)
+    cases = make_plan(project, 1, {})
+    by = {c: [k for k in cases if k.contract_id == c] for c in ("custom", "family")}
+    out: dict[str, list[tuple[float, float, str]]] = {"custom": [], "family": []}
+    backend = CpuBackend()
+    for pair in itertools.zip_longest(by["custom"], by["family"]):
+        for case in filter(None, pair):
+            t0 = time.perf_counter()
+            if prof:
+                prof.enable()
+            r = execute_case(project, case, backend)
+            if prof:
+                prof.disable()
+            out[case.contract_id].append((time.perf_counter() - t0, r.kernel_s, r.status))
+    return out
+
+
+def cumulative(stats: pstats.Stats, where: str, name: str) -> float:
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    return sum(v[3] for (path, _line, fn), v in raw.items() if fn == name and path.endswith(where))
+
+
+def profile(d: Path, shape: tuple[int, int], dtypes: list[str], seeds: int) -> None:
+    print(f"\nprofile at {shape[0]}x{shape[1]} (cumulative s per case, under cProfile: read the split)")
+    found = {}
+    for contract in ("custom", "family"):
+        toml = d / f"profile_{contract}.toml"
+        text = contracts_toml(shape, dtypes, seeds)
+        keep = text.split("[[contract]]")
+        toml.write_text(keep[0] + "[[contract]]" + keep[1 if contract == "custom" else 2])
+        prof = cProfile.Profile()
+        got = run_cases(toml, prof)
+        found[contract] = (len(got[contract]), sum(t for t, _, _ in got[contract]), pstats.Stats(prof))
+    print(f"{'stage':<40}{'custom':>10}{'family':>10}")
+    for stage, points in STAGES.items():
+        cells = [sum(cumulative(v[2], w, f) for w, f in points) / v[0] for v in found.values()]
+        print(f"{stage:<40}" + "".join(f"{c:10.3f}" for c in cells))
+    print(f"{'all of the case':<40}" + "".join(f"{v[1] / v[0]:10.3f}" for v in found.values()))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", nargs="+", default=["16x1024", "16x4096", "64x4096", "256x4096", "1024x4096"])
+    ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--profile", default="", help="sizes to profile, e.g. 16x4096,256x4096")
+    args = ap.parse_args()
+    import torch
+
+    from kcgate.engine import torch_state
+
+    torch.set_num_threads(1)  # as a worker runs
+    torch_state.capture()
+    print(describe())
+    dtypes = args.dtypes.split(",")
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        (d / "kcg_scaling_fns.py").write_text(FNS)
+        sys.path.insert(0, str(d))
+        warm = d / "warm.toml"
+        warm.write_text(contracts_toml((4, 64), dtypes[:1], 1))
+        t0 = time.perf_counter()
+        run_cases(warm)
+        print(f"warm-up (first custom and family case: imports): {time.perf_counter() - t0:.2f} s")
+        rows = []
+        print(
+            f"\n{'shape':>10} {'elements':>9} {'custom s':>9} {'family s':>9} {'ratio':>6} {'kernel s':>9}  status"
+        )
+        for size in args.sizes:
+            shape = shape_of(size)
+            toml = d / f"c_{size}.toml"
+            toml.write_text(contracts_toml(shape, dtypes, args.seeds))
+            got = run_cases(toml)
+            c = statistics.median(t for t, _, _ in got["custom"])
+            f = statistics.median(t for t, _, _ in got["family"])
+            k = statistics.median(k for _, k, _ in got["custom"] + got["family"])
+            status = sorted({s for v in got.values() for _, _, s in v})
+            rows.append((shape[0] * shape[1], c, f))
+            print(f"{size:>10} {rows[-1][0]:>9} {c:9.3f} {f:9.3f} {c / f:6.2f} {k:9.4f}  {','.join(status)}")
+        if len(rows) > 1:
+            (n0, c0, f0), (n1, c1, f1) = rows[0], rows[-1]
+            span = math.log(n1 / n0)
+            print(
+                f"\nslope of log(time) against log(elements), {args.sizes[0]} to {args.sizes[-1]}: "
+                f"custom {math.log(c1 / c0) / span:.2f}, family {math.log(f1 / f0) / span:.2f} (1: linear)"
+            )
+        for size in filter(None, args.profile.split(",")):
+            profile(d, shape_of(size), dtypes, args.seeds)
+
+
+if __name__ == "__main__":
+    main()

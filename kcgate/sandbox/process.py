@@ -1,0 +1,109 @@
+"""The sandbox server's process, as its judge holds it: started once per judge (``kcgate.sandbox.server``), a
+fresh child forked for each case, and how each child ended. Torch-free: the judge starts it before it imports
+torch, so the two imports overlap.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import socket
+import subprocess
+import sys
+from typing import Any
+
+from kcgate.sandbox import messages as wire
+
+_PR_SET_DUMPABLE = 4
+
+
+def shield() -> None:
+    """Make this process undumpable: no process of the same user (a sandbox) may ptrace it or write its
+    memory through /proc/PID/mem, where the kernel's ptrace rules (no Yama) would otherwise allow it."""
+    try:
+        ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+class Sandbox:
+    """The sandbox server of one judge: started once; each case is a fresh child it forks."""
+
+    def __init__(self) -> None:
+        """Started at once (its torch import overlaps the judge's); ``setup`` then names the backend."""
+        self.init: dict[str, Any] = {}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.control: socket.socket | None = None
+        self.start()
+
+    def setup(self, backend: str, threads: int, memory_limit: int) -> None:
+        """The backend the children configure, their thread count and their address-space cap (0: none)."""
+        self.init = {"backend": backend, "threads": threads, "memory_limit": memory_limit}
+        assert self.control is not None
+        wire.send(self.control, self.init)
+
+    def start(self) -> None:
+        mine, theirs = socket.socketpair()
+        cmd = [sys.executable, "-m", "kcgate.sandbox.server", "--control-fd", str(theirs.fileno())]
+        # stdout and stderr are the judge's (the worker's log): a kernel's output is in a failure's tail
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),))
+        theirs.close()
+        self.control = mine
+        self.ready = False
+        if self.init:
+            wire.send(mine, self.init)
+
+    def fork(self) -> tuple[socket.socket, int]:
+        """A fresh child for one case: its socket and pid. A dead server is started again first."""
+        for attempt in (0, 1):
+            try:
+                assert self.control is not None
+                if not self.ready:
+                    wire.recv(self.control)
+                    self.ready = True
+                wire.send(self.control, {"op": "case"})
+                forked = wire.recv(self.control, fds=1)
+                return socket.socket(fileno=forked["_fds"][0]), int(forked["pid"])
+            except (EOFError, OSError, wire.WireError, KeyError, TypeError, ValueError):
+                self.close()
+                if attempt:
+                    raise
+                self.start()
+        raise AssertionError("unreachable")
+
+    def ended(self, kill: bool) -> str:
+        """How the case's child ended ("exit 0", "SIGSEGV (signal 11)"); ``kill``: end it first."""
+        try:
+            assert self.control is not None
+            if kill:
+                wire.send(self.control, {"op": "kill"})
+            return str(wire.recv(self.control).get("exit", "unknown"))[:100]
+        except (EOFError, OSError, wire.WireError):
+            self.close()
+            self.start()
+            return "the sandbox server died"
+
+    def case(self, device: str, tail: Any = None) -> Any:
+        """One case's ``CaseCode`` (kcgate.sandbox.client), its child forked when the kernel is first asked for."""
+        from kcgate.sandbox.client import CaseCode
+
+        return CaseCode(self, device, tail)
+
+    def wait_ready(self) -> None:
+        """Wait for the server's start-up (torch's import), so that no case's timeout counts it."""
+        try:
+            assert self.control is not None
+            if not self.ready:
+                wire.recv(self.control)
+                self.ready = True
+        except (EOFError, OSError, wire.WireError):
+            self.close()
+            self.start()
+
+    def close(self) -> None:
+        if self.control is not None:
+            self.control.close()
+            self.control = None
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
