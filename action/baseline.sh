@@ -46,7 +46,7 @@ merge_base="$(git merge-base "$base" "$head")" || give_up "no merge base of $bas
 say "merge base $merge_base (base $base, head $head)"
 
 history="$KCGATE_HISTORY_DIR"
-if [ -z "$history" ]; then  # run mode: read the data branch, read-only, at its tip
+if [ -z "$history" ]; then  # no checkout of it given (the run leg): read the data branch, read-only, at its tip
   history="${RUNNER_TEMP:-/tmp}/kcgate-history-data"
   rm -rf "$history" && git init -q "$history"
   if git -C "$history" fetch -q --depth 1 --no-tags "$KCGATE_HISTORY_REMOTE" kcgate-history 2>/dev/null; then

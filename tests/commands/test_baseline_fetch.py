@@ -127,3 +127,18 @@ def test_the_comment_says_first_run_when_nothing_is_recorded(repo) -> None:  # t
     kcgate("baseline", "fetch", "--history", str(tmp / "nothing-yet"), "-o", str(tmp / "out"))
     body = _report(tmp, tmp / "out")
     assert "Baseline: no recorded ancestor: first run" in body
+
+
+@pytest.mark.slow
+def test_record_and_fetch_never_import_torch(repo, no_torch_env: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest import kcgate as kcgate_process
+
+    tmp, main, _pr = repo
+    write_run(tmp / "results" / "cpu-x86.json", run_at(4, "cpu-x86"))
+    hist = str(tmp / "history")
+    proc = kcgate_process("baseline", "record", str(tmp / "results"), "--commit", main[4], "--history", hist,
+                          env=no_torch_env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    proc = kcgate_process("baseline", "fetch", "--history", hist, "-o", str(tmp / "out"), cwd=tmp / "repo",
+                          env=no_torch_env)  # fmt: skip
+    assert proc.returncode == 0 and f"the default branch's run of {main[4][:12]}" in proc.stdout, proc.stderr
