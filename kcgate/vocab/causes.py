@@ -24,6 +24,7 @@ class Cause:
     generic: bool = (
         False  # claims no mechanism: a mutant of the reference that reproduces the output may explain it
     )
+    on_output: bool = False  # integrity: seen on the forward output unless the check records a gradient
 
     @property
     def budget_meaningful(self) -> bool:
@@ -40,19 +41,19 @@ KINDS = ("integrity", "precision", "semantic", "structural")
 # fmt: off
 CAUSE_TABLE: tuple[Cause, ...] = (
     Cause("bad-output", "integrity", "the kernel returned no tensor of the right shape",
-          "the kernel returned no tensor of the right shape"),
+          "the kernel returned no tensor of the right shape", on_output=True),
     Cause("wrong-dtype", "integrity", "the output's dtype differs from the declared out_dtype",
-          "the output's dtype is not the declared out_dtype"),
+          "the output's dtype is not the declared out_dtype", on_output=True),
     Cause("input-mutation", "integrity", "the kernel modified its inputs", "the kernel modified its inputs"),
     Cause("out-of-bounds", "integrity", "out-of-range indices or accesses not handled per the declared policy",
           "the kernel wrote outside its buffers (guard band changed)"),
     Cause("stale-output", "integrity", "the output was not computed from this call's inputs (a stale buffer)",
-          "the output equals an earlier call's output on different inputs (stale buffer)"),
+          "the output equals an earlier call's output on different inputs (stale buffer)", on_output=True),
     Cause("constant-output", "integrity",
           "the output is one value everywhere and the same on every call, whatever the inputs (a loop that never "
           "ran, a store skipped): equal to an earlier call's, but no evidence of a stale buffer",
           "the output is one value everywhere, the same on different inputs (a loop that never ran or a store "
-          "skipped?)"),
+          "skipped?)", on_output=True),
     Cause("global-state", "integrity", "the kernel changed process-wide state (RNG, flags, dtype defaults)",
           "the kernel changed torch's global state (restored before the oracle ran)"),
     Cause("missing-gradient", "integrity",
@@ -136,3 +137,6 @@ INTEGRITY = of_kind("integrity")  # also the order the first present issue is na
 ISSUE_MESSAGES = {c.name: c.issue for c in CAUSE_TABLE if c.issue}
 KEPT = tuple(c.name for c in CAUSE_TABLE if c.keeps)  # the checks keep these over a later sweep's name
 NONFINITE = tuple(c.name for c in CAUSE_TABLE if c.nonfinite)
+ON_OUTPUT = tuple(
+    c.name for c in CAUSE_TABLE if c.on_output
+)  # named on the forward output of a backward case
