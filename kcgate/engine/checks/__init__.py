@@ -279,7 +279,7 @@ def _decided(
             stopped = not more
             measured, parts = [*measured, *more], [*parts, *more_parts]
         worst = max(measured, key=lambda e: e.ratio)
-        ev = excess_line.evidence(ctx, parts)
+        ev = excess_line.evidence(ctx, parts) if worst.ratio > sequential.NEAR_EXCESS else None
         decision, note = excess_line.decide(worst, measured, ev, final=stopped or i == len(looks) - 1)
         if decision != sequential.MORE:
             return decision, note, measured, ev, drawn
