@@ -87,7 +87,7 @@ def _diff(text: str) -> str:
 def mask(text: str) -> str:
     """What may differ between machines and seeds: decimal numbers, the machine, which gradient is worst,
     column widths."""
-    text = re.sub(r"cpu-[a-z0-9_]+ \([^)]*\)", "cpu-ARCH (MACHINE)", text)
+    text = re.sub(r"cpu-[a-z0-9_]+ \(.*\)$", "cpu-ARCH (MACHINE)", text, flags=re.M)  # "Intel(R) ..." nests
     # which operand's gradient used the most budget follows the seed (init's quick run draws its own)
     text = re.sub(r"\(grad \w+\)|gradient of '\w+'", "GRAD", text)
     text = re.sub(r"[×≈]?\d+\.\d+(?:e[+-]\d+)?", "#", text)
