@@ -89,11 +89,22 @@ def plain_metavars(command: Any) -> None:
         if param.param_type_name != "option":
             if hasattr(param, "display_type_rich"):  # typer 0.2x: the help's "RESULTS <list[Path]>"
                 param.display_type_rich = lambda ctx: None
+            if not getattr(param, "hidden", False):  # typer 0.2x: "{base} {results}..." in "Usage:"
+                param.get_usage_pieces = _usage_pieces(param)
             continue
         if param.metavar is not None or getattr(param, "is_flag", False):
             continue
         kind = _METAVARS.get(_type_name(param), "TEXT")
         param.metavar = "SECONDS" if kind == "NUMBER" and param.name in _SECONDS else kind
+
+
+def _usage_pieces(param: Any) -> Any:
+    """click's own usage for an argument: ``BASE``, ``RESULTS...``, ``[KIND]`` (typer 0.2x writes braces)."""
+    name = param.metavar or (param.name or "").upper()
+    if not name.startswith("["):
+        name = name if param.required else f"[{name}]"
+    piece = name + ("..." if param.nargs != 1 else "")
+    return lambda ctx: [piece]
 
 
 def _unescaped(record: Any) -> Any:

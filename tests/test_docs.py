@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -93,3 +94,52 @@ def test_the_readme_cli_table_has_a_row_per_command() -> None:
     rows = set(re.findall(r"^\| `kcgate (\w+)", table, re.M))
     commands = set(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
     assert commands - rows == set(), f"README's CLI table lacks {sorted(commands - rows)}"
+
+
+_EAGER = ("--install-completion", "--show-completion", "--version", "--help")
+
+
+def _cli_examples(text: str) -> list[str]:
+    """Every ``kcgate ...`` in an inline code span or a code block line (a comment after two spaces cut)."""
+    spans = re.findall(r"`(kcgate [^`\n]+)`", text)
+    blocks = re.findall(r"```[a-z]*\n(.*?)```", text, re.S)
+    lines = [ln.split("  #")[0].strip().removeprefix("$ ") for b in blocks for ln in b.splitlines()]
+    return spans + [ln for ln in lines if ln.startswith("kcgate ")]
+
+
+def _parse_failure(example: str) -> str:
+    """How kcgate's own parser refuses ``example`` ("" when it parses, or is a template or a mention): an
+    unknown option or an extra argument is a broken example; a placeholder value (``--seed S``), a flag
+    named on its own (``kcgate run --workers``) or a command named without its arguments is prose."""
+    import shlex
+
+    import typer
+
+    from kcgate.cli import app, click
+
+    if any(c in example for c in "[]|…<>{}$") or "..." in example or any(x in example for x in _EAGER):
+        return ""  # a usage template, or an option that acts while parsing
+    try:
+        args = shlex.split(example.rstrip(";,.").rstrip("\\"))[1:]
+    except ValueError:
+        return ""
+    command: Any = typer.main.get_command(app)
+    path = []
+    while args and getattr(command, "commands", None) and args[0] in command.commands:
+        path.append(args.pop(0))
+        command = command.commands[path[-1]]
+    try:
+        command.make_context(" ".join(path) or "kcgate", list(args))
+    except click.exceptions.UsageError as exc:
+        if isinstance(exc, click.exceptions.NoSuchOption) or "extra argument" in str(exc):
+            return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+@pytest.mark.parametrize("name", ["README.md", *sorted(p.name for p in (ROOT / "docs").glob("*.md"))])
+def test_the_docs_cli_examples_parse_as_written(name: str) -> None:
+    """Each ``kcgate ...`` example in the README and docs/ is accepted by kcgate's own parser: no unknown
+    option, no extra argument (the README once said ``kcgate runners --json PATH``: exit 3)."""
+    path = ROOT / name if name == "README.md" else ROOT / "docs" / name
+    broken = [(e, why) for e in _cli_examples(path.read_text()) if (why := _parse_failure(e))]
+    assert not broken, broken

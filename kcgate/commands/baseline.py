@@ -33,7 +33,9 @@ def register(app: typer.Typer) -> None:
 
 
 def update_command(
-    results: list[str] = typer.Argument(..., help="Results files or directories to store as baselines."),
+    results: list[str] = typer.Argument(
+        ..., metavar="RESULTS", help="Results files or directories to store as baselines."
+    ),
     directory: Path | None = typer.Option(
         None, "--dir", help="Baselines directory (default: [baselines] in contracts.toml, else ./baselines)."
     ),

@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
 
 def compare_command(
     results: list[str] = typer.Argument(
-        ..., help="Results files or directories, one results file per runner."
+        ..., metavar="RESULTS", help="Results files or directories, one results file per runner."
     ),
     fmt: str = format_option("console", "markdown", "json", "github"),
     output: Path | None = output_option(),

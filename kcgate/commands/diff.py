@@ -21,9 +21,11 @@ def register(app: typer.Typer) -> None:
 
 def diff_command(
     base: str = typer.Argument(
-        ..., help="Baseline results: a file, a directory of results, or git:REF:PATH."
+        ..., metavar="BASE", help="Baseline results: a file, a directory of results, or git:REF:PATH."
     ),
-    current: str = typer.Argument(..., help="Current results: a file or a directory of results."),
+    current: str = typer.Argument(
+        ..., metavar="CURRENT", help="Current results: a file or a directory of results."
+    ),
     contracts: Path | None = contracts_option(
         "contracts.toml with [policy] and waivers (default: contracts.toml found upward, if any)."
     ),

@@ -95,7 +95,9 @@ def write_site(view: object, directory: Path, contracts: Path | None) -> None:
 
 @history_app.command("add")
 def add_command(
-    results: list[Path] = typer.Argument(..., help="Results files or directories of them."),
+    results: list[Path] = typer.Argument(
+        ..., metavar="RESULTS", help="Results files or directories of them."
+    ),
     commit: str = typer.Option(
         ...,
         "--commit",
@@ -165,7 +167,9 @@ def add_command(
 
 @history_app.command("rebuild")
 def rebuild_command(
-    logdir: Path = typer.Argument(..., help="The log directory (the data branch's checkout)."),
+    logdir: Path = typer.Argument(
+        ..., metavar="LOGDIR", help="The log directory (the data branch's checkout)."
+    ),
     db: Path = _db_option(),
     fmt: str = format_option("console", "json"),
     output: Optional[Path] = output_option(),

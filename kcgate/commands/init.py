@@ -22,7 +22,9 @@ def register(app: typer.Typer) -> None:
 
 
 def init(
-    packages: list[str] = typer.Argument(..., help="Importable packages or modules holding the kernels."),
+    packages: list[str] = typer.Argument(
+        ..., metavar="PACKAGES", help="Importable packages or modules holding the kernels."
+    ),
     out: Path = typer.Option(Path("contracts.toml"), "--out", "-o", help="The contracts file to write."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing files."),
     path: Optional[list[Path]] = typer.Option(

@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
 
 
 def merge(
-    files: list[Path] = typer.Argument(..., help="Shard results files of one runner."),
+    files: list[Path] = typer.Argument(..., metavar="FILES", help="Shard results files of one runner."),
     out: Path = typer.Option(..., "--out", "-o", help="Merged results file."),
     fmt: str = format_option("console", "json"),
     output: Optional[Path] = output_option(),

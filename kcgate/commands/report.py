@@ -33,7 +33,9 @@ def register(app: typer.Typer) -> None:
 
 
 def report_command(
-    results: list[Path] = typer.Argument(..., help="Results files or directories of downloaded artifacts."),
+    results: list[Path] = typer.Argument(
+        ..., metavar="RESULTS", help="Results files or directories of downloaded artifacts."
+    ),
     baseline: list[str] = typer.Option(
         [],
         "--baseline",

@@ -537,6 +537,15 @@ CONTRACT_FIELDS: tuple[Field, ...] = (
         since="0.2",
     ),
     Field(
+        "no_grad",
+        "2 scope",
+        'inputs that take no gradient, by name, e.g. ["target"] (a loss\'s target, labels, a mask, an `out` '
+        'buffer): with direction = "backward" or "both" kcgate neither asks the kernel for their gradients nor '
+        "compares them (every other floating-point input is differentiated); index inputs never are",
+        type="strings",
+        since="0.2",
+    ),
+    Field(
         "outputs",
         "4 postcondition",
         "names of the outputs when the kernel and its reference return several tensors as a plain tuple, e.g. "

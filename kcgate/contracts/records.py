@@ -92,6 +92,7 @@ class Contract:
     init: tuple[tuple[str, Any], ...] = ()  # constructor kwargs when the kernel is an nn.Module class
     env: tuple[tuple[str, str], ...] = ()  # set in the worker before the kernel is imported
     mutates: tuple[str, ...] = ()  # inputs (by name) the kernel overwrites by design
+    no_grad: tuple[str, ...] = ()  # inputs (by name) that take no gradient (a loss's target, a mask)
     outputs: tuple[str, ...] = ()  # names of a tuple result's outputs, in order (kcgate.numerics.outputs)
     # custom ops: input name -> its declared stability probes ((kind, magnitude), ...); () turns off the
     # probes kcgate infers for that input (kcgate.engine.checks.stability)

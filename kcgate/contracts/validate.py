@@ -105,7 +105,8 @@ def _contract(i: int, d: dict[str, Any], col: Collector, roots: tuple[Path, ...]
         **_call_table(d, op or "", at),
         init=_mapping(d, "init", op or "", at),
         env=_env(d, at),
-        mutates=_mutates(d, op or "", at),
+        mutates=_names(d, "mutates", op or "", at, "name the inputs the kernel overwrites"),
+        no_grad=_names(d, "no_grad", op or "", at, "name the inputs that take no gradient"),
         outputs=_outputs(d, op or "", at),
         stability=_stability(d, op or "", at),
         line=at.line,
@@ -204,20 +205,19 @@ def _stability(d: dict[str, Any], op: str, at: At) -> tuple[tuple[str, tuple[tup
     return tuple(out)
 
 
-def _mutates(d: dict[str, Any], op: str, at: At) -> tuple[str, ...]:
-    """``mutates``: names of the op's inputs (a custom op's are its generator's, checked when it runs)."""
-    declared = _key(d, "mutates", at)
+def _names(d: dict[str, Any], key: str, op: str, at: At, fix: str) -> tuple[str, ...]:
+    """``mutates`` and ``no_grad``: names of the op's inputs, each once (a custom op's are its generator's,
+    checked when it runs: kcgate.engine.backward.differentiated for ``no_grad``)."""
+    declared = _key(d, key, at)
     names = tuple(declared or ())
     if declared is not None and not names:
-        at.key("mutates").add(
-            "mutates = [] declares no input", "remove the key, or name the inputs the kernel overwrites"
-        )
+        at.key(key).add(f"{key} = [] declares no input", f"remove the key, or {fix}")
     known = CATALOGUE[op].inputs if op in CATALOGUE and op != "custom" else None
     for j, name in enumerate(names):
         if name in names[:j]:
-            at.key("mutates", index=j).add(f"{name!r} is listed twice", "list each input once")
+            at.key(key, index=j).add(f"{name!r} is listed twice", "list each input once")
         elif known is not None and name not in known:
-            at.key("mutates", index=j).add(
+            at.key(key, index=j).add(
                 f"{name!r} is not an input of op {op!r}", f"use one of: {', '.join(known)}"
             )
     return names

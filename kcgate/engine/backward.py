@@ -14,6 +14,7 @@ import torch
 
 from kcgate.engine.multi import is_output
 from kcgate.engine.trial import CaseContext, Trial, issue, kernel_error, signal
+from kcgate.errors import ContractsError
 from kcgate.numerics.metrics import Comparison, compare, to_metrics
 from kcgate.numerics.ops.base import Tensors, draw
 from kcgate.numerics.outputs import differentiable, multiple, raw
@@ -24,6 +25,20 @@ from kcgate.vocab.catalogue import CATALOGUE, has
 def upstream(ctx: CaseContext, shape: tuple[int, ...], dtype: torch.dtype, salt: object) -> torch.Tensor:
     """The upstream gradient dY: standard normal in the output's dtype, fresh per trial, seeded."""
     return draw(shape, dtype, ctx.generator("dy", salt), "normal")
+
+
+def differentiated(ctx: CaseContext, inputs: Tensors) -> list[int]:
+    """The indices of the inputs whose gradients are asked for and compared: every floating-point input but
+    those the contract declares ``no_grad`` (a loss's target, a mask); index tensors never are. A declared name
+    the op has not (a custom op's inputs are its generator's) is the contract's mistake, named."""
+    skip = getattr(getattr(ctx, "contract", None), "no_grad", ())
+    names = [ctx.op.input_name(i) for i in range(len(inputs))]
+    if unknown := [n for n in skip if n not in names]:
+        raise ContractsError(
+            f"no_grad names {', '.join(map(repr, unknown))}, not an input of this op (its inputs: "
+            f"{', '.join(names)}); fix: name the inputs that take no gradient, as the input generator names them"
+        )
+    return [i for i, t in enumerate(inputs) if t.is_floating_point() and names[i] not in skip]
 
 
 def run_backward(
@@ -58,10 +73,23 @@ def run_backward(
 
 
 def reference_grads(ctx: CaseContext, inputs: Tensors, dy: torch.Tensor) -> tuple[Tensors, Tensors]:
-    """fp64 inputs and the fp64 autograd gradient of every float input through the oracle (zeros where
+    """fp64 inputs and the fp64 autograd gradient of every differentiated input through the oracle (zeros where
     the oracle does not depend on an input)."""
-    up = tuple(t.detach().to(torch.float64).requires_grad_() if t.is_floating_point() else t for t in inputs)
-    leaves = [t for t in up if t.is_floating_point()]
+    up, grads, _ = _reference_grads(ctx, inputs, dy)
+    return up, grads
+
+
+def _reference_grads(
+    ctx: CaseContext, inputs: Tensors, dy: torch.Tensor
+) -> tuple[Tensors, Tensors, set[int]]:
+    """:func:`reference_grads`, and the differentiated inputs the oracle's graph does not reach (a reference
+    that detaches a loss's target)."""
+    keep = set(differentiated(ctx, inputs))
+    up = tuple(
+        t.detach().to(torch.float64).requires_grad_(i in keep) if t.is_floating_point() else t
+        for i, t in enumerate(inputs)
+    )
+    leaves = [t for i, t in enumerate(up) if i in keep]
     with torch.enable_grad():
         ref = ctx.op.oracle(*up)
         if multiple(ref):  # several outputs: each with its share of the flat dY (kcgate.numerics.outputs)
@@ -72,9 +100,10 @@ def reference_grads(ctx: CaseContext, inputs: Tensors, dy: torch.Tensor) -> tupl
             gs = torch.autograd.grad(ref, leaves, dy.to(torch.float64).expand_as(ref), allow_unused=True)
     it = iter(g if g is not None else torch.zeros_like(t) for g, t in zip(gs, leaves))
     grads = tuple(
-        next(it).detach() if t.is_floating_point() else torch.zeros((), device=t.device) for t in up
+        next(it).detach() if i in keep else torch.zeros((), device=t.device) for i, t in enumerate(up)
     )
-    return tuple(t.detach() for t in up), grads
+    unreached = {i for i, g in zip(sorted(keep), gs) if g is None}
+    return tuple(t.detach() for t in up), grads, unreached
 
 
 def grad_allowance(
@@ -148,7 +177,8 @@ def compare_grads(ctx: CaseContext, trial: Trial, inputs: Tensors | None = None)
     inputs = trial.inputs if inputs is None else inputs
     where = inputs[0].device if inputs else torch.device("cpu")
     dy = trial.dy if trial.dy.device == where else trial.dy.to(where)
-    up, refs = reference_grads(ctx, inputs, dy)
+    up, refs, unreached = _reference_grads(ctx, inputs, dy)
+    _refuse_detached(ctx, trial, unreached)
     # the bound of the finite inputs (C-EXC-01 plants NaN/Inf: a NaN bound would excuse anything; NaN
     # where the fp64 gradient is finite is then an infinite error, a category change)
     got = tuple(trial.grads.get(i) for i in range(len(up)))
@@ -168,16 +198,19 @@ def compare_grads(ctx: CaseContext, trial: Trial, inputs: Tensors | None = None)
         if g is None:
             trial.error = trial.error or f"the backward returned no gradient for input {name!r}"
             issue(trial, "missing-gradient")
+            trial.tensor_of.setdefault("missing-gradient", name)
             g = torch.zeros_like(refs[i])
         if tuple(g.shape) != tuple(refs[i].shape):
             trial.error = f"gradient of {name!r} has shape {tuple(g.shape)}, expected {tuple(refs[i].shape)}"
             issue(trial, "bad-output")
+            trial.tensor_of.setdefault("bad-output", name)
             continue
         # zeros are a finding only where they break the bound: layer_norm's dx over n = 1 is zero up to
         # fp64 rounding, and a kernel that returns exact zeros there is right
         if not bool(g.any()) and bool((refs[i].abs() > allowed[i]).any()):  # type: ignore[operator]
             trial.error = trial.error or f"the gradient of {name!r} is all zeros; the fp64 gradient is not"
             issue(trial, "zero-gradient")
+            trial.tensor_of.setdefault("zero-gradient", name)
         cmp = compare(g, refs[i], allowed[i], "error-bound")  # type: ignore[arg-type]
         trial.tensors[name], trial.cmps[name] = g, cmp
         if peak[i] > 2.0**-40 * biggest:  # a numerically zero gradient (layer_norm's dγ
@@ -188,6 +221,21 @@ def compare_grads(ctx: CaseContext, trial: Trial, inputs: Tensors | None = None)
         for key in [k for k in trial.signals if is_output(k)]:
             trial.signals.pop(key)
     _decide(ctx, trial, scored)
+
+
+def _refuse_detached(ctx: CaseContext, trial: Trial, unreached: set[int]) -> None:
+    """An input the contract differentiates, for which neither the kernel nor the reference gives a gradient
+    (a loss whose reference detaches its target), is the contract's mistake, not the kernel's missing gradient."""
+    both = [ctx.op.input_name(i) for i in sorted(unreached) if i in trial.grads and trial.grads[i] is None]
+    if both:
+        it, s = ("them", "s") if len(both) > 1 else ("it", "")
+        declare = ", ".join(f'"{n}"' for n in (*getattr(ctx.contract, "no_grad", ()), *both))
+        raise ContractsError(
+            f"the contract differentiates input{s} {', '.join(map(repr, both))}, but neither the kernel nor the "
+            f"reference gives {it} a gradient (the reference detaches {it} or does not depend on {it}); fix: "
+            f"declare no_grad = [{declare}] in the contract where {it} take{'s' * (not s)} no gradient (a loss's "
+            f"target, labels, a mask), or make the reference differentiate {it}"
+        )
 
 
 def _peaks(refs: Tensors) -> list[float]:

@@ -15,8 +15,9 @@ from typing import Any, Protocol
 from kcgate.contracts.records import Contract, Project
 from kcgate.devices.base import HostStopwatch
 from kcgate.engine.shrink import shrink_case
+from kcgate.errors import KcgateError
 from kcgate.plan import Case
-from kcgate.results.model import CaseResult, Metrics, Signature, Status
+from kcgate.results.model import GRAD_BUDGET, CaseResult, Metrics, Signature, Status
 from kcgate.results.records import NO_KERNEL
 from kcgate.util.resolve import resolve
 
@@ -192,14 +193,20 @@ def _with_grad(signature: Any, metrics: Metrics) -> Any:
     named = any(
         k in ("grad", "tensor", "phase", "output") for k, _ in (signature.evidence if signature else ())
     )
-    if signature is None or named or not (grad or output):
+    backward = any(k.startswith(GRAD_BUDGET) for k, _ in metrics.extra)  # the forward decided a backward case
+    if signature is None or named or not (grad or output or backward):
         return signature
-    key, what = ("grad", f"gradient of {grad!r}") if grad else ("output", f"output {output!r}")
-    if what in signature.summary:  # the diagnosis named it already ("output 'res' scaled by 1.05")
-        return Signature(
-            signature.cause, signature.summary, tuple(sorted((*signature.evidence, (key, grad or output))))
-        )
-    evidence = tuple(sorted((*signature.evidence, (key, grad or output))))
+    key, value, what = (
+        ("grad", grad, f"gradient of {grad!r}")
+        if grad
+        else ("output", output, f"output {output!r}")
+        if output
+        else ("tensor", "forward output", "forward output")
+    )
+    evidence = tuple(sorted((*signature.evidence, (key, value))))
+    if what in signature.summary or f"{key} of {value}" in signature.summary.replace("gradient", "grad"):
+        # the diagnosis named it already ("output 'res' scaled by 1.05", "the gradient of w scaled by 1.25")
+        return Signature(signature.cause, signature.summary, evidence)
     return Signature(signature.cause, f"{what}: {signature.summary}", evidence)
 
 
@@ -233,6 +240,10 @@ def _describe(exc: BaseException) -> str:
         return str(exc)
     if isinstance(exc, SystemExit):
         return f"the kernel called sys.exit({exc.code!r}) mid-case"
+    if isinstance(
+        exc, KcgateError
+    ):  # the contract's own mistake, found when it ran: its message says the fix
+        return exc.message
     if isinstance(exc, ImportError):
         return f"{NO_KERNEL}{type(exc).__name__}: {exc}"
     if type(exc).__module__ == "kcgate.sandbox.client":  # SandboxLost: the kernel's own process died

@@ -21,7 +21,7 @@ import torch
 
 from kcgate.devices.base import is_out_of_memory
 from kcgate.engine import sensitivity, torch_state
-from kcgate.engine.backward import compare_grads, dy_scale, run_backward
+from kcgate.engine.backward import compare_grads, differentiated, dy_scale, run_backward
 from kcgate.engine.multi import compare_outputs, is_output, kernel_output, reference_gives
 from kcgate.engine.reference_checks import mismatch_detail, shape_detail
 from kcgate.engine.trial import (
@@ -295,8 +295,8 @@ def _kernel_error(ctx: CaseContext, trial: Trial, exc: Exception) -> str:
 
 
 def _grad_leaves(ctx: CaseContext, views: Tensors) -> list[tuple[int, torch.Tensor]]:
-    """The differentiated inputs: every floating-point input (index tensors are not), made to require grad."""
-    return [(i, v.requires_grad_()) for i, v in enumerate(views) if v.is_floating_point()]
+    """The differentiated inputs (kcgate.engine.backward.differentiated), made to require grad."""
+    return [(i, views[i].requires_grad_()) for i in differentiated(ctx, views)]
 
 
 def _guarded(t: torch.Tensor, guard: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -479,11 +479,14 @@ def _stale_check(ctx: CaseContext, trial: Trial) -> None:
             for p, pr, pa in earlier
         )
         stale |= repeat
+        if repeat:
+            trial.tensor_of.setdefault("stale-output", name)
         # one value everywhere repeats whatever buffer it is written to (a loop that never ran left zeros)
         constant |= repeat and bits.numel() > 1 and bool((bits == bits.flatten()[0]).all())
         ctx.previous_outputs.append((bits.clone(), ref, allowed))
     if stale:
         issue(trial, "constant-output" if constant else "stale-output")
+        trial.tensor_of.setdefault("constant-output", trial.tensor_of.get("stale-output", "out"))
 
 
 def _within(err: torch.Tensor, allowed: torch.Tensor) -> bool:

@@ -77,6 +77,8 @@ def _relation(ctx: Any, trial: Any, c: float) -> str:
         if kept > 1 and abs(c / kept - 1) < 0.01:
             return f" (= the {kept} rows the mean counts: the mean's 1/N forgotten)"
     for i, d in enumerate(trial.shape):
+        if d <= 4:  # a small dim (1 included: its (d - 1) divides by zero) is no size a factor is named by
+            continue
         for value, name in (
             (d, f"{d}"),
             (1 / d, f"1/{d}"),
@@ -85,7 +87,7 @@ def _relation(ctx: Any, trial: Any, c: float) -> str:
             (math.sqrt((d - 1) / d), f"√(({d} − 1)/{d}): an unbiased variance where the biased one is meant"),
             (math.sqrt(d / (d - 1)), f"√({d}/({d} − 1)): a biased variance where the unbiased one is meant"),
         ):
-            if d > 4 and abs(abs(c) / value - 1) < min(0.01, abs(c - 1) / 10):
+            if abs(abs(c) / value - 1) < min(0.01, abs(c - 1) / 10):
                 return f" (= {name}, shape dim {i})"
     if abs(c) >= 8 and abs(c - round(c)) < 0.01 * abs(c):
         return f" (≈ {round(c)}: a count's 1/N dropped?)"

@@ -111,6 +111,8 @@ class Trial:
     found_in: dict[str, str] = field(
         default_factory=dict
     )  # issue -> the phase it was seen after: "forward"...
+    # issue -> the tensor it was seen on: an input's name (its gradient) or "out" (the forward output)
+    tensor_of: dict[str, str] = field(default_factory=dict)
     kernel_s: float = 0.0
     oracle_s: float = 0.0
     salt: Any = 0

@@ -228,8 +228,9 @@ def serve(channel: Channel, stdio: Stdio, project: Any, backend: Any, sandbox: A
         message = json.loads(line)
         d = message["case"]
         case = Case.from_json(d)
+        began = os.fstat(stdio.saved[2]).st_size  # the case's output in the log begins here
         print(f"{CASE_MARKER}{case.case_id}", file=sys.stderr, flush=True)
-        result = _run(project, case, backend, message.get("kernel"), sandbox, stdio)
+        result = _run(project, case, backend, message.get("kernel"), sandbox, stdio.tail_since(began))
         intact = stdio.restore() and channel.intact()
         # a kernel in a sandbox changed its own child's state, gone with it; here, this process's
         changed = (
@@ -241,11 +242,12 @@ def serve(channel: Channel, stdio: Stdio, project: Any, backend: Any, sandbox: A
             return  # the parent starts a fresh worker for the next case
 
 
-def _run(project: Any, case: Case, backend: Any, kernel: str | None, sandbox: Any, stdio: Stdio) -> Any:
-    """One case, its kernel in a child of the sandbox forked for it alone (or here, without a sandbox)."""
+def _run(project: Any, case: Case, backend: Any, kernel: str | None, sandbox: Any, tail: Any) -> Any:
+    """One case, its kernel in a child of the sandbox forked for it alone (or here, without a sandbox);
+    ``tail``: the case's output so far, for a crash's message."""
     if sandbox is None:
         return execute_case(project, case, backend, kernel=kernel)
-    code = sandbox.case(backend.device(), stdio.tail_since(os.fstat(stdio.saved[2]).st_size))
+    code = sandbox.case(backend.device(), tail)
     try:
         return execute_case(project, case, backend, kernel=kernel, code=code)
     finally:

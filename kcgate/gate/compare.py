@@ -13,17 +13,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from kcgate.results.model import RunResult, Status
+from kcgate.results.severity import severities
+from kcgate.vocab.catalogue import CATALOGUE
 
 # Worst first is the highest rank: a failure outranks an error, which outranks a refusal.
 STATUS_RANK: dict[str, int] = {Status.PASS: 0, Status.REFUSED: 1, Status.ERROR: 2, Status.FAIL: 3}
 OUTLIER_FACTOR = 10.0  # a runner's error this many times the consensus (median) is an outlier
 MIN_RUNNERS = 3  # consensus needs a majority that can outvote one runner
 ERROR_FLOOR = 1e-300  # exact (zero) errors still have a logarithm
+_HAS_K = frozenset(name for name, op in CATALOGUE.items() if op.k_dim is not None)
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One contract on one runner: the worst case's verdict and the largest budget used."""
+    """One contract on one runner: the worst case's verdict, the largest budget used and the severity of
+    its worst cases (``kcgate.results.severity``: over 1 exactly when the verdict is fail)."""
 
     contract_id: str
     runner: str
@@ -31,9 +35,14 @@ class Cell:
     budget_used: float | None
     cases: int
     failing: int
+    severity: float | None = None  # inf: an error, or a failure with no finite number (null in JSON)
 
     def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return {k: _finite(getattr(self, k)) for k in self.__dataclass_fields__}
+
+
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 @dataclass(frozen=True)
@@ -130,22 +139,31 @@ def runner_cells(run: RunResult) -> list[Cell]:
     rows: dict[str, list[int]] = defaultdict(list)
     for row, contract_id in enumerate(table.column("contract_id")):
         rows[contract_id].append(row)
-    statuses, budgets = table.column("status"), table.metric("budget_used")
+    statuses, budgets, severe = table.column("status"), table.metric("budget_used"), severities(table)
     return [
-        _cell(cid, run.runner, [statuses[r] for r in at], [budgets[r] for r in at])
+        _cell(cid, run.runner, [statuses[r] for r in at], [budgets[r] for r in at], [severe[r] for r in at])
         for cid, at in sorted(rows.items())
     ]
 
 
-def _cell(contract_id: str, runner: str, statuses: list[str], budgets: list[float | None]) -> Cell:
+def _cell(
+    contract_id: str,
+    runner: str,
+    statuses: list[str],
+    budgets: list[float | None],
+    severe: list[float | None],
+) -> Cell:
     measured = [b for b in budgets if b is not None]
+    verdict = max(statuses, key=STATUS_RANK.__getitem__)
+    worst = [v for s, v in zip(statuses, severe) if s == verdict and v is not None]  # agrees with the verdict
     return Cell(
         contract_id=contract_id,
         runner=runner,
-        verdict=max(statuses, key=STATUS_RANK.__getitem__),
+        verdict=verdict,
         budget_used=max(measured) if measured else None,
         cases=len(statuses),
         failing=statuses.count(Status.FAIL),
+        severity=max(worst) if worst else None,
     )
 
 
@@ -225,10 +243,13 @@ def k_curves(run: RunResult) -> list[KCurve]:
 
 
 def _curves(run: RunResult, measured: list[float | None]) -> list[KCurve]:
+    """Only contracts whose op has a reduction length K (a matmul's, a conv's: the catalogue's ``k_dim``);
+    a norm's row length is no K."""
     worst: dict[str, dict[float, float]] = defaultdict(dict)
     table = run.table
-    for contract_id, k, error in zip(table.column("contract_id"), table.extra("reduction_len"), measured):
-        if k is None or error is None or not 0.0 < k < math.inf:
+    rows = zip(table.column("contract_id"), table.column("op"), table.extra("reduction_len"), measured)
+    for contract_id, op, k, error in rows:
+        if k is None or error is None or not 0.0 < k < math.inf or op not in _HAS_K:
             continue
         points = worst[contract_id]
         if error > points.get(k, -1.0):
@@ -246,10 +267,16 @@ def _device(run: RunResult) -> str:
     return f"{name} ({fp.key()})"
 
 
-def runner_budgets(comparison: Comparison) -> list[tuple[str, float]]:
-    """Median over contracts of each runner's worst budget used: the typical headroom per runner."""
+def runner_severities(comparison: Comparison) -> list[tuple[str, float, int]]:
+    """Per runner: the median over contracts of each contract's severity (the typical headroom; a failing
+    contract counts over 1, an error as infinite) and how many contracts fail or err."""
     per_runner: dict[str, list[float]] = defaultdict(list)
+    failing: dict[str, int] = defaultdict(int)
     for cell in comparison.cells:
-        if cell.budget_used is not None:
-            per_runner[cell.runner].append(cell.budget_used)
-    return [(r, statistics.median(per_runner[r]) if per_runner[r] else 0.0) for r in comparison.runners]
+        if cell.severity is not None:
+            per_runner[cell.runner].append(cell.severity)
+        failing[cell.runner] += cell.verdict in (Status.FAIL, Status.ERROR)
+    return [
+        (r, statistics.median(per_runner[r]) if per_runner[r] else 0.0, failing[r])
+        for r in comparison.runners
+    ]

@@ -26,6 +26,7 @@ from kcgate.results.records import (
     fails_alike,
     is_pass_note,
 )
+from kcgate.results.severity import row_severity, severities
 from kcgate.results.table import CaseTable
 from kcgate.vocab.categories import WAIVER_DECIDED
 
@@ -331,6 +332,7 @@ def _present(
         if base
         else []
     )
+    base_severity = severities(base) if base else ()
     columns = zip(
         *(
             cases.column(k)
@@ -358,6 +360,7 @@ def _present(
         cases.metric("max_abs_err"),
         cases.metric("cr_miss"),
         cases.metric("elements"),
+        severities(cases),
     )
     changes = []
     for (
@@ -382,6 +385,7 @@ def _present(
         abs_err,
         rounding,
         elements,
+        severe,
     ) in columns:
         j = base_at.get(case_id)
         before = base_side[j] if j is not None else None
@@ -438,6 +442,8 @@ def _present(
                     "base_commit": base_commit,
                     "base_rerun": base_rerun,
                     "replayed": before is not None and before.seed == seed,
+                    "severity": severe,
+                    "base_severity": base_severity[j] if j is not None else None,
                 },
             )
         )
@@ -457,6 +463,7 @@ def _absent(base: CaseTable, row: int, complete: bool, ctx: _Context) -> CaseCha
         klass=base.column("klass")[row],
         base_status=base.column("status")[row],
         base_budget_used=base.metric("budget_used")[row],
+        base_severity=row_severity(base, row),
         message="removal acknowledged in policy"
         if acknowledged
         else ("" if complete else INCOMPLETE_MESSAGE),

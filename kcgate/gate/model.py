@@ -5,11 +5,13 @@
 
 from __future__ import annotations
 
+import math
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kcgate.results.severity import severity
 from kcgate.vocab.categories import CATEGORIES
 
 
@@ -19,6 +21,10 @@ def declared_in(contracts_file: str, source: str) -> str:
     if not source:
         return contracts_file
     return posixpath.normpath(posixpath.join(posixpath.dirname(contracts_file), source))
+
+
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 @dataclass(frozen=True)
@@ -55,9 +61,21 @@ class CaseChange:
     base_commit: str = ""  # the commit the case was rerun on (`kcgate run --base-ref`)
     base_rerun: str = ""  # its status there, or "absent"
     replayed: bool = False  # both sides ran the same inputs (the baseline's seed): budgets are comparable
+    # kcgate.results.severity: over 1 exactly when the case fails, whichever gate failed it; inf: an error
+    # or a failure with no finite number (null in JSON, derived again from the status on reading)
+    severity: float | None = None
+    base_severity: float | None = None
+
+    def __post_init__(self) -> None:
+        # a change built without severities (a diff JSON's null for an infinite one, an older file, a test)
+        # reads them from its status and budget: a failure's is over 1 whatever its budget says
+        if self.severity is None and self.status:
+            object.__setattr__(self, "severity", severity(self.status, self.budget_used))
+        if self.base_severity is None and self.base_status:
+            object.__setattr__(self, "base_severity", severity(self.base_status, self.base_budget_used))
 
     def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return {k: _finite(getattr(self, k)) for k in self.__dataclass_fields__}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> CaseChange:

@@ -33,7 +33,9 @@ CASE_FIELDS = (
     "error",
     "cause",
     "note",
+    "severity",  # appended: a file without it (OLD_CASE_FIELDS) reads it as derived from status and budget
 )
+OLD_CASE_FIELDS = CASE_FIELDS[:-1]
 SUFFIX = ".jsonl"
 MAX_LOG_BYTES = 64 * 1024 * 1024
 MAX_ID = 300  # characters of a case or contract id
@@ -63,8 +65,14 @@ def dumps_log(entry: RunEntry) -> str:
         "recorded": entry.recorded,
     }
     lines = [json.dumps(head, sort_keys=True)]
-    lines += [json.dumps([getattr(c, f) for f in CASE_FIELDS], allow_nan=False) for c in entry.cases]
+    lines += [json.dumps([_field(c, f) for f in CASE_FIELDS], allow_nan=False) for c in entry.cases]
     return "\n".join(lines) + "\n"
+
+
+def _field(case: CaseEntry, name: str) -> Any:
+    """A case's value as its log line holds it: an infinite severity is null (re-derived on reading)."""
+    value = getattr(case, name)
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def write_log(root: Path, entry: RunEntry) -> Path | None:
@@ -148,8 +156,8 @@ def _parse(text: str, name: str) -> RunEntry:
         lines.pop()
     if not lines:
         raise _Bad(1, "the file is empty")
-    head = _header(_json(lines[0], 1), name)
-    cases = tuple(_case(_json(line, n), n) for n, line in enumerate(lines[1:], start=2))
+    head, fields = _header(_json(lines[0], 1), name)
+    cases = tuple(_case(_json(line, n), n, fields) for n, line in enumerate(lines[1:], start=2))
     return RunEntry(**head, cases=cases)
 
 
@@ -164,11 +172,17 @@ def _no_constant(word: str) -> float:
     raise ValueError(f"{word} is not JSON")
 
 
-def _header(d: Any, name: str) -> dict[str, Any]:
+def _header(d: Any, name: str) -> tuple[dict[str, Any], int]:
+    """The run's fields from the header line, and how many case fields its lines hold."""
     _check(isinstance(d, dict), 1, "the first line must be the run's header object")
     _check(d.get("kind") == KIND, 1, f"kind must be {KIND!r}: this is not a kcgate history file")
     _check(d.get("version") == VERSION and type(d.get("version")) is int, 1, f"version must be {VERSION}")
-    _check(d.get("case_fields") == list(CASE_FIELDS), 1, f"case_fields must be {', '.join(CASE_FIELDS)}")
+    fields = d.get("case_fields")
+    _check(
+        fields in (list(CASE_FIELDS), list(OLD_CASE_FIELDS)),
+        1,
+        f"case_fields must be {', '.join(CASE_FIELDS)}",
+    )
     out = {
         "commit": _match(d.get("commit"), SHA, "commit", "a lowercase hex commit SHA"),
         "time": _time(d.get("time"), "time", "YYYY-MM-DDTHH:MM:SSZ"),
@@ -190,16 +204,12 @@ def _header(d: Any, name: str) -> dict[str, Any]:
     if where.suffix == SUFFIX:  # a file on the branch: its place must agree with what it says
         _check(where.stem == out["runner"], 1, f"runner {out['runner']!r} does not match the file name")
         _check(where.parent.name == out["commit"], 1, f"commit {out['commit']} does not match its directory")
-    return out
+    return out, len(fields)
 
 
-def _case(row: Any, n: int) -> CaseEntry:
-    _check(
-        type(row) is list and len(row) == len(CASE_FIELDS),
-        n,
-        f"a case must be a list of the {len(CASE_FIELDS)} case_fields",
-    )
-    case_id, contract_id, status, budget, ulp, err, error, cause, note = row
+def _case(row: Any, n: int, fields: int = len(CASE_FIELDS)) -> CaseEntry:
+    _check(type(row) is list and len(row) == fields, n, f"a case must be a list of the {fields} case_fields")
+    case_id, contract_id, status, budget, ulp, err, error, cause, note, *rest = row
     _check(status in STATUSES, n, f"status must be one of {', '.join(STATUSES)}")
     return CaseEntry(
         _text(case_id, n, "case_id", MAX_ID, empty=False),
@@ -211,6 +221,7 @@ def _case(row: Any, n: int) -> CaseEntry:
         _number(error, n, "error"),
         _text(cause, n, "cause", 64),
         _text(note, n, "note", MAX_NOTE),
+        _number(rest[0], n, "severity") if rest else None,  # None: derived (CaseEntry)
     )
 
 

@@ -1,5 +1,6 @@
 """What the history keeps of one run: the commit, its time, the runner, its fingerprint and, per case,
-its status, budget used, error metrics and cause. Built from a results file (``from_run``). No torch."""
+its status, budget used, severity (``kcgate.results.severity``: over 1 exactly when it fails, whichever gate
+failed it), error metrics and cause. Built from a results file (``from_run``). No torch."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 
 from kcgate.results.baseline import check_runner_name
 from kcgate.results.model import RunResult
+from kcgate.results.severity import severities, severity
 
 SHA = re.compile(r"[0-9a-f]{7,64}")
 TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
@@ -31,6 +33,15 @@ class CaseEntry:
     error: float | None
     cause: str = ""
     note: str = ""
+    severity: float | None = (
+        None  # kcgate.results.severity; inf: an error, or a failure with no finite number
+    )
+
+    def __post_init__(self) -> None:
+        # agrees with the status whatever a (possibly old or edited) log says: a log written before
+        # severities were kept reads it from the budget; a failure's is over 1, a pass's at most 1
+        held = self.budget_used if self.severity is None else self.severity
+        object.__setattr__(self, "severity", severity(self.status, held))
 
 
 @dataclass(frozen=True)
@@ -68,8 +79,8 @@ def from_run(run: RunResult, commit: str, time: str, run_id: str = "", pr: int |
     errors = [a if n is None else n for n, a in zip(t.extra("norm_err"), t.metric("max_abs_err"))]
     signatures = t.column("signature")
     cases = tuple(
-        CaseEntry(cid, contract, status, _num(b), _num(u), _num(a), _num(e), _cause(s), _note(s, m))
-        for cid, contract, status, b, u, a, e, s, m in zip(
+        CaseEntry(cid, contract, status, _num(b), _num(u), _num(a), _num(e), _cause(s), _note(s, m), v)
+        for cid, contract, status, b, u, a, e, s, m, v in zip(
             t.column("case_id"),
             t.column("contract_id"),
             t.column("status"),
@@ -79,6 +90,7 @@ def from_run(run: RunResult, commit: str, time: str, run_id: str = "", pr: int |
             errors,
             signatures,
             t.column("message"),
+            severities(t),
         )
     )
     fp = run.fingerprint

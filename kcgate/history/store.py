@@ -3,7 +3,8 @@ adding it again changes nothing, except that a complete run replaces an incomple
 one IMMEDIATE transaction, so concurrent adds queue (busy timeout) instead of losing records. Readers
 open the file read-only and never wait behind a writer. A file that is not a kcgate history (another
 application's database) is refused before anything is written to it. Cases are stored per case;
-``cells`` keeps each contract's worst case per run, which every view reads. No torch."""
+``cells`` keeps each contract's worst case per run, which every view reads, with its severity
+(``kcgate.results.severity``). No torch."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from kcgate.history.records import CaseEntry, RunEntry
 from kcgate.results.model import Status
 
 KIND = "kcgate-history"
-SCHEMA_VERSION = 2  # 2: runs record when they were recorded (the view's order) and whether they are complete
+SCHEMA_VERSION = 2  # 2: runs record when they were recorded (the view's order) and whether they are complete;
+# cases and cells their severity
 BUSY_TIMEOUT_S = 120.0  # a concurrent add waits this long for the writer before giving up
 READ_TIMEOUT_S = 5.0  # a reader never waits behind a writer (WAL); this only covers a checkpoint
 STATUS_CODE = {str(s): i for s, i in STATUS_RANK.items()}  # stored as its rank: worst is the largest
@@ -43,10 +45,10 @@ CREATE INDEX runs_by_recorded ON runs(recorded_at);
 CREATE TABLE cases(
   run INTEGER NOT NULL, case_name INTEGER NOT NULL, contract INTEGER NOT NULL, status INTEGER NOT NULL,
   budget REAL, max_ulp REAL, max_err REAL, error REAL, cause INTEGER NOT NULL, note INTEGER NOT NULL,
-  PRIMARY KEY(run, case_name)) WITHOUT ROWID;
+  severity REAL, PRIMARY KEY(run, case_name)) WITHOUT ROWID;
 CREATE TABLE cells(
   run INTEGER NOT NULL, contract INTEGER NOT NULL, status INTEGER NOT NULL, budget REAL,
-  cases INTEGER NOT NULL, failing INTEGER NOT NULL, cause INTEGER NOT NULL,
+  cases INTEGER NOT NULL, failing INTEGER NOT NULL, cause INTEGER NOT NULL, severity REAL,
   PRIMARY KEY(run, contract)) WITHOUT ROWID;
 """
 
@@ -185,10 +187,12 @@ def add_run(conn: sqlite3.Connection, entry: RunEntry) -> Added:
         run = _insert_run(conn, entry)
         ids = intern(conn, _texts(entry.cases))
         conn.executemany(
-            "INSERT OR REPLACE INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             _case_rows(run, entry.cases, ids),
         )
-        conn.executemany("INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?)", _cell_rows(run, entry.cases, ids))
+        conn.executemany(
+            "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?)", _cell_rows(run, entry.cases, ids)
+        )
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -241,20 +245,22 @@ def _case_rows(
     for c in cases:
         yield (
             run, ids[c.case_id], ids[c.contract_id], STATUS_CODE[c.status],
-            c.budget_used, c.max_ulp, c.max_abs_err, c.error, ids[c.cause], ids[c.note],
+            c.budget_used, c.max_ulp, c.max_abs_err, c.error, ids[c.cause], ids[c.note], c.severity,
         )  # fmt: skip
 
 
 def _cell_rows(
     run: int | None, cases: Sequence[CaseEntry], ids: dict[str, int]
 ) -> Iterator[tuple[object, ...]]:
-    """Per contract: the worst status, the largest budget, the case count, the failures, the worst's cause."""
+    """Per contract: the worst status, the largest budget, the case count, the failures, the worst's cause
+    and the largest severity among the cases of the worst status (the number agrees with the verdict)."""
     by_contract: dict[str, list[CaseEntry]] = {}
     for c in cases:
         by_contract.setdefault(c.contract_id, []).append(c)
     for contract, group in by_contract.items():
-        worst = max(group, key=lambda c: (STATUS_CODE[c.status], c.budget_used or 0.0))
+        worst = max(group, key=lambda c: (STATUS_CODE[c.status], c.severity or 0.0, c.budget_used or 0.0))
         budgets = [c.budget_used for c in group if c.budget_used is not None]
+        severe = [c.severity for c in group if c.status == worst.status and c.severity is not None]
         failing = sum(c.status == Status.FAIL for c in group)
         yield (
             run,
@@ -264,4 +270,5 @@ def _cell_rows(
             len(group),
             failing,
             ids[worst.cause],
+            max(severe) if severe else None,
         )

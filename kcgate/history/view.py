@@ -1,5 +1,6 @@
-"""What ``kcgate history`` shows, read from the store: each contract's budget over the last N commits
-per runner, the steps where it moved past the policy's drift rule (``DriftRule``, the diff's own rule),
+"""What ``kcgate history`` shows, read from the store: each contract's severity (``kcgate.results.severity``:
+over 1 exactly when it fails, whichever gate failed it) and budget over the last N commits per runner, the
+steps where it moved past the policy's drift rule (``DriftRule``, the diff's own rule),
 and the runners whose errors diverge from the consensus (``gate.compare.case_outliers``). No torch."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from kcgate.contracts.policy import DriftRule
 from kcgate.gate.compare import case_outliers
 from kcgate.history.store import STATUS_OF, Hostile
 from kcgate.results.model import Status
+from kcgate.results.severity import severity
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,9 @@ class Commit:
 
 @dataclass(frozen=True)
 class Point:
-    """A contract on a runner at a commit: the worst case's status, the largest budget used."""
+    """A contract on a runner at a commit: the worst case's status, the largest budget used and the
+    severity of its worst cases (> 1 exactly when it fails; inf: an error, or a failure with no finite
+    number)."""
 
     contract: str
     runner: str
@@ -37,12 +41,18 @@ class Point:
     cases: int
     failing: int
     cause: str
+    severity: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.severity is None:  # built without one: read from the status and the budget
+            object.__setattr__(self, "severity", severity(self.status, self.budget))
 
 
 @dataclass(frozen=True)
 class Move:
-    """A step from one commit to the next past the drift rule ("drift"), into failure ("fails") or out
-    of it ("fixed")."""
+    """A step from one commit to the next past the drift rule ("drift", both passing), into failure
+    ("fails") or out of it ("fixed"); ``before`` and ``after`` are severities, so a verdict change is never
+    drift."""
 
     contract: str
     runner: str
@@ -111,6 +121,8 @@ class HistoryView:
         return {key: points[-1] for key, points in self._pairs.items()}
 
     def to_json(self) -> dict[str, Any]:
+        """The view as strict JSON: an infinite severity (an error, a failure with no finite number) is
+        null, its status says which."""
         return {
             "kind": "kcgate-history-view",
             "drift_rule": self.drift_rule,
@@ -118,10 +130,14 @@ class HistoryView:
             "runners": list(self.runners),
             "contracts": list(self.contracts),
             "devices": dict(self.devices),
-            "points": [asdict(p) for p in self.points],
-            "moves": [asdict(m) for m in self.moves],
+            "points": [_finite(asdict(p)) for p in self.points],
+            "moves": [_finite(asdict(m)) for m in self.moves],
             "divergences": [asdict(d) for d in self.divergences],
         }
+
+
+def _finite(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in d.items()}
 
 
 def load_view(
@@ -191,17 +207,19 @@ def _runs(conn: sqlite3.Connection, commits: list[str], runners: Sequence[str]) 
 
 def _points(conn: sqlite3.Connection, runs: dict[int, _Run], contracts: Sequence[str]) -> tuple[Point, ...]:
     out = []
-    for run, contract, status, budget, cases, failing, cause in _select(
+    for run, contract, code, budget, cases, failing, cause, severe in _select(
         conn,
-        "SELECT c.run, n.text, c.status, c.budget, c.cases, c.failing, k.text FROM cells c"
+        "SELECT c.run, n.text, c.status, c.budget, c.cases, c.failing, k.text, c.severity FROM cells c"
         " JOIN names n ON n.id = c.contract JOIN names k ON k.id = c.cause",
         runs,
         contracts,
     ):
         sha, runner, _dev, place = runs[run]
+        status, budget = _status(code), _number(budget, "a budget")
+        severe = severity(status, budget if severe is None else _severity(severe))  # null: derived
         point = Point(
-            _text(contract, "a contract"), runner, sha, _status(status), _number(budget, "a budget"),
-            _count(cases), _count(failing), _text(cause, "a cause"),
+            _text(contract, "a contract"), runner, sha, status, budget,
+            _count(cases), _count(failing), _text(cause, "a cause"), severe,
         )  # fmt: skip
         out.append((place, point))
     out.sort(key=lambda pp: (pp[1].contract, pp[1].runner, pp[0]))
@@ -243,11 +261,14 @@ def _move(a: Point, b: Point, drift: DriftRule) -> Move | None:
         kind = "fails"
     elif a.status == Status.FAIL and b.status != Status.FAIL:
         kind = "fixed"
-    elif a.status == b.status == Status.PASS and drift.drifted(a.budget, b.budget):
+    elif a.status == b.status == Status.PASS and drift.drifted(a.severity, b.severity):
         kind = "drift"
     if not kind:
         return None
-    return Move(b.contract, b.runner, b.commit, a.budget, b.budget, drift.factor(a.budget, b.budget), kind)
+    factor = (
+        drift.factor(a.severity, b.severity) if math.isfinite((a.severity or 0) + (b.severity or 0)) else None
+    )
+    return Move(b.contract, b.runner, b.commit, a.severity, b.severity, factor, kind)
 
 
 _Error = tuple[int, str, str, str, float]  # commit place, case, contract, runner, error
@@ -288,6 +309,13 @@ def _number(value: object, what: str) -> float | None:
         return None
     if type(value) not in (int, float) or not math.isfinite(value) or value < 0:  # type: ignore[arg-type,operator]
         raise Hostile(f"{what} of {str(value)[:40]!r}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _severity(value: object) -> float:
+    """A stored severity: a number at least 0, infinite for an error (kcgate.results.severity)."""
+    if type(value) not in (int, float) or value != value or value < 0:  # type: ignore[operator]
+        raise Hostile(f"a severity of {str(value)[:40]!r}")
     return float(value)  # type: ignore[arg-type]
 
 

@@ -221,7 +221,7 @@ class Perturb(TorchDispatchMode):
             if _key(t) in self.cast_down:  # a decomposition that casts its result down rounded it already
                 continue
             if t.is_floating_point() and _key(t) not in self.exact:
-                self._perturb(t, i, lambda t=t: (u_ref * _UNIFORM) * _mag(t))
+                self._perturb(t, i, functools.partial(_scaled, u_ref * _UNIFORM, t))
         return out
 
     def _nominal(self, args: Any, kwargs: dict[str, Any]) -> torch.dtype | None:
@@ -349,6 +349,10 @@ class Term:
 
     key: tuple[int, int, tuple[int, ...]]
     sigma: torch.Tensor | float
+
+
+def _scaled(c: float, t: torch.Tensor) -> torch.Tensor:
+    return c * _mag(t)
 
 
 def _mag(t: torch.Tensor) -> torch.Tensor:

@@ -11,10 +11,11 @@ from collections.abc import Callable
 
 from kcgate.gate.compare import Cell, Comparison, Outlier
 from kcgate.render.annotations import Annotation, render_workflow_commands, select
-from kcgate.render.diff_formats import align, budget, plain
+from kcgate.render.diff_formats import align, plain
 from kcgate.render.escape import console_text, json_console_text, md_cell, md_code
 from kcgate.render.mermaid import budget_chart, k_curve_chart
 from kcgate.results.model import Status
+from kcgate.results.severity import severity_words
 
 MAX_CONTRACT_ROWS = 400
 MAX_OUTLIER_ROWS = 100
@@ -27,12 +28,16 @@ ICONS: dict[str, str] = {
 
 
 def cell_text(cell: Cell | None, icons: bool) -> str:
-    """Diff and worst budget used; a failing cell also says how many of its cases fail."""
+    """Verdict and severity (``kcgate.results.severity``: over 1 exactly when it fails, whichever gate);
+    a failing cell also says how many of its cases fail."""
     if cell is None:
         return "—"
     verdict = ICONS[cell.verdict] if icons else cell.verdict
     failing = f" ({cell.failing}/{cell.cases})" if cell.failing else ""
-    return f"{verdict} {budget(cell.budget_used)}{failing}"
+    number = (
+        "" if cell.verdict in (Status.ERROR, Status.REFUSED) else severity_words(cell.severity, cell.verdict)
+    )
+    return f"{verdict} {number}{failing}".replace("  ", " ").rstrip()
 
 
 def outlier_note(o: Outlier) -> str:

@@ -1,15 +1,17 @@
-"""``kcgate history`` as text: each contract's budget over the last commits per runner, the steps past
-the drift rule, the runners diverging from the consensus; and the same view as JSON. Pure."""
+"""``kcgate history`` as text: each contract's severity over the last commits per runner (over 1 exactly
+when it fails, whichever gate failed it: ``kcgate.results.severity``), the steps past the drift rule or
+into and out of failure, the runners diverging from the consensus; and the same view as JSON. Pure."""
 
 from __future__ import annotations
 
 import json
+import math
 
 from kcgate.history.view import Divergence, HistoryView, Move, Point
 from kcgate.render.escape import console_text
 from kcgate.results.model import Status
 
-CONSOLE_COMMITS = 8  # columns of budgets per contract; the JSON has them all
+CONSOLE_COMMITS = 8  # columns of severities per contract; the JSON has them all
 
 
 def render_history_console(view: HistoryView) -> str:
@@ -19,7 +21,9 @@ def render_history_console(view: HistoryView) -> str:
     lines = [
         f"kcgate history: {len(view.commits)} commits ({view.commits[0].sha[:8]} .. {view.head[:8]}), "
         f"{len(view.runners)} runners, {len(view.contracts)} contracts",
-        f"budget drift: {view.drift_rule}",
+        "severity: 1 = at the edge of the contract, over 1 = fails (whichever gate failed it), ! fail, "
+        "E error, R refused",
+        f"drift: {view.drift_rule}",
         "",
     ]
     width = max([len(r) for r in view.runners] + [6])
@@ -39,28 +43,48 @@ def render_history_console(view: HistoryView) -> str:
 def _cell(p: Point | None) -> str:
     if p is None:
         return "."
-    mark = {Status.FAIL: "!", Status.ERROR: "E", Status.REFUSED: "R"}.get(Status(p.status), "")
-    return (budget_words(p.budget) + mark) if p.budget is not None or not mark else p.status
+    if p.status in (Status.ERROR, Status.REFUSED):
+        return p.status
+    mark = "!" if p.status == Status.FAIL else ""
+    return severity_text(p.severity) + mark
 
 
-def budget_words(b: float | None) -> str:
+def severity_text(b: float | None) -> str:
+    """A severity (or a budget) in a few characters: "-" unmeasured, "inf" for a failure with no number."""
     if b is None:
         return "-"
+    if b == math.inf:
+        return "inf"
     if 0 < b < 0.01:
         return f"{b:.1g}"
     return f"{b:.2f}" if b < 100 else f"{b:.3g}"
 
 
+def times(factor: float) -> str:
+    """A factor as people write it: "28.7x", "1,000x", "2.3e+07x"."""
+    return f"{factor:,.0f}x" if 100 <= factor < 1e6 else f"{factor:.3g}x"
+
+
+def ratio_words(factor: float) -> str:
+    """A factor in words: "28.7x worse", "3.1x better", "unchanged"."""
+    if factor >= 1.0:
+        return f"{times(factor)} worse" if factor >= 1.005 else "unchanged"
+    return f"{times(1 / factor)} better" if factor > 0 else "from zero"
+
+
 def move_words(m: Move, pr: int | None = None) -> str:
     at = f"{m.commit[:8]}" + (f" (PR #{pr})" if pr else "")
-    factor = f" ({m.factor:.3g}x)" if m.factor is not None else ""
-    return f"{m.contract} on {m.runner} at {at}: {m.kind}, {budget_words(m.before)} -> {budget_words(m.after)}{factor}"
+    factor = f" ({ratio_words(m.factor)})" if m.factor is not None else ""
+    return (
+        f"{m.contract} on {m.runner} at {at}: {m.kind}, severity {severity_text(m.before)} -> "
+        f"{severity_text(m.after)}{factor}"
+    )
 
 
 def divergence_words(d: Divergence) -> str:
     return (
         f"{d.contract} on {d.runner}: an outlier at {d.outlier_commits} of {d.commits} commits, "
-        f"latest {d.ratio:.3g}x the other runners' median error (case {d.case_id})"
+        f"latest {times(d.ratio)} the other runners' median error (case {d.case_id})"
     )
 
 

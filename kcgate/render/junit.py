@@ -44,10 +44,9 @@ def _details(c: CaseResult) -> str:
 def _properties(c: CaseResult) -> dict[str, str]:
     """The case's properties from the column table, and the gradient or output of several that decided it."""
     props = {col.name: text for col, text in junit_properties(c)}
-    if c.metrics.worst_grad:
-        props["grad"] = c.metrics.worst_grad
-    if c.metrics.worst_output:
-        props["output"] = c.metrics.worst_output
+    key, name = c.tensor  # the signature's where it names one: the tensor that failed, not the largest budget
+    if key:
+        props[key] = name
     return props
 
 

@@ -4,10 +4,13 @@ Pure: a Diff and a RenderContext in, Markdown out. Every string that came from a
 through ``kcgate.render.escape``; links are built only from the trusted context (settings, not results).
 Budgets are counted in UTF-8 bytes, which bounds GitHub's character limits too.
 
-Written for a kernel reviewer: a header (verdict, counts, baseline commit, drift rule, legend), the
-runners table (verified only against a same-fingerprint baseline), one row per contract and cause (not
-per case: ``group_changes``) with its runners, seeds, worst budget, max ULP and max error, a reproduce
-command per blocking row, then the other rows and the contract × runner matrix.
+Written for a kernel reviewer who acts in ten seconds: the first screen is the title (verdict, counts,
+baseline commit) and the Blocking table, one row per contract and cause (not per case: ``group_changes``)
+with the dtypes and shapes that tell rows apart, its runners, seeds, worst severity (over 1 exactly when it
+fails, whichever gate failed it: ``kcgate.results.severity``), budget, max ULP and max error; then a
+reproduce command per blocking row, the charts, the runners table (verified only against a same-fingerprint
+baseline), the other rows and the contract × runner matrix; the legend last, folded. Sections are fitted
+to the size budget in priority order (``Section.priority``), whatever their place on the page.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from kcgate.render.labels import SEVERITY, factor_text, icon, label, rank
 from kcgate.render.pr_charts import HEAD as CHARTS_HEAD
 from kcgate.render.pr_charts import chart_rows
 from kcgate.results.model import UNEVALUATED, Status
+from kcgate.results.severity import severity_words
 from kcgate.vocab.categories import NO_RESULTS, SILENT, UNKNOWN, WAIVER_APPLIED
 from kcgate.vocab.causes import CAUSE
 from kcgate.vocab.dtypes import low_precision
@@ -80,6 +84,7 @@ class Section:
     head: tuple[str, ...]
     rows: tuple[str, ...]
     tail: tuple[str, ...] = ()
+    priority: int = 0  # the order sections get room in (lowest first); the page keeps the list's order
 
 
 def render_comment(verdict: Diff, ctx: RenderContext, budget: int = COMMENT_LIMIT) -> str:
@@ -114,17 +119,23 @@ def size(lines: Iterable[str]) -> int:
 def fit_sections(
     head: list[str], sections: Sequence[Section], budget: int
 ) -> tuple[list[str], dict[str, int]]:
-    """Add rows in order while they fit; a section with no row that fits is left out whole."""
-    lines, used = list(head), size(head)
+    """Add rows while they fit, sections in priority order; a section with no row that fits is left out
+    whole. The lines come in the sections' own order."""
+    used = size(head)
     omitted: dict[str, int] = {}
-    for sec in sections:
+    kept: dict[int, list[str]] = {}
+    for i in sorted(range(len(sections)), key=lambda i: sections[i].priority):
+        sec = sections[i]
         overhead = size(sec.head) + size(sec.tail)
-        kept = _take(sec.rows, budget - used - overhead)
-        if kept:
-            lines += [*sec.head, *kept, *sec.tail]
-            used += overhead + size(kept)
-        if len(kept) < len(sec.rows):
-            omitted[sec.kind] = omitted.get(sec.kind, 0) + len(sec.rows) - len(kept)
+        kept[i] = _take(sec.rows, budget - used - overhead)
+        if kept[i]:
+            used += overhead + size(kept[i])
+        if len(kept[i]) < len(sec.rows):
+            omitted[sec.kind] = omitted.get(sec.kind, 0) + len(sec.rows) - len(kept[i])
+    lines = list(head)
+    for i, sec in enumerate(sections):
+        if kept[i]:
+            lines += [*sec.head, *kept[i], *sec.tail]
     return lines, omitted
 
 
@@ -148,11 +159,16 @@ def _overflow(omitted: dict[str, int], hint: str) -> list[str]:
 # ---- header and footer ------------------------------------------------------------------------
 
 LEGEND = (
-    "<sub>**budget used** = measured error ÷ allowed error at the worst element: ≤ 1 holds, > 1 violates; "
-    "“0.21 → 1.73” is baseline → now; **NaN/Inf**: non-finite output where the oracle is finite; "
-    "**max ULP**: units in the last place, shown for 16- and 8-bit outputs only (in fp32 a tiny, allowed "
-    "error near zero spans millions of ULPs); **verified**: the baseline ran on the same device, driver, "
-    "torch version and numerics settings, so its numbers compare with these.</sub>"
+    "- **severity**: how far the case is past its contract, whichever gate decided it (the error bound, the "
+    "sensitivity gate, a probe, a reproduced mistake): ≤ 1 holds, > 1 fails; ∞: failed with no finite "
+    "number; “0.21 → 1.73” is baseline → now.",
+    "- **budget used**: measured error ÷ allowed error at the worst element of the error bound alone "
+    "(a case can fail another gate within its budget); **NaN/Inf**: non-finite output where the oracle is "
+    "finite.",
+    "- **max ULP**: units in the last place, shown for 16- and 8-bit outputs only (in fp32 a tiny, allowed "
+    "error near zero spans millions of ULPs).",
+    "- **verified**: the baseline ran on the same device, driver, torch version and numerics settings, so "
+    "its numbers compare with these; **unverified**: they do not, and are shown, never judged good.",
 )
 
 
@@ -183,7 +199,7 @@ def _header(verdict: Diff, ctx: RenderContext) -> list[str]:
     lines += [md_text(note, 400) for note in ctx.notes]
     if ctx.notes:
         lines.append("")
-    return lines + [LEGEND, ""]
+    return lines
 
 
 def unverified_runners(verdict: Diff) -> list[str]:
@@ -207,7 +223,7 @@ def _facts_line(ctx: RenderContext) -> str:
     if safe_url(ctx.check_run_url):
         bits.append(f"[check run]({ctx.check_run_url})")
     if ctx.drift_rule:
-        bits.append(f"budget drift: {md_text(ctx.drift_rule, 200)}")
+        bits.append(f"drift: {md_text(ctx.drift_rule, 200)}")
     line = " · ".join(bits)
     return line[:1].upper() + line[1:]
 
@@ -255,8 +271,16 @@ class Group:
 
     @property
     def worst(self) -> CaseChange:
-        """The case that decides the row: non-finite first, then the largest budget used."""
+        """The case that decides the row: the most severe (non-finite first), then the largest budget."""
         return max(self.changes, key=_severity_of)
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return tuple(sorted({c.dtype for c in self.changes} - {""}))
+
+    @property
+    def shapes(self) -> tuple[str, ...]:
+        return tuple(sorted({shape_of(c.case_id) for c in self.changes} - {""}, key=_shape_order))
 
     @property
     def runners(self) -> tuple[str, ...]:
@@ -291,6 +315,16 @@ def _seed_order(s: str) -> tuple[bool, int]:
     return s[0] == "f", int(s[1:])  # the replayed seeds, then the fresh ones
 
 
+def shape_of(case_id: str) -> str:
+    """'128x4096' from '<contract>/<dtype>/<shape>/s1' ("" when the id has another form)."""
+    parts = case_id.rsplit("/", 3)
+    return parts[-2] if len(parts) == 4 and re.fullmatch(r"\d{1,9}(x\d{1,9}){0,7}", parts[-2]) else ""
+
+
+def _shape_order(s: str) -> tuple[int, ...]:
+    return tuple(int(d) for d in s.split("x"))
+
+
 def nonfinite(c: CaseChange) -> bool:
     """A failure whose error is not a number: the kernel gave NaN or Inf where the oracle is finite."""
     if c.status != Status.FAIL or c.budget_used is not None:
@@ -298,17 +332,20 @@ def nonfinite(c: CaseChange) -> bool:
     return c.cause not in CAUSE or CAUSE[c.cause].budget_meaningful  # integrity: nothing was compared
 
 
-def _severity_of(c: CaseChange) -> tuple[int, float]:
+def _severity_of(c: CaseChange) -> tuple[int, float, float]:
     if nonfinite(c):
-        return (2, 0.0)
-    return (1, c.budget_used) if c.budget_used is not None else (0, 0.0)
+        return (2, 0.0, 0.0)
+    if c.severity is None:
+        return (0, 0.0, c.budget_used or 0.0)
+    return (1, c.severity, c.budget_used or 0.0)
 
 
 # ---- sections ---------------------------------------------------------------------------------
 
 _GROUP_HEAD = (
-    "| | contract | change | runners | cases (seeds) | budget used | max ULP | max error | cause or message |",
-    "|---|---|---|---|---|---|---|---|---|",
+    "| | contract | change | runners | dtype | shape | cases (seeds) | severity | budget used | max ULP "
+    "| max error | cause or message |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|",
 )
 
 
@@ -319,19 +356,21 @@ def _sections(verdict: Diff, ctx: RenderContext, collapse: bool) -> list[Section
     descriptions = dict(ctx.descriptions)
     rows = tuple(group_row(g, ctx, descriptions) for g in blocking)
     repro = tuple(r for g in blocking if (r := reproduce_line(g, ctx)))
-    return [  # the runners table is short and says which numbers can be trusted: it never gets cut
-        Section("runners", ("### Runners", "", *_RUNNER_HEAD), _runner_rows(verdict, ctx), ("",)),
-        Section("rows", ("### Blocking", "", *_GROUP_HEAD), rows, ("",)),
-        Section("reproduce commands", (REPRODUCE_HEAD, ""), repro, ("",)),
-        Section("charts", CHARTS_HEAD, _charts(verdict, ctx), ("",)),
+    return [  # the runners table is short and says which numbers can be trusted: it gets room first
+        Section("rows", ("### Blocking", "", *_GROUP_HEAD), rows, ("",), priority=1),
+        Section("reproduce commands", (REPRODUCE_HEAD, ""), repro, ("",), priority=2),
+        Section("charts", CHARTS_HEAD, _charts(verdict, ctx), ("",), priority=3),
+        Section("runners", ("### Runners", "", *_RUNNER_HEAD), _runner_rows(verdict, ctx), ("",), priority=0),
         _folded(
             "rows",
             f"Other changes ({len(others):,})",
             _GROUP_HEAD,
             tuple(group_row(g, ctx, descriptions) for g in others),
             collapse,
+            4,
         ),
-        _folded("contracts", "Contract × runner", *matrix(verdict), collapse),
+        _folded("contracts", "Contract × runner", *matrix(verdict), collapse, 5),
+        _folded("legend", "How to read these numbers", (), LEGEND, True, 6),
     ]
 
 
@@ -340,11 +379,13 @@ def _charts(verdict: Diff, ctx: RenderContext) -> tuple[str, ...]:
     return tuple(r + "\n" for r in rows)  # a blank line between a fence and the next line of text
 
 
-def _folded(kind: str, title: str, head: Sequence[str], rows: Sequence[str], collapse: bool) -> Section:
+def _folded(
+    kind: str, title: str, head: Sequence[str], rows: Sequence[str], collapse: bool, priority: int
+) -> Section:
     if not collapse:
-        return Section(kind, (f"### {title}", "", *head), tuple(rows), ("",))
+        return Section(kind, (f"### {title}", "", *head), tuple(rows), ("",), priority)
     opening = ("<details>", f"<summary>{title}</summary>", "", *head)
-    return Section(kind, opening, tuple(rows), ("", "</details>", ""))
+    return Section(kind, opening, tuple(rows), ("", "</details>", ""), priority)
 
 
 def group_row(g: Group, ctx: RenderContext, descriptions: dict[str, str]) -> str:
@@ -355,13 +396,34 @@ def group_row(g: Group, ctx: RenderContext, descriptions: dict[str, str]) -> str
         _contract_cell(worst, ctx, descriptions),
         _change_cell(g),
         md_cell(", ".join(g.runners), 200),
+        _list_cell(g.dtypes),
+        _list_cell(g.shapes),
         _cases_cell(g),
+        severity_cell(worst),
         _budget_cell(g, worst),
         _num(_max(c.max_ulp for c in g.changes if low_precision(c.dtype))),
         _sci(_max(c.max_abs_err for c in g.changes)),
         md_cell(_cause_text(worst), 160),
     ]
     return "| " + " | ".join(cells) + " |"
+
+
+def _list_cell(values: Sequence[str]) -> str:
+    shown = ", ".join(values[:4]) + (", …" if len(values) > 4 else "")
+    return md_cell(shown, 120) if values else "–"
+
+
+def severity_cell(c: CaseChange) -> str:
+    """Baseline → now severity of the row's worst case; a failing one is bold, an error says so."""
+    if c.status in UNEVALUATED:
+        return str(c.status)
+    if c.severity is None and not nonfinite(c):
+        return "–"
+    now = "NaN/Inf" if nonfinite(c) else severity_words(c.severity, c.status)
+    now = f"**{now}**" if c.status == Status.FAIL else now
+    if c.base_severity is None or not c.base_status or nonfinite(c):  # never a number standing in for NaN
+        return now
+    return f"{severity_words(c.base_severity, c.base_status)} → {now}"
 
 
 def _budget_cell(g: Group, worst: CaseChange) -> str:
@@ -527,14 +589,11 @@ def runner_status(r: RunnerDiff, blocking: int) -> str:
         state = "❔ unverified: no baseline"
     elif r.base_fingerprint_key != r.fingerprint_key:
         state = (
-            "❔ unverified: the baseline ran on other hardware or software "
-            f"(fingerprint {md_code(r.base_fingerprint_key, 16)}, now {md_code(r.fingerprint_key, 16)})"
+            "❔ unverified: other hardware or software "
+            f"(fingerprint {md_code(r.base_fingerprint_key, 16)} → {md_code(r.fingerprint_key, 16)})"
         )
     else:
-        state = (
-            "✅ verified: baseline from the same device, driver, torch and settings "
-            f"(fingerprint {md_code(r.fingerprint_key, 16)})"
-        )
+        state = f"✅ verified (fingerprint {md_code(r.fingerprint_key, 16)})"
     return f"❌ blocking · {state[2:]}" if blocking else state
 
 
@@ -568,10 +627,10 @@ def _worst_per_cell(changes: Iterable[CaseChange]) -> dict[tuple[str, str], Case
     return out
 
 
-def _cell_order(c: CaseChange) -> tuple[int, int, int, float]:
-    blocking_first, severity = rank(c)[:2]
-    level, budget = _severity_of(c)
-    return (blocking_first, severity, -level, -budget)
+def _cell_order(c: CaseChange) -> tuple[int, int, int, float, float]:
+    blocking_first, category = rank(c)[:2]
+    level, severe, budget = _severity_of(c)
+    return (blocking_first, category, -level, -severe, -budget)
 
 
 def _matrix_row(
@@ -585,12 +644,12 @@ def _matrix_row(
 
 
 def matrix_cell(c: CaseChange) -> str:
-    """'❌ fail 1,873': the icon and the case's status, then its budget used (NaN/Inf when non-finite)."""
+    """'❌ fail 7.20×': the icon and the case's status, then its severity (NaN/Inf when non-finite)."""
     status = c.status or c.category  # a removed case has no status now: its category says so
     if nonfinite(c):
         number = "NaN/Inf"
-    elif c.status in UNEVALUATED or c.budget_used is None:
+    elif c.status in UNEVALUATED or c.severity is None:
         number = ""
     else:
-        number = _num(c.budget_used)
+        number = severity_words(c.severity, c.status)
     return f"{icon(c)} {status} {number}".rstrip()

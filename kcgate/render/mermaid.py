@@ -9,11 +9,22 @@ from __future__ import annotations
 import math
 import re
 
-from kcgate.gate.compare import Comparison, KCurve, runner_budgets
+from kcgate.gate.compare import Comparison, KCurve, runner_severities
 from kcgate.render.axes import LogAxis, error_axis
 
 MAX_SERIES = 8
 BUDGET_CAP = 2.0  # bars above 2x the budget would flatten everything else
+# one colour per series, in order, named in the chart's key (xychart has no legend of its own)
+PALETTE = (
+    ("blue", "#0969da"),
+    ("orange", "#e16f24"),
+    ("purple", "#8250df"),
+    ("green", "#1a7f37"),
+    ("pink", "#bf3989"),
+    ("teal", "#1b7c83"),
+    ("grey", "#6e7781"),
+    ("brown", "#953800"),
+)
 _UNSAFE = re.compile(r"[^A-Za-z0-9 ._:/()+-]")
 
 
@@ -21,21 +32,35 @@ def label(value: object, limit: int = 40) -> str:
     return '"' + _UNSAFE.sub("_", str(value))[:limit] + '"'
 
 
+def palette_init(n: int) -> str:
+    """The directive that gives the first ``n`` series the palette's colours (fixed text, never from
+    results)."""
+    colours = ", ".join(c for _, c in PALETTE[: max(1, min(n, len(PALETTE)))])
+    return '%%{init: {"themeVariables": {"xyChart": {"plotColorPalette": "' + colours + '"}}}}%%'
+
+
 def budget_chart(comparison: Comparison) -> str:
-    """Bar per runner: median over contracts of the worst budget used (1.0 = at the edge)."""
-    pairs = runner_budgets(comparison)
-    if not pairs:
+    """Bar per runner: the median over contracts of the severity (1 = at the edge, over 1 fails), capped,
+    its label giving the real value where capped and how many contracts fail."""
+    rows = runner_severities(comparison)
+    if not rows:
         return ""
-    values = [round(min(b, BUDGET_CAP), 4) for _, b in pairs]
+    values = [round(min(v, BUDGET_CAP), 4) for _, v, _ in rows]
     return _fence(
         [
             "xychart-beta",
-            f"    title {label('Median budget used per runner (worst case per contract)', 80)}",
-            f"    x-axis [{', '.join(label(r) for r, _ in pairs)}]",
-            f'    y-axis "budget used (capped at {BUDGET_CAP:g})" 0 --> {max(1.0, max(values)):g}',
+            f"    title {label('Median severity per runner (worst case per contract)', 80)}",
+            f"    x-axis [{', '.join(label(_bar_label(r, v, n), 60) for r, v, n in rows)}]",
+            f'    y-axis "severity (1 = edge, over 1 fails)" 0 --> {max(1.0, max(values)):g}',
             f"    bar [{', '.join(f'{v:g}' for v in values)}]",
         ]
     )
+
+
+def _bar_label(runner: str, value: float, failing: int) -> str:
+    capped = f" {'inf' if value == math.inf else f'{value:.3g}'} capped" if value > BUDGET_CAP else ""
+    fails = f" {failing} failing" if failing else ""
+    return f"{runner[:30]}{capped}{fails}"
 
 
 def k_curve_chart(comparison: Comparison) -> tuple[str, tuple[str, ...]]:

@@ -1,4 +1,5 @@
-"""Optional PNG of a Comparison: a runner x contract budget heatmap and error-against-K curves.
+"""Optional PNG of a Comparison: a contract x runner severity grid (each cell's severity written in its
+band's colour, red only for a failure) and, where a contract has K, its error-against-K curves.
 
 matplotlib is an extra (``pip install 'kcgate[plot]'``); it is imported only when a PNG is asked for.
 """
@@ -6,27 +7,35 @@ matplotlib is an extra (``pip install 'kcgate[plot]'``); it is imported only whe
 from __future__ import annotations
 
 import io
-import math
 from typing import Any
 
 from kcgate.errors import UsageError
-from kcgate.gate.compare import Comparison
+from kcgate.gate.compare import Cell, Comparison
 from kcgate.render.axes import LogAxis, error_axis
+from kcgate.render.bands import BANDS, FAIL_RED, NO_BUDGET, Band, band_of
+from kcgate.results.severity import severity_words
 
 MAX_CONTRACTS = 60
 MAX_CURVES = 12
-BUDGET_CAP = 2.0
+LINEAR_K_SPAN = 10.0  # K from its smallest to its largest by less than this: a linear axis (509..512 reads)
 
 
 def render_png(comparison: Comparison) -> bytes:
-    """The figure as PNG bytes (labels are untrusted: ``_short`` escapes mathtext)."""
+    """The figure as PNG bytes (labels are untrusted: ``_short`` escapes mathtext): the contract x runner
+    severity grid, and the error-against-K panel where a contract has K."""
     plt = _pyplot()
-    fig, (heat, curves) = plt.subplots(1, 2, figsize=(14, 5 + 0.15 * len(comparison.runners)))
-    _heatmap(heat, comparison)
-    _curves(curves, comparison)
+    contracts = comparison.contracts[:MAX_CONTRACTS]
+    height = max(3.5, 1.2 + 0.42 * len(contracts))
+    width = max(5.0, 2.6 + 1.5 * len(comparison.runners))
+    if comparison.curves:
+        fig, (heat, curves) = plt.subplots(1, 2, figsize=(width + 7.0, height), width_ratios=[width, 7.0])
+        _curves(curves, comparison)
+    else:
+        fig, heat = plt.subplots(1, 1, figsize=(width, height))
+    _heatmap(heat, comparison, contracts)
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
+    fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
     return buf.getvalue()
 
@@ -42,49 +51,72 @@ def _pyplot() -> Any:
     return plt
 
 
-def _heatmap(ax: Any, comparison: Comparison) -> None:
+def _heatmap(ax: Any, comparison: Comparison, contracts: tuple[str, ...]) -> None:
+    """One row per contract, one column per runner: each cell the band's colour (``kcgate.render.bands``:
+    red only for a failure) and its severity written in it."""
+    from matplotlib.colors import to_rgb
+    from matplotlib.patches import Patch
+
     grid = comparison.grid()
-    contracts = comparison.contracts[:MAX_CONTRACTS]
-    values = [[_budget(grid.get((k, r))) for k in contracts] for r in comparison.runners]
-    image = ax.imshow(values, cmap="RdYlGn_r", vmin=0.0, vmax=BUDGET_CAP, aspect="auto")
-    ax.set_yticks(range(len(comparison.runners)), [_short(r) for r in comparison.runners])
-    ax.set_xticks(range(len(contracts)), [_short(k) for k in contracts], rotation=90, fontsize=7)
-    ax.set_title(f"budget used (worst case per contract, capped at {BUDGET_CAP:g})")
-    ax.figure.colorbar(image, ax=ax)
+    cells = [[grid.get((k, r)) for r in comparison.runners] for k in contracts]
+    ax.imshow([[to_rgb(_band(c).colour) for c in row] for row in cells], aspect="auto")
+    for y, row in enumerate(cells):
+        for x, c in enumerate(row):
+            ax.text(x, y, _cell_words(c), ha="center", va="center", fontsize=10,
+                    color="white" if _band(c).colour == FAIL_RED else "#1f2328")  # fmt: skip
+    ax.set_xticks(range(len(comparison.runners)), [_short(r, 24) for r in comparison.runners], fontsize=10)
+    ax.set_yticks(range(len(contracts)), [_short(k, 36) for k in contracts], fontsize=10)
+    ax.tick_params(top=True, labeltop=True, bottom=False, labelbottom=False)
+    ax.set_title("severity per contract (1 = at the edge, over 1 fails)", fontsize=11)
+    ax.set_xticks([x - 0.5 for x in range(1, len(comparison.runners))], minor=True)
+    ax.set_yticks([y - 0.5 for y in range(1, len(contracts))], minor=True)
+    ax.grid(which="minor", color="white", linewidth=2)
+    ax.tick_params(which="minor", length=0)
+    used = [b for b in (*BANDS, NO_BUDGET) if any(_band(c) == b for row in cells for c in row)]
+    ax.legend(handles=[Patch(color=b.colour, label=b.name) for b in used], fontsize=8,
+              loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=2, frameon=False)  # fmt: skip
 
 
-def _budget(cell: Any) -> float:
-    if cell is None or cell.budget_used is None:
-        return math.nan
-    return float(min(cell.budget_used, BUDGET_CAP))
+def _band(cell: Cell | None) -> Band:
+    return NO_BUDGET if cell is None else band_of(cell.verdict, cell.severity)
+
+
+def _cell_words(cell: Cell | None) -> str:
+    if cell is None:
+        return "–"
+    words = severity_words(cell.severity, cell.verdict)
+    return f"{words}\n{cell.failing}/{cell.cases} fail" if cell.failing else words
 
 
 def _curves(ax: Any, comparison: Comparison) -> None:
     shown = comparison.curves[:MAX_CURVES]
     axis = error_axis(e for curve in shown for _, e in curve.points)
-    for curve in shown:
+    for i, curve in enumerate(shown):
         ks, errors = zip(*curve.points)
         line = ax.plot(
             ks,
             [axis.place(e) for e in errors],
-            marker="o",
+            marker="osD^vP"[i % 6],  # a marker per curve as well as a colour: no line hides another
             label=_short(f"{curve.contract_id} @ {curve.runner}"),
         )
         floor = [k for k, e in curve.points if axis.at_floor(e)]
         if floor:  # zero (exact) or below the axis: a hollow triangle on the floor, not a point at 1e-300
             ax.plot(floor, [axis.lo] * len(floor), "v", mfc="none", color=line[0].get_color(), markersize=9)
-    ax.set_title("worst error against reduction length K")
-    if shown:
+    ax.set_title("worst error against reduction length K", fontsize=11)
+    if k_scale([k for curve in shown for k, _ in curve.points]) == "log":
         ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_ylim(axis.lo, axis.hi)
-        ax.legend(fontsize=7)
-        if axis.zeros or axis.clamped:
-            ax.text(0.01, 0.01, floor_note(axis), transform=ax.transAxes, fontsize=7, va="bottom")
-    else:
-        ax.text(0.5, 0.5, "no case reports extra.reduction_len", ha="center", va="center")
+    ax.set_yscale("log")
+    ax.set_ylim(axis.lo, axis.hi)
+    ax.legend(fontsize=8)
+    if axis.zeros or axis.clamped:
+        ax.text(0.01, 0.01, floor_note(axis), transform=ax.transAxes, fontsize=8, va="bottom")
     ax.set_xlabel("K")
     ax.set_ylabel("error")
+
+
+def k_scale(ks: list[float]) -> str:
+    """ "linear" where K spans less than a factor of LINEAR_K_SPAN (509..512 on a log axis is one tick)."""
+    return "log" if ks and min(ks) > 0 and max(ks) / min(ks) >= LINEAR_K_SPAN else "linear"
 
 
 def floor_note(axis: LogAxis) -> str:

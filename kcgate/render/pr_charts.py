@@ -1,40 +1,46 @@
-"""Pictures in the PR comment: for each contract that blocks or whose budget drifted, a Mermaid
-``xychart-beta`` of budget used per runner over the last recorded commits, the baseline and the head,
-with a text line that says the same where Mermaid is not rendered. Pure; labels go through
-``mermaid.label`` and text through ``md_text`` (contract ids and runner names come from results)."""
+"""Pictures in the PR comment: for each contract that blocks or drifted, a Mermaid ``xychart-beta`` of its
+severity (``kcgate.results.severity``: over 1 exactly when it fails, whichever gate failed it) per runner
+over the last recorded commits, the baseline and the head: one colour per runner, named in a key, the real
+value written under a column where the plot is capped, and a text line that says the same where Mermaid is
+not rendered. Pure; labels go through ``mermaid.label`` and text through ``md_text`` (contract ids and
+runner names come from results)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from kcgate.gate.model import CaseChange, Diff
 from kcgate.history.view import HistoryView
 from kcgate.render.escape import md_text
-from kcgate.render.history_text import budget_words
-from kcgate.render.mermaid import BUDGET_CAP, MAX_SERIES, label
+from kcgate.render.history_text import severity_text
+from kcgate.render.mermaid import BUDGET_CAP, MAX_SERIES, PALETTE, label, palette_init
+from kcgate.results.severity import number_text
 from kcgate.vocab.categories import SHOWS_FACTOR
 
 MAX_CHARTS = 6  # a comment with more pictures stops being read; the rows still list every contract
 MAX_HISTORY = 6  # recorded commits before the baseline
 HEAD = (
-    "### Budget used over commits",
+    "### Severity over commits",
     "",
-    f"<sub>One line per runner, in the order listed; values capped at {BUDGET_CAP:g} (1 = at the edge of "
-    "the budget). Recorded commits from the history, then the baseline and this head.</sub>",
+    f"<sub>Severity: 1 = at the edge of the contract, over 1 = fails (whichever gate failed it: the error "
+    f"bound, the sensitivity gate, a probe). One colour per runner, named under each chart; drawn up to "
+    f"{BUDGET_CAP:g}, a larger value written under its column. Recorded commits from the history, then the "
+    "baseline and this head.</sub>",
     "",
 )
 
-_Pair = tuple[float | None, float | None]  # (base, head) worst budget of a contract on a runner
+_Pair = tuple[float | None, float | None]  # (base, head) severity of a contract on a runner
 
 
 def charted(verdict: Diff) -> list[str]:
-    """The contracts that get a chart: blocking first, then those whose category is about the budget moving
-    (the table's ``shows_factor`` column: budget drift), each by its largest budget."""
+    """The contracts that get a chart: blocking first, then those whose category is about the number moving
+    (the table's ``shows_factor`` column: drift), each by its largest severity."""
     score: dict[str, tuple[bool, float]] = {}
     for c in verdict.changes:
         if c.contract_id and (c.blocking or c.category in SHOWS_FACTOR):
             held = score.get(c.contract_id, (False, 0.0))
-            score[c.contract_id] = (held[0] or c.blocking, max(held[1], c.budget_used or 0.0))
+            score[c.contract_id] = (held[0] or c.blocking, max(held[1], c.severity or 0.0))
     return sorted(score, key=lambda k: (not score[k][0], -score[k][1], k))[:MAX_CHARTS]
 
 
@@ -48,7 +54,7 @@ def _pairs(changes: Sequence[CaseChange], contract: str) -> dict[str, _Pair]:
     for c in changes:
         if c.contract_id == contract:
             b, h = out.get(c.runner, (None, None))
-            out[c.runner] = (_max(b, c.base_budget_used), _max(h, c.budget_used))
+            out[c.runner] = (_max(b, c.base_severity), _max(h, c.severity))
     return dict(sorted(out.items())[:MAX_SERIES])
 
 
@@ -59,38 +65,89 @@ def _max(a: float | None, b: float | None) -> float | None:
 def _block(contract: str, pairs: dict[str, _Pair], history: HistoryView | None, base: str) -> str:
     runners = [r for r, (b, h) in pairs.items() if b is not None and h is not None]
     steps = _history(history, contract, runners, base)
-    text = f"**{md_text(contract, 80)}**, budget used, baseline → head: " + "; ".join(
+    text = f"**{md_text(contract, 80)}**, severity, baseline → head: " + "; ".join(
         _runner_words(r, pairs[r], steps) for r in pairs
     )
     if not runners:
         return text + "."
-    x = [label(sha[:7]) for sha, _ in steps] + ['"base"', '"head"']
-    lines = ["```mermaid", "xychart-beta", f"    title {label(f'{contract}: budget used', 60)}"]
-    lines += [f"    x-axis [{', '.join(x)}]", f'    y-axis "budget used" 0 --> {BUDGET_CAP:g}']
+    columns: list[tuple[str, dict[str, float | None]]] = [(sha[:7], dict(v)) for sha, v in steps]
+    columns += [
+        (_base_label(base), {r: pairs[r][0] for r in runners}),
+        ("head", {r: pairs[r][1] for r in runners}),
+    ]
+    x = [label(_capped_label(name, [v.get(r) for r in runners]), 48) for name, v in columns]
+    lines = ["```mermaid", palette_init(len(runners)), "xychart-beta"]
+    lines += [f"    title {label(f'{contract}: severity', 60)}", f"    x-axis [{', '.join(x)}]"]
+    lines.append(f'    y-axis "severity (1 = edge, over 1 fails)" 0 --> {BUDGET_CAP:g}')
     for r in runners:
-        values = [v[r] for _, v in steps] + list(pairs[r])
-        lines.append(f"    line [{', '.join(f'{min(v or 0.0, BUDGET_CAP):.3g}' for v in values)}]")
-    return "\n".join([text + f". Lines: {md_text(', '.join(runners), 300)}.", "", *lines, "```"])
+        lines.append(f"    line [{', '.join(_plotted(v.get(r)) for _, v in columns)}]")
+    key = f". Key: {_key(runners)}{_coinciding(runners, columns)}."
+    return "\n".join([text + key, "", *lines, "```"])
+
+
+def _coinciding(runners: list[str], columns: list[tuple[str, dict[str, float | None]]]) -> str:
+    """Mermaid draws equal lines on top of each other: say which runners' lines coincide."""
+    same: dict[tuple[str, ...], list[str]] = {}
+    for r in runners:
+        same.setdefault(tuple(_plotted(v.get(r)) for _, v in columns), []).append(r)
+    groups = [g for g in same.values() if len(g) > 1]
+    return "".join(
+        f"; {md_text(' and '.join(g), 200)} coincide (one line drawn over the other)" for g in groups
+    )
+
+
+def _key(runners: list[str]) -> str:
+    return ", ".join(f"{PALETTE[i % len(PALETTE)][0]} {md_text(r, 60)}" for i, r in enumerate(runners))
+
+
+def _base_label(base: str) -> str:
+    return f"base {base[:7]}" if base else "base"
+
+
+def _plotted(v: float | None) -> str:
+    return f"{min(v if v is not None else 0.0, BUDGET_CAP):.3g}"
+
+
+def _capped_label(name: str, values: list[float | None]) -> str:
+    """A column's label, with the real values drawn at the cap: "head (47, inf capped)"."""
+    over = [_real(v) for v in values if v is not None and v > BUDGET_CAP]
+    return f"{name} ({' / '.join(over)} capped)" if over else name
+
+
+def _real(v: float) -> str:
+    """A capped value in a label's alphabet (no thousands commas): "7", "22586", "inf"."""
+    return "inf" if v == math.inf else f"{v:.0f}" if v >= 100 else f"{v:.3g}"
 
 
 def _runner_words(runner: str, pair: _Pair, steps: list[tuple[str, dict[str, float]]]) -> str:
-    words = f"{md_text(runner, 60)} {budget_words(pair[0])} → {budget_words(pair[1])}"
+    words = f"{md_text(runner, 60)} {_words(pair[0])} → {_words(pair[1])}"
     before = [v[runner] for _, v in steps if runner in v]
-    return words + (f" (before: {', '.join(budget_words(b) for b in before)})" if before else "")
+    return words + (f" (before: {', '.join(_words(b) for b in before)})" if before else "")
+
+
+def _words(v: float | None) -> str:
+    """A severity in the text line: a failing one says so ("47.0× fails")."""
+    if v is None or v <= 1.0:
+        return severity_text(v)
+    return "fails" if v == math.inf else f"{number_text(v)}× fails"
 
 
 def _history(
     view: HistoryView | None, contract: str, runners: list[str], base: str
 ) -> list[tuple[str, dict[str, float]]]:
-    """The last recorded commits before the baseline where every charted runner has a budget."""
+    """The last recorded commits before the baseline where every charted runner has a severity; the
+    baseline's own commit is its column, never a second one."""
     if view is None or not runners:
         return []
     commits = [c.sha for c in view.commits]
-    if base in commits:
-        commits = commits[: commits.index(base)]
+    at = next(
+        (i for i, sha in enumerate(commits) if base and (sha.startswith(base) or base.startswith(sha))), None
+    )
+    if at is not None:
+        commits = commits[:at]
     values: dict[str, dict[str, float]] = {}
     for p in view.of_contract(contract):
-        if p.budget is not None and p.runner in runners:
-            values.setdefault(p.commit, {})[p.runner] = p.budget
+        if p.severity is not None and p.runner in runners:
+            values.setdefault(p.commit, {})[p.runner] = p.severity
     full = [(sha, values[sha]) for sha in commits if set(values.get(sha, {})) >= set(runners)]
     return full[-MAX_HISTORY:]

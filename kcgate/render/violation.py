@@ -35,10 +35,13 @@ def render_violation(c: CaseResult, reproduce: str = "") -> str:
             f"max |error| {_num(m.max_abs_err)}, max rel error {_num(m.max_rel_err)}, "
             f"{m.mismatches} of {m.elements} elements over the bound"
         )
-    if m.worst_grad:
-        lines.append(f"  worst tensor: the gradient of input {m.worst_grad!r} (grad = {m.worst_grad!r})")
-    elif m.worst_output:
-        lines.append(f"  worst tensor: output {m.worst_output!r} (output = {m.worst_output!r})")
+    key, name = c.tensor  # the signature's tensor where it names one (the forward output of a NaN loss)
+    if key == "grad":
+        lines.append(f"  worst tensor: the gradient of input {name!r} (grad = {name!r})")
+    elif key == "output":
+        lines.append(f"  worst tensor: output {name!r} (output = {name!r})")
+    elif key == "tensor":
+        lines.append(f"  worst tensor: the {name}")
     if m.worst_index:
         lines.append(
             f"  worst element at index {list(m.worst_index)}: allowed |error| there {_num(m.allowed_at_worst)}"

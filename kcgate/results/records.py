@@ -306,6 +306,24 @@ class CaseResult:
     base_summary: str = ""  # the rerun's signature summary or message, in one line
 
     @property
+    def tensor(self) -> tuple[str, str]:
+        """(key, name) of the tensor the case failed on: the signature's (``grad``, ``output`` or ``tensor``
+        evidence: what the diagnosis or an integrity check saw it on), else the one with the largest budget;
+        ("", "") where neither names one."""
+        ev = dict(self.signature.evidence) if self.signature else {}
+        for key in ("grad", "output", "tensor"):
+            if isinstance(ev.get(key), str):
+                return key, str(ev[key])
+        m = self.metrics
+        return (
+            ("grad", m.worst_grad)
+            if m.worst_grad
+            else ("output", m.worst_output)
+            if m.worst_output
+            else ("", "")
+        )
+
+    @property
     def ok(self) -> bool:
         return self.status == Status.PASS
 

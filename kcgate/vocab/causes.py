@@ -24,6 +24,7 @@ class Cause:
     generic: bool = (
         False  # claims no mechanism: a mutant of the reference that reproduces the output may explain it
     )
+    on_output: bool = False  # integrity: seen on the forward output unless the check records a gradient
 
     @property
     def budget_meaningful(self) -> bool:
@@ -40,19 +41,19 @@ KINDS = ("integrity", "precision", "semantic", "structural")
 # fmt: off
 CAUSE_TABLE: tuple[Cause, ...] = (
     Cause("bad-output", "integrity", "the kernel's output differs from the reference's in shape or structure",
-          "the kernel's output differs from the reference's in shape or structure"),
+          "the kernel's output differs from the reference's in shape or structure", on_output=True),
     Cause("wrong-dtype", "integrity", "the output's dtype differs from the declared out_dtype",
-          "the output's dtype is not the declared out_dtype"),
+          "the output's dtype is not the declared out_dtype", on_output=True),
     Cause("input-mutation", "integrity", "the kernel modified its inputs", "the kernel modified its inputs"),
     Cause("out-of-bounds", "integrity", "out-of-range indices or accesses not handled per the declared policy",
           "the kernel wrote outside its buffers (guard band changed)"),
     Cause("stale-output", "integrity", "the output was not computed from this call's inputs (a stale buffer)",
-          "the output equals an earlier call's output on different inputs (stale buffer)"),
+          "the output equals an earlier call's output on different inputs (stale buffer)", on_output=True),
     Cause("constant-output", "integrity",
           "the output is one value everywhere and the same on every call, whatever the inputs (a loop that never "
           "ran, a store skipped): equal to an earlier call's, but no evidence of a stale buffer",
           "the output is one value everywhere, the same on different inputs (a loop that never ran or a store "
-          "skipped?)"),
+          "skipped?)", on_output=True),
     Cause("global-state", "integrity", "the kernel changed process-wide state (RNG, flags, dtype defaults)",
           "the kernel changed torch's global state (restored before the oracle ran)"),
     Cause("missing-gradient", "integrity",
@@ -141,3 +142,6 @@ NONFINITE = tuple(c.name for c in CAUSE_TABLE if c.nonfinite)
 SLOW_REFERENCE = "kcgate: slow reference: "
 """The worker's stderr line where a custom op's reference is slow enough that its derived bound may outlast
 the case's timeout (kcgate.numerics.derived); a timed-out case's message leads with it (execution/executors)."""
+ON_OUTPUT = tuple(
+    c.name for c in CAUSE_TABLE if c.on_output
+)  # named on the forward output of a backward case

@@ -105,6 +105,9 @@ def test_help_has_plain_metavars_and_an_example(path: tuple[str, ...], command: 
     assert not re.search(r"\.\.\.\W*\.\.\.", usage), (
         usage
     )  # "{RESULTS...}...": a metavar and typer both add "..."
+    assert "{" not in usage, usage  # click's BASE CURRENT, never typer's "{base} {current}"
+    for shown in (p for p in command.params if not p.hidden and p.param_type_name == "argument"):
+        assert (shown.metavar or shown.name.upper()) in usage, usage
     for hidden in (p for p in command.params if p.hidden and p.param_type_name == "argument"):
         assert (hidden.metavar or hidden.name).upper() not in usage.upper(), usage
     assert "Example" in text and f"kcgate {' '.join(path)}" in text, f"kcgate {' '.join(path)}: no example"

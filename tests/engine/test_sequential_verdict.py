@@ -125,7 +125,7 @@ def test_a_kernel_on_the_line_is_never_decided_wrongly_more_than_alpha(rows: int
     on = _simulated_bound(1.5**2, rows, 4000, rng)
     # ALPHA by Bonferroni over the looks; the per-look bound is approximate (a ratio estimator's), so the
     # simulation's 4000 runs (standard error 0.0016) are held to 1.5 ALPHA: without the Bonferroni
-    # division (99% a look) each side errs on about 3%
+    # division (99% a look) each side errs on 2.9-3.7%
     assert on[sequential.FAIL] <= 1.5 * sequential.ALPHA and on[sequential.PASS] <= 1.5 * sequential.ALPHA
     assert _simulated_bound(1.0, rows, 500, rng)[sequential.PASS] >= 0.95
     assert _simulated_bound(3.0**2, rows, 500, rng)[sequential.FAIL] >= 0.95

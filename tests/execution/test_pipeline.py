@@ -3,6 +3,7 @@ the worker starts it the moment it has answered, while this process records the 
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -43,10 +44,13 @@ def test_the_next_case_starts_before_the_parent_asks_for_it() -> None:
 
 
 def test_a_queued_case_is_timed_from_when_it_could_start() -> None:
-    """Each case takes SLEEP_S; the limit is 1.5x that plus 0.15 s. Every case is sent a case ahead, so timing from the
-    send would count its predecessor's run too (2x) and time it out; a slow parent does not either."""
+    """Each case takes 1 s (KCGATE_TEST_SLOW_S); the limit is 1.5x that plus 0.15 s. Every case is sent a case
+    ahead, so timing from the send would count its predecessor's run too (2x) and time it out; a slow parent
+    does not either. (1 s, not SLEEP_S: a case's fork into its sandbox and the crossing take up to 0.2 s of a
+    loaded 2-core machine, more than 0.15 s.)"""
     project = load_project(DATA / "slow.toml")
-    executor = IsolatedExecutor(project, "cpu", timeout=1.5 * SLEEP_S + 0.15)
+    env = {**os.environ, "KCGATE_TEST_SLOW_S": "1.0"}
+    executor = IsolatedExecutor(project, "cpu", timeout=1.5 * 1.0 + 0.15, env=env)
     try:
         cases = make_plan(project, 1, executor.default_shapes())[:3]
         statuses = []

@@ -149,6 +149,65 @@ def test_png(tmp_path: Path) -> None:
     assert render_png(compare_runs(runs))[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def _norm_failing_the_sensitivity_gate() -> dict[str, RunResult]:
+    """rms_norm within its bound (budget 0.5) failing the sensitivity gate (7.2x), with no K; a gemm whose
+    K spans 509..512."""
+
+    def norm(status: str, ratio: float) -> CaseResult:
+        metrics = Metrics(
+            budget_used=0.5, max_abs_err=1e-3, extra=(("excess_ratio", ratio), ("reduction_len", 512.0))
+        )
+        return CaseResult(
+            "rms/1", "rms-norm", "C-PRC-01", "rmsnorm", "bfloat16", (4, 512), 0, status, metrics
+        )
+
+    gemm = [case(f"g/k{k}", contract="gemm-k", err=1e-6 * k, k=float(k)) for k in (509, 510, 512)]
+    return {r: run(r, norm("fail" if r != "c" else "pass", 7.2 if r != "c" else 0.6), *gemm) for r in "abc"}
+
+
+def test_a_sensitivity_failure_is_a_severity_over_1_in_every_compare_format() -> None:
+    comparison = compare_runs(_norm_failing_the_sensitivity_gate())
+    cells = {c.runner: c for c in comparison.cells if c.contract_id == "rms-norm"}
+    assert [(cells[r].verdict, cells[r].budget_used, cells[r].severity) for r in "abc"] == [
+        ("fail", 0.5, 7.2), ("fail", 0.5, 7.2), ("pass", 0.5, 0.6)
+    ]  # fmt: skip
+    assert "| `rms-norm` | ❌ 7.20× (1/1) | ❌ 7.20× (1/1) | ✅ 0.60 |" in compare_formats.render_markdown(
+        comparison
+    )
+    assert '"a 3.65 capped 1 failing"' in mermaid.budget_chart(comparison)
+
+
+def test_the_k_panel_has_only_contracts_with_k_on_a_linear_axis_where_k_spans_little() -> None:
+    from kcgate.render.plot import k_scale
+
+    comparison = compare_runs(_norm_failing_the_sensitivity_gate())
+    assert {c.contract_id for c in comparison.curves} == {"gemm-k"}  # a norm's row length is no K
+    assert k_scale([509.0, 512.0]) == "linear" and k_scale([64.0, 4096.0]) == "log"
+
+
+def test_png_cells_are_red_only_where_the_contract_fails_and_say_their_severity() -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgb
+
+    from kcgate.render.bands import FAIL_RED
+    from kcgate.render.plot import _heatmap
+
+    comparison = compare_runs(_norm_failing_the_sensitivity_gate())
+    fig, ax = plt.subplots()
+    _heatmap(ax, comparison, comparison.contracts)
+    colours = ax.images[0].get_array()
+    red = [[tuple(colours[y][x]) == to_rgb(FAIL_RED) for x in range(3)] for y in range(2)]
+    assert comparison.contracts == ("gemm-k", "rms-norm") and red == [[False] * 3, [True, True, False]]
+    words = [t.get_text() for t in ax.texts]
+    assert words.count("7.20×\n1/1 fail") == 2 and "0.60" in words
+    assert [t.get_fontsize() for t in ax.get_yticklabels()] == [10.0, 10.0]  # readable, not rotated 6 px
+    plt.close(fig)
+
+
 def test_png_without_matplotlib_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     from kcgate.render.plot import render_png
 
@@ -209,7 +268,7 @@ def test_github_format_annotates_disagreements_and_outliers() -> None:
         "kcgate compare: 2 contracts x 3 runners; 1 disagree on the verdict, 1 consensus"
     )
     (warning,) = [ln for ln in lines if ln.startswith("::warning ")]
-    assert "gemm: pass on a (pass 0.1), b (pass 0.1); fail on evil" in warning and "%0A" in warning
+    assert "gemm: pass on a (pass 0.10), b (pass 0.10); fail on evil" in warning and "%0A" in warning
     (notice,) = [ln for ln in lines if ln.startswith("::notice ")]
     assert "gemm (1 case, worst gemm/k1)" in notice and "x the others' median" in notice
     assert not any(ln.startswith("::error") for ln in lines)  # the hostile name stayed inside its message

@@ -4,12 +4,14 @@ refused with the file, the line and the fix, and a file must sit where its heade
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kcgate.errors import ExitCode, ResultsError
-from kcgate.history.log import dumps_log, log_path, parse_log, read_log, read_logs, write_log
+from kcgate.history.log import CASE_FIELDS, dumps_log, log_path, parse_log, read_log, read_logs, write_log
 from kcgate.history.records import from_run
 from tests.testing.history_samples import commit_sha, commit_time, run_at
 
@@ -69,20 +71,58 @@ def test_a_bad_header_is_refused_at_line_1(line: int, mutate, words: str) -> Non
     ("row", "words"),
     [
         ('["a"', "not a JSON line"),
-        ('{"a": 1}', "a case must be a list of the 9 case_fields"),
-        (["x", "c", "exploded", None, None, None, None, "", ""], "status must be one of"),
-        (["x", "c", "pass", -1.0, None, None, None, "", ""], "budget_used must be a finite number"),
-        (["x", "c", "pass", 1e400, None, None, None, "", ""], "not a JSON line|budget_used must be a finite"),
-        (["x", "c", "pass", "0.5", None, None, None, "", ""], "budget_used must be a finite number"),
-        (["", "c", "pass", None, None, None, None, "", ""], "case_id must not be empty"),
-        (["x" * 301, "c", "pass", None, None, None, None, "", ""], "case_id must be a string of at most 300"),
-        ('["x", "c", "pass", NaN, null, null, null, "", ""]', "not a JSON line"),
+        ('{"a": 1}', "a case must be a list of the 10 case_fields"),
+        (["x", "c", "exploded", None, None, None, None, "", "", None], "status must be one of"),
+        (["x", "c", "pass", -1.0, None, None, None, "", "", None], "budget_used must be a finite number"),
+        (
+            ["x", "c", "pass", 1e400, None, None, None, "", "", None],
+            "not a JSON line|budget_used must be a finite",
+        ),
+        (["x", "c", "pass", "0.5", None, None, None, "", "", None], "budget_used must be a finite number"),
+        (["", "c", "pass", None, None, None, None, "", "", None], "case_id must not be empty"),
+        (
+            ["x" * 301, "c", "pass", None, None, None, None, "", "", None],
+            "case_id must be a string of at most 300",
+        ),
+        ('["x", "c", "pass", NaN, null, null, null, "", "", null]', "not a JSON line"),
         ("[" * 5000, "not a JSON line"),
     ],
 )
 def test_a_bad_case_line_is_refused_with_its_line(row: object, words: str) -> None:
     with pytest.raises(ResultsError, match=f"^h:3: ({words})"):
         parse_log(_with(3, row), "h")
+
+
+def test_a_negative_severity_is_refused() -> None:
+    with pytest.raises(ResultsError, match="^h:3: severity must be a finite number"):
+        parse_log(_with(3, ["x", "c", "fail", 0.5, None, None, None, "", "", -2.0]), "h")
+
+
+def test_a_log_written_before_severities_reads_them_from_status_and_budget() -> None:
+    """Old logs (9 case fields) stay readable: a failure's severity is its budget over 1, or infinite where
+    its budget is not over 1 (another gate failed it); a pass's is its budget; an error's infinite."""
+    head = json.loads(_lines()[0]) | {"case_fields": list(CASE_FIELDS[:-1])}
+    rows = [
+        ["a", "c", "fail", 3.0, None, None, None, "", ""],
+        ["b", "c", "fail", 0.4, None, None, None, "", ""],
+        ["d", "c", "pass", 0.4, None, None, None, "", ""],
+        ["e", "c", "error", None, None, None, None, "", ""],
+    ]
+    got = parse_log("\n".join(json.dumps(x) for x in [head, *rows]) + "\n")
+    assert [c.severity for c in got.cases] == [3.0, math.inf, 0.4, math.inf]
+
+
+def test_a_severity_that_contradicts_its_status_is_read_as_the_status_says() -> None:
+    """An edited log cannot draw a failure as a pass: a failing case's severity is over 1, a pass's at most 1."""
+    fail = parse_log(_with(2, ["x", "c", "fail", 0.5, None, None, None, "", "", 0.5])).cases[0]
+    ok = parse_log(_with(2, ["x", "c", "pass", 0.5, None, None, None, "", "", 7.0])).cases[0]
+    assert fail.severity == math.inf and ok.severity == 1.0
+
+
+def test_an_infinite_severity_round_trips_as_null() -> None:
+    e = entry()
+    line = json.loads(dumps_log(replace(e, cases=(replace(e.cases[0], status="error"),))).splitlines()[1])
+    assert line[-1] is None
 
 
 def test_a_file_must_sit_where_its_header_says(tmp_path: Path) -> None:

@@ -21,6 +21,8 @@ from tests.conftest import ROOT
 from tests.testing.history_samples import (
     DRIFT_AT,
     DRIFT_RUNNER,
+    EXCESS,
+    EXCESS_AT,
     FAIL_AT,
     RUNNERS,
     commit_sha,
@@ -70,6 +72,44 @@ def test_the_view_finds_the_planted_drift_failure_and_outlier(tmp_path: Path) ->
     )
     head = view.at_head()[("gemm-bf16", DRIFT_RUNNER)]
     assert (head.status, head.cause, head.failing) == ("fail", "low-precision-accumulator", 2)
+
+
+def test_a_failure_of_the_sensitivity_gate_is_a_severity_over_1_where_the_budget_stays_flat(
+    tmp_path: Path,
+) -> None:
+    """rms-norm stays at budget 0.5 while it fails the sensitivity gate (excess ratio 7): the severity, not
+    the budget, is what the view's points and moves carry, so the step reads 0.8 -> 7, never 0.5 -> 0.5."""
+    runs = [
+        from_run(run_at(i, r, (EXCESS,)), commit_sha(i), commit_time(i)) for i in range(4) for r in RUNNERS
+    ]
+    with open_store(tmp_path / "h.db") as conn:
+        add_runs(conn, runs)
+        view = load_view(conn, 20)
+    points = view.series(EXCESS, DRIFT_RUNNER)
+    assert [p.budget for p in points] == pytest.approx([0.5, 0.5, 0.5, 0.5])
+    assert [p.severity for p in points] == pytest.approx([0.8, 0.8, 7.0, 7.0])
+    moves = {(m.runner, m.kind, m.before, m.after) for m in view.moves}
+    assert moves == {(r, "fails", 0.8, 7.0) for r in RUNNERS}
+    assert all(m.commit == commit_sha(EXCESS_AT) for m in view.moves)
+
+
+def test_a_null_severity_is_derived_from_the_status_and_budget(tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    with open_store(db) as conn:
+        add_runs(conn, entries(6))
+        conn.execute("UPDATE cells SET severity = NULL")
+    with open_store(db, create=False) as conn:
+        view = load_view(conn, 20)
+    assert view.at_head()[("gemm-bf16", DRIFT_RUNNER)].severity == pytest.approx(3.501)
+
+
+def test_a_severity_stored_as_text_is_a_refused_history(tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    with open_store(db) as conn:
+        add_runs(conn, entries(6))
+        conn.execute("UPDATE cells SET severity = 'high'")
+    with pytest.raises(UsageError, match="a severity of 'high'"), open_store(db, create=False) as conn:
+        load_view(conn, 20)
 
 
 def test_a_stricter_drift_rule_moves_nothing_more_a_looser_one_misses_the_drift(tmp_path: Path) -> None:

@@ -54,17 +54,20 @@ def test_charts_for_the_blocking_and_the_drifted_contracts_with_history() -> Non
     v = verdict()
     assert charted(v) == ["gemm-bf16", "softmax-fp32"]
     text = render_comment(v, replace(CTX, charts=True, history=history()))
-    charts = text.split("### Budget used over commits", 1)[1]
+    charts = text.split("### Severity over commits", 1)[1]
     assert charts.count("```mermaid") == 2 and charts.count("xychart-beta") == 2
-    assert 'x-axis ["aaaaaaa", "bbbbbbb", "ccccccc", "base", "head"]' in charts  # the base is not repeated
+    # the base is recorded in the history too: drawn once, named by its commit; the capped value is written
+    assert 'x-axis ["aaaaaaa", "bbbbbbb", "ccccccc", "base 1111111", "head (47 capped)"]' in charts
     assert "line [0.29, 0.29, 0.29, 0.31, 2]" in charts  # amd: recorded, base, head (47 capped at 2)
-    assert "amd-mi300x 0.31 → 47.00 (before: 0.29, 0.29, 0.29)" in charts  # the text line
+    assert "amd-mi300x 0.31 → 47.00× fails (before: 0.29, 0.29, 0.29)" in charts  # the text line
+    assert "Key: blue amd-mi300x, orange nvidia-h100." in charts
+    assert '"plotColorPalette": "#0969da, #e16f24"' in charts  # the key's colours, in line order
     check_golden("comment-charts.md", text)
 
 
 def test_charts_without_history_show_base_and_head() -> None:
     text = render_comment(verdict(), replace(CTX, charts=True))
-    assert 'x-axis ["base", "head"]' in text and "(before:" not in text
+    assert 'x-axis ["base 1111111", "head (47 capped)"]' in text and "(before:" not in text
     check_golden("comment-charts-no-history.md", text)
 
 
@@ -82,11 +85,13 @@ def test_hostile_ids_cannot_leave_the_chart_or_the_line() -> None:
     ]
     v = make_diff({r.runner: r for r in now}, {r.runner: r for r in base}, Policy(), TODAY)
     text = render_comment(v, replace(CTX, charts=True))
-    block = text.split("### Budget used over commits", 1)[1]
+    block = text.split("### Severity over commits", 1)[1]
     assert block.count("```") == 2  # the fence opens and closes once: the id cannot close it
     fence = block.split("```mermaid", 1)[1].split("```", 1)[0]
-    assert "%%" not in fence and "<" not in fence and "\n```" not in fence
-    assert re.fullmatch(r'    title "[A-Za-z0-9 ._:/()+-]+"', fence.splitlines()[2])
+    directive, rest = fence.splitlines()[1], "\n".join(fence.splitlines()[2:])
+    assert directive.startswith("%%{init: ") and "%%" not in rest  # only kcgate's own colours directive
+    assert "<" not in fence and "\n```" not in fence
+    assert re.fullmatch(r'    title "[A-Za-z0-9 ._:/()+-]+"', fence.splitlines()[3])
     line = block.split("**", 2)[1]
     assert not re.search(r"(?<!\\)[<`]", line) and "@team" not in line
 

@@ -85,7 +85,7 @@ def test_three_regressions_on_two_runners_are_three_rows_not_twelve() -> None:
         f"-k {worst.case_id} --seed {base_seed_for(worst.seed or 0, worst.case_id)} --dtype"
     )
     assert command in text and "[job log](https://github.com/acme/kernels/actions/runs/41/job/9002)" in text
-    assert f"Baselines from `{SHA_OLD[:12]}`" in text and "budget used** = measured error" in text
+    assert f"Baselines from `{SHA_OLD[:12]}`" in text and "**budget used**: measured error" in text
     check_golden("comment-regressions.md", text)
 
 
@@ -175,7 +175,9 @@ def test_a_waived_error_is_reported_as_waived() -> None:
     assert verdict.passed
     text = render_comment(verdict, CTX)
     assert text.startswith("## ✅ kcgate: no blocking changes")
-    assert re.search(r"\| waived \(error\) \| amd-mi300x \| 2 \(s0, s1\) \| – \|", text)
+    assert re.search(
+        r"\| waived \(error\) \| amd-mi300x \| float32 \| 128x4096 \| 2 \(s0, s1\) \| error \| – \|", text
+    )
     assert (
         "waiver until 2027-01-15, owner bob: no ROCm build" in text
         and "hipErrorInvalidDeviceFunction" in text

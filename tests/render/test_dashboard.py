@@ -3,6 +3,7 @@ the band table, and no script, stylesheet or image from anywhere (a CSP forbids 
 
 from __future__ import annotations
 
+import math
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -11,7 +12,8 @@ import pytest
 
 from kcgate.history.store import open_store
 from kcgate.history.view import HistoryView, Point, load_view
-from kcgate.render.dashboard import BANDS, NO_BUDGET, Links, band, page_name, render_site
+from kcgate.render.dashboard import BANDS, FAIL_RED, NO_BUDGET, Links, band, page_name, render_site
+from tests.testing.history_samples import EXCESS
 from tests.testing.history_site import HOSTILE, HOSTILE_CAUSE, fill_store
 
 
@@ -73,21 +75,69 @@ def test_every_page_forbids_scripts_and_the_network(view: HistoryView) -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "budget", "name"),
+    ("status", "severity", "name"),
     [
-        ("pass", 0.2, "at most half the budget"),
-        ("pass", 0.5, "at most half the budget"),
-        ("pass", 0.97, "up to the budget"),
-        ("pass", 1.0, "up to the budget"),
-        ("pass", 1.2, "over the budget"),
-        ("fail", 0.1, "fails"),
-        ("error", None, "error"),
+        ("pass", 0.2, "passes, at most half the allowance"),
+        ("pass", 0.5, "passes, at most half the allowance"),
+        ("pass", 0.97, "passes, near the edge"),
+        ("pass", 1.0, "passes, near the edge"),
+        ("fail", 7.0, "fails"),
+        ("fail", math.inf, "fails"),
+        ("error", math.inf, "error"),
         ("pass", None, NO_BUDGET.name),
     ],
 )
-def test_bands(status: str, budget: float | None, name: str) -> None:
-    assert band(Point("c", "r", "a" * 40, status, budget, 1, 0, "")).name == name
+def test_bands(status: str, severity: float | None, name: str) -> None:
+    budget = None if severity is None else 0.1
+    assert band(Point("c", "r", "a" * 40, status, budget, 1, 0, "", severity)).name == name
     assert len({b.name for b in BANDS}) == len(BANDS)
+
+
+def test_only_a_failure_is_red() -> None:
+    """One red, for failures only: no band a passing point can fall in shares the failure's colour."""
+    assert [b.name for b in BANDS if b.colour == FAIL_RED] == ["fails"]
+    assert NO_BUDGET.colour != FAIL_RED
+
+
+@pytest.fixture(scope="module")
+def excess(tmp_path_factory: pytest.TempPathFactory) -> HistoryView:
+    root = tmp_path_factory.mktemp("excess")
+    with open_store(fill_store(root, hostile=False, contracts=("gemm-bf16", EXCESS))) as conn:
+        return load_view(conn, 20)
+
+
+def test_a_failure_of_another_gate_is_failing_on_every_page(excess: HistoryView) -> None:
+    """rms-norm stays within its bound (budget 0.5) while it fails the sensitivity gate: the grid, the
+    matrix, the chart and the table all say fails, with its severity (7x), never a flat 0.50."""
+    pages = render_site(excess)
+    index, page = pages["index.html"], pages[page_name(EXCESS)]
+    squares = re.findall(
+        r'<span class="sq [^>]*data-contract="rms-norm"[^>]*data-status="(\w+)"[^>]*>([^<]*)<', index
+    )
+    assert squares.count(("fail", "7.00×")) == 4 * 3 and squares.count(("pass", "0.80")) == 2 * 3
+    assert re.search(r'data-contract="rms-norm" data-runner="cpu-x86" data-band="fails"[^>]*>7.00×<', index)
+    points = re.findall(
+        r'class="point" data-runner="cpu-x86"[^>]*data-severity="([^"]+)" data-status="(\w+)"', page
+    )
+    assert points == [("0.8", "pass")] * 2 + [("7.0", "fail")] * 4
+    assert "fails, severity 0.80 -&gt; 7.00 (8.75x worse)" in index
+
+
+def test_every_runner_has_its_own_line_dash_and_marker(excess: HistoryView) -> None:
+    page = render_site(excess)[page_name(EXCESS)]
+    lines = re.findall(
+        r'<polyline fill="none" stroke="([^"]+)" stroke-width="2"(?: stroke-dasharray="([^"]+)")?', page
+    )
+    assert len(lines) == 3 and len(set(lines)) == 3
+    first = re.findall(r'class="point" data-runner="([^"]+)" data-commit="' + "1" * 40, page)
+    assert sorted(first) == sorted(excess.runners)
+    xs = re.findall(r'(?:cx|x|points)="([0-9.]+)[^"]*"[^>]*class="point"[^>]*data-commit="' + "1" * 40, page)
+    assert len(set(xs)) == 3  # the equal values sit apart: no marker hides another
+
+
+def test_the_chart_has_ticks_on_both_axes(excess: HistoryView) -> None:
+    page = render_site(excess)[page_name(EXCESS)]
+    assert page.count('class="ytick"') == 6 and "1 edge" in page and page.count('class="tick"') == 6
 
 
 def test_the_renderer_is_pure(view: HistoryView, tmp_path: Path) -> None:

@@ -14,6 +14,10 @@ RUNNERS = {
 DRIFT_AT = 3  # the commit (0-based) where gemm-bf16 on amd-mi300x jumps from 0.05 to 0.6
 FAIL_AT = 4  # ... and where it breaks (budget 3.5)
 DRIFT_RUNNER = "amd-mi300x"
+# rms-norm (not in the default contracts): within its bound (budget 0.5) at every commit, failing the
+# sensitivity gate from EXCESS_AT on (excess ratio 7.0, from 0.8): only the severity shows it
+EXCESS_AT = 2
+EXCESS = "rms-norm"
 
 
 def commit_sha(i: int) -> str:
@@ -25,7 +29,13 @@ def commit_time(i: int) -> str:
 
 
 def case(
-    contract: str, seed: int, status: str, budget: float, error: float, sig: Signature | None = None
+    contract: str,
+    seed: int,
+    status: str,
+    budget: float,
+    error: float,
+    sig: Signature | None = None,
+    extra: tuple[tuple[str, float], ...] = (),
 ) -> CaseResult:
     return CaseResult(
         case_id=f"{contract}/float32/64x64/s{seed}",
@@ -36,7 +46,7 @@ def case(
         shape=(64, 64),
         seed=seed,
         status=status,
-        metrics=Metrics(budget_used=budget, max_abs_err=error, max_ulp=2.0),
+        metrics=Metrics(budget_used=budget, max_abs_err=error, max_ulp=2.0, extra=extra),
         signature=sig,
     )
 
@@ -44,6 +54,9 @@ def case(
 def run_at(i: int, runner: str, contracts: tuple[str, ...] = ("gemm-bf16", "softmax-fp32")) -> RunResult:
     cases = []
     for contract in contracts:
+        if contract == EXCESS:
+            cases += _excess_cases(i)
+            continue
         budget, error, status, sig = 0.05, 1e-6, "pass", None
         if contract == "gemm-bf16" and runner == DRIFT_RUNNER and i >= DRIFT_AT:
             budget, error = (3.5, 1e-3) if i >= FAIL_AT else (0.6, 5e-6)
@@ -58,12 +71,27 @@ def run_at(i: int, runner: str, contracts: tuple[str, ...] = ("gemm-bf16", "soft
     return RunResult(runner, RUNNERS[runner], tuple(cases))
 
 
-def write_commits(root: Path, n: int = 6, runners: tuple[str, ...] = tuple(RUNNERS)) -> list[Path]:
+def _excess_cases(i: int) -> list[CaseResult]:
+    failing = i >= EXCESS_AT
+    sig = (
+        Signature("excess-error", "forward output: error 7x a correct implementation's") if failing else None
+    )
+    extra = (("excess_ratio", 7.0 if failing else 0.8),)
+    status = "fail" if failing else "pass"
+    return [case(EXCESS, s, status, 0.5, 1e-5, sig, extra) for s in range(2)]
+
+
+def write_commits(
+    root: Path,
+    n: int = 6,
+    runners: tuple[str, ...] = tuple(RUNNERS),
+    contracts: tuple[str, ...] = ("gemm-bf16", "softmax-fp32"),
+) -> list[Path]:
     """One directory of results files per commit (``root/<i>/<runner>.json``)."""
     dirs = []
     for i in range(n):
         d = root / f"c{i}"
         for runner in runners:
-            write_run(d / f"{runner}.json", run_at(i, runner))
+            write_run(d / f"{runner}.json", run_at(i, runner, contracts))
         dirs.append(d)
     return dirs

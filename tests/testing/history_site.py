@@ -20,9 +20,14 @@ def hostile_run(runner: str) -> RunResult:
     return RunResult(runner, RUNNERS[runner], (case(HOSTILE, 0, "fail", 2.0, 1e-3, sig),))
 
 
-def fill_store(root: Path, n: int = 6, hostile: bool = True) -> Path:
+def fill_store(root: Path, n: int = 6, hostile: bool = True, contracts: tuple[str, ...] = ()) -> Path:
+    """``contracts``: those of ``history_samples.run_at`` (empty: its default two)."""
     db = root / "h.db"
-    dirs = write_commits(root / "results", n)
+    dirs = (
+        write_commits(root / "results", n, contracts=contracts)
+        if contracts
+        else write_commits(root / "results", n)
+    )
     if hostile:
         write_run(dirs[-1] / "hostile" / "cpu-x86.json", hostile_run("cpu-x86"))
     for i, d in enumerate(dirs):

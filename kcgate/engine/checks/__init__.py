@@ -19,7 +19,7 @@ from kcgate.engine.placement import placement_signature
 from kcgate.engine.trial import CaseContext, Trial, signal_ratio
 from kcgate.numerics.metrics import merge_metrics
 from kcgate.results.model import Metrics, Signature, Status
-from kcgate.vocab.causes import ISSUE_MESSAGES, KEPT
+from kcgate.vocab.causes import ISSUE_MESSAGES, KEPT, ON_OUTPUT
 from kcgate.vocab.classes import CLASSES
 
 
@@ -69,7 +69,22 @@ def verdict(
         issues = [first, *(i for i in issues if i != first)]
         phase = next((t.found_in[first] for t in ts if first in t.found_in), "")  # forward or backward
         said = ISSUE_MESSAGES.get(first, first) + (f" during the {phase}" if phase else "")
-        sig = Signature(first, said, (("issues", ", ".join(issues)), *((("phase", phase),) if phase else ())))
+        named_tensor = _issue_tensor(ctx, ts, first)
+        if named_tensor:
+            said = f"{named_tensor[2]}: {said}"
+        sig = Signature(
+            first,
+            said,
+            tuple(
+                sorted(
+                    (
+                        ("issues", ", ".join(issues)),
+                        *((("phase", phase),) if phase else ()),
+                        *((named_tensor[:2],) if named_tensor else ()),
+                    )
+                )
+            ),
+        )
         detail = next((t.error for t in ts if t.error), "")
         return Finding(
             Status.FAIL,
@@ -154,6 +169,20 @@ def _judged_past_the_signal(
         f"{1 - sequential.ALPHA:.0%}; judged on every trial, passes, never blocks, tracked as drift"
     )
     return replace(found, message=note + (f"; {found.message}" if found.message else ""))
+
+
+def _issue_tensor(ctx: CaseContext, ts: list[Trial], issue: str) -> tuple[str, str, str] | None:
+    """(evidence key, value, words) of the tensor a backward case's integrity issue was seen on: an input's
+    gradient or the forward output; None where the issue concerns no one tensor (a write into an input, a
+    raise) or no backward ran (one tensor, nothing to tell apart)."""
+    if not ctx.contract.backward:
+        return None
+    name = next((t.tensor_of[issue] for t in ts if issue in t.tensor_of), "")
+    if name and name != "out":
+        return "grad", name, f"gradient of {name!r}"
+    if name == "out" or issue in ON_OUTPUT:
+        return "tensor", "forward output", "forward output"
+    return None
 
 
 def _rounding_mistake(ctx: CaseContext, ts: list[Trial], found: Finding) -> Finding:
@@ -250,7 +279,7 @@ def _decided(
             stopped = not more
             measured, parts = [*measured, *more], [*parts, *more_parts]
         worst = max(measured, key=lambda e: e.ratio)
-        ev = excess_line.evidence(ctx, parts)
+        ev = excess_line.evidence(ctx, parts) if worst.ratio > sequential.NEAR_EXCESS else None
         decision, note = excess_line.decide(worst, measured, ev, final=stopped or i == len(looks) - 1)
         if decision != sequential.MORE:
             return decision, note, measured, ev, drawn

@@ -1,0 +1,122 @@
+"""Distribution losses as Liger-Kernel ships them (KL divergence with a log-probability input and a probability
+target): an ``autograd.Function`` that gives no gradient for its target, the references that detach the target
+or do not, and kernels with one fault planted in one tensor (a gradient, or the forward) for issue 56's naming
+tests. Torch re-implementations; Triton is not installed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+def kl_gen(shape: tuple[int, ...], dtype: torch.dtype, g: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """y_pred: log-probabilities (a log_softmax of normal logits); y_true: probabilities (a softmax)."""
+    y_pred = torch.log_softmax(torch.randn(shape, generator=g, dtype=torch.float64), -1).to(dtype)
+    y_true = torch.softmax(torch.randn(shape, generator=g, dtype=torch.float64), -1).to(dtype)
+    return y_pred, y_true
+
+
+def kl_ref(y_pred: torch.Tensor, y_true: torch.Tensor) -> torch.Tensor:
+    """Liger's test reference: batchmean KL(y_true ‖ exp(y_pred)), the target detached."""
+    t = y_true.detach()
+    return (t * (t.log() - y_pred)).sum() / y_pred.shape[0]
+
+
+def kl_ref_both(y_pred: torch.Tensor, y_true: torch.Tensor) -> torch.Tensor:
+    """The same loss, differentiated in both inputs."""
+    return (y_true * (y_true.log() - y_pred)).sum() / y_pred.shape[0]
+
+
+class _KL(torch.autograd.Function):
+    """Forward in fp32, returned in the input dtype; backward d y_pred = -dy·y_true / rows, and, like Liger's,
+    no gradient for the target. ``fault`` plants one mistake."""
+
+    @staticmethod
+    def forward(ctx: Any, y_pred: torch.Tensor, y_true: torch.Tensor, fault: str) -> torch.Tensor:
+        p, t = y_pred.float(), y_true.float()
+        loss = (t * (t.log() - p)).sum() / p.shape[0]
+        ctx.save_for_backward(y_pred, y_true)
+        ctx.fault, ctx.rows = fault, p.shape[0]
+        if fault == "fp32-out":  # the loss returned in fp32 whatever the input dtype
+            return loss
+        if fault == "nan-forward":
+            return torch.full_like(loss, float("nan")).to(y_pred.dtype)
+        return loss.to(y_pred.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> Any:
+        y_pred, y_true = ctx.saved_tensors
+        d_pred = (-dy.float() * y_true.float() / ctx.rows).to(y_true.dtype)
+        d_true = None
+        if "pred" in ctx.fault:
+            d_pred = d_pred * 1.25
+        if "true" in ctx.fault or "both" in ctx.fault:  # the target's gradient, right or 25% off
+            scale = 1.25 if "true" in ctx.fault else 1.0
+            d_true = scale * dy.float() * (y_true.float().log() + 1 - y_pred.float()) / ctx.rows
+            d_true = d_true.to(y_true.dtype)
+        return d_pred, d_true, None
+
+
+def kl(y_pred: torch.Tensor, y_true: torch.Tensor) -> torch.Tensor:
+    """Correct, no gradient for the target (Liger's LigerKLDivLossFunction)."""
+    return _KL.apply(y_pred, y_true, "")  # type: ignore[no-any-return]
+
+
+def kl_both(y_pred: torch.Tensor, y_true: torch.Tensor) -> torch.Tensor:
+    """Correct, differentiated in both inputs."""
+    return _KL.apply(y_pred, y_true, "both")  # type: ignore[no-any-return]
+
+
+def kl_grad_pred(y_pred: torch.Tensor, y_true: torch.Tensor) -> torch.Tensor:
+    """d y_pred 25% too large; d y_true right."""
+    return _KL.apply(y_pred, y_true, "both pred")  # type: ignore[no-any-return]
+
+
+def kl_grad_true(y_pred: torch.Tensor, y_true: torch.Tensor) -> torch.Tensor:
+    """d y_true 25% too large; d y_pred right."""
+    return _KL.apply(y_pred, y_true, "both true")  # type: ignore[no-any-return]
+
+
+def kl_fp32_out(y_pred: torch.Tensor, y_true: torch.Tensor) -> torch.Tensor:
+    """The forward loss returned in fp32 for a 16-bit input."""
+    return _KL.apply(y_pred, y_true, "fp32-out")  # type: ignore[no-any-return]
+
+
+def kl_nan_forward(y_pred: torch.Tensor, y_true: torch.Tensor) -> torch.Tensor:
+    """The forward loss NaN; the gradients right."""
+    return _KL.apply(y_pred, y_true, "nan-forward")  # type: ignore[no-any-return]
+
+
+# ---- one fault planted in one input's gradient, for any function in a family's calling convention --------
+
+
+def grad_fault(fn: Callable[..., Any], index: int, how: str) -> Callable[..., Any]:
+    """``fn`` with its own autograd gradients, except input ``index``'s: 25% too large (``how = "scale"``)
+    or not given (``"none"``). Several outputs (rope's q and k) take their upstream gradients in order."""
+
+    class Planted(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, kw: dict[str, Any], *inputs: torch.Tensor) -> Any:
+            ctx.save_for_backward(*inputs)
+            ctx.kw = kw
+            return fn(*inputs, **kw)
+
+        @staticmethod
+        def backward(ctx: Any, *dys: torch.Tensor) -> Any:
+            xs = [x.detach().requires_grad_(x.is_floating_point()) for x in ctx.saved_tensors]
+            with torch.enable_grad():
+                out = fn(*xs, **ctx.kw)
+                outs = out if isinstance(out, tuple) else (out,)
+                leaves = [x for x in xs if x.requires_grad]
+                gs = iter(torch.autograd.grad(outs, leaves, dys, allow_unused=True))
+            grads = [next(gs) if x.requires_grad else None for x in xs]
+            grads[index] = None if how == "none" else grads[index] * 1.25
+            return (None, *grads)
+
+    def kernel(*inputs: torch.Tensor, **kw: Any) -> Any:
+        return Planted.apply(kw, *inputs)
+
+    return kernel
