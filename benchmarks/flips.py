@@ -69,7 +69,10 @@ def pair_counts(base: Path, pr: Path, contracts: Path) -> dict[str, Any]:
     before = {c.case_id: c.status for c in b.cases}
     flips = [c.case_id for c in p.cases if c.case_id in before and before[c.case_id] != c.status]
     return {
-        "blocking": [f"{c.category} {c.case_id}" for c in diff.blocking],
+        # a case's rows only: a required runner this one-runner benchmark never runs (the repository's
+        # policy.required_runners) is a missing leg of the setup, not a flip
+        "blocking": [f"{c.category} {c.case_id}" for c in diff.blocking if c.case_id],
+        "missing_legs": [c.runner for c in diff.blocking if not c.case_id],
         "flips_replayed": [cid for cid in flips if not is_fresh(cid)],
         "flips_fresh": [cid for cid in flips if is_fresh(cid)],
         "categories": {k: v for k, v in diff.counts().items() if v},

@@ -16,6 +16,7 @@ from kcgate.contracts.fields import CONTRACT_FIELDS
 from kcgate.contracts.records import Contract, Project
 from kcgate.contracts.sources import code_digest
 from kcgate.errors import UsageError
+from kcgate.vocab.case_ids import FRESH, is_fresh
 from kcgate.vocab.catalogue import CATALOGUE, family_constraints
 
 
@@ -50,18 +51,9 @@ def case_id(contract_id: str, dtype: str, shape: tuple[int, ...], seed_index: in
     return f"{contract_id}/{dtype}/{'x'.join(map(str, shape))}/s{seed_index}"
 
 
-FRESH = "/f"  # a fresh case's id ends in /f0, /f1, ...: a seed never replayed from a baseline
-
-
 def fresh_id(contract_id: str, dtype: str, shape: tuple[int, ...], index: int) -> str:
     """A fresh case's id: beside the replayed ``/s`` cases of a contract, dtype and declared shape."""
     return f"{contract_id}/{dtype}/{'x'.join(map(str, shape))}{FRESH}{index}"
-
-
-def is_fresh(cid: str) -> bool:
-    """Whether a case id names a fresh case (its seed is drawn anew on every run, never replayed)."""
-    head, sep, tail = cid.rpartition(FRESH)
-    return bool(sep) and tail.isdigit() and "/" not in tail
 
 
 SEED_MASK = (1 << 63) - 1  # case seeds are non-negative 63-bit ints (torch.Generator.manual_seed takes them)

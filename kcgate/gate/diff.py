@@ -15,7 +15,6 @@ from typing import NamedTuple
 
 from kcgate.contracts.policy import DriftRule, Policy, Waiver
 from kcgate.gate.model import CaseChange, Diff, RunnerDiff
-from kcgate.plan import is_fresh
 from kcgate.results.model import UNEVALUATED, RunResult, Status, build_frozen, index_cases
 from kcgate.results.records import (
     ABSENT,
@@ -28,6 +27,7 @@ from kcgate.results.records import (
 )
 from kcgate.results.severity import row_severity, severities
 from kcgate.results.table import CaseTable
+from kcgate.vocab.case_ids import is_fresh
 from kcgate.vocab.categories import WAIVER_DECIDED
 
 _FAIL, _PASS, _ERROR = (
