@@ -332,6 +332,31 @@ def noise_signature(cmp: Any) -> Signature | None:
 # ---- the entry point used by kcgate.engine.checks.verdict -------------------------------------------------
 
 
+UNDERFLOW_X = 87.0  # exp(x) for x below −87.3 (ln of fp32's smallest normal) is subnormal, then 0 below −103
+
+
+def underflow_inputs(inputs: Sequence[torch.Tensor]) -> bool:
+    """Inputs below exp's range and none above it: a NaN from them is an exp that underflowed to 0 (then log 0,
+    0·log 0 or 0/0), not an overflow."""
+    xs = [x.detach().double().nan_to_num(0, 0, 0) for x in inputs if x.is_floating_point() and x.numel()]
+    return any(float(x.min()) < -UNDERFLOW_X for x in xs) and all(float(x.max()) <= 80 for x in xs)
+
+
+def underflow_signature(out: torch.Tensor, ref: torch.Tensor) -> Signature | None:
+    """NaN/Inf introduced where the oracle is finite, on inputs below exp's range (``underflow_inputs``)."""
+    o = out.to(torch.float64)
+    introduced = int((~o.isfinite() & ref.isfinite()).sum())
+    if not introduced or bool((o.isfinite() & ~ref.isfinite()).any()):
+        return None
+    return sig(
+        "underflow",
+        f"{introduced} NaN/Inf result(s) where the oracle is finite, on inputs below exp's range (x < "
+        f"−{UNDERFLOW_X:g}): an exp underflowed to 0, then log 0, 0·log 0 or 0/0 (stay in log space: "
+        "logaddexp or logsumexp, or clamp before the log)",
+        introduced=float(introduced),
+    )
+
+
 def _large_inputs(inputs: Sequence[torch.Tensor]) -> bool:
     """Inputs past exp's range (ln of fp32's max is 88.7): a NaN from them is an exp overflow."""
     xs = [x for x in inputs if x.is_floating_point() and x.numel()]

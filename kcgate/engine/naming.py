@@ -257,6 +257,12 @@ def _operand(ev: Evidence) -> Signature | None:
     return A._operand(ev.ctx, ev.worst)
 
 
+def _underflow(ev: Evidence) -> Signature | None:
+    if ev.ctx.op.name in D.EXP_FAMILIES or not D.underflow_inputs(ev.worst.inputs):
+        return None  # an exp family's advice (subtract the row max) covers its underflow too
+    return D.underflow_signature(ev.worst.out, ev.cmp.ref)
+
+
 def _nan(ev: Evidence) -> Signature | None:
     exp = ev.ctx.op.name in D.EXP_FAMILIES or D._large_inputs(ev.worst.inputs)
     return D.nan_signature(ev.worst.out, ev.cmp.ref, exp, D.overflow_where(ev.ctx.op.name, ev.worst.grad))
@@ -280,6 +286,13 @@ RULES: tuple[Rule, ...] = (
         "NaN/Inf exactly where a known mistake's oracle has them",
         "the rest within that mistake's bound; NaN in at most half the output",
         "tests/engine/test_heldout_signatures.py::test_a_mask_hiding_its_own_key_is_the_mask_mistake_not_an_overflow",
+    ),
+    Rule(
+        "underflow",
+        _underflow,
+        "NaN/Inf where the oracle is finite, on inputs below exp's range (x < −87) and none above 80",
+        "not in an exp family (its overflow advice, subtract the row max, covers the underflow); no NaN swallowed",
+        "tests/engine/test_loss_probes.py::test_a_jsd_that_underflows_is_named_underflow_not_overflow",
     ),
     Rule(
         "non-finite",

@@ -228,13 +228,14 @@ class Metrics:
     @property
     def worst_grad(self) -> str:
         """The input whose gradient decided a backward case ("" when the forward output did, or no
-        backward ran): the largest ``grad_budget.<name>`` extra, when no forward budget exceeds it."""
+        backward ran): the largest ``grad_budget.<name>`` extra, where it exceeds the forward budget."""
         extra = dict(self.extra)
         grads = [(v, k.removeprefix(GRAD_BUDGET)) for k, v in self.extra if k.startswith(GRAD_BUDGET)]
         if not grads:
             return ""
         budget, name = max(grads)
-        return name if budget >= extra.get("out_budget", -1.0) else ""
+        # as the trial decides (kcgate.engine.backward._decide): the forward output wins a tie (both NaN)
+        return name if budget > extra.get("out_budget", -1.0) else ""
 
     @property
     def worst_output(self) -> str:

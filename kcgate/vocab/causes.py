@@ -25,6 +25,7 @@ class Cause:
         False  # claims no mechanism: a mutant of the reference that reproduces the output may explain it
     )
     on_output: bool = False  # integrity: seen on the forward output unless the check records a gradient
+    drawn: bool = False  # a stability probe's cause whose inputs are drawn to a pattern (no offset to shrink)
 
     @property
     def budget_meaningful(self) -> bool:
@@ -95,6 +96,14 @@ CAUSE_TABLE: tuple[Cause, ...] = (
     Cause("offset", "semantic", "a constant or per-block bias added to the output", keeps=True),
     Cause("sparse", "semantic", "a few elements corrupted (their indices are named), the rest within the bound", keeps=True),
     Cause("noise", "precision", "diffuse, unbiased errors over many elements, not fitted by any accumulator width"),
+    Cause("underflow", "structural",
+          "an intermediate underflowed to 0 (exp of a large negative number), then log 0 or 0/0 gave NaN/Inf where "
+          "the oracle is finite", keeps=True, nonfinite=True),
+    Cause("ties", "semantic",
+          "fine on the contract's inputs, wrong where two inputs are equal (a comparison or subgradient at ties)",
+          drawn=True),
+    Cause("peaked", "semantic", "fine on the contract's inputs, wrong on peaked, near-one-hot distributions",
+          drawn=True),
     Cause("overflow-nan", "structural", "exp (or another intermediate) overflowed, giving NaN/Inf where the oracle is finite",
           keeps=True, nonfinite=True),
     Cause("row-scale", "precision",
@@ -142,6 +151,9 @@ NONFINITE = tuple(c.name for c in CAUSE_TABLE if c.nonfinite)
 SLOW_REFERENCE = "kcgate: slow reference: "
 """The worker's stderr line where a custom op's reference is slow enough that its derived bound may outlast
 the case's timeout (kcgate.numerics.derived); a timed-out case's message leads with it (execution/executors)."""
+DRAWN = tuple(
+    c.name for c in CAUSE_TABLE if c.drawn
+)  # the ties and peaked probes (engine/checks/stability.py)
 ON_OUTPUT = tuple(
     c.name for c in CAUSE_TABLE if c.on_output
 )  # named on the forward output of a backward case

@@ -28,11 +28,12 @@ from kcgate.engine.checks import Finding, verdict
 from kcgate.engine.diagnosis import sig
 from kcgate.engine.harness import run_trial
 from kcgate.engine.trial import CaseContext, Trial, oracle, probe_offset
+from kcgate.numerics import domains
 from kcgate.numerics.invariance import invariances
 from kcgate.numerics.ops.base import Tensors, draw
 from kcgate.results.model import Status
 from kcgate.vocab.catalogue import CATALOGUE, families, params_of
-from kcgate.vocab.causes import ISSUE_MESSAGES, NONFINITE
+from kcgate.vocab.causes import DRAWN, ISSUE_MESSAGES, NONFINITE
 from kcgate.vocab.classes import CLASSES
 
 OVERFLOW_SHIFT = 100.0  # > ln(float32 max) = 88.7: exp(x) without max-subtraction overflows in fp32 and below
@@ -66,6 +67,9 @@ _WHAT = dict(
     cancellation="catastrophic cancellation",
     overflow="an intermediate overflowed",
     saturation="lanes where the softcap saturates are counted wrongly (padded lanes leaking into the sum?)",
+    ties="wrong where two inputs are equal (a comparison or a subgradient at ties: |p − q|'s gradient at p == q "
+    "is 0)",
+    peaked="wrong on peaked, near-one-hot distributions (an exp that underflows to 0, then log 0 or 0/0)",
 )
 
 
@@ -84,6 +88,9 @@ class Probe:
     rescale: tuple[int, ...] = ()
     label: str = ""  # the input's name, for a custom op's message
     inferred: bool = False  # from the fp64 reference's invariance, not declared
+    source: int = -1  # ties: the input whose rows are copied into ``input``
+    kinds: tuple[tuple[int, str], ...] = ()  # peaked: (input, "prob" | "log") redrawn near one-hot
+    other: str = ""  # ties: the source input's name
 
     def make(self, ctx: CaseContext, xs: Tensors, offset: float) -> Tensors:
         if self.rescale:
@@ -91,8 +98,14 @@ class Probe:
                 (t.to(torch.float64) / self.scale).to(t.dtype) if i in self.rescale else t
                 for i, t in enumerate(xs)
             )
+        if self.name == "peaked":
+            g = ctx.generator("probe", self.name)
+            new_xs = dict((i, domains.peaked(xs[i], k, g)) for i, k in self.kinds)
+            return tuple(new_xs.get(i, t) for i, t in enumerate(xs))
         x = xs[self.input]
-        if self.name == "saturation":
+        if self.name == "ties":
+            new = domains.tied(x, xs[self.source])
+        elif self.name == "saturation":
             z = draw(x.shape, torch.float64, ctx.generator("probe", self.name), "normal")
             new = (z * self.scale - offset).to(x.dtype)
         elif self.scale != 1.0:
@@ -111,6 +124,11 @@ class Probe:
         if self.rescale:
             s = f"{self.scale:g}"
             return f"static scales {s}x below amax / fp8 max: inputs up to {s}x past the fp8 range"
+        if self.name == "ties":
+            return f"{who} equal to input '{self.other}' on every other row"
+        if self.name == "peaked":
+            who = "inputs " + ", ".join(f"'{n}'" for n in self.label.split("+"))
+            return f"peaked, near-one-hot distributions in {who} (logits × {domains.PEAK:g})"
         if self.name == "saturation":
             where = f"{who} near" if self.label else "logits near"
             return f"{where} −{offset:g}, where the softcap's tanh saturates"
@@ -124,13 +142,22 @@ class Probe:
     def _why(self) -> str:
         if not self.inferred:
             return ""
+        if self.name == "ties":
+            return f"; a probe kcgate inferred: '{self.label}' and '{self.other}' have one shape and dtype"
+        if self.name == "peaked":
+            return "; a probe kcgate inferred: the input generator draws rows of probabilities or log-probabilities"
         kind = "scale" if self.scale != 1.0 else "shift"
         return f"; a probe kcgate inferred: the fp64 reference is {kind}-invariant in '{self.label}'"
 
     @property
     def scaled(self) -> bool:
-        """A scale probe (fp16 norms): its inputs cannot be made milder by a smaller offset."""
-        return self.scale != 1.0 and self.name != "saturation"
+        """A scale probe (fp16 norms), ties or peaked distributions: inputs no smaller offset makes milder."""
+        return (self.scale != 1.0 and self.name != "saturation") or self.name in DRAWN
+
+    @property
+    def inferred_kind(self) -> str:
+        """The word in the metrics' ``inferred_<kind>_probe_<input>`` note."""
+        return self.name if self.name in DRAWN else "scale" if self.scaled else "offset"
 
     @property
     def key(self) -> str:
@@ -173,6 +200,7 @@ def custom_probes(ctx: CaseContext, shift: float) -> list[Probe]:
     declared = dict(ctx.contract.stability)
     out = [p for name, kinds in declared.items() for p in _declared(ctx, names, name, dict(kinds), shift)]
     samples = [ctx.inputs(ctx.case.shape, ("infer", k)) for k in range(INFER_SAMPLES)]
+    out += _drawn_probes(ctx, samples, set(declared))
     for i, kind in invariances(ctx.op.oracle, samples):
         label = names[i] if i < len(names) else f"input{i}"
         if label in declared:
@@ -181,6 +209,25 @@ def custom_probes(ctx: CaseContext, shift: float) -> list[Probe]:
             out.append(Probe("cancellation", offset=shift, input=i, own=True, label=label, inferred=True))
         elif (scale := _overflow_scale(ctx)) is not None:
             out.append(Probe("overflow", scale=scale, input=i, own=True, label=label, inferred=True))
+    return out
+
+
+def _drawn_probes(ctx: CaseContext, samples: list[Tensors], declared: set[str]) -> list[Probe]:
+    """The inputs real loss kernels break on, inferred from what the generator draws (kcgate.numerics.domains):
+    rows of one input equal to another's (ties), and peaked distributions where it draws probabilities or
+    log-probabilities. An input the contract's ``stability`` names (an empty table included) is left alone;
+    the reference's own verdict on the probe inputs (a non-finite result) skips a probe it finds invalid."""
+    names = ctx.op.input_names
+    label = lambda i: names[i] if i < len(names) else f"input{i}"  # noqa: E731
+    out = [
+        Probe("ties", input=i, source=j, own=True, label=label(i), other=label(j), inferred=True)
+        for i, j in domains.tie_pairs(samples[0] if samples else ())
+        if label(i) not in declared
+    ]
+    kinds = tuple((i, k) for i, k in domains.distributions(samples) if label(i) not in declared)
+    if kinds:
+        who = "+".join(label(i) for i, _ in kinds)  # the metrics' key: peaked_log_q+log_p
+        out.append(Probe("peaked", own=True, kinds=kinds, label=who, inferred=True))
     return out
 
 
@@ -250,7 +297,7 @@ def after_class(ctx: CaseContext, finding: Finding) -> Finding:
     notes: dict[str, float] = {}
     for probe in probes(ctx):
         if probe.inferred:
-            notes[f"inferred_{'scale' if probe.scaled else 'offset'}_probe_{probe.label}"] = 1.0
+            notes[f"inferred_{probe.inferred_kind}_probe_{probe.label}"] = 1.0
         result = run_probe(ctx, probe, [], notes)
         if result is None:
             continue

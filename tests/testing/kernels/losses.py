@@ -6,6 +6,7 @@ tests. Torch re-implementations; Triton is not installed here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -120,3 +121,99 @@ def grad_fault(fn: Callable[..., Any], index: int, how: str) -> Callable[..., An
         return Planted.apply(kw, *inputs)
 
     return kernel
+
+
+# ---- Liger's JSD and TVD, as shipped with their bugs and as fixed (torch re-implementations) -----------------
+
+
+def log_probs_gen(shape: tuple[int, ...], dtype: torch.dtype, g: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """Two rows of log-probabilities (a student's and a teacher's log_softmax of normal logits)."""
+    return tuple(
+        torch.log_softmax(torch.randn(shape, generator=g, dtype=torch.float64), -1).to(dtype)
+        for _ in range(2)
+    )
+
+
+def probs_gen(shape: tuple[int, ...], dtype: torch.dtype, g: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """Two rows of probabilities (softmax of normal logits)."""
+    return tuple(
+        torch.softmax(torch.randn(shape, generator=g, dtype=torch.float64), -1).to(dtype) for _ in range(2)
+    )
+
+
+BETA = 0.5
+
+
+def jsd_ref(log_q: torch.Tensor, log_p: torch.Tensor) -> torch.Tensor:
+    """Liger's test reference: the generalised JSD of the student log_q against the teacher log_p (detached),
+    summed and divided by the rows."""
+    q, p = log_q.exp(), log_p.detach().exp()
+    m = BETA * p + (1 - BETA) * q
+    log_m = m.log()
+    return (BETA * p * (log_p.detach() - log_m) + (1 - BETA) * q * (log_q - log_m)).sum() / log_q.shape[0]
+
+
+def _jsd_terms(x: torch.Tensor, y: torch.Tensor, fixed: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss terms, d loss / d x) in fp32: log M as log(M) (the shipped kernel: M underflows to 0 where both
+    distributions are tiny, and 0·log 0 is NaN), or in log space (the fix)."""
+    q, p = x.exp(), y.exp()
+    if fixed:
+        log_m = torch.logaddexp(y + math.log(BETA), x + math.log(1 - BETA))
+        m = log_m.exp()
+    else:
+        m = BETA * p + (1 - BETA) * q
+        log_m = m.log()
+    return BETA * p * y + (1 - BETA) * q * x - m * log_m, (1 - BETA) * q * (x - log_m)
+
+
+class _JSD(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, log_q: torch.Tensor, log_p: torch.Tensor, fixed: bool) -> torch.Tensor:
+        loss, dx = _jsd_terms(log_q.float(), log_p.float(), fixed)
+        ctx.save_for_backward(dx)
+        ctx.rows, ctx.dtype = log_q.shape[0], log_q.dtype
+        return (loss.sum() / ctx.rows).to(log_q.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> Any:
+        (dx,) = ctx.saved_tensors
+        return (dy.float() * dx / ctx.rows).to(ctx.dtype), None, None
+
+
+def jsd_shipped(log_q: torch.Tensor, log_p: torch.Tensor) -> torch.Tensor:
+    return _JSD.apply(log_q, log_p, False)  # type: ignore[no-any-return]
+
+
+def jsd_fixed(log_q: torch.Tensor, log_p: torch.Tensor) -> torch.Tensor:
+    return _JSD.apply(log_q, log_p, True)  # type: ignore[no-any-return]
+
+
+def tvd_ref(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Liger's test reference: total variation distance 0.5·|p − q|, summed and divided by the rows."""
+    return (0.5 * (p - q.detach()).abs()).sum() / p.shape[0]
+
+
+class _TVD(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, p: torch.Tensor, q: torch.Tensor, fixed: bool) -> torch.Tensor:
+        d = p.float() - q.float()
+        # the shipped kernel's gradient: where(p > q, 0.5, -0.5), -0.5 at ties where |x|'s gradient is 0
+        grad = torch.where(d > 0, 0.5, -0.5)
+        if fixed:
+            grad = torch.where(d == 0, 0.0, grad)
+        ctx.save_for_backward(grad)
+        ctx.rows, ctx.dtype = p.shape[0], p.dtype
+        return ((0.5 * d.abs()).sum() / ctx.rows).to(p.dtype)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> Any:
+        (grad,) = ctx.saved_tensors
+        return (dy.float() * grad / ctx.rows).to(ctx.dtype), None, None
+
+
+def tvd_shipped(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    return _TVD.apply(p, q, False)  # type: ignore[no-any-return]
+
+
+def tvd_fixed(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    return _TVD.apply(p, q, True)  # type: ignore[no-any-return]
