@@ -122,9 +122,7 @@ def grad_allowance(
     assert ctx.op.grad_bound is not None
     floor = subnormal_grad_floor(ctx.dtype, ctx.contract.tolerance.lam, up)
     ba = ctx.grad_bound_args()
-    if (
-        got is not None
-    ):  # the kernel's gradients: a bound derived from a reference stops sampling once they fit
+    if got is not None and ctx.op.name == "custom":  # a derived bound stops sampling once the errors fit
         errs = tuple(kernel_error(g, r) for g, r, t in zip(got, refs, up) if t.is_floating_point())
         ba = replace(ba, errors=errs, floor=floor)
     bounds = ctx.op.grad_bound(up, dy.to(torch.float64), refs, ba)

@@ -215,7 +215,7 @@ def allowance(
     # error-bound, and relative (which is also held to the family's bound)
     ba = ctx.bound_args()
     floor = subnormal_floor(ba)
-    if out is not None and tol.method == "error-bound":
+    if out is not None and tol.method == "error-bound" and ctx.op.name == "custom":  # a derived bound
         ba = replace(ba, errors=(kernel_error(out, ref),), floor=floor)
     return ctx.op.bound(up or upcast(inputs), ref, ba) + floor
 
