@@ -92,12 +92,13 @@ def fill(db: Path, commits: int, contracts: int, runners: int) -> float:
                                 1e-6 * (1 + r % 3),
                                 ids[""],
                                 ids[""],
+                                b,
                             )
                         )
-                        cells.append((run_id, name, STATUS_CODE["pass"], b, 1, 0, ids[""]))
+                        cells.append((run_id, name, STATUS_CODE["pass"], b, 1, 0, ids[""], b))
             conn.executemany("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", runs)
-            conn.executemany("INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", cases)
-            conn.executemany("INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?)", cells)
+            conn.executemany("INSERT INTO cases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", cases)
+            conn.executemany("INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?)", cells)
             conn.execute("COMMIT")
     return time.perf_counter() - start
 

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -186,8 +187,6 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
 
 def tracked_versions(names: tuple[str, ...]) -> dict[str, str]:
     """``[project] track``: each distribution's installed version, as this interpreter (the workers') sees it."""
-    from importlib import metadata
-
     out = {}
     for name in names:
         try:

@@ -12,7 +12,7 @@ import typer
 
 from kcgate.commands._options import contracts_option, emit, format_option, output_option, pick_contracts
 from kcgate.commands.diff import pick_format
-from kcgate.errors import UsageError
+from kcgate.errors import ResultsError, UsageError
 
 if TYPE_CHECKING:
     from kcgate.history.runs import Found
@@ -218,7 +218,6 @@ def _place(name: str, found: Found | None, committed: Path, target: Path, ours: 
 
 
 def _committed_run(path: Path, name: str) -> RunResult:
-    from kcgate.errors import ResultsError
     from kcgate.results.model import load_run
 
     run = load_run(path)

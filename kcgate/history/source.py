@@ -14,6 +14,7 @@ from typing import Any
 from kcgate.errors import ResultsError
 from kcgate.history.runs import COMMIT
 from kcgate.results.baseline import RUNNER_NAME
+from kcgate.results.model import write_atomic
 from kcgate.util import bounded
 
 SOURCE_FILE = "kcgate-baseline-source.json"
@@ -61,8 +62,6 @@ def dumps_source(source: BaselineSource) -> str:
 
 
 def write_source(directory: Path, source: BaselineSource) -> Path:
-    from kcgate.results.model import write_atomic
-
     path = directory / SOURCE_FILE
     write_atomic(path, dumps_source(source))
     return path

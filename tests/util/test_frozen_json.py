@@ -70,7 +70,7 @@ def _everything_set() -> Project:
     """A project whose every field (nested records too) differs from its default."""
     tolerance = Tolerance("abs-rel", 2.5, 3.0, 1e-5, 1e-6, 3.0, "m:base", 0.0, "sequential")
     protocol = Protocol(
-        3, 4, False, 8, 60, (16, 64), 7, 5, False, False
+        3, 4, False, 8, 60, (16, 64), 7, 5, False, False, 2
     )  # timeout_s given as the int 60, as TOML may
     contract = Contract(
         id="c",
@@ -106,6 +106,7 @@ def _everything_set() -> Project:
         init=(("width", 8),),
         env=(("TRITON_INTERPRET", "1"),),
         mutates=("a",),
+        no_grad=("b",),
         outputs=("out", "residual"),
         stability=(("x", (("offset", 1e4), ("scale", 8.0))), ("h", ())),
         line=12,
