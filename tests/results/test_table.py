@@ -81,6 +81,10 @@ def rows(draw: Any) -> list[list[Any]]:
                 draw(numbers),
                 draw(int_lists),  # shrunk_shape
                 draw(int_lists),  # shrunk_nonzero
+                draw(texts),  # attribution
+                draw(texts),  # base_commit
+                draw(texts),  # base_rerun
+                draw(texts),  # base_summary
             ]
         )
     return out
