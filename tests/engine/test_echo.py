@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import kcgate
-from tests.engine.test_multi_outputs import KERNELS, _contract
+from tests.engine.test_multi_outputs import KERNELS, KK_KERNELS, _contract
 
 STALE = (
     KERNELS
@@ -22,6 +22,7 @@ def stale(x, residual, weight):  # the residual output not updated: the input re
 
 def _run(tmp: Path, kernel: str) -> list[dict]:  # type: ignore[type-arg]
     (tmp / "kk.py").write_text(STALE)
+    (tmp / "kk_kernels.py").write_text(KK_KERNELS)  # the kernels, through another module than the reference
     c = _contract("fused", kernel, "ref", "gen", 'outputs = ["out", "residual"]').replace(
         "float32", "bfloat16"
     )
