@@ -147,7 +147,7 @@ def _execute(project: Project, case: Case, backend: Any, kernel: str | None, cod
         _check_contract_functions(ctx)  # a vacuous reference or generator is the case's error, named
         finding = CHECKS[case.klass](ctx)
         # only where `run --shrink-s` gives it time: the smallest shape, then the fewest nonzero inputs
-        shrunk, nonzero = shrink_case(ctx, finding, CHECKS[case.klass])
+        finding, shrunk, nonzero = _shrink(ctx, finding, CHECKS[case.klass])
         backend.empty_cache()
     except BaseException as exc:  # noqa: BLE001 — SystemExit and KeyboardInterrupt from a kernel included
         if isinstance(exc, KeyboardInterrupt):
@@ -165,6 +165,19 @@ def _execute(project: Project, case: Case, backend: Any, kernel: str | None, cod
         shrunk_shape=shrunk,
         shrunk_nonzero=nonzero,
     )
+
+
+def _shrink(ctx: Any, finding: Any, check: Any) -> tuple[Any, tuple[int, ...], tuple[int, ...]]:
+    """The finding with its smallest failing shape; a kernel whose process dies at a smaller shape (its
+    sandbox: nothing else ran there) leaves the case's verdict as found, and says why it is not shrunk."""
+    try:
+        shrunk, nonzero = shrink_case(ctx, finding, check)
+    except BaseException as exc:  # SandboxLost is one, so that no check records it as the kernel raising
+        if type(exc).__module__ != "kcgate.sandbox.client":  # SandboxLost: the kernel's own process died
+            raise
+        note = f"not shrunk: the search for a smaller failing shape ended the kernel's process ({str(exc)[:300]})"
+        return replace(finding, message=f"{finding.message}; {note}" if finding.message else note), (), ()
+    return finding, shrunk, nonzero
 
 
 def _check_contract_functions(ctx: Any) -> None:

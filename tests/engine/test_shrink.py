@@ -208,5 +208,5 @@ def test_a_kernel_that_crashes_at_a_smaller_shape_keeps_its_verdict(tmp_path: Pa
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     (case,) = load_run(tmp_path / "r.json").cases
     assert case.status == "fail" and case.shrunk_shape == (), case.message
-    assert "not shrunk: the search for a smaller failing shape ended the worker" in case.message
+    assert "not shrunk: the search for a smaller failing shape ended the kernel's process" in case.message
     assert "SIGSEGV" in case.message or "signal" in case.message, case.message
