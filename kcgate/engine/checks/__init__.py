@@ -142,7 +142,10 @@ def _refusal(ctx: CaseContext, ts: list[Trial]) -> tuple[sequential.Decision, li
     for total in looks:
         drawn = range(len(ts) - looks[0], total - looks[0])
         ts = [*ts, *(run_trial(ctx, salt=f"signal-seq-{j}") for j in drawn)]
-        decision = sequential.crossings(sum(signal_ratio(t) >= 1.0 for t in ts), len(ts), near=True)
+        crossed = sum(signal_ratio(t) >= 1.0 for t in ts)
+        decision = sequential.crossings(
+            crossed, len(ts), near=True, p0=sequential.SIGNAL_P0, p1=sequential.SIGNAL_P1
+        )
         if decision != sequential.MORE:
             return decision, ts
     return sequential.MORE, ts
