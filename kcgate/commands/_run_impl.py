@@ -168,8 +168,8 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
         result = execute_plan(cases, executor, run, out, done, _progress)
     where = _attribute.base_ref(o.base_ref, o.contracts)
     if where is not None:
-        args = {
-            "isolation": o.isolation,
+        args = {  # in fresh workers even under --isolation none: this process holds the PR's modules
+            "isolation": "process",
             "device": device,
             "memory_limit_gb": o.memory_limit_gb,
             "timeout": o.timeout,

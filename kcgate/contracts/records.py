@@ -139,6 +139,13 @@ class Project:
     track: tuple[str, ...] = ()  # [project] track: distributions whose versions a run records
     warnings: tuple[Problem, ...] = ()  # valid, but worth saying (e.g. a kernel the static lookup cannot see)
 
+    @property
+    def import_paths(self) -> tuple[Path, ...]:
+        """Where a run imports the kernels, references and generators from: [project].paths, then the contracts
+        file's directory (as validate looks them up), ahead of the working directory. A base rerun
+        (``--base-ref``) thus imports base's modules from its worktree, never the PR's checkout it runs in."""
+        return (*self.paths, self.path.absolute().parent)
+
     def contract(self, contract_id: str) -> Contract:
         """The contract with this id (a KeyError names an unknown one)."""
         return self._by_id[contract_id]

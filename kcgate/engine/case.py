@@ -65,9 +65,9 @@ def make_context(
     contract = project.contract(case.contract_id)
     device = backend.device()
     code = code or LocalCode(device)
-    op = op_for(contract, project.paths)
+    op = op_for(contract, project.import_paths)
     # calibration states (``kernel``): another import string, the same signature
-    fn = code.kernel(contract, kernel or contract.kernel, project.paths, _dtype(case.dtype), op)
+    fn = code.kernel(contract, kernel or contract.kernel, project.import_paths, _dtype(case.dtype), op)
     return CaseContext(
         contract=contract,
         case=case,

@@ -241,3 +241,28 @@ def test_a_kernel_tuned_to_the_baselines_seeds_is_caught_by_the_fresh_seed(tmp_p
     assert changes["kern/float32/8x1024x8/s0"]["category"] == "unchanged"  # the replayed inputs it knows
     assert changes["kern/float32/8x1024x8/f0"]["category"] == "new-violation"  # a fresh draw: caught
     assert changes["kern/float32/8x1024x8/f0"]["attribution"] == "introduced" and code == 1
+
+
+@pytest.mark.slow  # two runs in real workers, one of them on main's worktree
+def test_the_base_rerun_imports_bases_modules_not_the_checkout_it_runs_in(tmp_path: Path) -> None:
+    """No [project] paths: the kernel and the package it imports sit beside contracts.toml, found from the
+    working directory, the PR's checkout. The rerun must still run main's package (rotary-embedding-torch
+    0.8.0 -> 0.6.1 replayed as a PR was attributed to main when it imported the PR's)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "ci@example.com")
+    _git(repo, "config", "user.name", "ci")
+    contracts = CONTRACT.format(id="kern", module="kern")
+    _write(
+        repo, {"contracts.toml": contracts, "kern.py": "from vendored import matmul\n", "vendored.py": GOOD}
+    )
+    _commit(repo, "main")
+    _git(repo, "checkout", "-qb", "pr")
+    _write(repo, {"vendored.py": BAD})
+    _commit(repo, "pr: the vendored package's bf16 running sum")
+    for isolation in ("process", "none"):
+        proc = _run(repo, "--base-ref", "main", "--baseline", "none", "--isolation", isolation)
+        assert proc.returncode == 1 and "attribution: rerunning" in proc.stderr, proc.stderr
+        cases = load_run(repo / "results" / "cpu-ci.json").cases
+        assert {(c.attribution, c.base_rerun) for c in cases} == {("introduced", "pass")}, isolation
