@@ -144,8 +144,9 @@ class PlantedReplay(Replay):
         rows: dict[str, list[str]] = {}
         for c in _changes(doc):
             if c["contract_id"] in (*PLANTED_IDS, "local-softmax"):
-                blocking = " BLOCKING" if c.get("blocking") else ""
-                rows.setdefault(c["contract_id"], []).append(f"{c['status']} {c['category']}{blocking}")
+                mark = " introduced" if c.get("attribution") == "introduced" else ""  # the base rerun passed
+                mark += " BLOCKING" if c.get("blocking") else ""
+                rows.setdefault(c["contract_id"], []).append(f"{c['status']} {c['category']}{mark}")
         self.planted.append({k: sorted(v) for k, v in sorted(rows.items())})
         return outcome
 
