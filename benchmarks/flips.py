@@ -12,7 +12,10 @@ deterministic kernel) and on the fresh ones (a new draw may land elsewhere; the 
     python -m benchmarks.flips --runs 3 --contracts contracts.toml
 
 The default corpora: the repository's contracts.toml, the realistic bugs (tests/data/realistic) and the
-incidents (examples/incidents/*). The contracts must be committed: base is HEAD's tree.
+incidents (examples/incidents/*). The shipped bugs (tests/data/shipped), their fixed twins
+(tests/data/shipped-fixed) and a sample of the false-alarm corpus (tests/data/false-alarms) are contracts files
+too (``python -m tests.testing.corpus_files`` writes them). The contracts must be committed: base is HEAD's
+tree. It prints the machine and the command first.
 """
 
 from __future__ import annotations
@@ -88,6 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", default="auto")
     ap.add_argument("--json", type=Path, help="write every pair's counts here")
     a = ap.parse_args(argv)
+    from benchmarks._machine import describe
+
+    print(describe())
+    print(
+        f"command: python -m benchmarks.flips {' '.join(sys.argv[1:] if argv is None else argv)}", flush=True
+    )
     report: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="kcgate-flips-") as tmp:
         for contracts in a.contracts:

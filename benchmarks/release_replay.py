@@ -107,7 +107,11 @@ def main() -> None:
 
 
 class Replay:
-    """The repository, its data branch (a directory, as the action's checkout of it) and the commands."""
+    """The repository, its data branch (a directory, as the action's checkout of it) and the commands.
+    ``seed`` (the first commit's files), ``vendor`` (a PR's one change), ``base`` and ``runner`` are what a
+    replay of another history replaces (benchmarks/planted_replay.py)."""
+
+    base, runner = BASE, RUNNER
 
     def __init__(self, work: Path, wheels: Path, deps: Path, reuse_pr_run: bool = False) -> None:
         self.work, self.wheels, self.deps, self.reuse = work, wheels, deps, reuse_pr_run
@@ -117,7 +121,7 @@ class Replay:
     def run(self, prs: tuple[tuple[str, str, str], ...]) -> list[Outcome]:
         self.init_repo()
         self.push_run()
-        outcomes, current = [], BASE
+        outcomes, current = [], self.base
         for release, truth, _why in prs:
             start = time.monotonic()
             outcome = self.pull_request(release, current, truth)
@@ -137,11 +141,15 @@ class Replay:
         shutil.rmtree(self.history, ignore_errors=True)
         self.repo.mkdir(parents=True)
         self.git("init", "-q", "-b", "main")
-        for name in ("contracts.toml", "contract_fns.py"):
-            shutil.copy(CONTRACTS / name, self.repo / name)
+        self.seed(self.repo)
         (self.repo / ".gitignore").write_text("kcgate-results/\n__pycache__/\n")
-        self.vendor(self.repo, BASE)
-        self.commit(self.repo, f"kcgate: contracts, {PACKAGE} {BASE}")
+        self.vendor(self.repo, self.base)
+        self.commit(self.repo, f"kcgate: contracts, {self.base}")
+
+    def seed(self, tree: Path) -> None:
+        """The first commit's files besides the vendored package: the contracts."""
+        for name in ("contracts.toml", "contract_fns.py"):
+            shutil.copy(CONTRACTS / name, tree / name)
 
     def vendor(self, tree: Path, release: str) -> None:
         """Replace the vendored package with the release's (the PR's one change)."""
@@ -182,17 +190,17 @@ class Replay:
         fetched = self.work / "run-leg-baseline"
         shutil.rmtree(fetched, ignore_errors=True)
         self.kcgate("baseline", "fetch", "--history", str(self.history), "--commit", base, "--repo-dir", str(tree),
-                    "--runner", RUNNER, "--out", str(fetched), cwd=tree, check=True)  # fmt: skip
+                    "--runner", self.runner, "--out", str(fetched), cwd=tree, check=True)  # fmt: skip
         extra = []
         if self.base_ref:
             extra = ["--base-ref", base]
-            if (fetched / f"{RUNNER}.json").is_file():
-                extra += ["--baseline", str(fetched / f"{RUNNER}.json")]
+            if (fetched / f"{self.runner}.json").is_file():
+                extra += ["--baseline", str(fetched / f"{self.runner}.json")]
         return self.contracts_run(tree, extra)
 
     def contracts_run(self, tree: Path, extra: list[str]) -> Path:
-        out = tree / "kcgate-results" / f"{RUNNER}.json"
-        done = self.kcgate("run", "-c", "contracts.toml", "--runner", RUNNER, "--out", str(out), "--workers", "auto",
+        out = tree / "kcgate-results" / f"{self.runner}.json"
+        done = self.kcgate("run", "-c", "contracts.toml", "--runner", self.runner, "--out", str(out), "--workers", "auto",
                            "--isolation", "process", "--quiet", *extra, cwd=tree)  # fmt: skip
         if done.returncode not in (0, 1):
             raise SystemExit(

@@ -126,3 +126,36 @@ def test_gate_only_lists_the_failures_within_the_bound_and_the_changed_verdicts(
         f"  realistic/sum-fp16-acc/32x4096/s0: pass  -> fail excess-error: {gate.message[:160]}"
     ]
     assert g.compare([dict(bound.__dict__)], [bound]) == ["  no verdict changed"]
+
+
+def _bench(module: str, *args: str, timeout: int = 1200) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", f"benchmarks.{module}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.mark.slow  # a scratch repository, three kcgate runs and two base reruns in real workers
+def test_planted_replay_quick_blocks_only_the_pr_that_introduces_a_bug() -> None:
+    """benchmarks/planted_replay.py --quick: main has a crash, a failure and a drift; a PR that adds a notes
+    file passes with them shown as main's, and a PR that breaks the local softmax is blocked for it alone."""
+    out = _bench("planted_replay", "--quick")
+    assert "2 PRs, 1 introducing a bug: 1 correct blocks, 0 missed, 0 false blocks" in out, out[-2000:]
+    assert "main -> main (nothing): planted ok: local-softmax: pass new" in out
+    assert "planted-crash: error pre-existing" in out
+    assert "PRs whose planted problems were shown as main's (none blocking): 2 of 2" in out
+
+
+@pytest.mark.slow  # a scratch repository, five kcgate runs in real workers, two of them with a base rerun
+def test_shipped_power_blocks_a_pr_that_introduces_a_shipped_bug_and_calls_it_pre_existing_after() -> None:
+    """benchmarks/shipped_power.py on one shipped bug (TransformerEngine's CE mean over ignored rows): the PR
+    that introduces it is blocked, every blocking row attributed to it; once merged unnoticed, an unrelated
+    PR is not blocked and every failing row is pre-existing."""
+    out = _bench("shipped_power", "--only", "te-ce-mean-over-all-rows")
+    assert "introduced and blocked, every blocking row attributed to the PR: 1 of 1" in out, out[-2000:]
+    assert "already on main, not blocked and shown pre-existing: 1 of 1" in out
