@@ -1,6 +1,7 @@
 """The reference's precision placement (kcgate.engine.placement): a kernel that reproduces a cast mutant of the
-reference bit for bit, in a 16-bit dtype, is named by that change; a kernel that rounds elsewhere, or less,
-an fp32 case, a reference without casts and a rounding that only feeds a matmul are left alone."""
+reference (here bit for bit; in another reduction order: test_placement_orders.py), in a 16-bit dtype, is named
+by that change; a kernel that rounds elsewhere, or less, an fp32 case, a reference without casts and a rounding
+that only feeds a matmul are left alone."""
 
 from __future__ import annotations
 
