@@ -517,9 +517,7 @@ def derive(
     ``EARLIEST``), the kernel passes the full bound whatever the rest draw, and the bound returned is the n samples' estimate of it
     (never below that floor). A kernel that does not fit draws all N: the same verdict and the same bound.
     The one function that runs the reference (a sandbox's remote call can wrap it)."""
-    t0 = time.perf_counter()
     plan = _plan(run, inputs, prec)
-    _announce_slow(time.perf_counter() - t0, samples, inputs)
     refs = [t.detach() for t in tensors(plan.result)]
     sq = [torch.zeros_like(r) for r in refs]
     scale = Z * math.sqrt(samples / chi2_lower(samples, ALPHA))
@@ -533,9 +531,14 @@ def derive(
     need = _needed(errors, final, floor, scale**2 / samples) if errors is not None else None
     n = 0
     for n in range(1, samples + 1):
+        t0 = time.perf_counter()
         for acc, g, r in zip(sq, _sample(run, inputs, prec, plan.terms, sample_seed(seed, n - 1)), refs):
             dev = (g - r).nan_to_num_(posinf=0.0, neginf=0.0, nan=0.0)
             acc.addcmul_(dev, dev)
+        if n == 1:  # timed on a sample, not the plan run: a worker's first plan run pays torch's first use of
+            _announce_slow(
+                time.perf_counter() - t0, samples, inputs
+            )  # the decompositions (9-11 s under load)
         if need is not None and n >= EARLIEST and all(bool((m <= acc).all()) for m, acc in zip(need, sq)):
             break
     bounds = tuple(scale * (acc / n).sqrt() + f for acc, f in zip(sq, final))
@@ -544,8 +547,8 @@ def derive(
 
 
 SLOW_S = 60.0
-"""Where one trial's samples would take longer than this (one plan run's seconds times the samples), the
-worker says so on stderr before it starts them: a case that then times out names its slow reference."""
+"""Where one trial's samples would take longer than this (the first sample run's seconds times the samples),
+the worker says so on stderr before it draws the rest: a case that then times out names its slow reference."""
 
 
 def _announce_slow(took: float, samples: int, inputs: Sequence[torch.Tensor]) -> None:
