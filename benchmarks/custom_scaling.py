@@ -10,9 +10,10 @@ runs it (``execute_case``, one thread), custom and family alternating case by ca
 slows both alike: read the ratio, not the seconds. A first custom and family case warm the process (the
 first custom case in a worker imports ``torch._decomp`` and ``torch._dynamo``: printed apart).
 
-It prints, per size, the median seconds per case of each contract, the ratio custom / family, and the
-kernel's own seconds; then the slope of log(time) against log(elements) between the smallest and largest
-size (1: linear). ``--profile`` adds, at each named size, cProfile's cumulative seconds per case of the stages
+It prints, per size, the median wall seconds per case of each contract and their ratio custom / family, the
+same in CPU seconds of this process (on a shared machine the wall time is an upper bound; CPU time is less
+touched by other jobs, not untouched: they share caches and memory bandwidth), and the kernel's own seconds;
+then the least-squares slope of log(time) against log(elements) over the sizes (1: linear; below: better). ``--profile`` adds, at each named size, cProfile's cumulative seconds per case of the stages
 a case goes through (the kernel, the fp64 oracle, the bound, the derived bound's plan run and samples, the
 reference gradients, the stability probes, the placement check, shrinking).
 """
@@ -88,8 +89,12 @@ def shape_of(text: str) -> tuple[int, int]:
     return int(a), int(b)
 
 
-def run_cases(toml: Path, prof: cProfile.Profile | None = None) -> dict[str, list[tuple[float, float, str]]]:
-    """Seconds, kernel seconds and status per case, by contract, custom and family alternating."""
+Timing = tuple[float, float, str, float]  # wall seconds, kernel seconds, status, CPU seconds of this process
+
+
+def run_cases(toml: Path, prof: cProfile.Profile | None = None) -> dict[str, list[Timing]]:
+    """Wall seconds, kernel seconds, status and CPU seconds per case, by contract, custom and family
+    alternating."""
     from kcgate.contracts.load import load_project
     from kcgate.devices.cpu import CpuBackend
     from kcgate.engine.case import execute_case
@@ -98,17 +103,18 @@ def run_cases(toml: Path, prof: cProfile.Profile | None = None) -> dict[str, lis
     project = load_project(toml)
     cases = make_plan(project, 1, {})
     by = {c: [k for k in cases if k.contract_id == c] for c in ("custom", "family")}
-    out: dict[str, list[tuple[float, float, str]]] = {"custom": [], "family": []}
+    out: dict[str, list[Timing]] = {"custom": [], "family": []}
     backend = CpuBackend()
     for pair in itertools.zip_longest(by["custom"], by["family"]):
         for case in filter(None, pair):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             if prof:
                 prof.enable()
             r = execute_case(project, case, backend)
             if prof:
                 prof.disable()
-            out[case.contract_id].append((time.perf_counter() - t0, r.kernel_s, r.status))
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            out[case.contract_id].append((wall, r.kernel_s, r.status, cpu))
     return out
 
 
@@ -127,7 +133,7 @@ def profile(d: Path, shape: tuple[int, int], dtypes: list[str], seeds: int) -> N
         toml.write_text(keep[0] + "[[contract]]" + keep[1 if contract == "custom" else 2])
         prof = cProfile.Profile()
         got = run_cases(toml, prof)
-        found[contract] = (len(got[contract]), sum(t for t, _, _ in got[contract]), pstats.Stats(prof))
+        found[contract] = (len(got[contract]), sum(t[0] for t in got[contract]), pstats.Stats(prof))
     print(f"{'stage':<40}{'custom':>10}{'family':>10}")
     for stage, points in STAGES.items():
         cells = [sum(cumulative(v[2], w, f) for w, f in points) / v[0] for v in found.values()]
@@ -135,13 +141,22 @@ def profile(d: Path, shape: tuple[int, int], dtypes: list[str], seeds: int) -> N
     print(f"{'all of the case':<40}" + "".join(f"{v[1] / v[0]:10.3f}" for v in found.values()))
 
 
-def main() -> None:
+def slope(x: list[int], y: list[float]) -> float:
+    """The least-squares slope of log(y) against log(x): 1 is linear growth, below 1 better than linear."""
+    lx, ly = [math.log(v) for v in x], [math.log(v) for v in y]
+    mx, my = statistics.fmean(lx), statistics.fmean(ly)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    """Runs the benchmark; returns one row per size (elements, median wall and CPU seconds of each contract,
+    the statuses seen)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", default=["16x1024", "16x4096", "64x4096", "256x4096", "1024x4096"])
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--profile", default="", help="sizes to profile, e.g. 16x4096,256x4096")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     import torch
 
     from kcgate.engine import torch_state
@@ -160,29 +175,39 @@ def main() -> None:
         run_cases(warm)
         print(f"warm-up (first custom and family case: imports): {time.perf_counter() - t0:.2f} s")
         rows = []
+        found: list[dict[str, Any]] = []
         print(
-            f"\n{'shape':>10} {'elements':>9} {'custom s':>9} {'family s':>9} {'ratio':>6} {'kernel s':>9}  status"
+            f"\n{'shape':>10} {'elements':>9} {'custom s':>9} {'family s':>9} {'ratio':>6} {'custom cpu':>10} "
+            f"{'family cpu':>10} {'ratio':>6} {'kernel s':>9}  status"
         )
         for size in args.sizes:
             shape = shape_of(size)
             toml = d / f"c_{size}.toml"
             toml.write_text(contracts_toml(shape, dtypes, args.seeds))
             got = run_cases(toml)
-            c = statistics.median(t for t, _, _ in got["custom"])
-            f = statistics.median(t for t, _, _ in got["family"])
-            k = statistics.median(k for _, k, _ in got["custom"] + got["family"])
-            status = sorted({s for v in got.values() for _, _, s in v})
-            rows.append((shape[0] * shape[1], c, f))
-            print(f"{size:>10} {rows[-1][0]:>9} {c:9.3f} {f:9.3f} {c / f:6.2f} {k:9.4f}  {','.join(status)}")
-        if len(rows) > 1:
-            (n0, c0, f0), (n1, c1, f1) = rows[0], rows[-1]
-            span = math.log(n1 / n0)
+            c, f = (statistics.median(t[0] for t in got[k]) for k in ("custom", "family"))
+            cc, fc = (statistics.median(t[3] for t in got[k]) for k in ("custom", "family"))
+            k = statistics.median(t[1] for t in got["custom"] + got["family"])
+            status = sorted({t[2] for v in got.values() for t in v})
+            rows.append((shape[0] * shape[1], c, f, cc, fc))
+            found.append({"elements": rows[-1][0], "custom": c, "family": f, "custom_cpu": cc, "family_cpu": fc,
+                          "status": status})  # fmt: skip
             print(
-                f"\nslope of log(time) against log(elements), {args.sizes[0]} to {args.sizes[-1]}: "
-                f"custom {math.log(c1 / c0) / span:.2f}, family {math.log(f1 / f0) / span:.2f} (1: linear)"
+                f"{size:>10} {rows[-1][0]:>9} {c:9.3f} {f:9.3f} {c / f:6.2f} {cc:10.3f} {fc:10.3f} {cc / fc:6.2f} "
+                f"{k:9.4f}  {','.join(status)}",
+                flush=True,
+            )
+        if len(rows) > 1:
+            n = [r[0] for r in rows]
+            fit = [slope(n, [r[i] for r in rows]) for i in (1, 2, 3, 4)]
+            print(
+                f"\nslope of log(time) against log(elements), least squares over {len(rows)} sizes "
+                f"({args.sizes[0]} to {args.sizes[-1]}; 1: linear): wall custom {fit[0]:.2f}, family {fit[1]:.2f}; "
+                f"CPU custom {fit[2]:.2f}, family {fit[3]:.2f}"
             )
         for size in filter(None, args.profile.split(",")):
             profile(d, shape_of(size), dtypes, args.seeds)
+    return found
 
 
 if __name__ == "__main__":

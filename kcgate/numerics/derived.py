@@ -326,20 +326,26 @@ class Perturb(TorchDispatchMode):
             t.add_(signs, alpha=got)
 
     def _signs(self, t: torch.Tensor) -> torch.Tensor:
-        """Random signs (±1, int8) of t's shape from the sample's host generator (the same bound on every
-        runner): one random bit each, moved to t's device as a byte each. Only each rounding's variance enters
-        the bound (σ̂), so a sign times σ stands for a uniform or Gaussian rounding of that σ, and a sum of them
-        varies less than a Gaussian's (the chi-square factor stays conservative). torch's CPU generator drawing
-        fp64 uniforms took 60% of a custom case; a numpy float32 draw and its multiply-add, 70% of a sample."""
+        """Random signs (±1) of t's shape from the sample's host generator (the same bound on every runner):
+        one random bit each, element i's the i-th bit of the drawn bytes (most significant first). Only each
+        rounding's variance enters the bound (σ̂), so a sign times σ stands for a uniform or Gaussian rounding
+        of that σ, and a sum of them varies less than a Gaussian's (the chi-square factor stays conservative).
+        On the host they come as fp64 from a byte-to-8-signs table (a multiply-add of fp64 by int8 signs took
+        twice one of fp64 by fp64); to a device they go as a byte each. torch's CPU generator drawing fp64
+        uniforms took 60% of a custom case."""
         assert self.rng is not None
         n = t.numel()
-        bits = np.unpackbits(np.frombuffer(self.rng.bytes((n + 7) // 8), dtype=np.uint8), count=n)
-        signs = bits.view(np.int8)
+        drawn = np.frombuffer(self.rng.bytes((n + 7) // 8), dtype=np.uint8)
+        if t.device.type == "cpu":
+            return torch.from_numpy(np.take(_SIGN_TABLE, drawn, axis=0).reshape(-1)[:n]).reshape(t.shape)
+        signs = np.unpackbits(drawn, count=n).view(np.int8)
         signs *= 2
         signs -= 1
         return torch.from_numpy(signs).reshape(t.shape).to(t.device)
 
 
+# a byte's 8 bits as signs, most significant first (np.unpackbits' order): bit 1 is +1, bit 0 is −1
+_SIGN_TABLE = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.float64) * 2 - 1
 _UNIFORM = 1 / math.sqrt(3)  # the standard deviation of a uniform rounding on (−1, 1) ulp-units
 
 
@@ -352,14 +358,14 @@ class Term:
 
 
 def _scaled(c: float, t: torch.Tensor) -> torch.Tensor:
-    return c * _mag(t)
+    return _mag(t).mul_(c)
 
 
 def _mag(t: torch.Tensor) -> torch.Tensor:
     """|t| with NaN and infinities as 0: an infinite element (a −inf mask, a softcap's masked scores) has no
     rounding (perturbed, −inf plus ±inf·δ is NaN, and a NaN row's samples were dropped, leaving its bound one
     final rounding)."""
-    return t.abs().nan_to_num(nan=0.0, posinf=0.0)
+    return t.abs().nan_to_num_(nan=0.0, posinf=0.0)
 
 
 def _sigma(
@@ -372,13 +378,13 @@ def _sigma(
     ``rnd``·|y| where the result rounds to a coarser dtype the reference computes it in (variances add)."""
     t = tensors(out)[i]
     y = _mag(t)
-    if kind == "basic":
-        return (max(acc, rnd) * _UNIFORM) * y
+    if kind == "basic":  # y is a fresh tensor (_mag): scaled in place
+        return y.mul_(max(acc, rnd) * _UNIFORM)
     if kind == "pointwise":
-        return (math.sqrt((2 * acc) ** 2 + rnd**2) * _UNIFORM) * y
+        return y.mul_(math.sqrt((2 * acc) ** 2 + rnd**2) * _UNIFORM)
     if kind in ("sum", "matmul", "conv"):
         k, mag = _magnitudes(kind, func, args, out)[i]
-        sigma = acc * math.sqrt(max(k, 1) / 3) * _mag(mag)
+        sigma = _mag(mag).mul_(acc * math.sqrt(max(k, 1) / 3))
     else:  # an unmodelled reduction: √K roundings of the result's size
         sigma = acc * math.sqrt(max(_numel(args) // max(t.numel(), 1), 1)) * y
     return (sigma.square() + (rnd**2 / 3) * y.square()).sqrt() if rnd else sigma
@@ -511,9 +517,7 @@ def derive(
     ``EARLIEST``), the kernel passes the full bound whatever the rest draw, and the bound returned is the n samples' estimate of it
     (never below that floor). A kernel that does not fit draws all N: the same verdict and the same bound.
     The one function that runs the reference (a sandbox's remote call can wrap it)."""
-    t0 = time.perf_counter()
     plan = _plan(run, inputs, prec)
-    _announce_slow(time.perf_counter() - t0, samples, inputs)
     refs = [t.detach() for t in tensors(plan.result)]
     sq = [torch.zeros_like(r) for r in refs]
     scale = Z * math.sqrt(samples / chi2_lower(samples, ALPHA))
@@ -527,8 +531,14 @@ def derive(
     need = _needed(errors, final, floor, scale**2 / samples) if errors is not None else None
     n = 0
     for n in range(1, samples + 1):
+        t0 = time.perf_counter()
         for acc, g, r in zip(sq, _sample(run, inputs, prec, plan.terms, sample_seed(seed, n - 1)), refs):
-            acc.add_((g - r).nan_to_num(posinf=0.0, neginf=0.0, nan=0.0).square())
+            dev = (g - r).nan_to_num_(posinf=0.0, neginf=0.0, nan=0.0)
+            acc.addcmul_(dev, dev)
+        if n == 1:  # timed on a sample, not the plan run: a worker's first plan run pays torch's first use of
+            _announce_slow(
+                time.perf_counter() - t0, samples, inputs
+            )  # the decompositions (9-11 s under load)
         if need is not None and n >= EARLIEST and all(bool((m <= acc).all()) for m, acc in zip(need, sq)):
             break
     bounds = tuple(scale * (acc / n).sqrt() + f for acc, f in zip(sq, final))
@@ -537,8 +547,8 @@ def derive(
 
 
 SLOW_S = 60.0
-"""Where one trial's samples would take longer than this (one plan run's seconds times the samples), the
-worker says so on stderr before it starts them: a case that then times out names its slow reference."""
+"""Where one trial's samples would take longer than this (the first sample run's seconds times the samples),
+the worker says so on stderr before it draws the rest: a case that then times out names its slow reference."""
 
 
 def _announce_slow(took: float, samples: int, inputs: Sequence[torch.Tensor]) -> None:
@@ -586,8 +596,8 @@ def _needed(
     for e, f in zip(errors, final):
         if e is None or e.shape != f.shape:
             return None
-        over = (e - f.to(e.device) - floor).clamp_min(0.0)
-        if bool(over.isnan().any()):
+        over = (e - f.to(e.device)).sub_(floor).clamp_min_(0.0)
+        if math.isnan(float(over.sum())):  # every term is at least 0: a NaN anywhere, and only then
             return None
-        out.append((over.square() / per).to(f.device))
+        out.append(over.square_().div_(per).to(f.device))
     return out

@@ -216,3 +216,20 @@ def test_a_slow_reference_is_named_on_stderr_with_what_its_bound_will_cost(
     derive(lambda: _rms_ref(*up), up, prec, (U[torch.float32],), samples=4)
     err = capsys.readouterr().err
     assert err.startswith(SLOW_REFERENCE) and "[64, 512], [512]" in err and "up to 4 more times" in err
+
+
+def test_a_samples_signs_are_its_drawn_bits_in_order_whatever_the_shape() -> None:
+    """The bound is the same on every runner with the same numpy: element i's sign is the i-th bit of the bytes
+    the sample's generator draws (most significant first), 1 for +1, on the host as on a device."""
+    import numpy as np
+
+    rng = np.random.Generator(np.random.PCG64(5))
+    mode = derived.Perturb(
+        Precision(U[torch.float32], U[torch.float32], U[torch.float32]), [], terms=[], rng=rng
+    )
+    got = [mode._signs(torch.zeros(shape, dtype=torch.float64)) for shape in ((3, 7), (5,))]
+    again = np.random.Generator(np.random.PCG64(5))
+    for g, n in zip(got, (21, 5)):
+        bits = np.unpackbits(np.frombuffer(again.bytes((n + 7) // 8), dtype=np.uint8), count=n)
+        assert g.dtype == torch.float64
+        assert torch.equal(g.reshape(-1), torch.from_numpy(bits.astype(np.float64) * 2 - 1))
