@@ -11,6 +11,7 @@ from typing import Any
 import typer
 
 from kcgate import plan as planning
+from kcgate.commands._options import note
 from kcgate.contracts.load import load_project
 from kcgate.errors import ContractsError, IOFault, ResultsError, UsageError
 from kcgate.execution import attribution
@@ -99,7 +100,7 @@ def attribute(
     if not todo:
         return run
     repo, commit = where
-    _warn(f"attribution: rerunning {len(todo)} new failure(s) on base {commit[:12]}")
+    note(console_text(f"attribution: rerunning {len(todo)} new failure(s) on base {commit[:12]}"))
     with worktree.worktree(repo, commit) as tree:
         base_contracts = tree / contracts.resolve().relative_to(repo)
         try:

@@ -149,7 +149,7 @@ def test_format_json_prints_json_and_output_writes_it(tmp_path: Any) -> None:
             (
                 "merge",
                 str(current / "kcgate-results-cpu-x86" / "cpu-x86.json"),
-                "-o",
+                "--results",
                 str(tmp_path / "m.json"),
             ),
             tmp_path,

@@ -34,7 +34,7 @@ def test_inductor_compiled_fusion_satisfies_its_contract(tmp_path: Path) -> None
         "run",
         "--contracts",
         str(f),
-        "--out",
+        "--results",
         str(tmp_path / "r.json"),
         "-q",
         "--timeout",
