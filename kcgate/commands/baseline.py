@@ -21,7 +21,6 @@ from kcgate.commands._options import (
 )
 from kcgate.commands.diff import pick_format
 from kcgate.errors import ResultsError, UsageError
-from kcgate.render.escape import console_text
 
 if TYPE_CHECKING:
     from kcgate.history.runs import Found
@@ -71,8 +70,7 @@ def update_command(
     if fmt == "json":
         emit(json.dumps({"kind": "kcgate-baseline", "written": written}, indent=2, sort_keys=True), output)
     else:
-        line = f"kcgate baseline: wrote {len(written)} baseline{'s' * (len(written) != 1)} to {target}"
-        emit("".join(f"wrote {p}\n" for p in written), output, verdict=console_text(line))
+        emit("".join(f"wrote {p}\n" for p in written), output)  # one line per runner: -q prints them too
 
 
 def committed_dir(contracts: Path | None) -> Path:
@@ -119,10 +117,7 @@ def record_command(
         rows = [{"runner": r.runner, "path": str(r.path), "outcome": r.outcome} for r in done]
         emit(json.dumps({"kind": "kcgate-baseline-record", "runs": rows}, indent=1, sort_keys=True), output)
         return
-    kept = sum(r.outcome == "written" for r in done)
-    line = f"kcgate baseline: recorded {kept} of {len(done)} runs for {commit.lower()[:12]}"
-    text = "".join(f"kcgate baseline: {r.runner}: {RECORDED[r.outcome]} {r.path}\n" for r in done)
-    emit(text, output, verdict=console_text(line))
+    emit("".join(f"kcgate baseline: {r.runner}: {RECORDED[r.outcome]} {r.path}\n" for r in done), output)
 
 
 RECORDED = {

@@ -61,12 +61,12 @@ def diff_command(
 
 
 def _levels(fmt: str, verdict) -> tuple[str | None, str | None]:  # type: ignore[no-untyped-def]
-    """The console's -q line (the headline and counts) and -v table (every case, unchanged ones too)."""
-    from kcgate.render.diff_formats import count_line, headline, render_console
+    """The console's -q line (its headline) and -v table (every case, unchanged ones too)."""
+    from kcgate.render.diff_formats import headline, render_console
 
     if fmt != "console":
         return None, None
-    return f"kcgate diff: {headline(verdict)}; {count_line(verdict)}", render_console(verdict, every=True)
+    return f"kcgate diff: {headline(verdict)}", render_console(verdict, every=True)
 
 
 def _github(contracts: Path | None) -> Callable[..., str]:
