@@ -12,6 +12,7 @@ import typer
 
 from kcgate.commands._options import (
     QUIET,
+    contracts_option,
     emit,
     format_option,
     note,
@@ -35,13 +36,7 @@ def init(
     packages: list[str] = typer.Argument(
         ..., metavar="PACKAGES", help="Importable packages or modules holding the kernels."
     ),
-    contracts: Optional[Path] = typer.Option(
-        None,
-        "--contracts",
-        "-c",
-        metavar="PATH",
-        help="The contracts file to write (default: contracts.toml).",
-    ),
+    contracts: Optional[Path] = contracts_option("The contracts file to write (default: contracts.toml)."),
     out: Optional[Path] = out_alias("-c/--contracts PATH"),
     force: bool = typer.Option(False, "--force", help="Overwrite existing files."),
     path: Optional[list[Path]] = typer.Option(

@@ -103,9 +103,9 @@ def test_run_tells_the_pool_the_plans_size_before_the_worker_starts(
     monkeypatch.setattr(_run_impl, "worker_count", lambda *a: 2 if workers == "auto" else 1)
     monkeypatch.setattr(_run_impl, "make_executor", stop)
     options = _run_impl.Options(
-        contracts=ROOT / "contracts.toml", out=None, runner=None, device=None, junit=None, keyword=None,
+        contracts=ROOT / "contracts.toml", results=None, runner=None, device=None, junit=None, keyword=None,
         dtypes=[], list_only=False, shard=None, resume=False, seed=0, isolation="process", timeout=None,
-        memory_limit_gb=0.0, quiet=True, workers=workers,
+        memory_limit_gb=0.0, level=-1, workers=workers,
     )  # fmt: skip
     with pytest.raises(_Stop):
         _run_impl.run_command(options)
