@@ -10,6 +10,7 @@ tests/commands/test_grammar.py walks every command and fails on a second spellin
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -205,8 +206,16 @@ def set_verbosity(meta: dict[str, Any], flag: str, on: bool) -> None:
 
 def verbosity_params() -> list[Any]:
     """Fresh click parameters for -q/--quiet and -v/--verbose, from their rows of ``SHARED``, that set the
-    level and pass no value to the command (kcgate.cli adds them to every command). Built through typer, as
-    every other option is: typer >= 0.24's own click has no public ``Option`` class."""
+    level and pass no value to the command (kcgate.cli adds them to every command): copies of one pair."""
+    import copy
+
+    return [copy.copy(p) for p in _verbosity_pair()]
+
+
+@functools.cache
+def _verbosity_pair() -> tuple[Any, ...]:
+    """Built through typer once, as every other option is: typer >= 0.24's own click has no public
+    ``Option`` class."""
     probe = typer.Typer(add_completion=False)
 
     def level(flag: str) -> Callable[[typer.Context, bool], None]:
@@ -219,7 +228,7 @@ def verbosity_params() -> list[Any]:
         """Never run: only its parameters are taken."""
 
     probe.command()(options)
-    return list(typer.main.get_command(probe).params)
+    return tuple(typer.main.get_command(probe).params)
 
 
 def _flag(flag: str, callback: Callable[..., None]) -> Any:
