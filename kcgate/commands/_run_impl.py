@@ -146,7 +146,9 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
     device, fingerprint = executor.handshake()  # from the process that runs the kernels
     cases, left = planning.for_device(cases, project, device)
     if left:
-        note(f"not run on {device}: {', '.join(left)} (their contract's devices leaves {device} out)")
+        typer.echo(  # even under -q: a contract asked for that does not run is not a detail
+            f"not run on {device}: {', '.join(left)} (their contract's devices leaves {device} out)", err=True
+        )
     if not cases:
         typer.echo(f"nothing selected: no contract applies to {device} (each contract's devices)", err=True)
         return ExitCode.NOTHING_SELECTED
