@@ -15,7 +15,7 @@ import typer
 
 from kcgate import plan as planning
 from kcgate.commands import _attribute
-from kcgate.commands._options import QUIET, VERBOSE, emit, note, verbosity
+from kcgate.commands._options import QUIET, VERBOSE, emit, verbosity
 from kcgate.contracts.load import load_project
 from kcgate.devices.base import TORCH_FIX, import_torch
 from kcgate.errors import ExitCode, IOFault, UsageError
