@@ -11,7 +11,6 @@ from typing import Any
 import typer
 
 from kcgate import plan as planning
-from kcgate.commands._options import note
 from kcgate.contracts.load import load_project
 from kcgate.errors import ContractsError, IOFault, ResultsError, UsageError
 from kcgate.execution import attribution
@@ -100,7 +99,7 @@ def attribute(
     if not todo:
         return run
     repo, commit = where
-    note(console_text(f"attribution: rerunning {len(todo)} new failure(s) on base {commit[:12]}"))
+    _warn(f"attribution: rerunning {len(todo)} new failure(s) on base {commit[:12]}")
     with worktree.worktree(repo, commit) as tree:
         base_contracts = tree / contracts.resolve().relative_to(repo)
         try:
