@@ -388,7 +388,7 @@ def test_the_cli_runs_on_typers_click_not_a_standalone_one() -> None:
 @pytest.mark.parametrize(
     ("args", "code", "words"),
     [
-        (("run", "--results", "x"), 3, "No such option: --results"),
+        (("run", "--no-such-flag", "x"), 3, "No such option: --no-such-flag"),
         (("diff", "--bogus", "a", "b"), 3, "No such option: --bogus"),
         (("--bogus",), 3, "No such option: --bogus"),
         ((), 0, "Usage:"),
