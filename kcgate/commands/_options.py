@@ -219,7 +219,10 @@ def _verbosity_pair() -> tuple[Any, ...]:
     probe = typer.Typer(add_completion=False)
 
     def level(flag: str) -> Callable[[typer.Context, bool], None]:
-        return lambda ctx, on: set_verbosity(ctx.meta, flag, on)
+        def on_flag(ctx: typer.Context, on: bool) -> None:  # annotated: every typer finds ctx by its type
+            set_verbosity(ctx.meta, flag, on)
+
+        return on_flag
 
     def options(
         quiet: bool = _flag("--quiet", level("--quiet")),
