@@ -18,7 +18,7 @@ from tests.conftest import ROOT, imported, kcgate
 def repo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path, Path]:
     d = tmp_path_factory.mktemp("run")
     out, junit = d / "cpu.json", d / "junit.xml"
-    proc = kcgate("run", "--results", str(out), "--junit", str(junit), "--runner", "cpu-test", "-q")
+    proc = kcgate("run", "--results", str(out), "--junit", str(junit), "--runner", "cpu-test")
     return proc, out, junit
 
 

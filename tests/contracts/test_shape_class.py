@@ -233,7 +233,6 @@ def test_held_out_flag_reaches_the_check(tmp_path: Path) -> None:
         "3",
         "--results",
         str(out),
-        "-q",
     ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stdout + proc.stderr

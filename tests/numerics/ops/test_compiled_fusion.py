@@ -36,7 +36,6 @@ def test_inductor_compiled_fusion_satisfies_its_contract(tmp_path: Path) -> None
         str(f),
         "--results",
         str(tmp_path / "r.json"),
-        "-q",
         "--timeout",
         "600",
         env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")},
