@@ -56,7 +56,7 @@ if [ -z "$history" ]; then  # no checkout of it given (the run leg): read the da
   fi
 fi
 
-args=(baseline fetch --history "$history" --commit "$merge_base" --repo-dir . --out "$out")
+args=(baseline fetch --history "$history" --commit "$merge_base" --repo-dir . --dir "$out")
 [ "$KCGATE_MODE" != run ] || args+=(--runner "$KCGATE_RUNNER")
 [ ! -f "$KCGATE_CONTRACTS" ] || args+=(--contracts "$KCGATE_CONTRACTS")
 rm -rf "$out"

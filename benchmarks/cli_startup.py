@@ -114,7 +114,19 @@ def prove_torch_free(commands: dict[str, list[str]], tmp: Path) -> list[str]:
 def make_results(tmp: Path) -> tuple[Path, Path, Path]:
     """Base and current results for diff (same runner) and a second runner's copy for compare."""
     base = tmp / "base.json"
-    cmd = [*kcgate_cmd(), "run", "-k", "gather", "--out", str(base), "-q", "--seed", "1", "--runner", "cpu-a"]
+    cmd = [
+        *kcgate_cmd(),
+        "run",
+        "-k",
+        "gather",
+        "--results",
+        str(base),
+        "-q",
+        "--seed",
+        "1",
+        "--runner",
+        "cpu-a",
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if proc.returncode not in OK_CODES or not base.exists():
         sys.exit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")

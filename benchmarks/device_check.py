@@ -188,7 +188,18 @@ def runners(check: Check) -> dict[str, Any]:
 
 def contracts(check: Check) -> dict[str, Any]:
     out = check.out / "contracts.json"
-    args = ("run", "-c", "contracts.toml", "--device", check.device, "--out", str(out), "--seed", "1", "-q")
+    args = (
+        "run",
+        "-c",
+        "contracts.toml",
+        "--device",
+        check.device,
+        "--results",
+        str(out),
+        "--seed",
+        "1",
+        "-q",
+    )
     proc = kcgate(*args, "--timeout", str(check.case_timeout_s), timeout=check.left())
     found = _saved(check, "contracts", proc)
     cases = rows(out)
@@ -212,7 +223,18 @@ def verify_paths(check: Check) -> dict[str, Any]:
     on either path)."""
     host = check.out / "contracts.json"
     out = check.out / "contracts-device-verify.json"
-    args = ("run", "-c", "contracts.toml", "--device", check.device, "--out", str(out), "--seed", "1", "-q")
+    args = (
+        "run",
+        "-c",
+        "contracts.toml",
+        "--device",
+        check.device,
+        "--results",
+        str(out),
+        "--seed",
+        "1",
+        "-q",
+    )
     verify = {"KCGATE_VERIFY": "device"}
     proc = kcgate(*args, "--timeout", str(check.case_timeout_s), timeout=check.left(), env=verify)
     found = _saved(check, "contracts-device-verify", proc)
@@ -251,7 +273,7 @@ def families(check: Check) -> dict[str, Any]:
     toml.write_text(families_toml(check.smoke), "utf-8")
     out = check.out / "families.json"
     proc = kcgate(
-        "run", "-c", str(toml), "--device", check.device, "--out", str(out), "--seed", "1", "-q",
+        "run", "-c", str(toml), "--device", check.device, "--results", str(out), "--seed", "1", "-q",
         "--timeout", str(check.case_timeout_s), timeout=check.left(), env={"KCGATE_VERIFY": check.verify},
     )  # fmt: skip
     found = _saved(check, "families", proc)

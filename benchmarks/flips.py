@@ -45,7 +45,18 @@ def run_series(contracts: Path, runs: int, out: Path, workers: str) -> list[Path
     files: list[Path] = []
     for k in range(runs + 1):
         path = out / f"run{k}.json"
-        args = ["run", "-q", "-c", str(contracts), "--runner", "flips", "--out", str(path), "--shrink-s", "0"]
+        args = [
+            "run",
+            "-q",
+            "-c",
+            str(contracts),
+            "--runner",
+            "flips",
+            "--results",
+            str(path),
+            "--shrink-s",
+            "0",
+        ]
         args += ["--workers", workers, "--baseline", str(files[-1]) if files else "none"]
         args += ["--base-ref", "HEAD" if files else "none"]
         t0 = time.perf_counter()

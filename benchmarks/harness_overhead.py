@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/harness_overhead.py [--repeats 3]`` from anywhere (it runs in the repo root).
 
-Each repeat runs ``kcgate run --out TMP -q --seed 1`` as a subprocess and reads the results. Each case
+Each repeat runs ``kcgate run --results TMP -q --seed 1`` as a subprocess and reads the results. Each case
 records ``kernel_s`` (inside the kernel, synchronized), ``oracle_s`` (inside the fp64 oracle or the Freivalds
 check) and ``duration_s`` (the whole case in the worker: inputs, guard bands, kernel, oracle, comparison,
 the class check's bookkeeping); all three are summed. Startup + orchestration overhead = wall - sum of case durations. ``python -c pass`` and
@@ -27,7 +27,7 @@ from kcgate.results.model import load_run  # noqa: E402
 
 def run_once(tmp: Path, i: int, extra_args: list[str]) -> dict[str, float]:
     out = tmp / f"run{i}.json"
-    wall = timed([*kcgate_cmd(), "run", "--out", str(out), "-q", "--seed", "1", *extra_args], ok=(0, 1))
+    wall = timed([*kcgate_cmd(), "run", "--results", str(out), "-q", "--seed", "1", *extra_args], ok=(0, 1))
     cases = load_run(out).cases
     durations = [c.duration_s for c in cases]
     return {
@@ -47,7 +47,7 @@ def main() -> None:
     args = ap.parse_args()
 
     print(describe())
-    print(f"repo: {ROOT}  command: kcgate run --out TMP -q --seed 1 --isolation {args.isolation}")
+    print(f"repo: {ROOT}  command: kcgate run --results TMP -q --seed 1 --isolation {args.isolation}")
     print(f"repeats: {args.repeats} (interleaved with the python / torch-import floors)\n")
 
     rows: list[dict[str, float]] = []

@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/isolation_overhead.py [--repeats 3]`` from anywhere (it runs in the repo root).
 
-Both modes run the repo's own contracts.toml with ``--out TMP -q --seed 1``, interleaved in ABBA order
+Both modes run the repo's own contracts.toml with ``--results TMP -q --seed 1``, interleaved in ABBA order
 (process, none, none, process, ...) so drift on a shared machine hits both alike. Medians over the repeats;
 target: process / none <= 1.3x.
 """
@@ -29,7 +29,7 @@ MODES = ("process", "none")
 
 def run_once(mode: str, out: Path) -> tuple[float, float, int]:
     """(wall, sum of case duration_s, cases) of one ``kcgate run --isolation MODE``."""
-    cmd = [*kcgate_cmd(), "run", "--out", str(out), "-q", "--seed", "1", "--isolation", mode]
+    cmd = [*kcgate_cmd(), "run", "--results", str(out), "-q", "--seed", "1", "--isolation", mode]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -45,7 +45,7 @@ def main() -> None:
     args = ap.parse_args()
 
     print(describe())
-    print(f"repo: {ROOT}  command: kcgate run --out TMP -q --seed 1 --isolation {{process|none}}")
+    print(f"repo: {ROOT}  command: kcgate run --results TMP -q --seed 1 --isolation {{process|none}}")
     print(f"repeats: {args.repeats} per mode, ABBA-interleaved\n")
 
     walls: dict[str, list[float]] = {m: [] for m in MODES}

@@ -190,7 +190,7 @@ class Replay:
         fetched = self.work / "run-leg-baseline"
         shutil.rmtree(fetched, ignore_errors=True)
         self.kcgate("baseline", "fetch", "--history", str(self.history), "--commit", base, "--repo-dir", str(tree),
-                    "--runner", self.runner, "--out", str(fetched), cwd=tree, check=True)  # fmt: skip
+                    "--runner", self.runner, "--dir", str(fetched), cwd=tree, check=True)  # fmt: skip
         extra = []
         if self.base_ref:
             extra = ["--base-ref", base]
@@ -200,7 +200,7 @@ class Replay:
 
     def contracts_run(self, tree: Path, extra: list[str]) -> Path:
         out = tree / "kcgate-results" / f"{self.runner}.json"
-        done = self.kcgate("run", "-c", "contracts.toml", "--runner", self.runner, "--out", str(out), "--workers", "auto",
+        done = self.kcgate("run", "-c", "contracts.toml", "--runner", self.runner, "--results", str(out), "--workers", "auto",
                            "--isolation", "process", "--quiet", *extra, cwd=tree)  # fmt: skip
         if done.returncode not in (0, 1):
             raise SystemExit(
@@ -212,7 +212,7 @@ class Replay:
         fetched, verdict, comment = (self.work / n for n in ("report-baseline", "verdict.json", "comment.md"))
         shutil.rmtree(fetched, ignore_errors=True)
         self.kcgate("baseline", "fetch", "--history", str(self.history), "--commit", "main", "--head", head,
-                    "--repo-dir", str(self.repo), "--out", str(fetched), cwd=self.repo, check=True)  # fmt: skip
+                    "--repo-dir", str(self.repo), "--dir", str(fetched), cwd=self.repo, check=True)  # fmt: skip
         done = self.kcgate("report", str(results.parent), "--baseline", str(fetched), "--contracts", "contracts.toml",
                            "--comment-out", str(comment), "--format", "json", "--output", str(verdict),
                            cwd=self.repo)  # fmt: skip

@@ -93,7 +93,7 @@ def command(side: str, toml: Path, test: Path, out: Path) -> list[str]:
             "run",
             "-c",
             str(toml),
-            "--out",
+            "--results",
             str(out),
             "-q",
             "--seed",

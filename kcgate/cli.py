@@ -20,19 +20,11 @@ from typer.core import TyperGroup
 
 import kcgate.commands
 from kcgate import __version__
+from kcgate.commands._options import typers_click, verbosity_params
 from kcgate.errors import ExitCode, KcgateError, os_error
 from kcgate.render.escape import console_text
 
-
-def _typers_click() -> Any:
-    """The click that typer itself runs on: typer >= 0.24 vendors it as ``typer._click`` (a standalone
-    ``click`` installed beside it is another copy, whose exceptions typer never raises); older typer
-    imports the standalone ``click`` as ``typer.core.click``. Never prefer a standalone click."""
-    core: Any = typer.core
-    return getattr(core, "_click", None) or core.click
-
-
-click = _typers_click()
+click = typers_click()
 # click < 8.2 (the floor's click 8.1.x) has no NoArgsIsHelpError: there a bare ``kcgate`` prints the help
 # and exits 0 itself; an ``except`` naming an attribute that does not exist would raise AttributeError.
 _NoArgsIsHelp: type[BaseException] = getattr(
@@ -58,6 +50,7 @@ class Dispatch(TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for command in self.commands.values():
+            with_verbosity(command)
             plain_metavars(command)
 
     def invoke(self, ctx: Any) -> Any:
@@ -69,6 +62,17 @@ class Dispatch(TyperGroup):
             message, code = failure(exc)
             typer.echo(console_text(message), err=True)
             raise typer.Exit(int(code)) from None
+
+
+def with_verbosity(command: Any) -> None:
+    """Give ``command``, each of its subcommands, and a group that runs on its own (``kcgate history``)
+    -q/--quiet and -v/--verbose, from their rows of ``SHARED``; ``_options.verbosity()`` reads the level."""
+    subs = getattr(command, "commands", {})
+    for sub in subs.values():
+        with_verbosity(sub)
+    if subs and not any(p.name != "help" for p in command.params):
+        return  # a pure group (kcgate baseline): its subcommands take them
+    command.params.extend(verbosity_params())
 
 
 # A metavar names what to type, in click's plain style, never a Python type (typer 0.2x prints

@@ -650,6 +650,8 @@ def test_args_pass_through_as_separate_words(tmp_path: Path) -> None:
         ("--seed `id`", "has a character outside"),
         ("--quiet > out", "has a character outside"),
         ("--out /tmp/x.json", "--out is set by the action"),
+        ("--results /tmp/x.json", "--results is set by the action"),
+        ("-o /tmp/x.txt", "is not a kcgate run option the action passes through"),
         ("--device=cuda", "--device is set by the action"),
         ("--runner other", "--runner is set by the action"),
         ("--publish", "is not a kcgate run option the action passes through"),

@@ -115,7 +115,7 @@ def test_tail_mask_bugs_fail_with_one_power_of_two_shape(tmp_path: Path) -> None
     out = tmp_path / "results.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "kcgate", "run", "--contracts", str(tmp_path / "contracts.toml")]
-    proc = subprocess.run([*cmd, "--out", str(out)], capture_output=True, text=True, env=env, cwd=ROOT)
+    proc = subprocess.run([*cmd, "--results", str(out)], capture_output=True, text=True, env=env, cwd=ROOT)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     cases = {c.case_id: c for c in load_run(out).cases}
     for cid in ("softmax-other-zero", "softmax-padded-sum"):

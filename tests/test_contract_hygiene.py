@@ -84,7 +84,7 @@ def test_env_is_set_in_the_worker_before_the_kernel_is_imported(tmp_path: Path) 
         f'\n[[contract]]\nid = "without-env"\n{body}'
     )
     out = tmp_path / "r.json"
-    proc = kcgate("run", "--contracts", str(f), "--out", str(out), cwd=tmp_path)
+    proc = kcgate("run", "--contracts", str(f), "--results", str(out), cwd=tmp_path)
     cases = {c.contract_id: c for c in load_run(out).cases} if out.exists() else {}
     assert cases["with-env"].status == "pass", proc.stdout + proc.stderr
     assert cases["without-env"].status == "fail"  # its worker never saw the variable

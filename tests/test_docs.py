@@ -143,3 +143,18 @@ def test_the_docs_cli_examples_parse_as_written(name: str) -> None:
     path = ROOT / name if name == "README.md" else ROOT / "docs" / name
     broken = [(e, why) for e in _cli_examples(path.read_text()) if (why := _parse_failure(e))]
     assert not broken, broken
+
+
+def test_the_cli_page_states_the_grammar_and_the_exit_codes() -> None:
+    """docs/cli.md names every shared option with its short flag, every old spelling and every exit code."""
+    from kcgate.commands._options import DEPRECATED, SHARED
+    from kcgate.errors import ExitCode
+
+    text = (ROOT / "docs" / "cli.md").read_text()
+    for long, row in SHARED.items():
+        assert f"`{row.short}/{long}" in text if row.short else f"`{long}" in text, long
+    for old in DEPRECATED:
+        assert (f"{old}" if old.startswith("-") else "a positional contracts file") in text, old
+    codes = re.findall(r"^\| ([\d, ]+) \|", text[text.index("## Exit codes") :], re.M)
+    listed = {int(c) for row in codes for c in row.split(",")}
+    assert listed == {int(c) for c in ExitCode}, sorted(listed ^ {int(c) for c in ExitCode})

@@ -46,7 +46,7 @@ def _run(name: str, tmp_path: Path):  # type: ignore[no-untyped-def]
             "run",
             "--contracts",
             str(INCIDENTS / name / "contracts.toml"),
-            "--out",
+            "--results",
             str(out),
             "-q",
             "--seed",

@@ -248,7 +248,7 @@ def test_torch_free_commands_import_no_torch_or_numpy(tmp_path: Path, no_torch_e
         "schema": (["schema", "results"], 0),
         "diff": (["diff", str(base), str(artifacts)], 1),
         "compare": (["compare", str(artifacts), "--format", "json"], 0),
-        "merge": (["merge", str(current), "--out", str(tmp_path / "merged.json")], 0),
+        "merge": (["merge", str(current), "--results", str(tmp_path / "merged.json")], 0),
         "report": (["report", str(artifacts), "--baseline", str(base)], 1),
         "history add": (
             ["history", "add", str(artifacts), "--commit", "a" * 40, "--db", "h.db", "--log", "log"],

@@ -52,7 +52,7 @@ PRECISION_CAUSES = {"biased-rounding", "low-precision-accumulator", "operand-tru
 def cases(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     out = tmp_path_factory.mktemp("realistic") / "results.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "kcgate", "run", "--contracts", str(CONTRACTS), "--out", str(out)]
+    cmd = [sys.executable, "-m", "kcgate", "run", "--contracts", str(CONTRACTS), "--results", str(out)]
     proc = subprocess.run(
         [*cmd, "--seed", str(request.param)], capture_output=True, text=True, env=env, cwd=ROOT
     )

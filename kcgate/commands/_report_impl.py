@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from kcgate.commands._options import COMMENT_MODES, emit
+from kcgate.commands._options import COMMENT_MODES, emit, note
 from kcgate.commands.diff import parse_today
 from kcgate.errors import IOFault, UsageError, os_error
 from kcgate.gate.decide import apply_fail_on, decide
@@ -437,13 +437,17 @@ def _print(
             out += f"::notice title=kcgate publish::{annotation_text(o.detail)}\n"
         else:
             out += console_text(f"publish: {o.action}: {o.detail} {o.url}".rstrip()) + "\n"
-    emit(out + verdict_line(verdict, gate) + "\n", output)
+    line = verdict_line(verdict, gate) + "\n"
+    if annotate:  # the annotations are the errors: -q keeps them
+        emit(out + line, output)
+        return
+    emit(out + line, output, verdict=line, detail=DIFF_FORMATS["console"](verdict) + "\n" + out + line)
 
 
 def _print_json(verdict: Diff, outcomes: list[Outcome], output: Path | None) -> None:
     """``--format json``: the verdict as ``kcgate diff --format json`` writes it; publishing goes to stderr."""
     for o in outcomes:
-        typer.echo(console_text(f"publish: {o.action}: {o.detail} {o.url}".rstrip()), err=True)
+        note(console_text(f"publish: {o.action}: {o.detail} {o.url}".rstrip()))
     emit(DIFF_FORMATS["json"](verdict), output)
 
 

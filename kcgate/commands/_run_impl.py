@@ -15,14 +15,22 @@ import typer
 
 from kcgate import plan as planning
 from kcgate.commands import _attribute
-from kcgate.commands._options import emit
+from kcgate.commands._options import QUIET, VERBOSE, emit, verbosity
 from kcgate.contracts.load import load_project
 from kcgate.devices.base import TORCH_FIX, import_torch
 from kcgate.errors import ExitCode, IOFault, UsageError
 from kcgate.execution.executors import check_isolation
 from kcgate.execution.pool import make_executor, worker_count
 from kcgate.execution.runloop import execute_plan, new_run, resume_from
-from kcgate.render.console import CiProgress, TerminalBar, progress_interval, render_plan, render_run, timing
+from kcgate.render.console import (
+    CiProgress,
+    TerminalBar,
+    progress_interval,
+    render_plan,
+    render_run,
+    summary_line,
+    timing,
+)
 from kcgate.render.escape import console_text
 from kcgate.render.junit import render_junit
 from kcgate.results.model import check_writable, load_run, write_atomic
@@ -33,7 +41,7 @@ from kcgate.vocab.catalogue import default_shapes
 @dataclass(frozen=True)
 class Options:
     contracts: Path
-    out: Path | None
+    results: Path | None  # --results: the results file (default: <[project] results>/<runner>.json)
     runner: str | None
     device: str | None
     junit: Path | None
@@ -46,7 +54,7 @@ class Options:
     isolation: str
     timeout: float | None
     memory_limit_gb: float
-    quiet: bool
+    level: int  # -q/--quiet, -v/--verbose: _options.QUIET, NORMAL or VERBOSE
     held_out: int | None = None
     workers: str = "auto"
     ci_progress: bool = False  # a line every 10% or 30 s (render.console.CiProgress) instead of one per case
@@ -92,7 +100,7 @@ def run_command(o: Options) -> int:
                     o.output,
                 )
             else:
-                emit(render_plan(cases), o.output)
+                emit(render_plan(cases), o.output, verdict=f"{len(cases)} cases")
             return ExitCode.OK if cases else ExitCode.NOTHING_SELECTED
         if not cases:
             typer.echo(
@@ -138,7 +146,7 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
     device, fingerprint = executor.handshake()  # from the process that runs the kernels
     cases, left = planning.for_device(cases, project, device)
     if left:
-        typer.echo(
+        typer.echo(  # even under -q: a contract asked for that does not run is not a detail
             f"not run on {device}: {', '.join(left)} (their contract's devices leaves {device} out)", err=True
         )
     if not cases:
@@ -147,7 +155,7 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
     runner = o.runner or f"{device}-{fingerprint.arch or 'generic'}".lower()
     baseline, source = _attribute.find_baseline(o.baseline, o.seed_given, project, runner)
     cases, replayed = _attribute.replay(cases, baseline, source, o.keyword)
-    out = o.out or beside_fuller(project.results_dir / f"{runner}.json", cases, o.resume)
+    out = o.results or beside_fuller(project.results_dir / f"{runner}.json", cases, o.resume)
     fingerprint = fingerprint.with_tracked(tracked_versions(project.track))
     run = new_run(runner, fingerprint, str(o.contracts), o.shard, (*overrides(o), *replayed))
     resumed = resume_from(out, run, cases) if o.resume else None
@@ -155,8 +163,10 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
         typer.echo(console_text(resumed.notice()), err=True)
     done = resumed.done if resumed else {}
     _check_outputs(out, o.junit)
-    if o.quiet:
+    if o.level == QUIET:
         result = execute_plan(cases, executor, run, out, done, None)
+    elif o.level == VERBOSE:  # a line per case, wherever stderr goes
+        result = execute_plan(cases, executor, run, out, done, _progress)
     elif o.ci_progress:
         todo = sum(c.case_id not in done for c in cases)
         with CiProgress(todo, _echo_err, progress_interval(os.environ)) as ci:
@@ -179,7 +189,8 @@ def _execute(o: Options, project, cases, executor) -> int:  # type: ignore[no-un
     if o.fmt == "json":
         emit(out.read_text(encoding="utf-8"), o.output)
     else:
-        emit(render_run(result) + (console_text(f"\nresults: {out}") if o.keep_results else ""), o.output)
+        table = render_run(result) + (console_text(f"\nresults: {out}") if o.keep_results else "")
+        emit(table, o.output, verdict=console_text(summary_line(result)))
     if o.junit:
         _write_junit(o.junit, result)
     return ExitCode.OK if all(c.ok for c in result.cases) else ExitCode.VIOLATION
@@ -207,7 +218,7 @@ def beside_fuller(path: Path, cases, resume: bool) -> Path:  # type: ignore[no-u
 
     A reproduce command (``-k CASE_ID``) selects one case; written over ``results/<runner>.json`` it would
     drop every other case of the full run. Such a run writes ``results/repro/<runner>.json`` instead and
-    says so; an explicit ``--out`` and ``--resume`` are taken as given."""
+    says so; an explicit ``--results`` and ``--resume`` are taken as given."""
     if resume or not path.is_file():
         return path
     try:
@@ -222,7 +233,7 @@ def beside_fuller(path: Path, cases, resume: bool) -> Path:  # type: ignore[no-u
     typer.echo(
         console_text(
             f"note: writing {beside}, not {path}: that file holds {dropped:,} "
-            f"{'case' if dropped == 1 else 'cases'} this run did not select (pass --out to choose)"
+            f"{'case' if dropped == 1 else 'cases'} this run did not select (pass --results to choose)"
         ),
         err=True,
     )
@@ -231,7 +242,7 @@ def beside_fuller(path: Path, cases, resume: bool) -> Path:  # type: ignore[no-u
 
 def _check_outputs(out: Path, junit: Path | None) -> None:
     """Before any case runs: every file the run will write can be written (exit 3 naming it if not)."""
-    check_writable(out, "choose a writable --out (or [project].results)")
+    check_writable(out, "choose a writable --results (or [project].results)")
     if junit:
         check_writable(junit, "choose a writable --junit path")
 
@@ -245,7 +256,8 @@ def _write_junit(path: Path, result) -> None:  # type: ignore[no-untyped-def]
             console_text(f"warning: JUnit not written: {exc.message}; the run's verdict stands"), err=True
         )
         return
-    typer.echo(console_text(f"junit: {path}"))
+    if verbosity() != QUIET:
+        typer.echo(console_text(f"junit: {path}"))
 
 
 def _echo_err(line: str) -> None:

@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from kcgate.commands._options import contracts_option, emit, format_option, output_option, pick_contracts
+from kcgate.commands._options import (
+    contracts_option,
+    emit,
+    format_option,
+    out_alias,
+    output_option,
+    pick_contracts,
+    renamed,
+)
 from kcgate.commands.diff import pick_format
 from kcgate.errors import ResultsError, UsageError
 
@@ -62,7 +70,7 @@ def update_command(
     if fmt == "json":
         emit(json.dumps({"kind": "kcgate-baseline", "written": written}, indent=2, sort_keys=True), output)
     else:
-        emit("".join(f"wrote {p}\n" for p in written), output)
+        emit("".join(f"wrote {p}\n" for p in written), output)  # one line per runner: -q prints them too
 
 
 def committed_dir(contracts: Path | None) -> Path:
@@ -140,9 +148,10 @@ def fetch_command(
     max_back: int = typer.Option(
         100, "--max-back", metavar="N", min=0, max=100_000, help="First-parent ancestors looked at."
     ),
-    out: Optional[Path] = typer.Option(
-        None, "--out", "-o", metavar="DIR", help="Write RUNNER.json here (default: the baselines directory)."
+    directory: Optional[Path] = typer.Option(
+        None, "--dir", metavar="DIR", help="Write RUNNER.json here (default: the baselines directory)."
     ),
+    out: Optional[Path] = out_alias("--dir DIR"),
     contracts: Optional[Path] = contracts_option(
         "contracts.toml naming the committed baselines directory (default: found upward)."
     ),
@@ -150,8 +159,8 @@ def fetch_command(
     output: Optional[Path] = output_option(),
 ) -> None:
     """Write, per runner, the recorded run of the merge base or of its nearest recorded ancestor (along
-    the first-parent chain of the checked-out repository) as OUT/RUNNER.json, and
-    OUT/kcgate-baseline-source.json saying which commit each came from. A committed baselines file
+    the first-parent chain of the checked-out repository) as DIR/RUNNER.json, and
+    DIR/kcgate-baseline-source.json saying which commit each came from. A committed baselines file
     (contracts.toml's [project] baselines, else ./baselines) wins over the recorded run. Nothing recorded
     (a first run) is not an error: it says so and writes no baseline.
 
@@ -165,7 +174,7 @@ def fetch_command(
     base = merge_base(repo_dir, commit, head) if head else resolve(repo_dir, commit)
     found = find_baselines(history, repo_dir, base, runner, max_back)
     committed = committed_dir(contracts)
-    target = out or committed
+    target = renamed(directory, out, "--out", "--dir DIR") or committed
     ours = _fetched_before(read_source(committed) if (committed / SOURCE_FILE).is_file() else None)
     names = sorted(set(runner) | set(found) | (set() if runner else _committed_names(committed)))
     origins = [_place(name, found.get(name), committed, target, ours) for name in names]
@@ -176,9 +185,8 @@ def fetch_command(
         doc = {"kind": "kcgate-baseline-fetch", "merge_base": base, "out": str(target), "lines": list(lines)}
         emit(json.dumps(doc | {"runners": [vars(o) for o in origins]}, indent=1, sort_keys=True), output)
         return
-    emit(
-        "".join(f"kcgate baseline: {line}\n" for line in lines) + f"kcgate baseline: wrote {target}\n", output
-    )
+    last = f"kcgate baseline: wrote {target}\n"
+    emit("".join(f"kcgate baseline: {line}\n" for line in lines) + last, output, verdict=last)
 
 
 def _fetched_before(source: BaselineSource | None) -> set[str]:

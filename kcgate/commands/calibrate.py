@@ -76,7 +76,10 @@ def calibrate(
             "no contract to calibrate: none names good/bad/baseline kernels or -k matched nothing; "
             'add good = "pkg.mod:fn" (and bad, baseline) to a contract'
         )
-    emit(cal.to_json(rows) if fmt == "json" else cal.render_matrix(rows), output)
+    if fmt == "json":
+        emit(cal.to_json(rows), output)
+    else:
+        emit(cal.render_matrix(rows), output, verdict=cal.verdict_line(rows))
     if json_path:
         write_atomic(json_path, cal.to_json(rows))
     if any(r.under_specified for r in rows):

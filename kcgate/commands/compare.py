@@ -47,7 +47,8 @@ def compare_command(
         comparison = compare_runs(runs)
     if png is not None:
         write_png(comparison, png)
-    emit(render(comparison), output)
+    text = render(comparison)
+    emit(text, output, verdict=text.splitlines()[0] if fmt == "console" else None)
 
 
 def write_png(comparison: Comparison, path: Path) -> None:

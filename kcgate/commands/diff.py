@@ -55,9 +55,18 @@ def diff_command(
         if not runs:
             raise UsageError(f"{current}: no results files found; pass the results of `kcgate run`")
         verdict, gate = decide(runs, baselines, policy, parse_today(today), expect_runner)
-        emit(render(verdict), output)
+        emit(render(verdict), output, *_levels(fmt, verdict))
     if gate.exit_code:
         raise typer.Exit(gate.exit_code)
+
+
+def _levels(fmt: str, verdict) -> tuple[str | None, str | None]:  # type: ignore[no-untyped-def]
+    """The console's -q line (its headline) and -v table (every case, unchanged ones too)."""
+    from kcgate.render.diff_formats import headline, render_console
+
+    if fmt != "console":
+        return None, None
+    return f"kcgate diff: {headline(verdict)}", render_console(verdict, every=True)
 
 
 def _github(contracts: Path | None) -> Callable[..., str]:

@@ -74,7 +74,8 @@ def history_command(
         view = load_view(conn, last, contract, runner, policy.budget_drift)
     if html is not None:
         write_site(view, html, contracts)
-    emit(render(view), output)
+    text = render(view)
+    emit(text, output, verdict=text.splitlines()[0] if fmt == "console" else None)
 
 
 def write_site(view: object, directory: Path, contracts: Path | None) -> None:

@@ -10,7 +10,18 @@ from typing import Any, Optional
 
 import typer
 
-from kcgate.commands._options import emit, format_option, output_option
+from kcgate.commands._options import (
+    QUIET,
+    contracts_option,
+    emit,
+    format_option,
+    note,
+    out_alias,
+    output_option,
+    renamed,
+    verbosity,
+    warn_misread,
+)
 from kcgate.commands.diff import pick_format
 from kcgate.errors import ExitCode
 
@@ -25,7 +36,8 @@ def init(
     packages: list[str] = typer.Argument(
         ..., metavar="PACKAGES", help="Importable packages or modules holding the kernels."
     ),
-    out: Path = typer.Option(Path("contracts.toml"), "--out", "-o", help="The contracts file to write."),
+    contracts: Optional[Path] = contracts_option("The contracts file to write (default: contracts.toml)."),
+    out: Optional[Path] = out_alias("-c/--contracts PATH"),
     force: bool = typer.Option(False, "--force", help="Overwrite existing files."),
     path: Optional[list[Path]] = typer.Option(
         None,
@@ -56,7 +68,9 @@ def init(
     """
     pick_format(fmt, {"console": 0, "json": 1})
     say = _Say(fmt, output)
-    code = _init(packages, out, force, path, run, github, repo, runner, say)
+    warn_misread(output, ".toml", "-c/--contracts")
+    written = renamed(contracts, out, "--out", "-c/--contracts PATH") or Path("contracts.toml")
+    code = _init(packages, written, force, path, run, github, repo, runner, say)
     say.finish(code)
     raise typer.Exit(int(code))
 
@@ -67,12 +81,13 @@ class _Say:
     def __init__(self, fmt: str, output: Optional[Path]) -> None:
         self.fmt, self.output = fmt, output
         self.lines: list[str] = []
+        self.ran = False  # the quick run ran
         self.doc: dict[str, Any] = {"kind": "kcgate-init", "contracts": [], "unplaced": [], "workflows": []}
 
     def __call__(self, line: str, err: bool = False) -> None:
         if self.fmt == "json" or err:
             typer.echo(line, err=True)
-        elif self.output is not None:
+        elif self.output is not None or verbosity() == QUIET:
             self.lines.append(line)
         else:
             typer.echo(line)
@@ -80,8 +95,20 @@ class _Say:
     def finish(self, code: int) -> None:
         if self.fmt == "json":
             emit(json.dumps({**self.doc, "exit_code": int(code)}, indent=2, sort_keys=True), self.output)
-        elif self.output is not None:
-            emit("\n".join(self.lines), self.output)
+        elif self.output is not None or verbosity() == QUIET:
+            emit("\n".join(self.lines), self.output, verdict=self.verdict(code))
+
+    def verdict(self, code: int) -> str:
+        """init's verdict line (all -q/--quiet prints): what was written and how the quick run ended."""
+        if "file" not in self.doc:
+            return f"kcgate init: nothing written (exit {int(code)})"
+        n = len(self.doc["contracts"])
+        head = f"kcgate init: wrote {self.doc['file']}: {n} contract{'s' * (n != 1)}"
+        if not self.ran:
+            return head
+        return head + (
+            "; the quick run passed" if code == ExitCode.OK else f"; the quick run exit {int(code)}"
+        )
 
 
 def _init(
@@ -104,7 +131,7 @@ def _init(
     if out.exists() and not force:
         scaffold.write_new(out, "", force)  # raises: never overwrite without --force
     paths = list(path) if path else [p for p in (root, root / "src") if p.is_dir()]
-    say(f"probing {', '.join(packages)} (in a worker process) ...", err=True)
+    note(f"probing {', '.join(packages)} (in a worker process) ...")
     probed = scaffold.probe(packages, paths)
     rel = [_relative(p, root) for p in paths]
     text = scaffold.render_contracts(probed, packages, root.name, rel, scaffold.features())
@@ -178,12 +205,13 @@ def _quick_run(out: Path, say: _Say) -> int:
     from kcgate.results.model import load_run
 
     say("quick run:")
+    say.ran = True
     with tempfile.TemporaryDirectory(prefix="kcgate-init-") as tmp:
         results = Path(tmp) / "init.json"
         table = None if say.fmt == "console" and say.output is None else Path(tmp) / "table.txt"
         opts = Options(
             out, results, None, None, None, None, [], False, None, False,
-            secrets.randbits(62), "process", None, 0.0, True, keep_results=False, output=table,
+            secrets.randbits(62), "process", None, 0.0, QUIET, keep_results=False, output=table,
         )  # fmt: skip
         code = run_command(opts)
         advice = quick_run_advice(load_run(results).cases, str(out)) if results.is_file() else []

@@ -144,7 +144,8 @@ def mutate(
         raise UsageError(f"no contract selected: -k {keyword!r} matched none in {', '.join(map(str, paths))}")
     doc = report.to_json()
     as_json = json.dumps(doc, indent=1, sort_keys=True) + "\n"
-    emit({"console": render.text(doc), "json": as_json, "markdown": render.markdown(doc)}[fmt], output)
+    text = {"console": render.text(doc), "json": as_json, "markdown": render.markdown(doc)}[fmt]
+    emit(text, output, verdict=render.headline(doc) if fmt == "console" else None)
     if json_path:
         write_atomic(json_path, as_json)
     for path in (summary_out, markdown_path):

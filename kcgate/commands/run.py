@@ -17,7 +17,12 @@ from kcgate.commands._options import (
     device_option,
     format_option,
     isolation_option,
+    out_alias,
     output_option,
+    renamed,
+    results_option,
+    verbosity,
+    warn_misread,
 )
 from kcgate.commands.diff import pick_format
 from kcgate.vocab.dtypes import TENSOR_DTYPES
@@ -31,9 +36,8 @@ def run(
     contracts: Optional[Path] = contracts_option(),
     fmt: str = format_option("console", "json"),
     output: Optional[Path] = output_option(),
-    out: Optional[Path] = typer.Option(
-        None, "--out", "-o", help="Results JSON (default results/<runner>.json)."
-    ),
+    results: Optional[Path] = results_option("The results file to write (default results/<runner>.json)."),
+    out: Optional[Path] = out_alias("--results PATH"),
     runner: Optional[str] = typer.Option(None, "--runner", envvar="KCGATE_RUNNER", help="Runner name."),
     device: Optional[str] = device_option(
         "--device", "-d", help="The device kind (default: the best detected)."
@@ -45,7 +49,7 @@ def run(
     ),
     list_only: bool = typer.Option(False, "--list", help="Show the plan and exit without running."),
     shard: Optional[str] = typer.Option(None, "--shard", help="Run shard i of N, e.g. 2/3."),
-    resume: bool = typer.Option(False, "--resume", help="Finish an interrupted run in --out."),
+    resume: bool = typer.Option(False, "--resume", help="Finish an interrupted run in --results."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Base seed (default: unpredictable, recorded)."),
     isolation: str = isolation_option("process (default) or none."),
     workers: str = typer.Option(
@@ -59,13 +63,6 @@ def run(
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Per-case timeout in seconds."),
     memory_limit_gb: float = typer.Option(
         0.0, "--memory-limit-gb", help="Address-space cap per worker (0: half of RAM, shared by the workers)."
-    ),
-    quiet: bool = typer.Option(
-        False,
-        "--quiet",
-        "-q",
-        help="No progress (default: a live bar in a terminal; under CI=true, a line every 10% of the cases or 30 s; "
-        "else a line per case).",
     ),
     held_out: Optional[int] = typer.Option(
         None, "--held-out", help="C-CMP-03: held-out shapes per case besides the class's extremes."
@@ -95,18 +92,22 @@ def run(
 ) -> None:
     """Run the contracts on this machine's device and write results (exit 1 on a violation).
 
-    --format json prints the results document (the file --out names) instead of the table.
+    Progress goes to stderr: a live bar in a terminal; under CI=true, a line every 10% of the cases or 30 s;
+    else, and with -v, a line per case; none with -q. --format json prints the results document (the file
+    --results names) instead of the table; -o/--output writes what would be printed to a file.
 
     Examples: kcgate run; kcgate run --runner laptop -k gemm --dtype bfloat16; kcgate run -c ci/contracts.toml
-    --device cuda --shard 1/2 --junit junit.xml
+    --device cuda --shard 1/2 --results results/gpu.json --junit junit.xml
     """
     from kcgate.commands._run_impl import Options, run_command
     from kcgate.render.console import in_ci
 
     pick_format(fmt, {"console": 0, "json": 1})
+    if fmt == "console":
+        warn_misread(output, ".json", "--results")
     opts = Options(
         contracts_file(contracts),
-        out,
+        renamed(results, out, "--out", "--results PATH"),
         runner,
         device,
         junit,
@@ -119,7 +120,7 @@ def run(
         isolation,
         timeout,
         memory_limit_gb,
-        quiet,
+        verbosity(),
         held_out,
         workers,
         shrink_s=shrink_s,

@@ -45,7 +45,12 @@ def runners(
     torch = import_torch()  # exits 3 with the fix when torch is missing
     rows = [describe(name, cls(torch)) for name, cls in BACKENDS.items()]
     default = default_backend(r["backend"] for r in rows if r["detected"])
-    emit(render_json(rows, default) if fmt == "json" else render_text(rows, default), output)
+    if fmt == "json":
+        emit(render_json(rows, default), output)
+    else:
+        emit(
+            render_text(rows, default), output, verdict=f"default backend: {default} (the best one detected)"
+        )
     if require:
         check_required(rows, require, torch.__version__)
 

@@ -26,6 +26,7 @@ from kcgate.commands._options import (
 )
 from kcgate.commands.diff import pick_format
 from kcgate.errors import ContractsError, ExitCode, Problem, UsageError
+from kcgate.render.escape import console_text
 from kcgate.vocab.catalogue import CATALOGUE
 
 VALIDATE_FORMATS = ("console", "json", "github")
@@ -83,7 +84,12 @@ def validate(
 def _console(project, contracts: Path, output: Path | None) -> None:  # type: ignore[no-untyped-def]
     for warning in project.warnings:
         typer.echo(f"warning: {warning.render()}", err=True)
-    emit(_ok_line(contracts, len(project.contracts), len(project.policy.waivers)), output)
+    line = _ok_line(contracts, len(project.contracts), len(project.policy.waivers))
+    each = [
+        console_text(f"  {c.id}: {c.klass} {c.op} {c.kernel} ({', '.join(c.dtypes)})")
+        for c in project.contracts
+    ]
+    emit(line, output, detail="\n".join([line, *each]))  # -v: each contract, its class, op, kernel and dtypes
 
 
 def _machine(

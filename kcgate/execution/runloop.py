@@ -49,7 +49,7 @@ def resume_from(path: Path, run: RunResult, cases: list[Case]) -> Resumed:
             raise UsageError(
                 f"{path}: cannot resume: it was written by runner {loaded.runner!r} with fingerprint "
                 f"{loaded.fingerprint.key()}, this is {run.runner!r} with {run.fingerprint.key()}; "
-                "remove the file or write to another --out"
+                "remove the file or write to another --results"
             )
         prior = loaded.cases
     journaled = read_journal(path, run, plans) or Journaled()
@@ -87,7 +87,7 @@ def execute_plan(
     todo = [c for c in cases if c.case_id not in results]
     store = Store(out, run, cases) if out else None
     if store:
-        store.compact(results)  # before any case: --out is writable, and a stale file is replaced
+        store.compact(results)  # before any case: --results is writable, and a stale file is replaced
     try:
         with signals_raise():
             for i, result in enumerate(executor.run_many(todo), start=1):
@@ -113,7 +113,7 @@ class Store:
 
     def __init__(self, out: Path, run: RunResult, cases: list[Case]) -> None:
         self.out, self.run, self.cases = out, run, cases
-        self.lock = RunLock(out)  # before anything is written: a second run on --out stops here (exit 3)
+        self.lock = RunLock(out)  # before anything is written: a second run on --results stops here (exit 3)
         self.journal: Journal | None = None
 
     def add(self, case: CaseResult) -> None:
@@ -153,7 +153,7 @@ def _save(store: Store | None, results: dict[str, CaseResult]) -> None:
 
 def _interrupted(signum: int, finished: int, total: int, out: Path | None) -> RunInterrupted:
     name = signal.Signals(signum).name
-    where = f" and saved in {out}; `kcgate run --resume` with the same --out runs the rest" if out else ""
+    where = f" and saved in {out}; `kcgate run --resume` with the same --results runs the rest" if out else ""
     code = ExitCode.TERMINATED if signum == signal.SIGTERM else ExitCode.INTERRUPTED
     return RunInterrupted(f"interrupted by {name}: {finished} of {total} cases finished{where}", code)
 

@@ -28,10 +28,11 @@ def budget(value: float | None) -> str:
     return "—" if value is None else f"{value:.3g}"
 
 
-def listed(verdict: Diff) -> list[CaseChange]:
-    """Changes worth a row, blocking first, then by category order, runner and case."""
+def listed(verdict: Diff, every: bool = False) -> list[CaseChange]:
+    """Changes worth a row (``every``: unchanged ones too), blocking first, then by category order, runner
+    and case."""
     order = {c: i for i, c in enumerate(CATEGORIES)}
-    rows = [c for c in verdict.changes if c.category not in SILENT or c.blocking]
+    rows = [c for c in verdict.changes if every or c.category not in SILENT or c.blocking]
     return sorted(rows, key=lambda c: (not c.blocking, order[c.category], c.runner, c.case_id))
 
 
@@ -48,8 +49,9 @@ def count_line(verdict: Diff) -> str:
 # ---- console -------------------------------------------------------------------------------------
 
 
-def render_console(verdict: Diff) -> str:
-    rows = listed(verdict)
+def render_console(verdict: Diff, every: bool = False) -> str:
+    """The console table; ``every`` (kcgate diff -v) lists the unchanged cases too."""
+    rows = listed(verdict, every)
     table: list[tuple[str, ...]] = [("", "RUNNER", "CATEGORY", "CONTRACT", "CASE", "BUDGET", "NOTE")]
     table += [_console_row(c) for c in rows[:MAX_ROWS]]
     lines = [f"kcgate diff: {headline(verdict)}", f"cases: {count_line(verdict)}"]

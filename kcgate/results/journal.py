@@ -53,7 +53,7 @@ def lock_path(out: Path) -> Path:
 def key_path(out: Path) -> Path:
     """The journal's key file: in kcgate's cache (``$KCGATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/kcgate`` or
     ``~/.cache/kcgate``), never beside the results, which CI uploads; named by the journal's absolute path."""
-    where = os.path.join(os.path.realpath(out.parent), journal_path(out).name)  # however --out is spelled
+    where = os.path.join(os.path.realpath(out.parent), journal_path(out).name)  # however --results is spelled
     name = hashlib.sha256(os.fsencode(where)).hexdigest()[:32]
     return cache_home() / "journal-keys" / f"{name}.key"
 
@@ -86,7 +86,7 @@ def _mac(key: bytes, domain: bytes, payload: bytes) -> str:
 
 
 class RunLock:
-    """``fcntl.flock`` on ``.<out>.lock``: a second run with the same ``--out`` stops (exit 3) instead of
+    """``fcntl.flock`` on ``.<out>.lock``: a second run with the same ``--results`` stops (exit 3) instead of
     truncating the first one's journal. Released when this process closes it or dies."""
 
     def __init__(self, out: Path) -> None:
@@ -95,7 +95,7 @@ class RunLock:
             self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600)
         except OSError as exc:
             raise IOFault(
-                self.path, exc, "make the results directory writable or choose another --out"
+                self.path, exc, "make the results directory writable or choose another --results"
             ) from None
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -104,7 +104,7 @@ class RunLock:
             self.fd = -1
             raise UsageError(
                 f"{out}: another kcgate run is writing it (it holds {self.path}); wait for that run to end, "
-                "or write to another --out"
+                "or write to another --results"
             ) from None
 
     def close(self) -> None:
@@ -136,7 +136,7 @@ class Journal:
             )
         except OSError as exc:
             raise IOFault(
-                self.path, exc, "make the results directory writable or choose another --out"
+                self.path, exc, "make the results directory writable or choose another --results"
             ) from None
         self._start(compacted)
 

@@ -196,7 +196,7 @@ def test_discover_finds_decorated_kernels_without_importing_them(
 @pytest.mark.slow
 def test_discovered_contracts_run_and_fail_like_toml_ones(tmp_path: Path) -> None:
     contracts = scratch(tmp_path)
-    proc = kcgate_cli("run", "-c", str(contracts), "-o", str(tmp_path / "r.json"), "-q", cwd=tmp_path)
+    proc = kcgate_cli("run", "-c", str(contracts), "--results", str(tmp_path / "r.json"), cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert "PASS    softmax/float32/8x256/s0" in proc.stdout
     assert "FAIL    gemm-bf16acc/float32/16x2048x16/s0" in proc.stdout

@@ -140,7 +140,7 @@ def test_a_broken_kernel_fails_exactly_its_contract_with_kcgates_message(tmp_pat
     assert '<property name="kcgate.budget_used"' in xml and '<property name="kcgate.signature"' in xml
 
     run_out = tmp_path / "run.json"
-    ran = kcgate("run", "-c", str(contracts), "--seed", SEED, "-o", str(run_out), "-q", cwd=tmp_path)
+    ran = kcgate("run", "-c", str(contracts), "--seed", SEED, "--results", str(run_out), "-q", cwd=tmp_path)
     assert ran.returncode == 1, ran.stderr
     assert results(out) == results(run_out)
     assert list(results(out)) == list(results(run_out))  # the same order, too

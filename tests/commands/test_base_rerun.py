@@ -101,7 +101,7 @@ def _run(repo: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         "1",
         "--shrink-s",
         "0",
-        "--out",
+        "--results",
         "results/cpu-ci.json",
     )
     return kcgate(*args, *extra, cwd=repo, env=_env())
@@ -146,7 +146,7 @@ def test_an_unchanged_tree_twice_blocks_nothing_and_replays_the_baselines_seeds(
         "1",
         "--seed",
         "5",
-        "--out",
+        "--results",
         "r2.json",
         cwd=repo,
         env=_env(),

@@ -35,7 +35,7 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[st
 def test_fetch_finds_the_nearest_recorded_ancestor_of_the_merge_base(repo) -> None:  # type: ignore[no-untyped-def]
     tmp, main, pr = repo
     code, out = kcgate("baseline", "fetch", "--history", str(tmp / "history"), "--commit", "main",
-                       "--head", pr[-1], "-o", str(tmp / "out"))  # fmt: skip
+                       "--head", pr[-1], "--dir", str(tmp / "out"))  # fmt: skip
     assert code == 0, out
     assert (
         f"Baseline for cpu-x86: the default branch's run of {main[3][:12]}, 1 commit before the merge base {main[4][:12]}"
@@ -52,7 +52,7 @@ def test_fetch_finds_the_nearest_recorded_ancestor_of_the_merge_base(repo) -> No
 
 def test_a_first_run_says_so_and_writes_no_baseline(repo) -> None:  # type: ignore[no-untyped-def]
     tmp, _main, _pr = repo
-    code, out = kcgate("baseline", "fetch", "--history", str(tmp / "nothing-yet"), "-o", str(tmp / "out"),
+    code, out = kcgate("baseline", "fetch", "--history", str(tmp / "nothing-yet"), "--dir", str(tmp / "out"),
                        "--format", "json")  # fmt: skip
     assert code == 0, out
     doc = json.loads(out)
@@ -75,14 +75,14 @@ def test_a_committed_baseline_wins_and_a_refetch_replaces_only_its_own_files(rep
     )
     assert f"Baseline for amd-mi300x: the default branch's run of {main[3][:12]}" in out
     elsewhere = tmp / "elsewhere"
-    code, out = kcgate("baseline", "fetch", "--history", str(tmp / "history"), "-o", str(elsewhere))
+    code, out = kcgate("baseline", "fetch", "--history", str(tmp / "history"), "--dir", str(elsewhere))
     assert code == 0 and load_run(elsewhere / "cpu-x86.json").cases == run_at(0, "cpu-x86").cases
 
 
 def test_a_hostile_file_on_the_branch_exits_3_naming_it(repo) -> None:  # type: ignore[no-untyped-def]
     tmp, main, _pr = repo
     (tmp / "history" / "runs" / main[3] / "cpu-x86.json").write_text("not json")
-    code, out = kcgate("baseline", "fetch", "--history", str(tmp / "history"), "-o", str(tmp / "out"))
+    code, out = kcgate("baseline", "fetch", "--history", str(tmp / "history"), "--dir", str(tmp / "out"))
     assert code == 3 and f"runs/{main[3]}/cpu-x86.json: not valid JSON" in out
 
 
@@ -113,7 +113,7 @@ def _report(tmp: Path, baseline: Path) -> str:
 def test_the_comment_names_the_commit_the_baseline_is_the_run_of(repo) -> None:  # type: ignore[no-untyped-def]
     tmp, main, _pr = repo
     kcgate("baseline", "fetch", "--history", str(tmp / "history"), "--commit", main[4], "--runner", "cpu-x86",
-           "-o", str(tmp / "out"))  # fmt: skip
+           "--dir", str(tmp / "out"))  # fmt: skip
     body = _report(tmp, tmp / "out")
     assert f"Baselines from `{main[3][:12]}`" in body
     assert (
@@ -124,7 +124,7 @@ def test_the_comment_names_the_commit_the_baseline_is_the_run_of(repo) -> None: 
 
 def test_the_comment_says_first_run_when_nothing_is_recorded(repo) -> None:  # type: ignore[no-untyped-def]
     tmp, _main, _pr = repo
-    kcgate("baseline", "fetch", "--history", str(tmp / "nothing-yet"), "-o", str(tmp / "out"))
+    kcgate("baseline", "fetch", "--history", str(tmp / "nothing-yet"), "--dir", str(tmp / "out"))
     body = _report(tmp, tmp / "out")
     assert "Baseline: no recorded ancestor: first run" in body
 
@@ -139,6 +139,6 @@ def test_record_and_fetch_never_import_torch(repo, no_torch_env: dict[str, str])
     proc = kcgate_process("baseline", "record", str(tmp / "results"), "--commit", main[4], "--history", hist,
                           env=no_torch_env)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    proc = kcgate_process("baseline", "fetch", "--history", hist, "-o", str(tmp / "out"), cwd=tmp / "repo",
+    proc = kcgate_process("baseline", "fetch", "--history", hist, "--dir", str(tmp / "out"), cwd=tmp / "repo",
                           env=no_torch_env)  # fmt: skip
     assert proc.returncode == 0 and f"the default branch's run of {main[4][:12]}" in proc.stdout, proc.stderr

@@ -38,7 +38,11 @@ OTHERS = ("tomli>=2.1", "numpy>=1.24", "junit-xml>=1.9")  # what the CLI imports
 
 # (arguments, exit code, text on stderr or stdout)
 USAGE = (
-    (("run", "--results", "x"), 3, "No such option"),  # click >= 8.3 quotes the name: "option '--results'"
+    (
+        ("run", "--no-such-flag", "x"),
+        3,
+        "No such option",
+    ),  # click >= 8.3 quotes the name: "option '--no-such-flag'"
     (("diff", "--bogus", "a", "b"), 3, "No such option"),
     (("--bogus",), 3, "No such option"),
     ((), 0, "Usage:"),

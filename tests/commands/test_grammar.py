@@ -149,7 +149,7 @@ def test_format_json_prints_json_and_output_writes_it(tmp_path: Any) -> None:
             (
                 "merge",
                 str(current / "kcgate-results-cpu-x86" / "cpu-x86.json"),
-                "-o",
+                "--results",
                 str(tmp_path / "m.json"),
             ),
             tmp_path,
@@ -164,3 +164,51 @@ def test_format_json_prints_json_and_output_writes_it(tmp_path: Any) -> None:
         again = kcgate(*args, "--format", "json", "--output", str(out), cwd=cwd)
         assert again.returncode == code and again.stdout == "", (args, again.stdout)
         assert type(json.loads(out.read_text())) is type(doc), args
+
+
+def test_out_is_a_hidden_alias_that_says_what_replaces_it(tmp_path: Any) -> None:
+    """``-o`` is ``--output`` on every command now; the file a command writes has its own name (--results,
+    init's -c/--contracts, baseline fetch's --dir), and the old ``--out`` still works, hidden, with one
+    deprecation line on stderr (stdout stays the command's own)."""
+    from tests.conftest import ROOT as REPO
+    from tests.testing.git_history import make_repo
+    from tests.testing.report_samples import write_results_pair
+
+    _base, current = write_results_pair(tmp_path)
+    one = str(current / "kcgate-results-cpu-x86" / "cpu-x86.json")
+    runner = CliRunner()
+    res = runner.invoke(app, ["merge", one, "--out", str(tmp_path / "m.json")])
+    assert res.exit_code == 0 and (tmp_path / "m.json").is_file(), res.output
+    assert res.stderr.count("deprecated") == 1 and "use --results PATH" in res.stderr, res.stderr
+    assert "deprecated" not in res.stdout
+    # -o in its old place now writes the rendered report; merge then asks for --results (exit 3)
+    res = runner.invoke(app, ["merge", one, "-o", str(tmp_path / "m2.json")])
+    assert res.exit_code == 3 and "--results PATH" in res.output and not (tmp_path / "m2.json").exists()
+    res = runner.invoke(app, ["merge", one, "--out", "a.json", "--results", "b.json"])
+    assert res.exit_code == 3 and "give one" in res.output
+    contracts = str(REPO / "contracts.toml")
+    res = runner.invoke(
+        app, ["run", "--list", "-k", "gemm", "-c", contracts, "--out", str(tmp_path / "r.json")]
+    )
+    assert res.exit_code == 0 and res.stderr.count("--out is deprecated; use --results PATH") == 1
+    res = runner.invoke(
+        app, ["run", "--list", "-k", "gemm", "-c", contracts, "-o", str(tmp_path / "plan.json")]
+    )
+    assert (
+        res.exit_code == 0 and "-o/--output" in res.stderr and "--results names the .json file" in res.stderr
+    )
+    assert "gemm" in (tmp_path / "plan.json").read_text()  # -o: the rendered plan
+    main, _ = make_repo(tmp_path / "repo", 1, 0)
+    res = runner.invoke(app, ["baseline", "fetch", "--history", str(tmp_path / "none"), "--commit", main[0],
+                              "--repo-dir", str(tmp_path / "repo"), "--out", str(tmp_path / "f")])  # fmt: skip
+    assert res.exit_code == 0 and "use --dir DIR" in res.stderr and (tmp_path / "f").is_dir(), res.output
+
+
+def test_the_grammar_rows_name_every_short_flag() -> None:
+    """-o, -q and -v are rows of SHARED with one meaning each; --out is only a deprecated spelling."""
+    assert (SHARED["--output"].short, SHARED["--quiet"].short, SHARED["--verbose"].short) == (
+        "-o",
+        "-q",
+        "-v",
+    )
+    assert "--out" in DEPRECATED and "--out" not in SHARED

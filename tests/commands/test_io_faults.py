@@ -52,17 +52,17 @@ def _assert_exit_3_before_any_case(
 def test_out_under_a_file_is_enotdir(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     out = tmp_path / "file" / "r.json"
-    _assert_exit_3_before_any_case(kcgate(*RUN, "--out", str(out), cwd=DATA), out, "ENOTDIR")
+    _assert_exit_3_before_any_case(kcgate(*RUN, "--results", str(out), cwd=DATA), out, "ENOTDIR")
 
 
 @pytest.mark.slow
 def test_out_naming_a_directory_is_eisdir(tmp_path: Path) -> None:
-    _assert_exit_3_before_any_case(kcgate(*RUN, "--out", str(tmp_path), cwd=DATA), tmp_path, "EISDIR")
+    _assert_exit_3_before_any_case(kcgate(*RUN, "--results", str(tmp_path), cwd=DATA), tmp_path, "EISDIR")
 
 
 @pytest.mark.slow
 def test_junit_naming_a_directory_is_found_before_any_case(tmp_path: Path) -> None:
-    proc = kcgate(*RUN, "--out", str(tmp_path / "r.json"), "--junit", str(tmp_path), cwd=DATA)
+    proc = kcgate(*RUN, "--results", str(tmp_path / "r.json"), "--junit", str(tmp_path), cwd=DATA)
     _assert_exit_3_before_any_case(proc, tmp_path, "EISDIR")
 
 
@@ -78,16 +78,16 @@ def test_unwritable_results_directory_is_eacces_or_erofs(
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o500)
         out, name = locked / "r.json", "EACCES"
-    _assert_exit_3_before_any_case(kcgate(*RUN, "--out", str(out), cwd=DATA), out, name)
+    _assert_exit_3_before_any_case(kcgate(*RUN, "--results", str(out), cwd=DATA), out, name)
 
 
 @pytest.mark.slow
 def test_a_full_disk_is_enospc_before_any_case(small_fs: Path) -> None:
     _fill(small_fs)
     out = small_fs / "r.json"
-    _assert_exit_3_before_any_case(kcgate(*RUN, "--out", str(out), cwd=DATA), out, "ENOSPC")
+    _assert_exit_3_before_any_case(kcgate(*RUN, "--results", str(out), cwd=DATA), out, "ENOSPC")
     proc = kcgate(
-        *RUN, "--out", str(small_fs.parent / "r.json"), "--junit", str(small_fs / "j.xml"), cwd=DATA
+        *RUN, "--results", str(small_fs.parent / "r.json"), "--junit", str(small_fs / "j.xml"), cwd=DATA
     )
     _assert_exit_3_before_any_case(proc, small_fs / "j.xml", "ENOSPC")
 
@@ -101,7 +101,7 @@ def test_a_disk_filling_mid_run_leaves_the_runs_verdict(small_fs: Path, tmp_path
         "fill.toml",
         "--seed",
         "1",
-        "--out",
+        "--results",
         str(tmp_path / "r.json"),
         "--junit",
         str(junit),

@@ -49,7 +49,7 @@ def test_protocol_held_out_and_timeout_s_are_contract_keys(tmp_path: Path) -> No
 def test_the_contract_sets_them_the_flag_overrides_and_the_results_say_which(tmp_path: Path) -> None:
     (tmp_path / "c.toml").write_text(CONTRACTS)
     out = tmp_path / "contract.json"
-    proc = kcgate("run", "-c", str(tmp_path / "c.toml"), "-q", "-o", str(out))
+    proc = kcgate("run", "-c", str(tmp_path / "c.toml"), "-q", "--results", str(out))
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the slow kernel passes 0.1 s
     doc, cases = json.loads(out.read_text()), _cases(out)
     assert not any(k.startswith("override.") for k in doc["meta"])  # the contract's values were used
@@ -61,7 +61,16 @@ def test_the_contract_sets_them_the_flag_overrides_and_the_results_say_which(tmp
 
     out = tmp_path / "flags.json"
     proc = kcgate(
-        "run", "-c", str(tmp_path / "c.toml"), "-q", "-o", str(out), "--held-out", "5", "--timeout", "30"
+        "run",
+        "-c",
+        str(tmp_path / "c.toml"),
+        "-q",
+        "--results",
+        str(out),
+        "--held-out",
+        "5",
+        "--timeout",
+        "30",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc, cases = json.loads(out.read_text()), _cases(out)

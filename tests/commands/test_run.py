@@ -18,7 +18,7 @@ from tests.conftest import ROOT, imported, kcgate
 def repo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path, Path]:
     d = tmp_path_factory.mktemp("run")
     out, junit = d / "cpu.json", d / "junit.xml"
-    proc = kcgate("run", "--out", str(out), "--junit", str(junit), "--runner", "cpu-test", "-q")
+    proc = kcgate("run", "--results", str(out), "--junit", str(junit), "--runner", "cpu-test")
     return proc, out, junit
 
 
@@ -72,7 +72,7 @@ def test_a_run_never_imports_sympy(tmp_path: Path) -> None:
     kcgate uses its own, so a run with a Freivalds case and ordinary cases stays clear of it."""
     proc = kcgate(
         "run", "-q", "--isolation", "none", "--seed", "2", "-k", "matmul-large-freivalds",
-        "--out", str(tmp_path / "r.json"), python_flags=("-X", "importtime"),
+        "--results", str(tmp_path / "r.json"), python_flags=("-X", "importtime"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     assert imported(proc, "sympy") == []
@@ -103,9 +103,9 @@ def test_run_tells_the_pool_the_plans_size_before_the_worker_starts(
     monkeypatch.setattr(_run_impl, "worker_count", lambda *a: 2 if workers == "auto" else 1)
     monkeypatch.setattr(_run_impl, "make_executor", stop)
     options = _run_impl.Options(
-        contracts=ROOT / "contracts.toml", out=None, runner=None, device=None, junit=None, keyword=None,
+        contracts=ROOT / "contracts.toml", results=None, runner=None, device=None, junit=None, keyword=None,
         dtypes=[], list_only=False, shard=None, resume=False, seed=0, isolation="process", timeout=None,
-        memory_limit_gb=0.0, quiet=True, workers=workers,
+        memory_limit_gb=0.0, level=-1, workers=workers,
     )  # fmt: skip
     with pytest.raises(_Stop):
         _run_impl.run_command(options)
@@ -133,10 +133,10 @@ _CUDA_ONLY = _SUM.format(id="sum-cuda-only", extra='devices = ["cuda"]')
 def test_a_contract_whose_devices_leave_this_device_out_is_not_run(tmp_path: Path) -> None:
     toml, out = tmp_path / "contracts.toml", tmp_path / "cpu.json"
     toml.write_text(_HEADER.format(root=ROOT) + _EVERYWHERE + _CUDA_ONLY)
-    proc = kcgate("run", "-c", str(toml), "--device", "cpu", "--out", str(out), "-q")
+    proc = kcgate("run", "-c", str(toml), "--device", "cpu", "--results", str(out), "-q")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert {c.contract_id for c in load_run(out).cases} == {"sum-everywhere"}
     assert "not run on cpu: sum-cuda-only" in proc.stderr
     toml.write_text(_HEADER.format(root=ROOT) + _CUDA_ONLY)
-    proc = kcgate("run", "-c", str(toml), "--device", "cpu", "--out", str(tmp_path / "none.json"), "-q")
+    proc = kcgate("run", "-c", str(toml), "--device", "cpu", "--results", str(tmp_path / "none.json"), "-q")
     assert proc.returncode == 5 and "no contract applies to cpu" in proc.stderr, proc.stderr

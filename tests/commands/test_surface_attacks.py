@@ -146,7 +146,9 @@ def test_an_env_pythonpath_that_shadows_torch_is_the_contracts_fault(tmp_path: P
     _package(shadow, "torch", torch_init)
     contracts = tmp_path / "env.toml"
     contracts.write_text(_ENV_CONTRACTS.format(root=ROOT, shadow=shadow))
-    proc = kcgate("run", "--contracts", str(contracts), "--out", str(tmp_path / "r.json"), "-q", cwd=tmp_path)
+    proc = kcgate(
+        "run", "--contracts", str(contracts), "--results", str(tmp_path / "r.json"), "-q", cwd=tmp_path
+    )
     assert proc.returncode == 7, proc.stdout + proc.stderr
     assert "contract 'shadowed'" in proc.stderr and "PYTHONPATH" in proc.stderr
     assert f"{shadow / 'torch'} shadows the real torch" in proc.stderr and "fix:" in proc.stderr
@@ -200,7 +202,7 @@ def test_deeply_nested_discovered_sources_are_exit_2(tmp_path: Path, source: str
 
 
 def _run(out: Path, contracts: str, *extra: str, timeout: float = 300):  # type: ignore[no-untyped-def]
-    return kcgate("run", "--contracts", contracts, "--out", str(out), *extra, cwd=DATA, timeout=timeout)
+    return kcgate("run", "--contracts", contracts, "--results", str(out), *extra, cwd=DATA, timeout=timeout)
 
 
 @pytest.mark.slow
@@ -221,7 +223,7 @@ def test_a_kernel_cannot_add_a_pass_row_to_the_journal(tmp_path: Path) -> None:
 def _killed_mid_run(out: Path) -> list[str]:
     """``kcgate run`` on slow.toml, SIGKILLed after two cases: the journal's case ids."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kcgate", "run", "--contracts", "slow.toml", "--out", str(out), "-q"],
+        [sys.executable, "-m", "kcgate", "run", "--contracts", "slow.toml", "--results", str(out), "-q"],
         cwd=DATA,
         start_new_session=True,
         stdout=subprocess.DEVNULL,
@@ -252,7 +254,7 @@ def test_tampering_with_a_killed_runs_files_reruns_what_was_touched(tmp_path: Pa
     deep = b"0" * 64 + b" " + b"[" * 100_000 + b"]" * 100_000
     journal_path(out).write_bytes(b"\n".join([header, changed, *rows[1:], deep]) + b"\n")
     resumed = kcgate(
-        "run", "--contracts", "slow.toml", "--out", str(out), "--resume", cwd=DATA, env=_PROGRESS
+        "run", "--contracts", "slow.toml", "--results", str(out), "--resume", cwd=DATA, env=_PROGRESS
     )
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     ran = re.findall(r"^\[\d+/\d+\] \w+ +(\S+)", resumed.stderr, re.M)
@@ -269,7 +271,7 @@ def test_a_100000_deep_journal_row_is_not_exit_4(tmp_path: Path) -> None:
     journaled = _killed_mid_run(out)
     with open(journal_path(out), "ab") as fh:
         fh.write(b"[" * 100_000 + b"]" * 100_000 + b"\n")
-    resumed = kcgate("run", "--contracts", "slow.toml", "--out", str(out), "--resume", "-q", cwd=DATA)
+    resumed = kcgate("run", "--contracts", "slow.toml", "--results", str(out), "--resume", "-q", cwd=DATA)
     assert resumed.returncode == 0 and "internal error" not in resumed.stderr, resumed.stderr
     assert len(journaled) >= 2 and load_run(out).complete
 
@@ -298,7 +300,7 @@ def test_a_second_run_on_the_same_out_does_not_truncate_the_first(tmp_path: Path
     )
     out = tmp_path / "slow.json"
     first = subprocess.Popen(
-        [sys.executable, "-m", "kcgate", "run", "--contracts", str(contracts), "--out", str(out), "-q"],
+        [sys.executable, "-m", "kcgate", "run", "--contracts", str(contracts), "--results", str(out), "-q"],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -307,7 +309,7 @@ def test_a_second_run_on_the_same_out_does_not_truncate_the_first(tmp_path: Path
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(_rows(out)) < 1:
         time.sleep(0.02)
-    second = kcgate("run", "--contracts", str(contracts), "--out", str(out), "-q", cwd=tmp_path)
+    second = kcgate("run", "--contracts", str(contracts), "--results", str(out), "-q", cwd=tmp_path)
     kept = len(_rows(out))
     _, err = first.communicate(timeout=300)
     assert second.returncode == 3 and "another kcgate run is writing it" in second.stderr, second.stderr
@@ -336,7 +338,7 @@ def _run_with(tmp_path: Path, name: str, env: str, runner_env: dict[str, str] | 
     contracts.write_text(_ENV_RUN.format(root=ROOT, env=env))
     out = tmp_path / name / "cpu.json"
     proc = kcgate(
-        "run", "--contracts", str(contracts), "--out", str(out), "--runner", "cpu", "-q", "--seed", "1",
+        "run", "--contracts", str(contracts), "--results", str(out), "--runner", "cpu", "-q", "--seed", "1",
         cwd=tmp_path, env=runner_env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -386,7 +388,7 @@ def test_the_cli_runs_on_typers_click_not_a_standalone_one() -> None:
 @pytest.mark.parametrize(
     ("args", "code", "words"),
     [
-        (("run", "--results", "x"), 3, "No such option: --results"),
+        (("run", "--no-such-flag", "x"), 3, "No such option: --no-such-flag"),
         (("diff", "--bogus", "a", "b"), 3, "No such option: --bogus"),
         (("--bogus",), 3, "No such option: --bogus"),
         ((), 0, "Usage:"),

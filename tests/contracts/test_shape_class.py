@@ -231,15 +231,18 @@ def test_held_out_flag_reaches_the_check(tmp_path: Path) -> None:
         "0",
         "--seed",
         "3",
-        "--out",
+        "--results",
         str(out),
-        "-q",
     ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "64x1024x64" in proc.stdout  # the extremes are drawn even with no extra held-out shapes
     bad = subprocess.run(
-        [*cmd[:6], "--held-out=-1", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=60
+        [*cmd[:6], "--held-out=-1", "--results", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert bad.returncode != 0 and "--held-out" in bad.stderr
 

@@ -32,7 +32,7 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "small.toml",
             "--runner",
             v["name"],
-            "--out",
+            "--results",
             str(d / f"{v['name']}.json"),
             "-q",
             "--seed",

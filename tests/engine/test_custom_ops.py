@@ -74,7 +74,9 @@ def test_a_tolerance_less_custom_contract_passes_a_correct_kernel_and_fails_a_bf
     for kernel, want in (("good", "pass"), ("bf16_variance", "fail")):
         d = tmp_path / kernel
         d.mkdir()
-        proc = kcgate("run", "-c", str(_project(d, kernel)), "--out", str(d / "out.json"), cwd=d, timeout=600)
+        proc = kcgate(
+            "run", "-c", str(_project(d, kernel)), "--results", str(d / "out.json"), cwd=d, timeout=600
+        )
         assert proc.returncode in (0, 1), proc.stderr
         assert {c["status"] for c in _results(d)} == {want}, proc.stdout
 
@@ -82,7 +84,7 @@ def test_a_tolerance_less_custom_contract_passes_a_correct_kernel_and_fails_a_bf
 @pytest.mark.slow
 def test_a_boundary_shape_the_generator_rejects_is_refused_with_the_constraint(tmp_path: Path) -> None:
     p = _project(tmp_path, "pairs", gen="pairs_gen", ref="pairs_ref")
-    proc = kcgate("run", "-c", str(p), "--out", str(tmp_path / "out.json"), cwd=tmp_path, timeout=600)
+    proc = kcgate("run", "-c", str(p), "--results", str(tmp_path / "out.json"), cwd=tmp_path, timeout=600)
     cases = _results(tmp_path)
     refused = [c for c in cases if c["status"] == "refused"]
     assert refused and all("shape_constraints" in c["message"] for c in refused), proc.stdout

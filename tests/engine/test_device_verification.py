@@ -194,7 +194,7 @@ def test_the_repositorys_contracts_give_the_same_results_on_both_paths(tmp_path:
     for mode in ("host", "device"):
         out = tmp_path / f"{mode}.json"
         proc = kcgate(
-            "run", "-c", str(ROOT / "contracts.toml"), "--device", "cpu", "--seed", "7", "--out", str(out), "-q",
+            "run", "-c", str(ROOT / "contracts.toml"), "--device", "cpu", "--seed", "7", "--results", str(out), "-q",
             env={VERIFY_ENV: mode},
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout + proc.stderr

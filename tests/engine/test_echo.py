@@ -28,7 +28,7 @@ def _run(tmp: Path, kernel: str) -> list[dict]:  # type: ignore[type-arg]
     )
     (tmp / "contracts.toml").write_text(f'[project]\npaths = ["."]\n\n{c}')
     proc = kcgate(
-        "run", "-c", str(tmp / "contracts.toml"), "--out", str(tmp / "out.json"), cwd=tmp, timeout=600
+        "run", "-c", str(tmp / "contracts.toml"), "--results", str(tmp / "out.json"), cwd=tmp, timeout=600
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     data = json.loads((tmp / "out.json").read_text())

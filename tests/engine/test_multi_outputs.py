@@ -85,7 +85,7 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, 
     body = "\n".join(_contract(cid, *row) for cid, row in CONTRACTS.items())
     (tmp / "contracts.toml").write_text(f'[project]\npaths = ["."]\n\n{body}')
     proc = kcgate(
-        "run", "-c", str(tmp / "contracts.toml"), "--out", str(tmp / "out.json"), cwd=tmp, timeout=900
+        "run", "-c", str(tmp / "contracts.toml"), "--results", str(tmp / "out.json"), cwd=tmp, timeout=900
     )
     assert proc.returncode in (0, 1), proc.stderr
     data = json.loads((tmp / "out.json").read_text())

@@ -242,7 +242,7 @@ def _run(tmp: Path, kernel: str, ref: str = "ref", gen: str = "gen", extra: str 
         f'dtypes = ["bfloat16", "float32"]\nshapes = [[8, 512]]\n{extra}'
         "[contract.protocol]\nseeds = 1\nprobes = false\nboundary = false\n"
     )
-    proc = kcgate("run", "-c", str(p), "--out", str(tmp / "out.json"), cwd=tmp, timeout=600)
+    proc = kcgate("run", "-c", str(p), "--results", str(tmp / "out.json"), cwd=tmp, timeout=600)
     assert proc.returncode in (0, 1), proc.stderr
     data = json.loads((tmp / "out.json").read_text())
     return [dict(zip(data["case_fields"], row)) for row in data["cases"]]

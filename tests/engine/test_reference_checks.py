@@ -93,7 +93,7 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     (root / "vk.py").write_text(FNS)
     body = "\n".join(_contract(cid, *row) for cid, row in CONTRACTS.items())
     (root / "contracts.toml").write_text(f'[project]\npaths = ["."]\n\n{body}')
-    proc = kcgate("run", "-c", "contracts.toml", "--out", "out.json", "--shrink-s", "0", "-q", cwd=root)
+    proc = kcgate("run", "-c", "contracts.toml", "--results", "out.json", "--shrink-s", "0", "-q", cwd=root)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     out: dict[str, list[Any]] = {}

@@ -160,7 +160,7 @@ def test_kcgate_run_prints_a_command_that_reproduces_the_shrunk_failure(tmp_path
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     base = [sys.executable, "-m", "kcgate", "run", "--contracts", str(tmp_path / "contracts.toml")]
     proc = subprocess.run(
-        [*base, "--out", str(tmp_path / "r.json"), "--seed", "3"],
+        [*base, "--results", str(tmp_path / "r.json"), "--seed", "3"],
         capture_output=True,
         text=True,
         env=env,
@@ -177,7 +177,7 @@ def test_kcgate_run_prints_a_command_that_reproduces_the_shrunk_failure(tmp_path
     assert found, proc.stdout[-3000:]
     cmd = shlex.split(found.group(2))[2:]  # after "kcgate run"
     again = subprocess.run(
-        [*base[:4], *cmd, "--out", str(tmp_path / "again.json"), "--shrink-s", "0"],
+        [*base[:4], *cmd, "--results", str(tmp_path / "again.json"), "--shrink-s", "0"],
         capture_output=True,
         text=True,
         env=env,
@@ -202,7 +202,7 @@ def test_a_kernel_that_crashes_at_a_smaller_shape_keeps_its_verdict(tmp_path: Pa
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
         [sys.executable, "-m", "kcgate", "run", "--contracts", str(tmp_path / "contracts.toml"),
-         "--out", str(tmp_path / "r.json"), "--shrink-s", "5", "-k", "64x64x64"],
+         "--results", str(tmp_path / "r.json"), "--shrink-s", "5", "-k", "64x64x64"],
         capture_output=True, text=True, env=env, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -34,7 +34,7 @@ def test_a_crash_after_earlier_cases_is_rerun_alone_before_it_is_charged(tmp_pat
     )
     out = tmp_path / "cpu.json"
     proc = kcgate(
-        "run", "-c", str(toml), "--out", str(out), "--seed", "1", "--shrink-s", "0", "-q", cwd=tmp_path
+        "run", "-c", str(toml), "--results", str(out), "--seed", "1", "--shrink-s", "0", "-q", cwd=tmp_path
     )
     assert "internal error" not in proc.stderr, proc.stderr
     cases = {c.contract_id: c for c in load_run(out).cases}

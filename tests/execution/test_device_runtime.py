@@ -138,7 +138,7 @@ def test_out_of_memory_costs_one_case_with_a_clear_message_never_the_run(tmp_pat
     contracts = tmp_path / "contracts.toml"
     contracts.write_text(OOM.format(root=ROOT))
     out = tmp_path / "r.json"
-    proc = kcgate("run", "-c", str(contracts), "--out", str(out), "--device", "cpu", "--seed", "1", "-q")
+    proc = kcgate("run", "-c", str(contracts), "--results", str(out), "--device", "cpu", "--seed", "1", "-q")
     assert proc.returncode == 1, proc.stderr  # an error blocks, as any unevaluated case does
     cases = {c["contract_id"]: c for c in _objects(out)}
     assert cases["fine"]["status"] == "pass"

@@ -30,7 +30,7 @@ def crashy(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequ
         request.param,
         "--contracts",
         "crashy.toml",
-        "--out",
+        "--results",
         str(out),
         "--timeout",
         "4",
@@ -96,7 +96,7 @@ def _start_slow_run(out: Path, *extra: str, tag: str = "") -> subprocess.Popen[s
         "run",
         "--contracts",
         "slow.toml",
-        "--out",
+        "--results",
         str(out),
         "--seed",
         "3",
@@ -121,7 +121,7 @@ def _wait_for_cases(out: Path, n: int) -> None:
 def _resume_runs(out: Path) -> list[str]:
     """Resume the run; the ids of the cases it ran (from its progress lines)."""
     done = kcgate(
-        "run", "--contracts", "slow.toml", "--out", str(out), "--resume", cwd=DATA, env=_PROGRESS_ENV
+        "run", "--contracts", "slow.toml", "--results", str(out), "--resume", cwd=DATA, env=_PROGRESS_ENV
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return re.findall(r"^\[\d+/\d+\] \w+ +(\S+)", done.stderr, re.M)
@@ -177,18 +177,18 @@ def test_sigterm_saves_finished_cases_and_resume_repeats_none(tmp_path: Path, wo
 
 def test_shards_merged_equal_the_unsharded_run(tmp_path: Path) -> None:
     common = ["--contracts", "small.toml", "-q", "--seed", "7", "--runner", "cpu-x"]
-    assert kcgate("run", *common, "--out", str(tmp_path / "all.json"), cwd=DATA).returncode == 0
+    assert kcgate("run", *common, "--results", str(tmp_path / "all.json"), cwd=DATA).returncode == 0
     shards = []
     for i in (1, 2, 3):
         shards.append(str(tmp_path / f"s{i}.json"))
-        proc = kcgate("run", *common, "--shard", f"{i}/3", "--out", shards[-1], cwd=DATA)
+        proc = kcgate("run", *common, "--shard", f"{i}/3", "--results", shards[-1], cwd=DATA)
         assert proc.returncode in (0, 5), proc.stderr
-    merged = kcgate("merge", *[s for s in shards if Path(s).exists()], "--out", str(tmp_path / "m.json"))
+    merged = kcgate("merge", *[s for s in shards if Path(s).exists()], "--results", str(tmp_path / "m.json"))
     assert merged.returncode == 0, merged.stderr
     assert load_run(tmp_path / "m.json").complete
-    partial = kcgate("merge", shards[0], shards[1], "--out", str(tmp_path / "p.json"))
+    partial = kcgate("merge", shards[0], shards[1], "--results", str(tmp_path / "p.json"))
     assert partial.returncode == 0 and not load_run(tmp_path / "p.json").complete  # shard 3/3 is missing
-    twice = kcgate("merge", shards[0], shards[0], "--out", str(tmp_path / "t.json"))
+    twice = kcgate("merge", shards[0], shards[0], "--results", str(tmp_path / "t.json"))
     assert twice.returncode == 3 and "distinct cases" in twice.stderr
     whole = {c.case_id: c for c in load_run(tmp_path / "all.json").cases}
     parts = {c.case_id: c for c in load_run(tmp_path / "m.json").cases}
@@ -203,18 +203,18 @@ def test_merge_refuses_mixed_fingerprints(tmp_path: Path) -> None:
 
     src = ROOT / "tests" / "data" / "small.toml"
     out = tmp_path / "a.json"
-    assert kcgate("run", "--contracts", str(src), "-q", "--out", str(out), "-k", "gather").returncode == 0
+    assert kcgate("run", "--contracts", str(src), "-q", "--results", str(out), "-k", "gather").returncode == 0
     other = json.loads(out.read_text())
     other["fingerprint"]["torch"] = "9.9.9"
     (tmp_path / "b.json").write_text(json.dumps(other))
-    proc = kcgate("merge", str(out), str(tmp_path / "b.json"), "--out", str(tmp_path / "m.json"))
+    proc = kcgate("merge", str(out), str(tmp_path / "b.json"), "--results", str(tmp_path / "m.json"))
     assert proc.returncode == 3 and "fingerprint" in proc.stderr
 
 
 def test_isolated_run_imports_torch_only_in_the_worker(tmp_path: Path) -> None:
     """The parent plans from the worker's handshake (device, fingerprint, default shapes): no torch import."""
     proc = kcgate(
-        "run", "--contracts", "small.toml", "-q", "--seed", "3", "--out", str(tmp_path / "r.json"), "-k", "sum*",
+        "run", "--contracts", "small.toml", "-q", "--seed", "3", "--results", str(tmp_path / "r.json"), "-k", "sum*",
         cwd=DATA, python_flags=("-X", "importtime"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
@@ -227,7 +227,7 @@ def test_isolated_run_imports_torch_only_in_the_worker(tmp_path: Path) -> None:
 
 def test_an_unavailable_device_is_reported_by_the_worker(tmp_path: Path) -> None:
     proc = kcgate(
-        "run", "--contracts", "small.toml", "--device", "mps", "--out", str(tmp_path / "r.json"), cwd=DATA
+        "run", "--contracts", "small.toml", "--device", "mps", "--results", str(tmp_path / "r.json"), cwd=DATA
     )
     assert proc.returncode == 3 and "device 'mps' is not available" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "r.json").exists()
@@ -240,7 +240,18 @@ def test_an_unavailable_device_is_reported_by_the_worker(tmp_path: Path) -> None
 def attacked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     tmp = tmp_path_factory.mktemp("attacks")
     out, pids = tmp / "attacks.json", tmp / "pids.txt"
-    args = ("run", "--contracts", "attacks.toml", "--out", str(out), "--timeout", "60", "-q", "--seed", "1")
+    args = (
+        "run",
+        "--contracts",
+        "attacks.toml",
+        "--results",
+        str(out),
+        "--timeout",
+        "60",
+        "-q",
+        "--seed",
+        "1",
+    )
     proc = kcgate(*args, cwd=DATA, env={"KCGATE_TEST_PIDFILE": str(pids)})
     assert proc.returncode == 1, proc.stdout + proc.stderr
     run = load_run(out)

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 def statuses(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     out = tmp_path_factory.mktemp("lying") / "cpu.json"
     proc = kcgate(
-        "run", "-c", "lying.toml", "--out", str(out), "--seed", "1", "--shrink-s", "0", "-q", cwd=DATA,
+        "run", "-c", "lying.toml", "--results", str(out), "--seed", "1", "--shrink-s", "0", "-q", cwd=DATA,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "internal error" not in proc.stderr
@@ -80,7 +80,7 @@ def test_the_worker_is_not_spoiled_for_the_next_contract(tmp_path: Path) -> None
     )
     out = tmp_path / "cpu.json"
     proc = kcgate(
-        "run", "-c", str(tmp_path / "c.toml"), "--out", str(out), "--shrink-s", "0", "-q", cwd=tmp_path
+        "run", "-c", str(tmp_path / "c.toml"), "--results", str(out), "--shrink-s", "0", "-q", cwd=tmp_path
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert {c.contract_id: c.status for c in load_run(out).cases}["honest"] == "pass"

@@ -186,7 +186,7 @@ def test_cli_refuses_a_bad_worker_count_with_exit_3() -> None:
 def _run(tmp: Path, workers: str, name: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     pids = tmp / f"{name}.pids"
     out = tmp / f"{name}.json"
-    args = ("run", "--contracts", "pool.toml", "-k", RUNNABLE, "--out", str(out), "--seed", "5", "-q")
+    args = ("run", "--contracts", "pool.toml", "-k", RUNNABLE, "--results", str(out), "--seed", "5", "-q")
     env = {"KCGATE_TEST_PID_FILE": str(pids), "KCGATE_TEST_PEERS": workers}  # the probe waits for N workers
     proc = kcgate(*args, "--workers", workers, cwd=DATA, env=env)
     return proc, pids.read_text().split() if pids.exists() else []
@@ -218,7 +218,7 @@ def test_a_lane_whose_worker_cannot_start_stops_the_run_as_one_worker_does(tmp_p
     results = {}
     for workers in ("1", "2"):
         out = tmp_path / f"w{workers}.json"
-        args = ("run", "--contracts", "pool.toml", "-k", "nostart or segv", "--out", str(out), "-q")
+        args = ("run", "--contracts", "pool.toml", "-k", "nostart or segv", "--results", str(out), "-q")
         proc = kcgate(*args, "--workers", workers, cwd=DATA)  # two cases: each lane gets one
         results[workers] = proc
         assert "failed to start" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -23,7 +23,7 @@ def test_base_seed_for_inverts_derive_seed(base: int, cid: str) -> None:
 def test_the_reproduce_command_reruns_one_case_with_its_seed(tmp_path: Path) -> None:
     first = tmp_path / "first.json"
     common = ("--contracts", str(DATA / "small.toml"), "--isolation", "none", "-q", "--runner", "cpu-r")
-    proc = kcgate("run", *common, "-k", "sum/*", "--out", str(first))
+    proc = kcgate("run", *common, "-k", "sum/*", "--results", str(first))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(first.read_text())
     rows = [dict(zip(doc["case_fields"], row)) for row in doc["cases"]]
@@ -31,7 +31,7 @@ def test_the_reproduce_command_reruns_one_case_with_its_seed(tmp_path: Path) -> 
     seed = base_seed_for(case["seed"], case["case_id"])
     again = tmp_path / "again.json"
     proc = kcgate(
-        "run", *common, "-k", case["case_id"], "--seed", str(seed), "--dtype", case["dtype"], "--out", str(again)
+        "run", *common, "-k", case["case_id"], "--seed", str(seed), "--dtype", case["dtype"], "--results", str(again)
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(again.read_text())

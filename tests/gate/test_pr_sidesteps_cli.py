@@ -89,7 +89,7 @@ def _project(root: Path, contracts: str, ops: str) -> Path:
 
 def _run(root: Path, *extra: str) -> None:
     proc = kcgate(
-        "run", "-c", "contracts.toml", "--out", "results/cpu.json", "--runner", "cpu", "--seed", "3",
+        "run", "-c", "contracts.toml", "--results", "results/cpu.json", "--runner", "cpu", "--seed", "3",
         "--shrink-s", "0", "-q", *extra, cwd=root, env={"PYTHONPATH": f"{root}:{ROOT}"},
     )  # fmt: skip
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr

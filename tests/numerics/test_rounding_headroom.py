@@ -97,7 +97,7 @@ def test_a_bf16_regression_inside_one_rounding_is_budget_drift_before_it_fails(t
         proc = kcgate(
             "run",
             "-q",
-            "-o",
+            "--results",
             str(out),
             "--runner",
             "cpu",

@@ -96,7 +96,7 @@ def test_a_run_under_ci_prints_progress_at_least_every_interval(tmp_path: Path) 
         "run",
         "--contracts",
         "sleepy.toml",
-        "--out",
+        "--results",
         str(tmp_path / "r.json"),
     ]
     proc = subprocess.Popen(cmd, cwd=DATA, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -151,7 +151,7 @@ def test_outside_ci_and_a_terminal_each_case_line_says_where_its_time_went(tmp_p
         "sleepy.toml",
         "-k",
         "sleepy-0",
-        "-o",
+        "--results",
         str(tmp_path / "r.json"),
     ]
     proc = subprocess.run(cmd, cwd=DATA, env=env, capture_output=True, text=True, timeout=300)

@@ -371,7 +371,7 @@ def _five_commands(path: Path, tmp: Path) -> list[list[str]]:
         ["diff", base, str(path), *TODAY_ARGS],
         ["report", str(path), "--baseline", base, "--no-publish", "--no-annotations", *TODAY_ARGS],
         ["compare", str(path)],
-        ["merge", str(path), "-o", str(tmp / "merged.json")],
+        ["merge", str(path), "--results", str(tmp / "merged.json")],
         ["baseline", "update", str(path), "--dir", str(tmp / "baselines")],
     ]
 
@@ -443,6 +443,6 @@ def test_merge_refuses_a_case_twice_in_one_file(tmp_path: Path) -> None:
     doc = _doc(case_id="c1", status="pass")
     doc["cases"] = doc["cases"] * 2  # type: ignore[operator]
     path = _write(tmp_path, doc)
-    code, out = _cli("merge", str(path), "-o", str(tmp_path / "m.json"))
+    code, out = _cli("merge", str(path), "--results", str(tmp_path / "m.json"))
     assert code == 3 and "appears twice in this file" in out
     assert not (tmp_path / "m.json").exists()

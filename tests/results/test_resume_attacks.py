@@ -44,7 +44,7 @@ def _package(root: Path, ops: str, init: str = "", helper: str = "SCALE = 1.0\n"
 def _run(tmp_path: Path, path: str, *extra: str):  # type: ignore[no-untyped-def]
     (tmp_path / "contracts.toml").write_text(_CONTRACTS.format(path=path))
     return kcgate(
-        "run", "-c", "contracts.toml", "--out", "r/cpu.json", "--seed", "1", "--shrink-s", "0", "-q", *extra,
+        "run", "-c", "contracts.toml", "--results", "r/cpu.json", "--seed", "1", "--shrink-s", "0", "-q", *extra,
         cwd=tmp_path, env={"PYTHONPATH": str(ROOT)},
     )  # fmt: skip
 

@@ -34,7 +34,9 @@ def _run(tmp: Path, kernels: tuple[tuple[str, str], ...]) -> dict[str, tuple[str
         + "".join(CONTRACTS.format(id=i, kernel=k) for i, k in kernels)
     )
     out = tmp / "cpu.json"
-    proc = kcgate("run", "-c", str(toml), "--out", str(out), "--seed", "3", "--shrink-s", "0", "-q", cwd=tmp)
+    proc = kcgate(
+        "run", "-c", str(toml), "--results", str(out), "--seed", "3", "--shrink-s", "0", "-q", cwd=tmp
+    )
     assert "internal error" not in proc.stderr, proc.stderr
     return {c.case_id: (c.status, c.metrics.budget_used, c.message) for c in load_run(out).cases}
 

@@ -23,7 +23,7 @@ ATTACKS = ("code-swap", "rebind", "patch-torch", "patch-numpy", "patch-builtins"
 def _run(out: Path, *contracts: str, env: dict[str, str] | None = None) -> dict[str, list[tuple[str, float]]]:
     only = [a for c in contracts for a in ("-k", f"{c}/*")]
     proc = kcgate(
-        "run", "-c", "judge_attacks.toml", *only, "--out", str(out), "--seed", "1", "--shrink-s", "0", "-q",
+        "run", "-c", "judge_attacks.toml", *only, "--results", str(out), "--seed", "1", "--shrink-s", "0", "-q",
         cwd=DATA, env=env,
     )  # fmt: skip
     assert "internal error" not in proc.stderr, proc.stderr

@@ -79,7 +79,7 @@ def _run(tmp: Path, contract: str) -> list[dict]:  # type: ignore[type-arg]
     (tmp / "kk.py").write_text(KERNELS)
     (tmp / "kk_kernels.py").write_text(KK_KERNELS)
     (tmp / "contracts.toml").write_text(f'[project]\npaths = ["."]\n\n{contract}')
-    proc = kcgate("run", "-c", "contracts.toml", "--out", "out.json", cwd=tmp, timeout=600)
+    proc = kcgate("run", "-c", "contracts.toml", "--results", "out.json", cwd=tmp, timeout=600)
     assert proc.returncode in (0, 1), proc.stderr
     data = json.loads((tmp / "out.json").read_text())
     cases = [dict(zip(data["case_fields"], row)) for row in data["cases"]]

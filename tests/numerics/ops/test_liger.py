@@ -26,7 +26,9 @@ pytest.importorskip("triton")
 def liger(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CaseResult]:
     tmp = tmp_path_factory.mktemp("liger")
     out = tmp / "results.json"
-    proc = kcgate("run", "--contracts", str(DATA / "liger" / "contracts.toml"), "--out", str(out), cwd=tmp)
+    proc = kcgate(
+        "run", "--contracts", str(DATA / "liger" / "contracts.toml"), "--results", str(out), cwd=tmp
+    )
     assert out.exists(), proc.stdout + proc.stderr
     return {c.case_id.rsplit("/", 2)[0]: c for c in load_run(out).cases}
 

@@ -71,7 +71,7 @@ def shipped_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     valid = kcgate("validate", str(contracts))
     assert valid.returncode == 0, valid.stdout + valid.stderr
     out = tmp / "results.json"
-    proc = kcgate("run", "--contracts", str(contracts), "--out", str(out), cwd=tmp)
+    proc = kcgate("run", "--contracts", str(contracts), "--results", str(out), cwd=tmp)
     assert out.exists(), proc.stdout + proc.stderr
     return {"validate": valid, "cases": {c.contract_id: c for c in load_run(out).cases}}
 

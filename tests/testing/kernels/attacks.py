@@ -148,17 +148,17 @@ def fill_disk(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def _run_out() -> tuple[int, str]:
-    """The ``kcgate run`` process up the tree (the kernel's sandbox, its judge, then the run) and its --out,
+    """The ``kcgate run`` process up the tree (the kernel's sandbox, its judge, then the run) and its --results,
     read from its command line as an attacker would."""
     pid = os.getppid()
     while pid > 1:
         args = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")  # noqa: SIM115
-        if b"--out" in args:
-            out = args[args.index(b"--out") + 1].decode()
+        if b"--results" in args:
+            out = args[args.index(b"--results") + 1].decode()
             return pid, out if os.path.isabs(out) else os.path.join(os.readlink(f"/proc/{pid}/cwd"), out)
         stat = open(f"/proc/{pid}/stat").read()  # noqa: SIM115
         pid = int(stat.rsplit(")", 1)[1].split()[1])
-    raise RuntimeError("no kcgate run with --out above this kernel")
+    raise RuntimeError("no kcgate run with --results above this kernel")
 
 
 def forge_journal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
