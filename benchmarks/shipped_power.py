@@ -121,7 +121,7 @@ class Repo:
     def run(self, out: str, *extra: str) -> Path:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "KCGATE_"))}
         env |= {"PYTHONPATH": str(ROOT), "CI": ""}
-        args = ["run", "-q", "--runner", RUNNER, "--shrink-s", "0", "--out", out, *extra]
+        args = ["run", "-q", "--runner", RUNNER, "--shrink-s", "0", "--results", out, *extra]
         done = subprocess.run([sys.executable, "-m", "kcgate", *args], cwd=self.path, env=env,
                               capture_output=True, text=True, timeout=3600)  # fmt: skip
         if done.returncode not in (0, 1):
