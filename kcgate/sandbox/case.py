@@ -80,11 +80,9 @@ class Child:
         self.arena.reset()
         fresh: list[torch.Tensor] = []
         tree = wire.encode(result, lambda t: self._output(t, tensors, fresh))
-        leaves = [t for t in tensors if t.requires_grad]
-        if leaves and any(t.requires_grad for t in fresh):
-            self.graphs[int(message.get("id", 0))] = (leaves, fresh)
-            for old in sorted(self.graphs)[:-GRAPHS]:
-                del self.graphs[old]
+        self.graphs[int(message.get("id", 0))] = ([t for t in tensors if t.requires_grad], fresh)
+        for old in sorted(self.graphs)[:-GRAPHS]:
+            del self.graphs[old]
         names = getattr(fn, "param_names", {})
         return {"result": tree, "kernel_s": took, "param_names": {str(k): str(v) for k, v in names.items()}}
 

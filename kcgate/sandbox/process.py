@@ -32,13 +32,15 @@ class Sandbox:
         """Started at once (its torch import overlaps the judge's); ``setup`` then names the backend."""
         self.init: dict[str, Any] = {}
         self.references: Sandbox | None = None  # the user's references' own sandbox (``with_references``)
+        self.hosts_references = False  # this is such a sandbox: its server imports what their children run
         self.proc: subprocess.Popen[bytes] | None = None
         self.control: socket.socket | None = None
         self.start()
 
     def setup(self, backend: str, threads: int, memory_limit: int) -> None:
         """The backend the children configure, their thread count and their address-space cap (0: none)."""
-        self.init = {"backend": backend, "threads": threads, "memory_limit": memory_limit}
+        self.init = {"backend": backend, "threads": threads, "memory_limit": memory_limit,
+                     "references": self.hosts_references}  # fmt: skip
         assert self.control is not None
         wire.send(self.control, self.init)
         if self.references is not None:
@@ -49,6 +51,7 @@ class Sandbox:
         child of it, apart from the kernel's child (a kernel cannot reach the reference it is judged by)."""
         if self.references is None:
             self.references = Sandbox()
+            self.references.hosts_references = True
 
     def start(self) -> None:
         mine, theirs = socket.socketpair()
