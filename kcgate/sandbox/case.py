@@ -1,10 +1,12 @@
-"""One case's child of the sandbox: imports the kernel, calls it and runs its backward for the judge.
+"""One case's child of the sandbox: imports the kernel (or the contract's reference and input generator: role
+``reference``, kcgate.sandbox.reference), calls it and runs its backward for the judge.
 
 Messages (``kcgate.sandbox.wire``): ``begin`` (the contract, the kernel's import string, the device and dtype:
-the kernel is resolved and adapted here, module ``init`` included), ``call`` (the arguments' storages in the
-judge's arena; the result's tensors come back in this child's arena, or as "argument i" where the kernel
-returned one of its arguments), ``backward`` (dY for the last call's outputs; the gradients of its arguments
-that required grad) and ``end`` (torch's global state as the case left it). After every call the process-wide
+the kernel is resolved and adapted here, module ``init`` included; or the reference's role), ``call`` (which
+function, the arguments' storages in the judge's arena; the result's tensors come back in this child's arena,
+or as "argument i" where the function returned one of its arguments), ``backward`` (dY for a call's outputs,
+named by its id; the gradients of its arguments that required grad) and ``end`` (torch's global state as the
+case left it). After every call the process-wide
 torch state is checked and restored (``kcgate.engine.torch_state``), a second line reported as data.
 """
 
