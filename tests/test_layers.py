@@ -192,3 +192,42 @@ def test_a_planted_cycle_is_found(tmp_path: Path) -> None:
 def test_each_layer_package_says_what_it_is_for(module: str) -> None:
     init = PACKAGE.joinpath(*module.split(".")[1:], "__init__.py")
     assert ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+
+
+# The sandbox split (issue 54, docs/layout.md): what runs beside the kernel (the sandbox's server and children:
+# the kernel, the user's reference and input generator) and what judges. The judge's side never imports a
+# module of the other, and an import string of the code under test is resolved only beside the kernel, or by
+# the in-process path (engine/case.py's LocalCode, ``--isolation none``) and the relative tolerance's
+# ``baseline`` (engine/sensitivity.py, not yet moved: docs/security.md#the-judge-and-the-sandbox).
+BESIDE_THE_KERNEL = frozenset({"kcgate.sandbox.server", "kcgate.sandbox.case", "kcgate.sandbox.reference"})
+JUDGE_SIDE = (
+    "kcgate.execution.worker",
+    "kcgate.sandbox.process",
+    "kcgate.sandbox.client",
+    "kcgate.sandbox.remote_op",
+)
+RESOLVERS = BESIDE_THE_KERNEL | {"kcgate.engine.case", "kcgate.engine.sensitivity"}
+
+
+def reach(package: Path, start: str) -> set[str]:
+    """Every kcgate module ``start`` imports, directly or through others (function-local imports too)."""
+    edges, seen, todo = graph(package), set(), [start]
+    while todo:
+        for target, _ in edges.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+@pytest.mark.parametrize("module", JUDGE_SIDE)
+def test_the_judge_never_imports_what_runs_beside_the_kernel(module: str) -> None:
+    assert not reach(PACKAGE, module) & BESIDE_THE_KERNEL, sorted(reach(PACKAGE, module) & BESIDE_THE_KERNEL)
+
+
+def test_only_the_sandbox_resolves_user_code() -> None:
+    resolvers = {
+        m for m, targets in graph(PACKAGE).items() if any(t == "kcgate.util.resolve" for t, _ in targets)
+    }
+    assert resolvers <= RESOLVERS, sorted(resolvers - RESOLVERS)
+    assert BESIDE_THE_KERNEL <= set(graph(PACKAGE))  # the split's modules exist under these names

@@ -24,8 +24,13 @@ from kcgate.util.resolve import resolve
 
 class UserCode(Protocol):
     """The one seam between the judge and the code under test: the kernel, made callable as the harness calls
-    it. ``LocalCode`` runs it in this process (``--isolation none``); ``kcgate.sandbox.client.CaseCode`` in a
-    sandbox process of its own, forked fresh for the case, so that nothing the kernel does reaches the judge."""
+    it, and the contract's op family with the user's reference and input generator. ``LocalCode`` runs them
+    in this process (``--isolation none``); ``kcgate.sandbox.client.CaseCode`` in sandbox processes of their
+    own, forked fresh for the case (the kernel's, and the reference's), so that nothing they do reaches the
+    judge."""
+
+    def op(self, contract: Contract, paths: tuple[Path, ...]) -> Any:
+        """The contract's op family (``op_for``), its user functions callable here."""
 
     def kernel(self, contract: Contract, target: str, paths: tuple[Path, ...], dtype: Any, op: Any) -> Any:
         """``kernel(*inputs, **extra)``: the import string resolved and adapted (kcgate.engine.invoke)."""
@@ -42,6 +47,9 @@ class LocalCode:
 
     def __init__(self, device: str) -> None:
         self.device = device
+
+    def op(self, contract: Contract, paths: tuple[Path, ...]) -> Any:
+        return op_for(contract, paths)
 
     def kernel(self, contract: Contract, target: str, paths: tuple[Path, ...], dtype: Any, op: Any) -> Any:
         from kcgate.engine.invoke import adapt
@@ -65,7 +73,7 @@ def make_context(
     contract = project.contract(case.contract_id)
     device = backend.device()
     code = code or LocalCode(device)
-    op = op_for(contract, project.import_paths)
+    op = code.op(contract, project.import_paths)
     # calibration states (``kernel``): another import string, the same signature
     fn = code.kernel(contract, kernel or contract.kernel, project.import_paths, _dtype(case.dtype), op)
     return CaseContext(
@@ -90,7 +98,9 @@ def _dtype(name: str) -> Any:
     return getattr(torch, name)
 
 
-def op_for(contract: Contract, paths: tuple[Path, ...]) -> Any:
+def op_for(contract: Contract, paths: tuple[Path, ...], with_reference: bool = True) -> Any:
+    """The contract's op family, its reference and generator resolved here (``with_reference=False``: a
+    family's own oracle kept, for a kernel's sandbox, which never calls the reference)."""
     from kcgate.numerics.ops import OPS
 
     if (
@@ -103,7 +113,7 @@ def op_for(contract: Contract, paths: tuple[Path, ...]) -> Any:
     op = OPS[contract.op]
     if op.configure is not None:
         op = op.configure(contract.op_params())
-    if contract.reference:  # a user reference overrides the built-in oracle
+    if contract.reference and with_reference:  # a user reference overrides the built-in oracle
         return replace(op, oracle=resolve(contract.reference, paths))
     return op
 

@@ -164,16 +164,30 @@ class Search:
 
 def explain(ctx: Any, trial: Any) -> Search | None:
     """The first mutant of the reference whose output the trial's deciding output matches within the
-    allowance; None where no search applies (a gradient decides, or the reference has no source)."""
+    allowance; None where no search applies (a gradient decides, or the reference has no source). A reference
+    in a sandbox (``remote``) is searched there, and its finding comes back as data."""
     root = inspect.unwrap(ctx.op.oracle)  # a custom op's oracle wraps its reference (run in fp64)
-    if trial.grad or trial.out is None or trial.cmp is None or not isinstance(root, types.FunctionType):
+    if trial.grad or trial.out is None or trial.cmp is None:
         return None  # a gradient would need the mutant's autograd: the forward only
-    if _source(root) is None:
-        return None
     out = trial.out.detach().to("cpu", torch.float64)
-    allowed = trial.cmp.allowed.to(torch.float64)
-    own = _rms(out - trial.cmp.ref.to(torch.float64))
-    up = upcast(trial.inputs)
+    ref, allowed = trial.cmp.ref.to(torch.float64), trial.cmp.allowed.to(torch.float64)
+    name, outputs = getattr(trial, "output", ""), list(ctx.contract.outputs)
+    remote = getattr(root, "remote", None)
+    if remote is not None:
+        return remote_search(remote("explain")(upcast(trial.inputs), out, ref, allowed, name, outputs))
+    return search(root, upcast(trial.inputs), out, ref, allowed, name, outputs)
+
+
+def search(
+    root: Any, up: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor, name: str, outputs: Any
+) -> Search | None:
+    """The bounded search of ``explain`` over the mutants of ``root`` (a function with source), on the fp64
+    inputs ``up``: the kernel's fp64 output ``out`` (``ref``: the reference's) against each mutant's, within
+    ``allowed``; ``name``: the output of several that decides (``outputs``: the contract's names)."""
+    if not isinstance(root, types.FunctionType) or _source(root) is None:
+        return None
+    own = _rms(out - ref)
+    pick = (lambda r: dict(reference_parts(r, tuple(outputs)))[name]) if name else (lambda r: r)
     deadline, tried = time.monotonic() + MAX_SECONDS, 0
     fns: list[types.FunctionType] = [root, *_helpers(root)]
     for fn in fns:
@@ -181,17 +195,31 @@ def explain(ctx: Any, trial: Any) -> Search | None:
             if tried >= MAX_MUTANTS or time.monotonic() > deadline:
                 return Search(None, math.inf, math.inf, tried, True)
             tried += 1
-            ratio, err = _against(m, up, out, allowed, _picker(ctx, trial))
+            ratio, err = _against(m, up, out, allowed, pick)
             share = err / own if own > 0 else math.inf
             if ratio <= 1 or share <= MATCH_SHARE:
                 return Search(m, ratio, share, tried, False)
     return Search(None, math.inf, math.inf, tried, False)
 
 
-def _picker(ctx: Any, trial: Any) -> Callable[[Any], Any]:
-    """The mutant's output that the trial's deciding output is held to: the one of that name of several."""
-    name = getattr(trial, "output", "")
-    return (lambda r: dict(reference_parts(r, ctx.contract.outputs))[name]) if name else (lambda r: r)
+def remote_search(got: Any) -> Search | None:
+    """A search's finding as a sandbox sent it (kcgate.sandbox.reference), checked as data."""
+    if not isinstance(got, dict):
+        return None
+    m = got.get("found")
+    found = (
+        Mutant(
+            str(m.get("rule"))[:100], str(m.get("change"))[:300], str(m.get("where"))[:300], lambda *a: None
+        )
+        if isinstance(m, dict)
+        else None
+    )
+    return Search(found, _num(got.get("ratio")), _num(got.get("share")), int(_num(got.get("tried"), 0)),
+                  bool(got.get("stopped")))  # fmt: skip
+
+
+def _num(v: Any, default: float = math.inf) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
 
 
 def _against(

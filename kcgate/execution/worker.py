@@ -196,6 +196,8 @@ def main() -> None:
     torch_state.capture()
     cap = _limit_memory(args.memory_limit, backend)
     if sandbox is not None:
+        if any(c.reference for c in project.contracts) and os.environ.get("KCGATE_SANDBOX_REFERENCES") != "0":
+            sandbox.with_references()  # the user's references run in a sandbox of their own (0: here, to compare)
         sandbox.setup(backend.name, thread_count(os.environ), cap)
         sandbox.wait_ready()  # its start-up is the worker's, never a case's time
     channel.send(init["nonce"], hello)

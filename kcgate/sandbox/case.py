@@ -1,10 +1,12 @@
-"""One case's child of the sandbox: imports the kernel, calls it and runs its backward for the judge.
+"""One case's child of the sandbox: imports the kernel (or the contract's reference and input generator: role
+``reference``, kcgate.sandbox.reference), calls it and runs its backward for the judge.
 
 Messages (``kcgate.sandbox.wire``): ``begin`` (the contract, the kernel's import string, the device and dtype:
-the kernel is resolved and adapted here, module ``init`` included), ``call`` (the arguments' storages in the
-judge's arena; the result's tensors come back in this child's arena, or as "argument i" where the kernel
-returned one of its arguments), ``backward`` (dY for the last call's outputs; the gradients of its arguments
-that required grad) and ``end`` (torch's global state as the case left it). After every call the process-wide
+the kernel is resolved and adapted here, module ``init`` included; or the reference's role), ``call`` (which
+function, the arguments' storages in the judge's arena; the result's tensors come back in this child's arena,
+or as "argument i" where the function returned one of its arguments), ``backward`` (dY for a call's outputs,
+named by its id; the gradients of its arguments that required grad) and ``end`` (torch's global state as the
+case left it). After every call the process-wide
 torch state is checked and restored (``kcgate.engine.torch_state``), a second line reported as data.
 """
 
@@ -27,53 +29,68 @@ from kcgate.engine import torch_state
 from kcgate.engine.case import op_for
 from kcgate.engine.harness import plain
 from kcgate.engine.invoke import adapt
-from kcgate.sandbox import messages, wire
+from kcgate.sandbox import messages, reference, wire
 from kcgate.util.resolve import resolve
 
 _PR_SET_PDEATHSIG = 1
 
 
+GRAPHS = 8  # the calls whose graphs a child keeps for their backward (the judge's runs right after its call)
+
+
 class Child:
-    """The case's state: the adapted kernel, the judge's arena mapped, this child's arena, the last graph."""
+    """The case's state: its functions (the adapted kernel, or the reference's), the judge's arena mapped,
+    this child's arena, the last calls' graphs."""
 
     def __init__(self, sock: socket.socket, backend: Any) -> None:
         self.sock, self.backend = sock, backend
         self.judge: wire.Mapped | None = None
         self.arena = wire.Arena("kcgate-sandbox")
         self.kernel: Any = None
-        self.graph: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])  # (leaves, outputs)
+        self.functions: dict[str, Any] = {}
+        self.graphs: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}  # id: (leaves, outputs)
 
     def begin(self, message: dict[str, Any]) -> dict[str, Any]:
         contract, paths = pickle.loads(base64.b64decode(message["contract"]))  # the judge's: trusted
+        if (
+            message.get("role") == "reference"
+        ):  # the user's reference and generator (kcgate.sandbox.reference)
+            self.functions, names = reference.functions(contract, paths)
+            return {"ok": True, "names": names}
         obj = resolve(message["target"], paths)
         if contract.op == "custom":  # the judge names the inputs; the generator is not called again here
             op: Any = SimpleNamespace(input_names=tuple(message["names"]), sizes=None)
         else:
-            op = op_for(contract, paths)
+            op = op_for(contract, paths, with_reference=False)
         self.kernel = adapt(obj, contract, message["device"], getattr(torch, message["dtype"]), op)
+        self.functions = {"kernel": self.kernel}
         return {"ok": True}
 
     def call(self, message: dict[str, Any]) -> dict[str, Any]:
         storages, tensors = self._arguments(message)
         args = wire.decode(message["args"], lambda i: tensors[i])
         kwargs = wire.decode(message["kwargs"], lambda i: tensors[i])
-        self.graph = ([], [])
+        fn = self.functions[str(message.get("fn", "kernel"))]
+        if message.get("fn", "kernel") != "kernel":  # the judge's oneDNN setting (kcgate.engine.sensitivity)
+            torch._C._set_mkldnn_enabled(bool(message.get("mkldnn", True)))
         watch = self._stopwatch()
         with torch.set_grad_enabled(bool(message["grad"])):
             watch.start()
-            result = plain(self.kernel(*args, **kwargs))
+            result = plain(fn(*args, **kwargs))
         took = watch.stop()
         self._write_back(storages)
         self.arena.reset()
         fresh: list[torch.Tensor] = []
         tree = wire.encode(result, lambda t: self._output(t, tensors, fresh))
-        self.graph = ([t for t in tensors if t.requires_grad], fresh)
-        names = getattr(self.kernel, "param_names", {})
+        self.graphs[int(message.get("id", 0))] = ([t for t in tensors if t.requires_grad], fresh)
+        for old in sorted(self.graphs)[:-GRAPHS]:
+            del self.graphs[old]
+        names = getattr(fn, "param_names", {})
         return {"result": tree, "kernel_s": took, "param_names": {str(k): str(v) for k, v in names.items()}}
 
     def backward(self, message: dict[str, Any]) -> dict[str, Any]:
         storages, grads = self._arguments(message)
-        leaves, outs = self.graph
+        leaves, outs = self.graphs.get(int(message.get("id", 0)), ([], []))
         pairs = [(o, grads[g]) for o, g in zip(outs, message["grads"]) if g is not None and o.requires_grad]
         watch = self._stopwatch()
         watch.start()
@@ -97,6 +114,9 @@ class Child:
             storages.append((here, here if s["device"] == "cpu" else here.to(s["device"])))
         tensors = []
         for d in message["tensors"]:
+            if "meta" in d:
+                tensors.append(torch.empty(d["meta"], dtype=wire.dtype_of(d["dtype"]), device="meta"))
+                continue
             u8 = storages[d["s"]][1]
             t = torch.empty(0, dtype=wire.dtype_of(d["dtype"]), device=u8.device)
             t.set_(u8.untyped_storage(), d["at"], d["shape"], d["stride"])

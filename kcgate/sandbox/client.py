@@ -29,12 +29,25 @@ class SandboxLost(BaseException):
 
 
 class CaseCode:
-    """One case's user code, called in a child of the sandbox (the engine's ``UserCode``)."""
+    """One case's user code, called in a child of the sandbox (the engine's ``UserCode``): the kernel in one
+    child, the contract's reference and input generator (where it names them) in another, of the judge's
+    reference sandbox (``references``), so that neither the judge nor the kernel can reach them."""
 
-    def __init__(self, sandbox: Any, device: str, tail: Callable[[], str] | None = None) -> None:
+    def __init__(
+        self,
+        sandbox: Any,
+        device: str,
+        tail: Callable[[], str] | None = None,
+        references: Any = None,
+        who: str = "kernel",
+    ) -> None:
         """``sandbox``: the judge's kcgate.sandbox.process.Sandbox; ``tail``: what the case printed so far (the
-        worker's log since the case began), shown with a crash."""
+        worker's log since the case began), shown with a crash; ``references``: the sandbox the user's
+        reference runs in; ``who``: whose process this is, in a crash's message."""
         self.sandbox, self.device, self.tail = sandbox, torch.device(device), tail
+        self.references, self.who = references, who
+        self.user: CaseCode | None = None  # the reference's child, once the op is asked for
+        self.calls = 0
         self.sock: socket.socket | None = None
         self.peer = -1  # the child's arena, read with preadv
         self.arena = wire.Arena("kcgate-judge")
@@ -43,13 +56,34 @@ class CaseCode:
         self.ended = ""
 
     def kernel(self, contract: Any, target: str, paths: Any, dtype: torch.dtype, op: Any) -> RemoteKernel:
+        names = [str(n) for n in (getattr(op, "input_names", ()) or ())]
+        self.begin(contract, paths, target=target, dtype=str(dtype).removeprefix("torch."), names=names)
+        return RemoteKernel(self)
+
+    def op(self, contract: Any, paths: Any) -> Any:
+        """The contract's op family; where it names a reference (a custom op's, or a family's oracle
+        replaced), its user functions are remote ones, called in the reference's own child."""
+        from kcgate.engine.case import op_for
+
+        if not contract.reference or self.references is None:
+            return op_for(contract, paths)
+        from kcgate.sandbox.remote_op import remote_op
+
+        user = self.user = CaseCode(self.references, str(self.device), self.tail, who="reference")
+        answer = user.begin(contract, paths, role="reference")
+        names = (
+            [str(n)[:100] for n in answer.get("names", [])[:64]]
+            if isinstance(answer.get("names"), list)
+            else []
+        )
+        return remote_op(contract, paths, lambda fn: RemoteKernel(user, fn), tuple(names))
+
+    def begin(self, contract: Any, paths: Any, **fields: Any) -> dict[str, Any]:
+        """Fork this case's child and hand it the contract (the judge's, pickled: trusted) and its arena."""
         self.sock, self.pid = self.sandbox.fork()
         blob = base64.b64encode(pickle.dumps((contract, paths))).decode("ascii")
-        names = [str(n) for n in (getattr(op, "input_names", ()) or ())]
-        message = {"op": "begin", "contract": blob, "target": target, "device": str(self.device),
-                   "dtype": str(dtype).removeprefix("torch."), "names": names}  # fmt: skip
-        self.request(message, fds=(self.arena.fd,))
-        return RemoteKernel(self)
+        message = {"op": "begin", "contract": blob, "device": str(self.device), **fields}
+        return self.request(message, fds=(self.arena.fd,))
 
     def stopwatch(self, default: Callable[[], Any]) -> Callable[[], Any]:
         """The kernel's time as the child measured it (the crossing is the judge's, not the kernel's)."""
@@ -79,7 +113,10 @@ class CaseCode:
         return changed
 
     def case_changes(self) -> list[str]:
-        """The state the case left (the child's check at its end); ends the child."""
+        """The state the case left (the child's check at its end); ends the child (and the reference's,
+        whose own state is its own)."""
+        if self.user is not None:
+            self.user.case_changes()
         if self.sock is None:
             return self.take_changes()
         try:
@@ -89,7 +126,10 @@ class CaseCode:
         return self.take_changes()
 
     def close(self) -> None:
-        """End the child (killed if it still runs) and reap it."""
+        """End the child (killed if it still runs) and reap it; the reference's too."""
+        if self.user is not None:
+            self.user.close()
+            self.user = None
         if self.sock is not None:
             self.sock.close()
             self.sock = None
@@ -106,7 +146,7 @@ class CaseCode:
             self.ended = self.sandbox.ended(kill=kill)
         tail = self.tail().strip() if self.tail is not None else ""
         return (
-            f"the kernel's process {self.ended or 'ended'} mid-case ({why}); the case ran alone in a sandbox "
+            f"the {self.who}'s process {self.ended or 'ended'} mid-case ({why}); the case ran alone in a sandbox "
             "forked fresh for it, so this is the case's own crash, not an earlier case's damage"
             + (f"\n--- stderr tail ---\n{tail}" if tail else "")
         )
@@ -124,11 +164,13 @@ class _RemoteWatch:
 
 
 class RemoteKernel:
-    """``kernel(*inputs, **extra)`` as the harness calls it, run in the case's child."""
+    """``kernel(*inputs, **extra)`` as the harness calls it, run in the case's child; ``fn``: which of the
+    child's functions (the kernel, or one of the reference's: kcgate.sandbox.reference)."""
 
-    def __init__(self, code: CaseCode) -> None:
-        self.code = code
+    def __init__(self, code: CaseCode, fn: str = "kernel") -> None:
+        self.code, self.fn = code, fn
         self.param_names: dict[str, str] = {}
+        self.__name__ = self.__qualname__ = fn
 
     def take_changes(self) -> list[str]:
         return self.code.take_changes()
@@ -153,6 +195,7 @@ class _Call:
         self.rg: list[bool] = []
         self.tree: Any = None
         self.storages: list[tuple[torch.Tensor, int]] = []
+        self.id = 0  # the call's number in its child: its backward names it
 
     def _index(self, t: torch.Tensor) -> int:
         self.flat.append(t)
@@ -162,14 +205,19 @@ class _Call:
         self.code.arena.reset()
         self.storages = []
         storages, tensors = self._put(self.flat)
+        self.code.calls += 1
+        self.id = self.code.calls
         answer = self.code.request(
             {
                 "op": "call",
+                "fn": self.kernel.fn,
+                "id": self.id,
                 "storages": storages,
                 "tensors": tensors,
                 "args": self.args,
                 "kwargs": self.kwargs,
                 "grad": grad,
+                "mkldnn": bool(torch._C._get_mkldnn_enabled()),
             }  # fmt: skip
         )
         self._copy_back()
@@ -187,7 +235,7 @@ class _Call:
         it = iter(range(len(given)))
         index = [None if g is None else next(it) for g in grads]
         answer = self.code.request(
-            {"op": "backward", "storages": storages, "tensors": tensors, "grads": index}
+            {"op": "backward", "id": self.id, "storages": storages, "tensors": tensors, "grads": index}
         )
         self._copy_back()
         self.code.kernel_s += _seconds(answer.get("kernel_s"))
@@ -202,8 +250,11 @@ class _Call:
         are; dY's is not)."""
         seen: dict[tuple[str, int], int] = {}
         storages: list[Any] = []
-        descs = []
+        descs: list[dict[str, Any]] = []
         for t in tensors:
+            if t.device.type == "meta":  # a shape and a dtype: no bytes (a reference's outputs' dtypes)
+                descs.append({"meta": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")})
+                continue
             s = t.untyped_storage()
             key = (str(s.device), s.data_ptr())
             if key not in seen:

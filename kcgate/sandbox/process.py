@@ -31,15 +31,27 @@ class Sandbox:
     def __init__(self) -> None:
         """Started at once (its torch import overlaps the judge's); ``setup`` then names the backend."""
         self.init: dict[str, Any] = {}
+        self.references: Sandbox | None = None  # the user's references' own sandbox (``with_references``)
+        self.hosts_references = False  # this is such a sandbox: its server imports what their children run
         self.proc: subprocess.Popen[bytes] | None = None
         self.control: socket.socket | None = None
         self.start()
 
     def setup(self, backend: str, threads: int, memory_limit: int) -> None:
         """The backend the children configure, their thread count and their address-space cap (0: none)."""
-        self.init = {"backend": backend, "threads": threads, "memory_limit": memory_limit}
+        self.init = {"backend": backend, "threads": threads, "memory_limit": memory_limit,
+                     "references": self.hosts_references}  # fmt: skip
         assert self.control is not None
         wire.send(self.control, self.init)
+        if self.references is not None:
+            self.references.setup(backend, threads, memory_limit)
+
+    def with_references(self) -> None:
+        """A second sandbox, for the contracts' references and input generators: each case's are called in a
+        child of it, apart from the kernel's child (a kernel cannot reach the reference it is judged by)."""
+        if self.references is None:
+            self.references = Sandbox()
+            self.references.hosts_references = True
 
     def start(self) -> None:
         mine, theirs = socket.socketpair()
@@ -86,10 +98,12 @@ class Sandbox:
         """One case's ``CaseCode`` (kcgate.sandbox.client), its child forked when the kernel is first asked for."""
         from kcgate.sandbox.client import CaseCode
 
-        return CaseCode(self, device, tail)
+        return CaseCode(self, device, tail, references=self.references)
 
     def wait_ready(self) -> None:
         """Wait for the server's start-up (torch's import), so that no case's timeout counts it."""
+        if self.references is not None:
+            self.references.wait_ready()
         try:
             assert self.control is not None
             if not self.ready:
@@ -100,6 +114,7 @@ class Sandbox:
             self.start()
 
     def close(self) -> None:
+        """End this server (a server that died is started again by ``fork``; the references' lives on)."""
         if self.control is not None:
             self.control.close()
             self.control = None

@@ -51,6 +51,16 @@ def _warm() -> None:
     from kcgate.sandbox import case  # noqa: F401
 
 
+def _warm_derived() -> None:
+    """The derived bound's imports and its first trace (torch's decomposition table and dispatch caches), on
+    fp64 scalars of the CPU: no device is touched."""
+    import torch
+
+    from kcgate.numerics.derived import trace
+
+    trace(lambda x: torch.softmax(x * x.sum(), -1).sqrt(), [torch.ones(2, 2, dtype=torch.float64)])
+
+
 def _prepare(init: dict[str, Any]) -> Any:
     """What every child starts from: the backend's numerics settings made and torch's state captured. No
     device is touched: a CUDA context does not survive a fork."""
@@ -58,6 +68,12 @@ def _prepare(init: dict[str, Any]) -> Any:
 
     from kcgate.engine import torch_state
 
+    if init.get("references"):  # the derived bound's tracer (torch._decomp) and the mutant searches: seconds
+        import kcgate.engine.explain  # noqa: F401  # that each reference's child would otherwise pay again
+        import kcgate.engine.placement  # noqa: F401
+        import kcgate.sandbox.reference  # noqa: F401
+
+        _warm_derived()
     torch.set_num_threads(int(init["threads"]))
     backend = get_backend(str(init["backend"]))
     backend.configure()

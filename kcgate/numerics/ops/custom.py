@@ -135,13 +135,31 @@ def custom_op(
     def make(shape, dtype, gen, dist):  # type: ignore[no-untyped-def]
         return generated(inputs(tuple(shape), dtype, gen))[0]
 
+    return custom_family(
+        make,
+        functools.wraps(reference)(lambda *x: in_fp64(reference, x)),  # unwrapped by explain
+        derived_bound(reference),
+        derived_grad_bound(reference),
+        generator_names(inputs, shape) or signature_names(reference),
+    )
+
+
+def custom_family(
+    make: Callable[..., Tensors],
+    oracle: Callable[..., Any],
+    bound: Any,
+    grad_bound: Any,
+    names: tuple[str, ...],
+) -> OpFamily:
+    """A user op's family from its functions: here (``custom_op``), or in the reference's sandbox
+    (kcgate.sandbox.remote_op)."""
     return OpFamily(
         name="custom",
         make_inputs=make,
-        oracle=functools.wraps(reference)(lambda *x: in_fp64(reference, x)),  # unwrapped by explain
-        bound=derived_bound(reference),
+        oracle=oracle,
+        bound=bound,
         reduction_len=lambda s: s[-1] if s else 1,
         tolerance="error-bound",
-        grad_bound=derived_grad_bound(reference),
-        input_names=generator_names(inputs, shape) or signature_names(reference),
+        grad_bound=grad_bound,
+        input_names=names,
     )
