@@ -80,7 +80,19 @@ def contracts(rows: list[tuple[str, str, str, list[list[int]], str]]) -> str:
 
 
 def run_once(toml: Path, setting: str, out: Path) -> dict[str, float]:
-    cmd = [*kcgate_cmd(), "run", "-c", str(toml), "--results", str(out), "-q", "--seed", "1", "--shrink-s", "0"]
+    cmd = [
+        *kcgate_cmd(),
+        "run",
+        "-c",
+        str(toml),
+        "--results",
+        str(out),
+        "-q",
+        "--seed",
+        "1",
+        "--shrink-s",
+        "0",
+    ]
     sandbox, references = SETTINGS[setting]
     env = {**os.environ, "KCGATE_SANDBOX": sandbox, "KCGATE_SANDBOX_REFERENCES": references}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env)

@@ -444,7 +444,7 @@ def remote_found(got: Any) -> Found | None:
     try:
         m = CastMutant(str(got["row"]), str(got["change"])[:300], 0, lambda *a: None)
         return Found(m, str(got["where"])[:300], int(got["differ_mutant"]), int(got["differ_reference"]),
-                     int(got["elements"]), float(got["err_ratio"]))  # fmt: skip
+                     int(got["elements"]), float(got["err_ratio"]), float(got["beta"]), float(got["rho"]))  # fmt: skip
     except (KeyError, TypeError, ValueError):
         return None
 

@@ -88,7 +88,7 @@ def _placement(reference: Callable[..., Any], runs: list[Any], dtype: torch.dtyp
         return None
     return {"row": got.mutant.row, "change": got.mutant.change, "where": got.where,
             "differ_mutant": got.differ_mutant, "differ_reference": got.differ_reference,
-            "elements": got.elements, "err_ratio": got.err_ratio}  # fmt: skip
+            "elements": got.elements, "err_ratio": got.err_ratio, "beta": got.beta, "rho": got.rho}  # fmt: skip
 
 
 def _explain(
