@@ -210,9 +210,9 @@ def contracts(check: Check) -> dict[str, Any]:
 
 
 TIMES = ("duration_s", "kernel_s", "oracle_s", "harness_s")
-OVERHEAD_TARGET = (
-    3.0  # issue 34: at most 3x the kernel's own time for GEMM and attention, at production shapes
-)
+OVERHEAD_TARGET = 3.0
+"""kcgate's time in a case beyond the kernel's calls, at most this multiple of one warm call of the kernel, at
+production shapes: issue 34 for GEMM and attention, issue 58 for every family (rmsnorm, cross-entropy too)."""
 
 
 def verify_paths(check: Check) -> dict[str, Any]:
@@ -285,11 +285,7 @@ def families(check: Check) -> dict[str, Any]:
     (check.out / "families-cases.json").write_text(json.dumps(cases, indent=1), "utf-8")
     (check.out / "families.md").write_text(_table(cases, own=True), "utf-8")
     worst = max((c["overhead_x"] for c in cases if c["overhead_x"] is not None), default=None)
-    target = {
-        c["case_id"]: c["overhead_x"] is not None and c["overhead_x"] <= OVERHEAD_TARGET
-        for c in cases
-        if c["contract_id"] in ("gemm", "attention-causal-fwd-bwd")
-    }
+    target = {c["case_id"]: c["overhead_x"] is not None and c["overhead_x"] <= OVERHEAD_TARGET for c in cases}
     return {**found, "cases": len(cases), "worst_overhead_x": worst, f"within_{OVERHEAD_TARGET:g}x": target}
 
 

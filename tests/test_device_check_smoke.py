@@ -62,6 +62,9 @@ def test_the_shell_wrapper_runs_every_section_at_smoke_shapes(tmp_path: Path) ->
     for c in cases:
         assert c["status"] == "pass" and c["own_s"] > 0 and c["overhead_x"] is not None
         assert c["harness_s"] == pytest.approx(c["duration_s"] - c["kernel_s"] - c["oracle_s"], abs=2e-6)
+    within = summary["sections"]["families"]["within_3x"]  # issue 58: every family held to 3x its kernel
+    assert set(within) == {c["case_id"] for c in cases}
+    assert all(ok == (c["overhead_x"] <= 3.0) for c in cases for ok in [within[c["case_id"]]])
     freivalds = json.loads((out / "freivalds.json").read_text())
     assert [r["n"] for r in freivalds] == [64, 128, 256] and all(r["passed"] for r in freivalds)
     assert (out / "device_check.log").exists() and not (out / "tracebacks").exists()

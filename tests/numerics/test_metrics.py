@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
-from kcgate.numerics.metrics import _unravel, compare, to_metrics, ulp_distance
+from kcgate.numerics.metrics import _BLAS_DOT_MAX, _unravel, compare, sum_squares, to_metrics, ulp_distance
 
 
 @pytest.mark.parametrize("shape", [(), (7,), (3, 4), (2, 3, 5), (1, 1, 4, 1)])
@@ -141,3 +142,19 @@ def test_host_reads_tensors_that_numpy_cannot_take_directly() -> None:
     assert f64(torch.tensor([1.5], dtype=torch.bfloat16)).tolist() == [1.5]  # numpy has no bfloat16
     expanded = torch.tensor([1.0, 2.0], dtype=torch.float64).expand(3, 2)
     assert host(expanded).shape == (3, 2) and host(expanded).strides[0] == 0  # a view, no copy
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, _BLAS_DOT_MAX, _BLAS_DOT_MAX + 1, 3 * _BLAS_DOT_MAX + 5])
+def test_sum_squares_on_both_sides_of_the_blas_limit(size: int) -> None:
+    """The BLAS dot (short) and numpy's einsum (long, off OpenBLAS's thread pool) give Σ a², 2-D too."""
+    a = np.random.default_rng(size).standard_normal(size)
+    exact = math.fsum(float(x) * float(x) for x in a)
+    assert sum_squares(a) == pytest.approx(exact, rel=1e-13, abs=0.0)
+    if size % 5 == 0 and size:
+        assert sum_squares(a.reshape(5, -1)) == pytest.approx(exact, rel=1e-13, abs=0.0)
+    if size:
+        b = a.copy()
+        b[size // 2] = np.inf
+        assert sum_squares(b) == math.inf
+        b[0] = np.nan
+        assert math.isnan(sum_squares(b))
