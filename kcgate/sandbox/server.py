@@ -3,8 +3,7 @@
 Run as ``python -m kcgate.sandbox.server --control-fd N`` by the judge (``kcgate.sandbox.client``). It imports
 torch, configures the backend and captures torch's global state once, never running user code itself; for each
 case it forks a fresh child (``kcgate.sandbox.case``) that imports the kernel, calls it and runs its backward,
-and is gone when the case ends. The child is forked ahead, as soon as the last case's child has ended, and
-waits for its case. So no case ever runs in a process an earlier case's kernel has touched, and a
+and is gone when the case ends. So no case ever runs in a process an earlier case's kernel has touched, and a
 crash, a corrupted heap or a changed global is its own case's alone. The parent reports each child's exit
 status to the judge (a signal's name for a crash).
 """
@@ -30,19 +29,14 @@ def main() -> None:
     _warm()
     init = messages.recv(control)
     backend = _prepare(init)
-    memory_limit = int(init.get("memory_limit", 0))
     messages.send(control, {"ready": True})
-    spare: tuple[socket.socket, int] | None = None
     while True:
-        if spare is None:
-            spare = _spawn(control, backend, memory_limit)
         try:
             message = messages.recv(control)
         except (EOFError, OSError, messages.WireError):
-            os._exit(0)  # the judge is gone (a spare child dies with this process: PR_SET_PDEATHSIG)
+            os._exit(0)  # the judge is gone
         if message.get("op") == "case":
-            _one_case(control, _alive(spare) or _spawn(control, backend, memory_limit))
-            spare = None
+            _one_case(control, backend, int(init.get("memory_limit", 0)))
 
 
 def _warm() -> None:
@@ -87,11 +81,9 @@ def _prepare(init: dict[str, Any]) -> Any:
     return backend
 
 
-def _spawn(control: socket.socket, backend: Any, memory_limit: int) -> tuple[socket.socket, int]:
-    """Fork the next case's child ahead of its case (its socket, here, and pid): it waits, untouched by any
-    kernel, for the judge's first message. The fork and the child's set-up then overlap the judge's work
-    between cases (judging the last case, drawing the next one's inputs) instead of adding to each case;
-    each case still has a child of its own, forked from this process, which never runs user code."""
+def _one_case(control: socket.socket, backend: Any, memory_limit: int) -> None:
+    """Fork the case's child, hand the judge its socket, wait for it to end (or for the judge's kill) and
+    report how it ended."""
     mine, theirs = socket.socketpair()
     pid = os.fork()
     if pid == 0:
@@ -102,26 +94,6 @@ def _spawn(control: socket.socket, backend: Any, memory_limit: int) -> tuple[soc
         serve_case(theirs, backend, memory_limit)
         os._exit(0)
     theirs.close()
-    return mine, pid
-
-
-def _alive(spare: tuple[socket.socket, int]) -> tuple[socket.socket, int] | None:
-    """The spare child, or None (reaped, its socket closed) where it ended before its case came."""
-    sock, pid = spare
-    try:
-        ended, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        ended = pid
-    if not ended:
-        return spare
-    sock.close()
-    return None
-
-
-def _one_case(control: socket.socket, child: tuple[socket.socket, int]) -> None:
-    """Hand the judge the case's child (its socket), wait for it to end (or for the judge's kill) and report
-    how it ended."""
-    mine, pid = child
     messages.send(control, {"pid": pid}, fds=(mine.fileno(),))
     mine.close()
     status = _wait(control, pid)
