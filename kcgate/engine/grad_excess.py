@@ -7,8 +7,9 @@ llama mode does), sums in the accumulator and rounds the sum once. Per element, 
 ulp²/12) (u the dtype's unit roundoff, ‖terms‖₂ the fp64 terms' norm: ``grad_dot_scale``, ulp the dtype's at
 the fp64 gradient) and z = |err|/s; the statistic is rms(z) over every compared element of the case's trials.
 Correct kernels measure 0.5 (one rounding) to 1.07 (two roundings per term: the fixed twin of Liger#950); a
-sum kept in bf16 over blocks of 16 rows 2.1-2.2 (docs/sensitivity.md#the-gradient-gate). Over GRAD_FACTOR it
-fails as ``excess-error`` on that gradient. A model, not a second reference run: nothing is drawn or run.
+sum kept in bf16 over blocks of 16 rows 2.1-2.2 (docs/sensitivity.md#the-gradient-gate-issue-56). Over the
+contract's ``tolerance.excess`` (1.5, the forward gate's factor) it fails as ``excess-error`` on that gradient.
+A model, not a second reference run: nothing is drawn or run.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from kcgate.numerics.metrics import format_ulp
 from kcgate.results.model import Signature
 from kcgate.vocab import dtypes
 
-GRAD_FACTOR = 1.5  # the forward gate's default factor (tolerance.excess), on the model's rms z
 MIN_ELEMENTS = 64  # the statistic's elements, pooled over the trials: fewer and it does not judge
 TERM_ROUNDING = 1 / math.sqrt(3)  # a term rounded to nearest, in units of u·|term| (uniform, generous)
 
@@ -40,13 +40,18 @@ class GradExcess:
     trials: int
     dtype: str
     accumulate: str
+    factor: float  # tolerance.excess (1.5 by default), as the forward gate's
+
+    @property
+    def over(self) -> bool:
+        return self.ratio > self.factor and math.isfinite(self.ratio)
 
     def summary(self) -> str:
         pooled = f" of {self.trials} trials" if self.trials > 1 else ""
         return (
             f"gradient of {self.grad!r}: error {self.ratio:.3g}x a correct kernel's modelled rounding (its terms "
             f"rounded to {self.dtype}, summed in {self.accumulate}, rounded once; rms statistic over "
-            f"{self.elements} elements{pooled}; allowed {GRAD_FACTOR:g}x): more rounding than a correct kernel makes "
+            f"{self.elements} elements{pooled}; allowed {self.factor:g}x): more rounding than a correct kernel makes "
             "(partial sums kept in bf16 over blocks of 16 rows, Liger#950, measure 2.1-2.2x)"
         )
 
@@ -56,7 +61,7 @@ class GradExcess:
             self.summary(),
             (
                 ("elements", float(self.elements)),
-                ("factor", GRAD_FACTOR),
+                ("factor", self.factor),
                 ("grad", self.grad),
                 ("grad_excess_ratio", round(self.ratio, 4)),
             ),
@@ -87,7 +92,8 @@ def measure(ctx: CaseContext, ts: Sequence[Trial]) -> list[GradExcess]:
         if n < MIN_ELEMENTS:
             continue
         rms = float(torch.cat(zs).pow(2).mean().sqrt())
-        out.append(GradExcess(name, rms, n, len(zs), ctx.case.dtype, ctx.contract.accumulate))
+        c = ctx.contract
+        out.append(GradExcess(name, rms, n, len(zs), ctx.case.dtype, c.accumulate, c.tolerance.excess))
     return out
 
 
@@ -110,5 +116,4 @@ def _z(ctx: CaseContext, t: Trial, name: str, u: float, dtype: torch.dtype) -> t
 
 def worst(found: Sequence[GradExcess]) -> GradExcess | None:
     """The gradient furthest over the factor, or None where every one is within it."""
-    over = [g for g in found if g.ratio > GRAD_FACTOR and math.isfinite(g.ratio)]
-    return max(over, key=lambda g: g.ratio, default=None)
+    return max((g for g in found if g.over), key=lambda g: g.ratio, default=None)
