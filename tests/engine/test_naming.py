@@ -174,6 +174,26 @@ def test_a_mistake_that_brings_the_error_within_the_gate_names_an_excess() -> No
     assert (status, cause) == ("fail", "wrong-semantics") and "ignored rows" in summary, summary
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("bug_id", ["te-ce-mean-over-all-rows", "torch-ce-smoothing-over-ignored"])
+def test_the_loss_normalisation_and_smoothing_bugs_are_named_by_their_model(bug_id: str) -> None:
+    """Issue 56: a loss-normalisation bug (the mean over every row) and the label smoothing counted on ignored
+    rows are each their known mistake, on seeds 0 and 1 and at the boundary shape a run adds; never a
+    precision word (biased-rounding) nor a non-finite one (overflow-nan)."""
+    from dataclasses import replace
+
+    from tests.testing.faults.naming_consistency import boundary
+    from tests.testing.faults.naming_sets_shipped import SHIPPED
+
+    named = next(s.named for s in SHIPPED if s.named.bug.id == bug_id)
+    shape = boundary(named)
+    assert shape is not None
+    for bug, seed in ((named.bug, 0), (named.bug, 1), (replace(named.bug, shape=shape), 0)):
+        status, cause, summary = _named(bug, seed)
+        assert (status, cause) == ("fail", "wrong-semantics"), (bug.shape, seed, cause, summary)
+        assert "ignored" in summary or "every row" in summary, summary
+
+
 def test_a_norm_dx_with_row_sums_over_a_block_of_rows_is_that_mistake() -> None:
     """FlagGems#59: layer-norm dx's Σ w·dy and Σ w·dy·x̂ taken over a block of 4 rows is named with its block."""
     from tests.testing.faults.naming_sets_shipped import SHIPPED

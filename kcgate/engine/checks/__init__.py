@@ -11,7 +11,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from kcgate.engine import excess_line, naming, sensitivity, sequential
+from kcgate.engine import excess_line, grad_excess, naming, sensitivity, sequential
 from kcgate.engine.diagnosis import first_issue
 from kcgate.engine.harness import run_trial
 from kcgate.engine.mistakes import explain_excess, reproduced
@@ -121,7 +121,7 @@ def verdict(
         )
     if not excess:
         return Finding(Status.PASS, metrics)
-    return _rounding_mistake(ctx, ts, _excess_gate(ctx, ts, metrics))
+    return _grad_gate(ctx, ts, _rounding_mistake(ctx, ts, _excess_gate(ctx, ts, metrics)))
 
 
 def _standard(ctx: CaseContext, ts: list[Trial]) -> bool:
@@ -258,6 +258,28 @@ def _excess_gate(ctx: CaseContext, ts: list[Trial], metrics: Metrics) -> Finding
         f"(allowed {worst.factor:g}x; excess ratio {worst.ratio:.3g})"
         + worst.order_hint()
         + _freivalds_count(metrics),
+    )
+
+
+def _grad_gate(ctx: CaseContext, ts: list[Trial], found: Finding) -> Finding:
+    """A passing backward whose 16-bit reduced gradient errs past a correct kernel's modelled rounding
+    (kcgate.engine.grad_excess: Liger#950's dγ summed in bf16) fails as ``excess-error`` on that gradient;
+    every measured ratio is recorded (``grad_excess.NAME``)."""
+    if found.status != Status.PASS or not grad_excess.applies(ctx):
+        return found
+    measured = grad_excess.measure(ctx, ts)
+    if not measured:
+        return found
+    metrics = _with_extra(found.metrics, {f"grad_excess.{g.grad}": g.ratio for g in measured})
+    worst = grad_excess.worst(measured)
+    if worst is None:
+        return replace(found, metrics=metrics)
+    budget = dict(metrics.extra).get(f"grad_budget.{worst.grad}", metrics.budget_used or 0.0)
+    return Finding(
+        Status.FAIL,
+        metrics,
+        worst.signature(),
+        f"within the bound (budget {budget:.3g}) but {worst.summary()}",
     )
 
 

@@ -254,7 +254,13 @@ SHIPPED: tuple[Shipped, ...] = (
 
 # Right sets changed after the first run, counted apart: layernorm's dx with mean(dy·γ) subtracted twice is off
 # by −rstd·mean(dy·γ) in each row, exactly "one constant per row added to the gradient of x" (offset).
-AMENDED: dict[str, frozenset[str]] = {"ttmetal-layernorm-dx-double-mean": frozenset({"offset"})}
+# Liger#950's dγ summed in bf16 was missed (inside its bound) until issue 56's gradient gate, whose name is
+# excess-error ("more rounding than a correct kernel makes", on the gradient of w): a precision claim that the set,
+# written before the gate existed, did not list.
+AMENDED: dict[str, frozenset[str]] = {
+    "ttmetal-layernorm-dx-double-mean": frozenset({"offset"}),
+    "liger-rmsnorm-block-dw-bf16": frozenset({"excess-error"}),
+}
 
 
 def main(argv: list[str]) -> int:

@@ -96,14 +96,18 @@ def kl_nan_forward(y_pred: torch.Tensor, y_true: torch.Tensor) -> torch.Tensor:
 
 def grad_fault(fn: Callable[..., Any], index: int, how: str) -> Callable[..., Any]:
     """``fn`` with its own autograd gradients, except input ``index``'s: 25% too large (``how = "scale"``)
-    or not given (``"none"``). Several outputs (rope's q and k) take their upstream gradients in order."""
+    or not given (``"none"``); or with every gradient right and the forward output 25% too large
+    (``"forward"``). Several outputs (rope's q and k) take their upstream gradients in order."""
 
     class Planted(torch.autograd.Function):
         @staticmethod
         def forward(ctx: Any, kw: dict[str, Any], *inputs: torch.Tensor) -> Any:
             ctx.save_for_backward(*inputs)
             ctx.kw = kw
-            return fn(*inputs, **kw)
+            out = fn(*inputs, **kw)
+            if how != "forward":
+                return out
+            return tuple(o * 1.25 for o in out) if isinstance(out, tuple) else out * 1.25
 
         @staticmethod
         def backward(ctx: Any, *dys: torch.Tensor) -> Any:
@@ -114,7 +118,8 @@ def grad_fault(fn: Callable[..., Any], index: int, how: str) -> Callable[..., An
                 leaves = [x for x in xs if x.requires_grad]
                 gs = iter(torch.autograd.grad(outs, leaves, dys, allow_unused=True))
             grads = [next(gs) if x.requires_grad else None for x in xs]
-            grads[index] = None if how == "none" else grads[index] * 1.25
+            if how != "forward":
+                grads[index] = None if how == "none" else grads[index] * 1.25
             return (None, *grads)
 
     def kernel(*inputs: torch.Tensor, **kw: Any) -> Any:
