@@ -29,8 +29,9 @@ from kcgate.engine.diagnosis import sig
 from kcgate.engine.harness import run_trial
 from kcgate.engine.trial import CaseContext, Trial, oracle, probe_offset
 from kcgate.numerics import domains
+from kcgate.numerics.derived import TracedOp, as_drawn, trace
 from kcgate.numerics.invariance import invariances
-from kcgate.numerics.ops.base import Tensors, draw
+from kcgate.numerics.ops.base import Tensors, draw, upcast
 from kcgate.results.model import Status
 from kcgate.vocab.catalogue import CATALOGUE, families, params_of
 from kcgate.vocab.causes import DRAWN, ISSUE_MESSAGES, NONFINITE
@@ -70,7 +71,26 @@ _WHAT = dict(
     ties="wrong where two inputs are equal (a comparison or a subgradient at ties: |p − q|'s gradient at p == q "
     "is 0)",
     peaked="wrong on peaked, near-one-hot distributions (an exp that underflows to 0, then log 0 or 0/0)",
+    **{
+        "exp-range": "wrong near exp's overflow and underflow (an exp without max-subtraction or a threshold: "
+        "softplus as log(1 + exp(x)))",
+        "log-range": "wrong on values near the smallest normal (a log without a clamp, or a clamp or eps the "
+        "reference does not have)",
+        "subnormal": "wrong on subnormal inputs (flushed to zero, then a log or a division)",
+        "dynamic-range": "wrong where one row spans many binades (a reduction that loses its small terms, an "
+        "eps or threshold in the wrong place)",
+    },
 )
+# The range probes: inferred from the traced reference and each input's domain (kcgate.numerics.domains)
+RANGE = ("exp-range", "log-range", "subnormal", "dynamic-range")
+
+
+_RANGE_WHY = {
+    "exp-range": "the reference takes an exp and these inputs hold signed values",
+    "log-range": "the reference takes a log and these inputs are non-negative",
+    "subnormal": "these inputs hold non-integer floats",
+    "dynamic-range": "the reference reduces and these inputs hold non-integer floats",
+}
 
 
 @dataclass(frozen=True)
@@ -91,6 +111,8 @@ class Probe:
     source: int = -1  # ties: the input whose rows are copied into ``input``
     kinds: tuple[tuple[int, str], ...] = ()  # peaked: (input, "prob" | "log") redrawn near one-hot
     other: str = ""  # ties: the source input's name
+    # exp-range: the (largest, most negative) values tried in turn, the first the reference is valid on
+    levels: tuple[tuple[float, float], ...] = ()
 
     def make(self, ctx: CaseContext, xs: Tensors, offset: float) -> Tensors:
         if self.rescale:
@@ -98,9 +120,9 @@ class Probe:
                 (t.to(torch.float64) / self.scale).to(t.dtype) if i in self.rescale else t
                 for i, t in enumerate(xs)
             )
-        if self.name == "peaked":
+        if self.name == "peaked" or self.name in RANGE:
             g = ctx.generator("probe", self.name)
-            new_xs = dict((i, domains.peaked(xs[i], k, g)) for i, k in self.kinds)
+            new_xs = dict((i, self._moved(xs[i], k, g, offset)) for i, k in self.kinds)
             return tuple(new_xs.get(i, t) for i, t in enumerate(xs))
         x = xs[self.input]
         if self.name == "ties":
@@ -116,6 +138,17 @@ class Probe:
             new = draw(x.shape, x.dtype, ctx.generator("probe", self.name), "large-mean", offset)
         return (*xs[: self.input], new, *xs[self.input + 1 :])
 
+    def _moved(self, t: torch.Tensor, k: str, g: torch.Generator, offset: float) -> torch.Tensor:
+        if self.name == "peaked":
+            return domains.peaked(t, k, g)
+        if self.name == "exp-range":
+            return domains.exp_range(t, offset, dict(self.levels)[offset])
+        if self.name == "log-range":
+            return domains.log_range(t, g)
+        if self.name == "subnormal":
+            return domains.subnormal(t, g)
+        return domains.dynamic_range(t, k, g, self.scale if self.scale != 1.0 else 0.0)
+
     def detail(self, offset: float) -> str:
         return f"{self._what(offset)}{self._why}"
 
@@ -129,6 +162,8 @@ class Probe:
         if self.name == "peaked":
             who = "inputs " + ", ".join(f"'{n}'" for n in self.label.split("+"))
             return f"peaked, near-one-hot distributions in {who} (logits × {domains.PEAK:g})"
+        if self.name in RANGE:
+            return self._range_what(offset)
         if self.name == "saturation":
             where = f"{who} near" if self.label else "logits near"
             return f"{where} −{offset:g}, where the softcap's tanh saturates"
@@ -138,6 +173,17 @@ class Probe:
             return f"logits shifted by {offset:g}"
         return f"{who} offset by {offset:g}"
 
+    def _range_what(self, offset: float) -> str:
+        who = "inputs " + ", ".join(f"'{n}'" for n in self.label.split("+"))
+        if self.name == "exp-range":
+            return f"{who} scaled to span [{dict(self.levels)[offset]:.4g}, {offset:.4g}], near exp's limits"
+        if self.name == "log-range":
+            return f"every other element of {who} near the smallest normal"
+        if self.name == "subnormal":
+            return f"every other element of {who} subnormal"
+        e = int(self.scale) if self.scale != 1.0 else "its dtype's"
+        return f"each element of {who} times 2^k, k within ±{e} binades"
+
     @property
     def _why(self) -> str:
         if not self.inferred:
@@ -146,6 +192,8 @@ class Probe:
             return f"; a probe kcgate inferred: '{self.label}' and '{self.other}' have one shape and dtype"
         if self.name == "peaked":
             return "; a probe kcgate inferred: the input generator draws rows of probabilities or log-probabilities"
+        if self.name in RANGE:
+            return f"; a probe kcgate inferred: {_RANGE_WHY[self.name]}"
         kind = "scale" if self.scale != 1.0 else "shift"
         return f"; a probe kcgate inferred: the fp64 reference is {kind}-invariant in '{self.label}'"
 
@@ -201,7 +249,9 @@ def custom_probes(ctx: CaseContext, shift: float) -> list[Probe]:
     out = [p for name, kinds in declared.items() for p in _declared(ctx, names, name, dict(kinds), shift)]
     samples = [ctx.inputs(ctx.case.shape, ("infer", k)) for k in range(INFER_SAMPLES)]
     out += _drawn_probes(ctx, samples, set(declared))
-    for i, kind in invariances(ctx.op.oracle, samples):
+    found = invariances(ctx.op.oracle, samples)
+    out += _range_probes(ctx, samples, set(declared), {i for i, k in found if k == "offset"})
+    for i, kind in found:
         label = names[i] if i < len(names) else f"input{i}"
         if label in declared:
             continue
@@ -229,6 +279,53 @@ def _drawn_probes(ctx: CaseContext, samples: list[Tensors], declared: set[str]) 
         who = "+".join(label(i) for i, _ in kinds)  # the metrics' key: peaked_log_q+log_p
         out.append(Probe("peaked", own=True, kinds=kinds, label=who, inferred=True))
     return out
+
+
+def _range_probes(
+    ctx: CaseContext, samples: list[Tensors], declared: set[str], shifted: set[int]
+) -> list[Probe]:
+    """The range probes the traced reference and the inputs' domains call for (kcgate.numerics.domains): exp's
+    limits on signed inputs where it takes an exp (an input it is shift-invariant in has the offset probe
+    already), the smallest normal on non-negative inputs where it takes a log, subnormals on every float
+    input, a large dynamic range where it reduces. Distributions (the peaked probe's) and integer-valued
+    inputs (masks, counts) are left alone, as is an input the contract's ``stability`` names."""
+    if not samples:
+        return []
+    names = ctx.op.input_names
+    label = lambda i: names[i] if i < len(names) else f"input{i}"  # noqa: E731
+    dists = {i for i, _ in domains.distributions(samples)}
+    doms = [
+        (i, d)
+        for i, d in enumerate(domains.domains_of(samples))
+        if d and i not in dists and label(i) not in declared
+    ]
+    if not doms:
+        return []
+    ops, kinds = domains.ops_of(_trace(ctx, samples[0]))
+    want = {
+        "exp-range": [(i, d) for i, d in doms if d == "signed" and i not in shifted]
+        if ops & domains.EXP_OPS
+        else [],
+        "log-range": [(i, d) for i, d in doms if d in ("nonneg", "unit+")] if ops & domains.LOG_OPS else [],
+        "subnormal": doms,
+        "dynamic-range": doms if kinds & domains.REDUCING else [],
+    }
+    return [
+        Probe(name, own=True, kinds=tuple(got), label="+".join(label(i) for i, _ in got), inferred=True,
+              levels=domains.EXP_LEVELS if name == "exp-range" else (),
+              offset=domains.EXP_LEVELS[0][0] if name == "exp-range" else 0.0)
+        for name, got in want.items()
+        if got
+    ]  # fmt: skip
+
+
+def _trace(ctx: CaseContext, sample: Tensors) -> tuple[TracedOp, ...]:
+    """The reference's operations on one host-seeded sample (none where it cannot be traced)."""
+    reference = getattr(ctx.op.oracle, "__wrapped__", ctx.op.oracle)
+    try:
+        return trace(reference, as_drawn(upcast(sample), ctx.dtype))
+    except Exception:  # a reference the dispatch mode cannot follow: no range probe is inferred
+        return ()
 
 
 def _declared(
@@ -327,7 +424,27 @@ def run_probe(
     xs, offset = found
     if offset != probe.offset:  # scaled down so that the exact result fits the output dtype
         notes[f"{probe.key}_probe_offset"] = offset
-    return measurable(ctx, probe, base, xs, offset, notes)
+    result = measurable(ctx, probe, base, xs, offset, notes)
+    if (
+        result is not None
+        and result[0].status == Status.FAIL
+        and probe.name in DRAWN
+        and _reference_fails(ctx, probe, xs)
+    ):
+        notes[f"{probe.key}_probe_invalid"] = 1.0
+        return None
+    return result
+
+
+def _reference_fails(ctx: CaseContext, probe: Probe, xs: Tensors) -> bool:
+    """Whether the reference itself, run as the kernel in the case's dtypes, fails kcgate's probe inputs: then
+    they are not inputs it is accurate on, and the probe does not apply (a probe never fails a kernel the
+    reference's own formula would)."""
+    reference = getattr(ctx.op.oracle, "__wrapped__", None)
+    if reference is None:
+        return False
+    t = run_trial(ctx, inputs=xs, salt=("probe", probe.name, "reference"), kernel=reference)
+    return verdict(ctx, [t], excess=False).status != Status.PASS
 
 
 def measurable(
@@ -364,15 +481,14 @@ def probe_inputs(ctx: CaseContext, probe: Probe) -> tuple[Tensors, float] | None
     (a sum of 1024 fp16 values offset by 128 overflows fp16 whatever the kernel does)."""
     xs = ctx.inputs(ctx.case.shape, ("probe", probe.name))
     top = torch.finfo(ctx.out_dtype).max if ctx.out_dtype.is_floating_point else math.inf
-    offset = probe.offset
-    for _ in range(4):
+    offsets = [hi for hi, _ in probe.levels] or [
+        probe.offset / 16**k for k in range(1 if probe.scaled else 4)
+    ]
+    for offset in offsets:
         ys = probe.make(ctx, xs, offset)
         ref = oracle(ctx, ys)
         if not ref.numel() or bool(ref.isfinite().all()) and float(ref.abs().max()) <= top / 2:
             return ys, offset
-        if probe.scaled:
-            return None
-        offset /= 16
     return None
 
 
