@@ -6,12 +6,13 @@ real loss kernels break on: a JSD whose exp underflows, a TVD gradient wrong whe
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from kcgate.numerics.ops.base import Tensors
+from kcgate.numerics.derived import as_drawn, trace
+from kcgate.numerics.ops.base import Tensors, upcast
 
 # A row sums to one within this (a bf16 softmax's rows: a few units of 2^-8), its log-sum-exp likewise
 ROW_TOL = 0.05
@@ -159,6 +160,50 @@ def subnormal(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     x = t.to(torch.float64)
     sign = torch.where(x < 0, -1.0, 1.0)
     return torch.where(_every_other(t), sign * tiny * (0.05 + 0.9 * u), x).to(t.dtype)
+
+
+def plan(
+    reference: Callable[..., Any],
+    samples: Sequence[Tensors],
+    dtype: torch.dtype,
+    leave: set[int],
+    shifted: set[int],
+) -> dict[str, tuple[tuple[int, str], ...]]:
+    """Each range probe's inputs, (index, domain), inferred from the reference traced on the first sample and
+    the inputs' domains on all: exp's limits on signed inputs where it takes an exp (not ``shifted`` ones,
+    which the offset probe moves), the smallest normal on non-negative ones where it takes a log, subnormals
+    on every float input, a large dynamic range where it reduces. Distributions (the peaked probe's), integer
+    values (masks, counts) and the inputs in ``leave`` are left alone."""
+    if not samples:
+        return {}
+    dists = {i for i, _ in distributions(samples)}
+    doms = [(i, d) for i, d in enumerate(domains_of(samples)) if d and i not in dists | leave]
+    if not doms:
+        return {}
+    try:
+        traced = trace(reference, as_drawn(upcast(samples[0]), dtype))
+    except Exception:  # a reference the dispatch mode cannot follow: no range probe is inferred
+        return {}
+    ops, kinds = ops_of(traced)
+    want = {
+        "exp-range": [(i, d) for i, d in doms if d == "signed" and i not in shifted] if ops & EXP_OPS else [],
+        "log-range": [(i, d) for i, d in doms if d in ("nonneg", "unit+")] if ops & LOG_OPS else [],
+        "subnormal": doms,
+        "dynamic-range": doms if kinds & REDUCING else [],
+    }
+    return {name: tuple(got) for name, got in want.items() if got}
+
+
+def move(name: str, t: torch.Tensor, kind: str, g: torch.Generator, level: float = 0.0) -> torch.Tensor:
+    """Input ``t`` (of domain ``kind``) as range probe ``name`` moves it; ``level``: exp-range's largest
+    value (one of EXP_LEVELS), dynamic-range's binades (0: the dtype's default)."""
+    if name == "exp-range":
+        return exp_range(t, level, dict(EXP_LEVELS)[level])
+    if name == "log-range":
+        return log_range(t, g)
+    if name == "subnormal":
+        return subnormal(t, g)
+    return dynamic_range(t, kind, g, level)
 
 
 def dynamic_range(t: torch.Tensor, kind: str, g: torch.Generator, binades: float = 0.0) -> torch.Tensor:

@@ -29,9 +29,8 @@ from kcgate.engine.diagnosis import sig
 from kcgate.engine.harness import run_trial
 from kcgate.engine.trial import CaseContext, Trial, oracle, probe_offset
 from kcgate.numerics import domains
-from kcgate.numerics.derived import TracedOp, as_drawn, trace
 from kcgate.numerics.invariance import invariances
-from kcgate.numerics.ops.base import Tensors, draw, upcast
+from kcgate.numerics.ops.base import Tensors, draw
 from kcgate.results.model import Status
 from kcgate.vocab.catalogue import CATALOGUE, families, params_of
 from kcgate.vocab.causes import DRAWN, ISSUE_MESSAGES, NONFINITE
@@ -141,13 +140,8 @@ class Probe:
     def _moved(self, t: torch.Tensor, k: str, g: torch.Generator, offset: float) -> torch.Tensor:
         if self.name == "peaked":
             return domains.peaked(t, k, g)
-        if self.name == "exp-range":
-            return domains.exp_range(t, offset, dict(self.levels)[offset])
-        if self.name == "log-range":
-            return domains.log_range(t, g)
-        if self.name == "subnormal":
-            return domains.subnormal(t, g)
-        return domains.dynamic_range(t, k, g, self.scale if self.scale != 1.0 else 0.0)
+        level = offset if self.name == "exp-range" else self.scale if self.scale != 1.0 else 0.0
+        return domains.move(self.name, t, k, g, level)
 
     def detail(self, offset: float) -> str:
         return f"{self._what(offset)}{self._why}"
@@ -284,48 +278,19 @@ def _drawn_probes(ctx: CaseContext, samples: list[Tensors], declared: set[str]) 
 def _range_probes(
     ctx: CaseContext, samples: list[Tensors], declared: set[str], shifted: set[int]
 ) -> list[Probe]:
-    """The range probes the traced reference and the inputs' domains call for (kcgate.numerics.domains): exp's
-    limits on signed inputs where it takes an exp (an input it is shift-invariant in has the offset probe
-    already), the smallest normal on non-negative inputs where it takes a log, subnormals on every float
-    input, a large dynamic range where it reduces. Distributions (the peaked probe's) and integer-valued
-    inputs (masks, counts) are left alone, as is an input the contract's ``stability`` names."""
-    if not samples:
-        return []
+    """The range probes the traced reference and the inputs' domains call for (kcgate.numerics.domains.plan),
+    each on every input it applies to; an input the contract's ``stability`` names is left alone."""
     names = ctx.op.input_names
     label = lambda i: names[i] if i < len(names) else f"input{i}"  # noqa: E731
-    dists = {i for i, _ in domains.distributions(samples)}
-    doms = [
-        (i, d)
-        for i, d in enumerate(domains.domains_of(samples))
-        if d and i not in dists and label(i) not in declared
-    ]
-    if not doms:
-        return []
-    ops, kinds = domains.ops_of(_trace(ctx, samples[0]))
-    want = {
-        "exp-range": [(i, d) for i, d in doms if d == "signed" and i not in shifted]
-        if ops & domains.EXP_OPS
-        else [],
-        "log-range": [(i, d) for i, d in doms if d in ("nonneg", "unit+")] if ops & domains.LOG_OPS else [],
-        "subnormal": doms,
-        "dynamic-range": doms if kinds & domains.REDUCING else [],
-    }
-    return [
-        Probe(name, own=True, kinds=tuple(got), label="+".join(label(i) for i, _ in got), inferred=True,
-              levels=domains.EXP_LEVELS if name == "exp-range" else (),
-              offset=domains.EXP_LEVELS[0][0] if name == "exp-range" else 0.0)
-        for name, got in want.items()
-        if got
-    ]  # fmt: skip
-
-
-def _trace(ctx: CaseContext, sample: Tensors) -> tuple[TracedOp, ...]:
-    """The reference's operations on one host-seeded sample (none where it cannot be traced)."""
+    leave = {i for i in range(len(samples[0]) if samples else 0) if label(i) in declared}
     reference = getattr(ctx.op.oracle, "__wrapped__", ctx.op.oracle)
-    try:
-        return trace(reference, as_drawn(upcast(sample), ctx.dtype))
-    except Exception:  # a reference the dispatch mode cannot follow: no range probe is inferred
-        return ()
+    top = domains.EXP_LEVELS[0][0]
+    return [
+        Probe(name, own=True, kinds=got, label="+".join(label(i) for i, _ in got), inferred=True,
+              levels=domains.EXP_LEVELS if name == "exp-range" else (),
+              offset=top if name == "exp-range" else 0.0)
+        for name, got in domains.plan(reference, samples, ctx.dtype, leave, shifted).items()
+    ]  # fmt: skip
 
 
 def _declared(
