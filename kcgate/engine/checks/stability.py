@@ -231,7 +231,22 @@ def probes(ctx: CaseContext, offset: float | None = None) -> list[Probe]:
     cap = _softcap(ctx)
     if cap > 0:
         out.append(Probe("saturation", offset=SATURATION_DEPTH * cap, scale=cap))
-    return out
+    return out + _family_range_probes(ctx)
+
+
+def _family_range_probes(ctx: CaseContext) -> list[Probe]:
+    """A family's range probes, inferred as a custom op's from its fp64 oracle traced and its inputs'
+    domains; the first input, which the cancellation (and overflow) probes move, gets no exp-range."""
+    names = CATALOGUE[ctx.contract.op].inputs
+    label = lambda i: names[i] if i < len(names) else f"input{i}"  # noqa: E731
+    samples = [ctx.inputs(ctx.case.shape, ("infer", k)) for k in range(INFER_SAMPLES)]
+    top = domains.EXP_LEVELS[0][0]
+    return [
+        Probe(name, own=True, kinds=got, label="+".join(label(i) for i, _ in got), inferred=True,
+              levels=domains.EXP_LEVELS if name == "exp-range" else (),
+              offset=top if name == "exp-range" else 0.0)
+        for name, got in domains.plan(ctx.op.oracle, samples, ctx.dtype, set(), {0}).items()
+    ]  # fmt: skip
 
 
 def custom_probes(ctx: CaseContext, shift: float) -> list[Probe]:
