@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -98,6 +99,41 @@ DEFAULT_BINADES = 20
 EVERY = 2  # the log-range and subnormal probes move every other element (of the flattened input)
 
 
+@dataclass(frozen=True)
+class RangeProbe:
+    """One range probe: where kcgate infers it, and what a failure under it means. Its name is its cause's
+    (kcgate.vocab.causes)."""
+
+    name: str
+    on: tuple[str, ...]  # the input domains it moves
+    ops: frozenset[str] = frozenset()  # it applies where the traced reference has one of these ops ...
+    kinds: frozenset[str] = frozenset()  # ... or of these rounding kinds (neither: always)
+    shift_free: bool = False  # not on an input the reference is shift-invariant in (the offset probe's)
+    what: str = ""  # what a failure under it means
+    why: str = ""  # why kcgate inferred it
+
+
+ANY = ("signed", "nonneg", "unit", "unit+")
+RANGE_PROBES = (
+    RangeProbe("exp-range", ("signed",), ops=EXP_OPS, shift_free=True,
+               what="wrong near exp's overflow and underflow (an exp without max-subtraction or a threshold: "
+               "softplus as log(1 + exp(x)))",
+               why="the reference takes an exp and these inputs hold signed values"),
+    RangeProbe("log-range", ("nonneg", "unit+"), ops=LOG_OPS,
+               what="wrong on values near the smallest normal (a log without a clamp, or a clamp or eps the "
+               "reference does not have)",
+               why="the reference takes a log and these inputs are non-negative"),
+    RangeProbe("subnormal", ANY,
+               what="wrong on subnormal inputs (flushed to zero, then a log or a division)",
+               why="these inputs hold non-integer floats"),
+    RangeProbe("dynamic-range", ANY, kinds=REDUCING,
+               what="wrong where one row spans many binades (a reduction that loses its small terms, an eps or "
+               "threshold in the wrong place)",
+               why="the reference reduces and these inputs hold non-integer floats"),
+)  # fmt: skip
+RANGE = {p.name: p for p in RANGE_PROBES}
+
+
 def ops_of(trace: Sequence[Any]) -> tuple[frozenset[str], frozenset[str]]:
     """The base names ("exp", "log", ...) and rounding kinds of a traced reference's operations."""
     names = frozenset(
@@ -185,20 +221,20 @@ def plan(
     except Exception:  # a reference the dispatch mode cannot follow: no range probe is inferred
         return {}
     ops, kinds = ops_of(traced)
-    want = {
-        "exp-range": [(i, d) for i, d in doms if d == "signed" and i not in shifted] if ops & EXP_OPS else [],
-        "log-range": [(i, d) for i, d in doms if d in ("nonneg", "unit+")] if ops & LOG_OPS else [],
-        "subnormal": doms,
-        "dynamic-range": doms if kinds & REDUCING else [],
-    }
-    return {name: tuple(got) for name, got in want.items() if got}
+    out = {}
+    for p in RANGE_PROBES:
+        got = tuple((i, d) for i, d in doms if d in p.on and not (p.shift_free and i in shifted))
+        if got and (not p.ops and not p.kinds or p.ops & ops or p.kinds & kinds):
+            out[p.name] = got
+    return out
 
 
 def move(name: str, t: torch.Tensor, kind: str, g: torch.Generator, level: float = 0.0) -> torch.Tensor:
     """Input ``t`` (of domain ``kind``) as range probe ``name`` moves it; ``level``: exp-range's largest
-    value (one of EXP_LEVELS), dynamic-range's binades (0: the dtype's default)."""
+    value (one of EXP_LEVELS, else a declared one, its most negative minus half of it), dynamic-range's
+    binades (0: the dtype's default)."""
     if name == "exp-range":
-        return exp_range(t, level, dict(EXP_LEVELS)[level])
+        return exp_range(t, level, dict(EXP_LEVELS).get(level, -level / 2))
     if name == "log-range":
         return log_range(t, g)
     if name == "subnormal":

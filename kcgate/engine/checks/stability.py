@@ -70,26 +70,8 @@ _WHAT = dict(
     ties="wrong where two inputs are equal (a comparison or a subgradient at ties: |p − q|'s gradient at p == q "
     "is 0)",
     peaked="wrong on peaked, near-one-hot distributions (an exp that underflows to 0, then log 0 or 0/0)",
-    **{
-        "exp-range": "wrong near exp's overflow and underflow (an exp without max-subtraction or a threshold: "
-        "softplus as log(1 + exp(x)))",
-        "log-range": "wrong on values near the smallest normal (a log without a clamp, or a clamp or eps the "
-        "reference does not have)",
-        "subnormal": "wrong on subnormal inputs (flushed to zero, then a log or a division)",
-        "dynamic-range": "wrong where one row spans many binades (a reduction that loses its small terms, an "
-        "eps or threshold in the wrong place)",
-    },
 )
-# The range probes: inferred from the traced reference and each input's domain (kcgate.numerics.domains)
-RANGE = ("exp-range", "log-range", "subnormal", "dynamic-range")
-
-
-_RANGE_WHY = {
-    "exp-range": "the reference takes an exp and these inputs hold signed values",
-    "log-range": "the reference takes a log and these inputs are non-negative",
-    "subnormal": "these inputs hold non-integer floats",
-    "dynamic-range": "the reference reduces and these inputs hold non-integer floats",
-}
+RANGE = domains.RANGE
 
 
 @dataclass(frozen=True)
@@ -187,7 +169,7 @@ class Probe:
         if self.name == "peaked":
             return "; a probe kcgate inferred: the input generator draws rows of probabilities or log-probabilities"
         if self.name in RANGE:
-            return f"; a probe kcgate inferred: {_RANGE_WHY[self.name]}"
+            return f"; a probe kcgate inferred: {RANGE[self.name].why}"
         kind = "scale" if self.scale != 1.0 else "shift"
         return f"; a probe kcgate inferred: the fp64 reference is {kind}-invariant in '{self.label}'"
 
@@ -255,8 +237,11 @@ def custom_probes(ctx: CaseContext, shift: float) -> list[Probe]:
     for a scale; kcgate.numerics.invariance)."""
     names = ctx.op.input_names
     declared = dict(ctx.contract.stability)
-    out = [p for name, kinds in declared.items() for p in _declared(ctx, names, name, dict(kinds), shift)]
     samples = [ctx.inputs(ctx.case.shape, ("infer", k)) for k in range(INFER_SAMPLES)]
+    out = [p for name, kinds in declared.items() for p in _declared(ctx, names, name, dict(kinds), shift)]
+    out += [
+        p for name, kinds in declared.items() for p in _declared_ranges(names, name, dict(kinds), samples)
+    ]
     out += _drawn_probes(ctx, samples, set(declared))
     found = invariances(ctx.op.oracle, samples)
     out += _range_probes(ctx, samples, set(declared), {i for i, k in found if k == "offset"})
@@ -327,6 +312,30 @@ def _declared(
         cap = kinds["saturation"]
         out.append(
             Probe("saturation", offset=SATURATION_DEPTH * cap, scale=cap, input=i, own=True, label=name)
+        )
+    return out
+
+
+def _declared_ranges(
+    names: tuple[str, ...], name: str, kinds: dict[str, float], samples: list[Tensors]
+) -> list[Probe]:
+    """An input's declared range probes (``exp_range``, ``log_range``, ``subnormal``, ``binades``), on its
+    domain as the samples show it (signed where they show none)."""
+    if name not in names:
+        return []  # _declared has said so
+    i = names.index(name)
+    dom = (domains.domains_of(samples)[i] if samples else "") or "signed"
+    out = []
+    if kinds.get("exp_range"):
+        top = float(kinds["exp_range"])
+        out.append(Probe("exp-range", offset=top, own=True, kinds=((i, dom),), label=name,
+                         levels=((top, -top / 2),)))  # fmt: skip
+    for key, probe in (("log_range", "log-range"), ("subnormal", "subnormal")):
+        if kinds.get(key):
+            out.append(Probe(probe, own=True, kinds=((i, dom),), label=name))
+    if kinds.get("binades"):
+        out.append(
+            Probe("dynamic-range", scale=float(kinds["binades"]), own=True, kinds=((i, dom),), label=name)
         )
     return out
 
@@ -490,7 +499,7 @@ def name_probe(ctx: CaseContext, probe: Probe, offset: float, found: Finding, ba
             ),
         )
     cause = probe.name  # each probe's cause has the probe's name (kcgate.vocab.causes)
-    what = _WHAT[probe.name]
+    what = RANGE[probe.name].what if probe.name in RANGE else _WHAT[probe.name]
     return replace(
         found,
         signature=sig(

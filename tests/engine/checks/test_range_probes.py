@@ -74,4 +74,5 @@ def test_a_range_probe_fails_the_bug_it_targets_and_passes_the_correct_formulati
     assert case["status"] == "fail", case
     sig = case["signature"]
     assert sig["cause"] == probe or dict(sig["evidence"]).get("probe") == probe, sig
-    assert f"inferred_{probe}_probe_" in " ".join(notes) and "a probe kcgate inferred" in sig["summary"]
+    inferred = f"inferred_{probe}_probe_" in " ".join(notes) and "a probe kcgate inferred" in sig["summary"]
+    assert inferred != bool(extra), (notes, sig)  # a declared probe is not said to be inferred
