@@ -417,7 +417,7 @@ def run_probe(
     if (
         result is not None
         and result[0].status == Status.FAIL
-        and probe.name in DRAWN
+        and probe.name in RANGE
         and _reference_fails(ctx, probe, xs)
     ):
         notes[f"{probe.key}_probe_invalid"] = 1.0
