@@ -5,7 +5,8 @@ Per case (op x kernel x dtype x shape x seed x direction): the library-style ker
 on the dtype's inputs; kcgate's bound is derived from the library formulation traced in fp64, output by output
 (int outputs must be equal); assert_close compares with the same formulation run on fp32-upcast inputs, cast
 to each output's dtype, at its default tolerances. Forward cells also run kcgate's inferred offset probe on
-each input the fp64 reference is shift-invariant in (kcgate.numerics.invariance), as kcgate run does. A false
+each input the fp64 reference is shift-invariant in (kcgate.numerics.invariance), and the range probes kcgate
+infers (kcgate.numerics.domains.plan), as kcgate run does. A false
 alarm is a correct kernel failing (on its inputs or under the probe); a wrong variant is caught in a cell
 (op, dtype, shape, seed, direction) where the correct library-style kernel passes. Beside the bound, a
 candidate gate on the derived bound's own samples (benchmarks/_derived_excess.py, not in kcgate run) is
@@ -46,6 +47,7 @@ from kcgate.contracts.records import Contract  # noqa: E402
 from kcgate.engine.checks.stability import DEFAULT_OFFSET  # noqa: E402
 from kcgate.engine.placement import Run, floats, low_dtype, misplaced  # noqa: E402
 from kcgate.engine.trial import probe_offset, subnormal_floor  # noqa: E402
+from kcgate.numerics import domains  # noqa: E402
 from kcgate.numerics.derived import Precision, derive, in_fp64  # noqa: E402
 from kcgate.numerics.invariance import invariances  # noqa: E402
 from kcgate.numerics.ops.base import BoundArgs, upcast  # noqa: E402
@@ -397,11 +399,18 @@ def _cell(e: Entry, dtype: torch.dtype, shape: tuple[int, ...], seed: int, backw
             base_ok = budget <= 1 and not said
             base_ac = ac_ok
             gate_ok = [base_ok and not g for g in gates]
-    probes = [] if backward else _probe_cases(e, c, seed)
-    for p in probes:  # kcgate run's inferred offset probes (kcgate.engine.checks.stability), forward only
+    probes = []
+    for pname, p in [] if backward else _probe_cases(e, c, seed):
+        # kcgate run's inferred probes (kcgate.engine.checks.stability), forward only; a range probe the
+        # reference (the library formulation) fails is not valid there, as kcgate run skips it
+        if pname != "offset" and p.judge(e.kernel)[0] > 1:
+            stats.setdefault("probe_invalid", []).append(f"{cell} {pname}")
+            continue
+        probes.append(p)
+        stats.setdefault("probed", defaultdict(int))[pname] += 1
         for kname, k in (("library", e.kernel), ("fused", e.fused)):
             if k is not None and (b := p.judge(k)[0]) > 1:
-                stats["kc_alarms"].append(f"{cell} {kname} under the offset probe: budget {b:.3g}")
+                stats["kc_alarms"].append(f"{cell} {kname} under the {pname} probe: budget {b:.3g}")
                 base_ok = base_ok and kname != "library"
                 gate_ok = [g and kname != "library" for g in gate_ok]
     for vname, v in e.wrong.items():
@@ -421,9 +430,12 @@ def _cell(e: Entry, dtype: torch.dtype, shape: tuple[int, ...], seed: int, backw
         row[5] += int(base_ok and placed)
 
 
-def _probe_cases(e: Entry, c: Case, seed: int) -> list[Case]:
+def _probe_cases(e: Entry, c: Case, seed: int) -> list[tuple[str, Case]]:
     """One case per input the fp64 reference is shift-invariant in, that input offset as kcgate run's
-    inferred probe offsets it (DEFAULT_OFFSET, capped per dtype)."""
+    inferred probe offsets it (DEFAULT_OFFSET, capped per dtype); then one per range probe kcgate run infers
+    (kcgate.numerics.domains.plan: exp's and log's limits, subnormals, a large dynamic range), on its inputs
+    as kcgate run moves them, at the first level where the fp64 reference is finite and fits the output
+    dtype."""
     found = invariances(lambda *a: in_fp64(e.kernel, a), [c.x])
     out = []
     for i, kind in found:
@@ -431,8 +443,35 @@ def _probe_cases(e: Entry, c: Case, seed: int) -> list[Case]:
             continue
         shift = probe_offset(c.dtype, DEFAULT_OFFSET)
         x = tuple((t.double() + shift).to(t.dtype) if j == i else t for j, t in enumerate(c.x))
-        out.append(Case(e, c.dtype, tuple(c.x[0].shape), seed, False, x=x))
+        out.append(("offset", Case(e, c.dtype, tuple(c.x[0].shape), seed, False, x=x)))
+    shifted = {i for i, k in found if k == "offset"}
+    for name, got in domains.plan(e.kernel, [c.x], c.dtype, set(), shifted).items():
+        x = _range_inputs(e, c, seed, name, got)
+        if x is not None:
+            out.append((name, Case(e, c.dtype, tuple(c.x[0].shape), seed, False, x=x)))
     return out
+
+
+def _range_inputs(e: Entry, c: Case, seed: int, name: str, got: tuple[tuple[int, str], ...]) -> Any:
+    """Probe ``name``'s inputs at the first level the reference is valid on (None: none is)."""
+    for level in [hi for hi, _ in domains.EXP_LEVELS] if name == "exp-range" else [0.0]:
+        g = torch.Generator().manual_seed(seed + 1000)
+        moved = dict((i, domains.move(name, c.x[i], k, g, level)) for i, k in got)
+        x = tuple(moved.get(j, t) for j, t in enumerate(c.x))
+        refs = _flat(in_fp64(e.kernel, upcast(x)))
+        if all(
+            not r.is_floating_point()
+            or (
+                bool(r.isfinite().all())
+                and float(
+                    r.abs().max(),
+                )
+                <= torch.finfo(o.dtype).max / 2
+            )
+            for r, o in zip(refs, _flat(e.kernel(*x)))
+        ):
+            return x
+    return None
 
 
 def _print(stats: dict[str, Any], per: dict[tuple[str, str], list[float]]) -> None:
@@ -441,6 +480,10 @@ def _print(stats: dict[str, Any], per: dict[tuple[str, str], list[float]]) -> No
     if "boundary_refused" in stats:
         print(f"boundary shapes the generator or reference rejects (refused, as kcgate run does): "
               f"{stats['boundary_refused']}")  # fmt: skip
+    if stats.get("probed"):
+        print("probe cases (forward cells, each on the library and the fused kernel): "
+              + ", ".join(f"{k} {v}" for k, v in sorted(stats["probed"].items()))
+              + f"; range probes the reference fails (skipped, as kcgate run does): {len(stats.get('probe_invalid', []))}")  # fmt: skip
     print(
         f"false alarms: kcgate {len(stats['kc_alarms'])} (of them the placement check "
         f"{len(stats['placement_alarms'])}), assert_close {len(stats['ac_alarms'])}"

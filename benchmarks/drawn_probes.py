@@ -1,5 +1,6 @@
 """The drawn stability probes of custom ops (issue 56: ties, peaked distributions; kcgate.numerics.domains and
-kcgate.engine.checks.stability): which correct kernels get them, their false alarms, and their cost.
+kcgate.engine.checks.stability), and the range probes (values near exp's and log's limits, subnormals, a large
+dynamic range): which correct kernels get them, their false alarms, and their cost.
 
 Every correct kernel of benchmarks/custom_ops_kernels.py (the library formulation and the fused one) and the
 fixed twins of Liger's losses (tests/testing/kernels/losses.py: KL, JSD, TVD) runs as a custom-op contract
@@ -9,6 +10,7 @@ case runs twice: as kcgate runs it, and with the drawn probes left out; the diff
 alarm is any case that does not pass with the probes where it passes without them.
 
     python -m benchmarks.drawn_probes [--seeds 2] [--dtypes float32,bfloat16] [--only NAME,...]
+                                      [--left-out drawn|range|all]
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from kcgate.engine.checks import stability  # noqa: E402
 from kcgate.plan import make_plan  # noqa: E402
 
 LOSSES = "tests.testing.kernels.losses"
+WORDS = ("ties", "peaked", *stability.RANGE)  # the probes' words in the metrics' notes
+LEFT_OUT = "all"  # the baseline leaves out: "drawn" (ties, peaked), "range" (the range probes) or "all"
 # (name, kernel, reference, inputs, shape, no_grad)
 LOSS_ROWS = (
     ("kl", f"{LOSSES}:kl", f"{LOSSES}:kl_ref", f"{LOSSES}:kl_gen", (8, 128), "y_true"),
@@ -44,7 +48,7 @@ def rows() -> list[tuple[str, str, str, str, tuple[int, ...], str, bool]]:
     out = []
     for e in ENTRIES:
         gen = f"{mod}:{e.inputs.__name__}"
-        ref = f"{mod}:{e.kernel.__name__}"
+        ref = f"benchmarks.custom_ops_refs:{e.kernel.__name__}"  # the library formulation, its own string
         for k in (e.kernel, e.fused):
             if k is not None:
                 out.append(
@@ -76,19 +80,22 @@ def run(body: str, tmp: Path, drawn: bool) -> list[tuple[str, str, float, dict[s
     f = tmp / "contracts.toml"
     f.write_text(f'[project]\npaths = ["{ROOT}"]\n\n[[contract]]\nid = "c"\n{body}\n')
     project = load_project(f)
-    keep = stability._drawn_probes
-    if not drawn:
-        stability._drawn_probes = lambda *a, **k: []  # the baseline: every other probe as kcgate runs them
+    keep = stability._drawn_probes, stability._range_probes
+    if not drawn:  # the baseline: every other probe as kcgate runs them
+        if LEFT_OUT in ("drawn", "all"):
+            stability._drawn_probes = lambda *a, **k: []
+        if LEFT_OUT in ("range", "all"):
+            stability._range_probes = lambda *a, **k: []
     try:
         out = []
         for case in make_plan(project, 0, {}):
             t0 = time.perf_counter()
             r = execute_case(project, case, CpuBackend())
-            notes = {k: v for k, v in r.metrics.extra if "ties" in k or "peaked" in k}
+            notes = {k: v for k, v in r.metrics.extra if any(w in k for w in WORDS)}
             out.append((case.case_id, str(r.status), time.perf_counter() - t0, notes, r.message))
         return out
     finally:
-        stability._drawn_probes = keep
+        stability._drawn_probes, stability._range_probes = keep
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--only", default="")
+    ap.add_argument("--left-out", choices=("drawn", "range", "all"), default="all", help="the baseline lacks")
     a = ap.parse_args(argv)
+    global LEFT_OUT
+    LEFT_OUT = a.left_out
     only = set(filter(None, a.only.split(",")))
     alarms, cases, probed, t_with, t_without = [], 0, 0, 0.0, 0.0
     with tempfile.TemporaryDirectory() as d:

@@ -288,6 +288,45 @@ STABILITY_FIELDS = (
         example="logits = { saturation = 30.0 }",
         since="0.2",
     ),
+    Field(
+        "exp_range",
+        "7 protocol",
+        "the exp-range probe: the input scaled so its largest value is this and its most negative minus half "
+        "of it (kcgate infers 91.7, past fp32's exp overflow, where the reference takes an exp)",
+        type="number",
+        minimum=0,
+        exclusive=True,
+        example="x = { exp_range = 91.7 }",
+        since="0.3",
+    ),
+    Field(
+        "log_range",
+        "7 protocol",
+        "the log-range probe: every other element near the input dtype's smallest normal (kcgate infers it on "
+        "non-negative inputs where the reference takes a log)",
+        type="boolean",
+        example="p = { log_range = true }",
+        since="0.3",
+    ),
+    Field(
+        "subnormal",
+        "7 protocol",
+        "the subnormal probe: every other element a subnormal of the input dtype, its sign kept (kcgate infers "
+        "it on every non-integer float input)",
+        type="boolean",
+        example="x = { subnormal = true }",
+        since="0.3",
+    ),
+    Field(
+        "binades",
+        "7 protocol",
+        "the dynamic-range probe: rows and elements scaled by powers of two spanning about this many binades "
+        "each way (kcgate infers 20, fp16 6, where the reference reduces)",
+        type="number",
+        minimum=1,
+        example="x = { binades = 30 }",
+        since="0.3",
+    ),
 )
 CALL_FIELDS = (
     Field(

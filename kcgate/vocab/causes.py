@@ -104,6 +104,18 @@ CAUSE_TABLE: tuple[Cause, ...] = (
           drawn=True),
     Cause("peaked", "semantic", "fine on the contract's inputs, wrong on peaked, near-one-hot distributions",
           drawn=True),
+    Cause("exp-range", "semantic",
+          "fine on the contract's inputs, wrong on values near exp's overflow and underflow (an exp without "
+          "max-subtraction or a threshold)", drawn=True),
+    Cause("log-range", "semantic",
+          "fine on the contract's inputs, wrong on values near the smallest normal (a log without a clamp, or an "
+          "eps the reference lacks)", drawn=True),
+    Cause("subnormal", "semantic",
+          "fine on the contract's inputs, wrong on subnormal inputs (flushed to zero, then a log or a division)",
+          drawn=True),
+    Cause("dynamic-range", "semantic",
+          "fine on the contract's inputs, wrong where one row spans many binades (small terms lost, an eps or "
+          "threshold in the wrong place)", drawn=True),
     Cause("overflow-nan", "structural", "exp (or another intermediate) overflowed, giving NaN/Inf where the oracle is finite",
           keeps=True, nonfinite=True),
     Cause("row-scale", "precision",

@@ -71,6 +71,7 @@ _WHAT = dict(
     "is 0)",
     peaked="wrong on peaked, near-one-hot distributions (an exp that underflows to 0, then log 0 or 0/0)",
 )
+RANGE = domains.RANGE
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,8 @@ class Probe:
     source: int = -1  # ties: the input whose rows are copied into ``input``
     kinds: tuple[tuple[int, str], ...] = ()  # peaked: (input, "prob" | "log") redrawn near one-hot
     other: str = ""  # ties: the source input's name
+    # exp-range: the (largest, most negative) values tried in turn, the first the reference is valid on
+    levels: tuple[tuple[float, float], ...] = ()
 
     def make(self, ctx: CaseContext, xs: Tensors, offset: float) -> Tensors:
         if self.rescale:
@@ -98,9 +101,9 @@ class Probe:
                 (t.to(torch.float64) / self.scale).to(t.dtype) if i in self.rescale else t
                 for i, t in enumerate(xs)
             )
-        if self.name == "peaked":
+        if self.name == "peaked" or self.name in RANGE:
             g = ctx.generator("probe", self.name)
-            new_xs = dict((i, domains.peaked(xs[i], k, g)) for i, k in self.kinds)
+            new_xs = dict((i, self._moved(xs[i], k, g, offset)) for i, k in self.kinds)
             return tuple(new_xs.get(i, t) for i, t in enumerate(xs))
         x = xs[self.input]
         if self.name == "ties":
@@ -116,6 +119,12 @@ class Probe:
             new = draw(x.shape, x.dtype, ctx.generator("probe", self.name), "large-mean", offset)
         return (*xs[: self.input], new, *xs[self.input + 1 :])
 
+    def _moved(self, t: torch.Tensor, k: str, g: torch.Generator, offset: float) -> torch.Tensor:
+        if self.name == "peaked":
+            return domains.peaked(t, k, g)
+        level = offset if self.name == "exp-range" else self.scale if self.scale != 1.0 else 0.0
+        return domains.move(self.name, t, k, g, level)
+
     def detail(self, offset: float) -> str:
         return f"{self._what(offset)}{self._why}"
 
@@ -129,6 +138,8 @@ class Probe:
         if self.name == "peaked":
             who = "inputs " + ", ".join(f"'{n}'" for n in self.label.split("+"))
             return f"peaked, near-one-hot distributions in {who} (logits × {domains.PEAK:g})"
+        if self.name in RANGE:
+            return self._range_what(offset)
         if self.name == "saturation":
             where = f"{who} near" if self.label else "logits near"
             return f"{where} −{offset:g}, where the softcap's tanh saturates"
@@ -138,6 +149,17 @@ class Probe:
             return f"logits shifted by {offset:g}"
         return f"{who} offset by {offset:g}"
 
+    def _range_what(self, offset: float) -> str:
+        who = "inputs " + ", ".join(f"'{n}'" for n in self.label.split("+"))
+        if self.name == "exp-range":
+            return f"{who} scaled to span [{dict(self.levels)[offset]:.4g}, {offset:.4g}], near exp's limits"
+        if self.name == "log-range":
+            return f"every other element of {who} near the smallest normal"
+        if self.name == "subnormal":
+            return f"every other element of {who} subnormal"
+        e = int(self.scale) if self.scale != 1.0 else "its dtype's"
+        return f"each element of {who} times 2^k, k within ±{e} binades"
+
     @property
     def _why(self) -> str:
         if not self.inferred:
@@ -146,6 +168,8 @@ class Probe:
             return f"; a probe kcgate inferred: '{self.label}' and '{self.other}' have one shape and dtype"
         if self.name == "peaked":
             return "; a probe kcgate inferred: the input generator draws rows of probabilities or log-probabilities"
+        if self.name in RANGE:
+            return f"; a probe kcgate inferred: {RANGE[self.name].why}"
         kind = "scale" if self.scale != 1.0 else "shift"
         return f"; a probe kcgate inferred: the fp64 reference is {kind}-invariant in '{self.label}'"
 
@@ -189,7 +213,22 @@ def probes(ctx: CaseContext, offset: float | None = None) -> list[Probe]:
     cap = _softcap(ctx)
     if cap > 0:
         out.append(Probe("saturation", offset=SATURATION_DEPTH * cap, scale=cap))
-    return out
+    return out + _family_range_probes(ctx)
+
+
+def _family_range_probes(ctx: CaseContext) -> list[Probe]:
+    """A family's range probes, inferred as a custom op's from its fp64 oracle traced and its inputs'
+    domains; the first input, which the cancellation (and overflow) probes move, gets no exp-range."""
+    names = CATALOGUE[ctx.contract.op].inputs
+    label = lambda i: names[i] if i < len(names) else f"input{i}"  # noqa: E731
+    samples = [ctx.inputs(ctx.case.shape, ("infer", k)) for k in range(INFER_SAMPLES)]
+    top = domains.EXP_LEVELS[0][0]
+    return [
+        Probe(name, own=True, kinds=got, label="+".join(label(i) for i, _ in got), inferred=True,
+              levels=domains.EXP_LEVELS if name == "exp-range" else (),
+              offset=top if name == "exp-range" else 0.0)
+        for name, got in domains.plan(ctx.op.oracle, samples, ctx.dtype, set(), {0}).items()
+    ]  # fmt: skip
 
 
 def custom_probes(ctx: CaseContext, shift: float) -> list[Probe]:
@@ -198,10 +237,15 @@ def custom_probes(ctx: CaseContext, shift: float) -> list[Probe]:
     for a scale; kcgate.numerics.invariance)."""
     names = ctx.op.input_names
     declared = dict(ctx.contract.stability)
-    out = [p for name, kinds in declared.items() for p in _declared(ctx, names, name, dict(kinds), shift)]
     samples = [ctx.inputs(ctx.case.shape, ("infer", k)) for k in range(INFER_SAMPLES)]
+    out = [p for name, kinds in declared.items() for p in _declared(ctx, names, name, dict(kinds), shift)]
+    out += [
+        p for name, kinds in declared.items() for p in _declared_ranges(names, name, dict(kinds), samples)
+    ]
     out += _drawn_probes(ctx, samples, set(declared))
-    for i, kind in invariances(ctx.op.oracle, samples):
+    found = invariances(ctx.op.oracle, samples)
+    out += _range_probes(ctx, samples, set(declared), {i for i, k in found if k == "offset"})
+    for i, kind in found:
         label = names[i] if i < len(names) else f"input{i}"
         if label in declared:
             continue
@@ -231,6 +275,24 @@ def _drawn_probes(ctx: CaseContext, samples: list[Tensors], declared: set[str]) 
     return out
 
 
+def _range_probes(
+    ctx: CaseContext, samples: list[Tensors], declared: set[str], shifted: set[int]
+) -> list[Probe]:
+    """The range probes the traced reference and the inputs' domains call for (kcgate.numerics.domains.plan),
+    each on every input it applies to; an input the contract's ``stability`` names is left alone."""
+    names = ctx.op.input_names
+    label = lambda i: names[i] if i < len(names) else f"input{i}"  # noqa: E731
+    leave = {i for i in range(len(samples[0]) if samples else 0) if label(i) in declared}
+    reference = getattr(ctx.op.oracle, "__wrapped__", ctx.op.oracle)
+    top = domains.EXP_LEVELS[0][0]
+    return [
+        Probe(name, own=True, kinds=got, label="+".join(label(i) for i, _ in got), inferred=True,
+              levels=domains.EXP_LEVELS if name == "exp-range" else (),
+              offset=top if name == "exp-range" else 0.0)
+        for name, got in domains.plan(reference, samples, ctx.dtype, leave, shifted).items()
+    ]  # fmt: skip
+
+
 def _declared(
     ctx: CaseContext, names: tuple[str, ...], name: str, kinds: dict[str, float], shift: float
 ) -> list[Probe]:
@@ -250,6 +312,30 @@ def _declared(
         cap = kinds["saturation"]
         out.append(
             Probe("saturation", offset=SATURATION_DEPTH * cap, scale=cap, input=i, own=True, label=name)
+        )
+    return out
+
+
+def _declared_ranges(
+    names: tuple[str, ...], name: str, kinds: dict[str, float], samples: list[Tensors]
+) -> list[Probe]:
+    """An input's declared range probes (``exp_range``, ``log_range``, ``subnormal``, ``binades``), on its
+    domain as the samples show it (signed where they show none)."""
+    if name not in names:
+        return []  # _declared has said so
+    i = names.index(name)
+    dom = (domains.domains_of(samples)[i] if samples else "") or "signed"
+    out = []
+    if kinds.get("exp_range"):
+        top = float(kinds["exp_range"])
+        out.append(Probe("exp-range", offset=top, own=True, kinds=((i, dom),), label=name,
+                         levels=((top, -top / 2),)))  # fmt: skip
+    for key, probe in (("log_range", "log-range"), ("subnormal", "subnormal")):
+        if kinds.get(key):
+            out.append(Probe(probe, own=True, kinds=((i, dom),), label=name))
+    if kinds.get("binades"):
+        out.append(
+            Probe("dynamic-range", scale=float(kinds["binades"]), own=True, kinds=((i, dom),), label=name)
         )
     return out
 
@@ -327,7 +413,27 @@ def run_probe(
     xs, offset = found
     if offset != probe.offset:  # scaled down so that the exact result fits the output dtype
         notes[f"{probe.key}_probe_offset"] = offset
-    return measurable(ctx, probe, base, xs, offset, notes)
+    result = measurable(ctx, probe, base, xs, offset, notes)
+    if (
+        result is not None
+        and result[0].status == Status.FAIL
+        and probe.name in RANGE
+        and _reference_fails(ctx, probe, xs)
+    ):
+        notes[f"{probe.key}_probe_invalid"] = 1.0
+        return None
+    return result
+
+
+def _reference_fails(ctx: CaseContext, probe: Probe, xs: Tensors) -> bool:
+    """Whether the reference itself, run as the kernel in the case's dtypes, fails kcgate's probe inputs: then
+    they are not inputs it is accurate on, and the probe does not apply (a probe never fails a kernel the
+    reference's own formula would)."""
+    reference = getattr(ctx.op.oracle, "__wrapped__", None)
+    if reference is None:
+        return False
+    t = run_trial(ctx, inputs=xs, salt=("probe", probe.name, "reference"), kernel=reference)
+    return verdict(ctx, [t], excess=False).status != Status.PASS
 
 
 def measurable(
@@ -364,15 +470,14 @@ def probe_inputs(ctx: CaseContext, probe: Probe) -> tuple[Tensors, float] | None
     (a sum of 1024 fp16 values offset by 128 overflows fp16 whatever the kernel does)."""
     xs = ctx.inputs(ctx.case.shape, ("probe", probe.name))
     top = torch.finfo(ctx.out_dtype).max if ctx.out_dtype.is_floating_point else math.inf
-    offset = probe.offset
-    for _ in range(4):
+    offsets = [hi for hi, _ in probe.levels] or [
+        probe.offset / 16**k for k in range(1 if probe.scaled else 4)
+    ]
+    for offset in offsets:
         ys = probe.make(ctx, xs, offset)
         ref = oracle(ctx, ys)
         if not ref.numel() or bool(ref.isfinite().all()) and float(ref.abs().max()) <= top / 2:
             return ys, offset
-        if probe.scaled:
-            return None
-        offset /= 16
     return None
 
 
@@ -394,7 +499,7 @@ def name_probe(ctx: CaseContext, probe: Probe, offset: float, found: Finding, ba
             ),
         )
     cause = probe.name  # each probe's cause has the probe's name (kcgate.vocab.causes)
-    what = _WHAT[probe.name]
+    what = RANGE[probe.name].what if probe.name in RANGE else _WHAT[probe.name]
     return replace(
         found,
         signature=sig(
