@@ -46,7 +46,7 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:  # type:
     tmp = tmp_path_factory.mktemp("ranges")
     body = "".join(CONTRACT.format(id=i, m=M, kernel=k, ref=r, gen=g, extra=x) for i, k, r, g, _, x in ROWS)
     (tmp / "contracts.toml").write_text(f'[project]\npaths = ["{ROOT}"]\n\n{body}')
-    proc = kcgate("run", "-c", "contracts.toml", "--out", "out.json", cwd=tmp, timeout=900)
+    proc = kcgate("run", "-c", "contracts.toml", "--results", "out.json", cwd=tmp, timeout=900)
     assert proc.returncode in (0, 1), proc.stderr
     data = json.loads((tmp / "out.json").read_text())
     rows = [dict(zip(data["case_fields"], row)) for row in data["cases"]]
