@@ -10,13 +10,16 @@ tests/commands/test_grammar.py walks every command and fails on a second spellin
 
 from __future__ import annotations
 
+import copy
 import functools
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import typer
+import typer.core
 
 from kcgate.errors import UsageError
 from kcgate.vocab.device_kinds import DEVICES
@@ -77,8 +80,6 @@ def typers_click() -> Any:
     """The click that typer itself runs on: typer >= 0.24 vendors it as ``typer._click`` (a standalone
     ``click`` installed beside it is another copy, whose exceptions typer never raises); older typer
     imports the standalone ``click`` as ``typer.core.click``. Never prefer a standalone click."""
-    import typer.core
-
     core: Any = typer.core
     return getattr(core, "_click", None) or core.click
 
@@ -185,8 +186,6 @@ def deprecated(old: str, new: str) -> None:
 
 def verbosity() -> int:
     """QUIET, NORMAL or VERBOSE: what -q/--quiet and -v/--verbose asked of the command running now."""
-    import importlib
-
     click = typers_click()  # typer's own click exports get_current_context from .globals only
     current = getattr(click, "get_current_context", None)
     current = current or importlib.import_module(f"{click.__name__}.globals").get_current_context
@@ -207,8 +206,6 @@ def set_verbosity(meta: dict[str, Any], flag: str, on: bool) -> None:
 def verbosity_params() -> list[Any]:
     """Fresh click parameters for -q/--quiet and -v/--verbose, from their rows of ``SHARED``, that set the
     level and pass no value to the command (kcgate.cli adds them to every command): copies of one pair."""
-    import copy
-
     return [copy.copy(p) for p in _verbosity_pair()]
 
 

@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 import torch
 
+from kcgate.engine.case import op_for
 from kcgate.sandbox import messages, wire
 
 
@@ -63,8 +64,6 @@ class CaseCode:
     def op(self, contract: Any, paths: Any) -> Any:
         """The contract's op family; where it names a reference (a custom op's, or a family's oracle
         replaced), its user functions are remote ones, called in the reference's own child."""
-        from kcgate.engine.case import op_for
-
         if not contract.reference or self.references is None:
             return op_for(contract, paths)
         from kcgate.sandbox.remote_op import remote_op

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from kcgate.engine.explain import search
 from kcgate.numerics.ops.base import BoundArgs
 from kcgate.util.resolve import resolve
 
@@ -95,8 +96,6 @@ def _explain(
     reference: Callable[..., Any], up: Any, out: Any, ref: Any, allowed: Any, name: str, outputs: Any
 ) -> dict[str, Any] | None:
     """``kcgate.engine.explain.search`` on the judge's worst trial, its finding as data."""
-    from kcgate.engine.explain import search
-
     got = search(inspect.unwrap(reference), tuple(up), out, ref, allowed, name, tuple(outputs))
     if got is None:
         return None

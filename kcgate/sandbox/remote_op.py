@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from kcgate.engine.case import op_for
 from kcgate.numerics.ops.base import BoundArgs, Tensors
 from kcgate.numerics.ops.custom import custom_family
 
@@ -24,8 +25,6 @@ def remote_op(contract: Any, paths: Any, remote: Callable[[str], Any], names: tu
     oracle = remote("oracle")
     setattr(oracle, "remote", remote)  # noqa: B010
     if contract.op != "custom":
-        from kcgate.engine.case import op_for
-
         return replace(op_for(contract, paths, with_reference=False), oracle=oracle)
     raw = remote("raw")
     setattr(raw, "remote", remote)  # noqa: B010

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 def statuses(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     out = tmp_path_factory.mktemp("lying") / "cpu.json"
     proc = kcgate(
-        "run", "-c", "lying.toml", "--results", str(out), "--seed", "1", "--shrink-s", "0", "-q", cwd=DATA,
+        "run", "-c", "lying.toml", "--results", str(out), "--seed", "1", "--shrink-s", "0", cwd=DATA,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "internal error" not in proc.stderr
