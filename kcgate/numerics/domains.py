@@ -201,29 +201,41 @@ def subnormal(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     return torch.where(_every_other(t), sign * tiny * (0.05 + 0.9 * u), x).to(t.dtype)
 
 
+def trace_ops(
+    reference: Callable[..., Any], sample: Tensors, dtype: torch.dtype
+) -> tuple[frozenset[str], frozenset[str]] | None:
+    """``ops_of`` the reference traced on one sample drawn in ``dtype``; None where the dispatch mode cannot
+    follow it (then no range probe is inferred)."""
+    try:
+        return ops_of(trace(reference, as_drawn(upcast(sample), dtype)))
+    except Exception:
+        return None
+
+
 def plan(
     reference: Callable[..., Any],
     samples: Sequence[Tensors],
     dtype: torch.dtype,
     leave: set[int],
     shifted: set[int],
+    tracer: Callable[[Tensors, torch.dtype], tuple[frozenset[str], frozenset[str]] | None] | None = None,
 ) -> dict[str, tuple[tuple[int, str], ...]]:
     """Each range probe's inputs, (index, domain), inferred from the reference traced on the first sample and
     the inputs' domains on all: exp's limits on signed inputs where it takes an exp (not ``shifted`` ones,
     which the offset probe moves), the smallest normal on non-negative ones where it takes a log, subnormals
     on every float input, a large dynamic range where it reduces. Distributions (the peaked probe's), integer
-    values (masks, counts) and the inputs in ``leave`` are left alone."""
+    values (masks, counts) and the inputs in ``leave`` are left alone. ``tracer``: where the reference is traced
+    (its sandbox child, kcgate.sandbox.reference); default here."""
     if not samples:
         return {}
     dists = {i for i, _ in distributions(samples)}
     doms = [(i, d) for i, d in enumerate(domains_of(samples)) if d and i not in dists | leave]
     if not doms:
         return {}
-    try:
-        traced = trace(reference, as_drawn(upcast(samples[0]), dtype))
-    except Exception:  # a reference the dispatch mode cannot follow: no range probe is inferred
+    traced = (tracer or (lambda x, d: trace_ops(reference, x, d)))(samples[0], dtype)
+    if traced is None:
         return {}
-    ops, kinds = ops_of(traced)
+    ops, kinds = traced
     out = {}
     for p in RANGE_PROBES:
         got = tuple((i, d) for i, d in doms if d in p.on and not (p.shift_free and i in shifted))

@@ -39,6 +39,7 @@ def functions(contract: Any, paths: Any) -> tuple[dict[str, Callable[..., Any]],
         "raw": reference,
         "placement": lambda runs, dtype: _placement(reference, runs, dtype),
         "explain": lambda *a: _explain(reference, *a),
+        "range_ops": lambda sample, dtype: _range_ops(reference, sample, dtype),
     }
     if contract.op != "custom":
         return {**table, "oracle": reference}, []
@@ -52,6 +53,14 @@ def functions(contract: Any, paths: Any) -> tuple[dict[str, Callable[..., Any]],
         grad_bound=lambda x, dy, g, ba: grad_bound(tuple(x), dy, tuple(g), _bound_args(ba)),
     )
     return table, list(generator_names(inputs, shape) or signature_names(reference))
+
+
+def _range_ops(reference: Callable[..., Any], sample: Any, dtype: torch.dtype) -> list[list[str]] | None:
+    """``kcgate.numerics.domains.trace_ops`` of the reference, as data: [ops, kinds]."""
+    from kcgate.numerics.domains import trace_ops
+
+    got = trace_ops(reference, tuple(sample), dtype)
+    return None if got is None else [sorted(got[0]), sorted(got[1])]
 
 
 def _inputs(

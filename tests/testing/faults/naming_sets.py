@@ -379,7 +379,13 @@ HELD_OUT: tuple[Named, ...] = (
 # Right sets changed after the first run, counted apart: a chunked scan that drops its carry shifts each chunk
 # of each row by one constant (the state it should have carried in): "one constant per block of 32 columns
 # added" is that error exactly, not a precision word, though no one wrote it down beforehand.
-AMENDED: dict[str, frozenset[str]] = {"scan-no-carry-32": frozenset({"offset"})}
+AMENDED: dict[str, frozenset[str]] = {
+    "scan-no-carry-32": frozenset({"offset"}),
+    # the gradient gate (issue 56.4, kcgate.engine.grad_excess) names a dW summed in bf16 `excess-error`
+    # ("6.15x a correct kernel's modelled rounding"): amended after seeing its run, as naming_sets_shipped's
+    # Liger#950
+    "rmsnorm-dw-bf16-running-sum": frozenset({"excess-error"}),
+}
 
 
 def verdict(
