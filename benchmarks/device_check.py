@@ -186,21 +186,15 @@ def runners(check: Check) -> dict[str, Any]:
     return {"detected": [b["backend"] for b in found if b.get("detected")]}
 
 
+def _run_args(check: Check, out: Path) -> tuple[str, ...]:
+    """``kcgate run`` of contracts.toml on the check's device at seed 1, its results written to ``out``."""
+    return ("run", "-c", "contracts.toml", "--device", check.device, "--results", str(out), "--seed", "1",
+            "-q", "--timeout", str(check.case_timeout_s))  # fmt: skip
+
+
 def contracts(check: Check) -> dict[str, Any]:
     out = check.out / "contracts.json"
-    args = (
-        "run",
-        "-c",
-        "contracts.toml",
-        "--device",
-        check.device,
-        "--results",
-        str(out),
-        "--seed",
-        "1",
-        "-q",
-    )
-    proc = kcgate(*args, "--timeout", str(check.case_timeout_s), timeout=check.left())
+    proc = kcgate(*_run_args(check, out), timeout=check.left())
     found = _saved(check, "contracts", proc)
     cases = rows(out)
     (check.out / "contracts.md").write_text(_table(cases), "utf-8")
@@ -223,20 +217,8 @@ def verify_paths(check: Check) -> dict[str, Any]:
     on either path)."""
     host = check.out / "contracts.json"
     out = check.out / "contracts-device-verify.json"
-    args = (
-        "run",
-        "-c",
-        "contracts.toml",
-        "--device",
-        check.device,
-        "--results",
-        str(out),
-        "--seed",
-        "1",
-        "-q",
-    )
     verify = {"KCGATE_VERIFY": "device"}
-    proc = kcgate(*args, "--timeout", str(check.case_timeout_s), timeout=check.left(), env=verify)
+    proc = kcgate(*_run_args(check, out), timeout=check.left(), env=verify)
     found = _saved(check, "contracts-device-verify", proc)
     a, b = (_comparable(rows(p)) for p in (host, out))
     differ = sorted(k for k in a.keys() | b.keys() if not _same_case(a.get(k), b.get(k)))
