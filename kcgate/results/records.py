@@ -244,6 +244,22 @@ class Metrics:
         outs = [(v, k.removeprefix(OUT_BUDGET)) for k, v in self.extra if k.startswith(OUT_BUDGET)]
         return max(outs)[1] if outs and not self.worst_grad else ""
 
+    @property
+    def parts_over(self) -> list[tuple[str, float]]:
+        """Each named output and input gradient over its bound, worst first: ``("output 'residual'", 9.9e4)``,
+        ``("the gradient of 'x'", 1.0e5)``; the one that decided is first but for ties."""
+        parts = [
+            (
+                f"output {k.removeprefix(OUT_BUDGET)!r}"
+                if k.startswith(OUT_BUDGET)
+                else f"the gradient of {k.removeprefix(GRAD_BUDGET)!r}",
+                v,
+            )
+            for k, v in self.extra
+            if k.startswith((OUT_BUDGET, GRAD_BUDGET)) and not v <= 1.0  # NaN is over
+        ]
+        return sorted(parts, key=lambda p: -p[1] if p[1] == p[1] else float("-inf"))
+
     def to_row(self) -> list[Any]:
         """Values in ``METRIC_FIELDS`` order (non-finite numbers become null)."""
         return _metric_row(self)

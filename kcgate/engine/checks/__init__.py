@@ -396,9 +396,13 @@ def _fail_message(m: Metrics) -> str:
             f"error {ratio:.3g}x the baseline's (max |err| {e.get('relative_err', 0):.3g} against "
             f"{e.get('baseline_err', 0):.3g}), bound budget {e.get('bound_budget', 0):.3g}: budget used {b}"
         )
-    at = f" in output {m.worst_output!r}" if m.worst_output else ""  # the one of several that decided
+    # the one of several outputs or gradients that decided, then the others over their bounds
+    decided = f"the gradient of {m.worst_grad!r}" if m.worst_grad else f"output {m.worst_output!r}"
+    at = f" in {decided}" if m.worst_grad or m.worst_output else ""
+    also = ", ".join(f"{name} ({v:.3g})" for name, v in m.parts_over if name != decided)
     return (
         f"error exceeds the allowed bound{at}: budget used {b} ({m.mismatches} of {m.elements} elements over)"
+        + (f"; also over: {also}" if also else "")
     )
 
 
