@@ -98,10 +98,20 @@ def scale_fit(
     ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor
 ) -> Signature | None:
     """out ≈ c·ref: a constant factor dropped or doubled (gelu without its 0.5, a mean's 1/N forgotten). Not
-    where a constant offset explains the error nearly as well (outputs of nearly one value: logsumexp's)."""
-    if ctx.op.name == "layernorm" and not trial.grad:  # the bias is added after the normalised part
+    where a constant offset explains the error nearly as well (outputs of nearly one value: logsumexp's). A
+    layer norm's forward is fitted on its output less its bias (the bias is added after the normalised part),
+    then on the whole output (a kernel that scales after adding the bias)."""
+    if ctx.op.name == "layernorm" and not trial.grad:
         b = trial.inputs[2].to(torch.float64)
-        out, ref = out - b, ref - b
+        found = _scale(ctx, trial, out - b, ref - b, allowed, "the output less its bias")
+        if found is not None:
+            return found
+    return _scale(ctx, trial, out, ref, allowed, _what(trial))
+
+
+def _scale(
+    ctx: Any, trial: Any, out: torch.Tensor, ref: torch.Tensor, allowed: torch.Tensor, what: str
+) -> Signature | None:
     den = float((ref * ref).sum())
     if den <= 0:
         return None
@@ -112,7 +122,6 @@ def scale_fit(
     shift = float((out - ref).mean())  # outputs of nearly one value: a constant added fits as well
     if float(((out - ref - shift) ** 2).sum()) <= 2 * float(((out - c * ref) ** 2).sum()):
         return None
-    what = "the output less its bias" if ctx.op.name == "layernorm" and not trial.grad else _what(trial)
     zero = " (all zeros where the oracle is not: a loop that never ran, or a store skipped)"
     return sig(
         "scaled-output",

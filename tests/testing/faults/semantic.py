@@ -44,6 +44,13 @@ def leaky_relu_ref(x: torch.Tensor) -> torch.Tensor:
     return F.leaky_relu(x, 0.01)
 
 
+def layernorm_scaled_after_bias(
+    x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = 1e-5, **_: Any
+) -> torch.Tensor:
+    """layer_norm's whole output, bias included, scaled by 1.05 (a stray factor after the affine)."""
+    return F.layer_norm(x, x.shape[-1:], w, b, eps) * 1.05
+
+
 def normal_inputs(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
     return torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
 
@@ -274,6 +281,19 @@ SEMANTIC: tuple[Bug, ...] = (
         realistic.softmax_bf16_denominator,
         "low-precision-reduction",
         "bf16",
+    ),
+    *(
+        Bug(
+            f"layernorm-scaled-{k[-2:]}",
+            "layernorm",
+            d,
+            (8, 256),
+            layernorm_scaled_after_bias,
+            "scaled-output",
+            "output scaled by 1.05",
+            klass=k,
+        )
+        for k, d in (("C-PRC-01", "float32"), ("C-CMP-01", "bfloat16"))
     ),
     Bug(
         "rmsnorm-no-upcast",
