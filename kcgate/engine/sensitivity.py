@@ -62,7 +62,6 @@ from kcgate.numerics.metrics import (
     torch_ops,
 )
 from kcgate.numerics.ops.base import BoundArgs, Tensors, upcast
-from kcgate.util.resolve import resolve
 from kcgate.vocab import dtypes
 from kcgate.vocab.catalogue import has
 
@@ -212,10 +211,17 @@ def _onednn_on(inputs: Tensors) -> bool:
 
 
 def reference_fn(ctx: CaseContext) -> Any:
-    """tolerance.baseline if declared, else the family's composite, else its oracle on low-precision inputs."""
-    base = ctx.contract.tolerance.baseline
-    if base:
-        return resolve(base)
+    """tolerance.baseline if declared, else the family's composite, else its oracle on low-precision inputs.
+    The baseline is user code: the family carries it callable (``OpFamily.baseline``), run in the reference's
+    sandbox child, never resolved or called in the judge (kcgate.engine.case.op_for resolves it only on the
+    in-process path, ``--isolation none``)."""
+    if ctx.contract.tolerance.baseline:
+        if ctx.op.baseline is None:  # a family built without the contract's user code: a bug, named
+            raise RuntimeError(
+                f"contract {ctx.contract.id!r}: tolerance.baseline {ctx.contract.tolerance.baseline!r} is "
+                "declared but the op family carries none (build it with kcgate.engine.case.op_for)"
+            )
+        return ctx.op.baseline
     return ctx.op.composite or (ctx.op.oracle if ctx.op.name != "custom" else None)
 
 

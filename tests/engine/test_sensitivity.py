@@ -44,7 +44,7 @@ from kcgate.contracts.load import load_project  # noqa: E402
 from kcgate.contracts.records import Contract, Tolerance  # noqa: E402
 from kcgate.devices.cpu import CpuBackend  # noqa: E402
 from kcgate.engine import sensitivity  # noqa: E402
-from kcgate.engine.case import execute_case  # noqa: E402
+from kcgate.engine.case import execute_case, op_for  # noqa: E402
 from kcgate.engine.harness import run_trial  # noqa: E402
 from kcgate.engine.trial import CaseContext  # noqa: E402
 from kcgate.kernels import builtin as builtin_kernels  # noqa: E402
@@ -267,7 +267,7 @@ def test_the_gate_compares_with_the_less_accurate_of_torchs_two_cpu_implementati
     )  # fmt: skip
     ctx = CaseContext(
         contract=contract, case=Case("t", "t", "C-PRC-01", "gelu", "float32", (64, 1024), 0, 1000),
-        kernel=k.aten_gelu, op=OPS["gelu"],
+        kernel=k.aten_gelu, op=op_for(contract, ()),  # the family carrying the contract's baseline
     )  # fmt: skip
     trial = run_trial(ctx, salt=0)
     sharp, aten = sensitivity.reference_outputs(ctx, trial.inputs)
