@@ -1,6 +1,6 @@
-"""Benchmark: the kernel and the user's reference in sandbox processes (the default) vs the reference in the
-judge (KCGATE_SANDBOX_REFERENCES=0, the kernel alone sandboxed) vs both in the judge's own worker
-(KCGATE_SANDBOX=0).
+"""Benchmark: the kernel and the user's reference and baseline in sandbox processes (the default) vs the
+reference and baseline in the judge (KCGATE_SANDBOX_REFERENCES=0, the kernel alone sandboxed) vs all in the
+judge's own worker (KCGATE_SANDBOX=0).
 
 Run: ``python benchmarks/sandbox_overhead.py [--repeats 3] [--production]`` from anywhere.
 
