@@ -664,7 +664,9 @@ def relative(ctx: CaseContext, trial: Trial) -> dict[str, float]:
         b for b in reference_outputs(ctx, trial.inputs, upcast=False) if tuple(b.shape) == tuple(ref64.shape)
     ]
     if not bases:
-        return {"relative_ratio": math.inf, "relative_budget": math.inf, "relative_err": _max(err)}
+        _no_baseline(ctx, tuple(ref64.shape))
+        return {"relative_ratio": math.inf, "relative_budget": math.inf, "relative_err": _max(err),
+                "relative_allowed": math.inf}  # fmt: skip
     finite = ref64.isfinite()
     u_out = dtypes.unit_roundoff(str(ctx.out_dtype).removeprefix("torch."))
     floor = u_out * _max(ref64.abs().where(finite, 0.0))
@@ -678,6 +680,20 @@ def relative(ctx: CaseContext, trial: Trial) -> dict[str, float]:
         "relative_err": e_k,
         "baseline_err": e_b,
     }
+
+
+def _no_baseline(ctx: CaseContext, shape: tuple[int, ...]) -> None:
+    """A declared baseline that raised or returned no tensor of the output's shape cannot judge the kernel:
+    the case is an error naming it (it was a bare ``KeyError``), never the kernel's failure."""
+    from kcgate.engine.reference_checks import ReferenceFault
+
+    c = ctx.contract
+    if c.tolerance.baseline:
+        raise ReferenceFault(
+            f"contract {c.id!r} (line {c.line}) tolerance.baseline {c.tolerance.baseline!r} raised or returned no "
+            f"tensor of the output's shape {list(shape)} on the case's inputs, so it cannot judge the kernel; fix: "
+            "make the baseline take the kernel's inputs and return its output (the first tensor of a tuple counts)"
+        )
 
 
 def _max(t: torch.Tensor) -> float:

@@ -69,7 +69,8 @@ class CaseCode:
             return op_for(contract, paths)
         from kcgate.sandbox.remote_op import remote_op
 
-        user = self.user = CaseCode(self.references, str(self.device), self.tail, who="reference")
+        who = "reference" if contract.reference else "baseline"  # whose process a crash's message names
+        user = self.user = CaseCode(self.references, str(self.device), self.tail, who=who)
         answer = user.begin(contract, paths, role="reference")
         names = (
             [str(n)[:100] for n in answer.get("names", [])[:64]]

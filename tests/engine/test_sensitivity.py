@@ -365,6 +365,15 @@ def test_a_garbage_baseline_leaves_only_the_bound_and_its_signal_check(tmp_path:
     assert dict(r.metrics.extra)["baseline_err"] > 1e11
 
 
+@pytest.mark.parametrize("baseline", ["raising_baseline", "wrong_shape_baseline"])
+def test_a_baseline_that_cannot_judge_is_the_cases_error_naming_it(tmp_path: Path, baseline: str) -> None:
+    """It was a bare ``KeyError: 'relative_allowed'``."""
+    r = _relative(tmp_path, "relative_3x", f', baseline = "tests.testing.kernels.excess:{baseline}"')
+    assert r.status == "error"
+    assert f"tolerance.baseline 'tests.testing.kernels.excess:{baseline}'" in r.message
+    assert "fix:" in r.message and "(line 5)" in r.message  # the contract's line
+
+
 @pytest.mark.parametrize(
     ("tol", "key", "fix"),
     [

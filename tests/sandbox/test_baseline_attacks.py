@@ -7,7 +7,7 @@ process, kcgate's error function's code, the names it is bound to, or torch's, n
 under the same contract ids and seed, get the same verdict and budget for every case, the later honest
 contracts' included; with everything in the judge's process (KCGATE_SANDBOX=0) the in-place rewrite makes the
 later honest 5%-off kernel a pass. A baseline whose module only ``[project] paths`` reaches is imported there
-(the judge resolved it without the project's paths)."""
+(the judge resolved it without the project's paths), and one that ends its process is its own case's error."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def _contract(cid: str, tolerance: str = "") -> str:
     )
 
 
-def _project(tmp: Path, attacked: bool, attacks: tuple[str, ...] = ATTACKS) -> Path:
+def _project(tmp: Path, attacked: bool, attacks: tuple[str, ...] = ATTACKS, crash: bool = True) -> Path:
     """The attacks' contracts (the honest baseline where not ``attacked``), then honest contracts after, in the
     same worker."""
     extra = tmp / "extra"
@@ -45,6 +45,8 @@ def _project(tmp: Path, attacked: bool, attacks: tuple[str, ...] = ATTACKS) -> P
     for a in attacks:
         base = f"{M}:ref_{a}" if attacked else f"{M}:ref"
         text += _contract(f"relative-{a}", f'method = "relative", baseline = "{base}"')
+    if crash:  # before the later contracts: they run on in the same worker
+        text += _contract("crash", f'method = "relative", baseline = "{M}:exits"')
     text += _contract("later-baseline", f'method = "relative", baseline = "{M}:ref"')
     text += _contract("later-paths", f'method = "relative", baseline = "{PATHS_MODULE}:ref"')
     text += _contract("later-family")
@@ -65,7 +67,9 @@ def _run(project: Path, env: dict[str, str] | None = None) -> dict[str, tuple[st
 def test_an_attacking_baseline_changes_no_verdict(tmp_path: Path) -> None:
     attacked = _run(_project(tmp_path, attacked=True))
     honest = _run(_project(tmp_path, attacked=False))
-    assert attacked.keys() == honest.keys() and len(attacked) == len(ATTACKS) + 3
+    assert attacked.keys() == honest.keys() and len(attacked) == len(ATTACKS) + 4
+    crash = honest.pop("crash/float32/4x32/s0")  # a baseline that ends its process: its own case's error
+    assert crash[0] == "error" and "the baseline's process exited with code 3" in crash[2], crash
     for cid, (status, budget, message) in honest.items():
         assert status == "fail" and budget > 10, (cid, honest[cid])  # the kernel is 5% off
         assert attacked[cid][:2] == (status, budget), (cid, attacked[cid], honest[cid])
@@ -76,5 +80,8 @@ def test_an_attacking_baseline_changes_no_verdict(tmp_path: Path) -> None:
 def test_without_the_sandbox_the_baseline_rewrite_passes(tmp_path: Path) -> None:
     """The attack is real: with the baseline in the judge's process (KCGATE_SANDBOX=0), kcgate's error function
     rewritten by it makes the later honest 5%-off kernel a pass (its worker is the attacked one's)."""
-    found = _run(_project(tmp_path, attacked=True, attacks=("code_swap",)), env={"KCGATE_SANDBOX": "0"})
+    project = _project(
+        tmp_path, attacked=True, attacks=("code_swap",), crash=False
+    )  # a crash: a fresh worker
+    found = _run(project, env={"KCGATE_SANDBOX": "0"})
     assert found["later-family/float32/4x32/s0"][0] == "pass", found
