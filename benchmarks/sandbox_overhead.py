@@ -1,18 +1,20 @@
-"""Benchmark: the kernel and the user's reference in sandbox processes (the default) vs the reference in the
-judge (KCGATE_SANDBOX_REFERENCES=0, the kernel alone sandboxed) vs both in the judge's own worker
-(KCGATE_SANDBOX=0).
+"""Benchmark: the kernel and the user's reference and baseline in sandbox processes (the default) vs the
+reference and baseline in the judge (KCGATE_SANDBOX_REFERENCES=0, the kernel alone sandboxed) vs all in the
+judge's own worker (KCGATE_SANDBOX=0).
 
 Run: ``python benchmarks/sandbox_overhead.py [--repeats 3] [--production]`` from anywhere.
 
 One contracts file of torch's own kernels (kcgate.kernels.builtin) judged by the families' oracles, by a user
-``reference =`` (softmax) and as a custom op (rms_norm: the user's reference and input generator, the derived
+``reference =`` (softmax), against a user ``tolerance.baseline`` (softmax, ``method = "relative"``) and as a
+custom op (rms_norm: the user's reference and input generator, the derived
 bound), at small shapes and, with ``--production``, at production shapes (256x4096; matmul 1024^3):
 ``kcgate run --seed 1`` with each setting, the settings' order reversed every other repeat so drift on a
 shared machine hits them alike. Per case: the median ``duration_s`` (the judge's time for the case, the
 crossings included) under each setting, side by side, and the ratios. What the kernel's sandbox adds per case
 is a fork, the kernel's import in the child, and each call's arguments and outputs copied through the memfd
 arenas; the reference's adds a second child, the reference's import there, and each reference call's
-tensors (the generator's, the oracle's, the derived bound's) copied the same way.
+tensors (the generator's, the oracle's, the derived bound's, the baseline's) copied the same way. ``--only
+softmax`` runs the contracts whose id names softmax.
 """
 
 from __future__ import annotations
@@ -46,10 +48,12 @@ def rms_ref(x, w):
     return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5) * w.float()).to(x.dtype)
 """
 REF = f'reference = "{USER}:softmax_ref"'
+BASELINE = f'tolerance = {{ method = "relative", baseline = "{USER}:softmax_ref" }}'
 CUSTOM = f'reference = "{USER}:rms_ref"\ninputs = "{USER}:rms_gen"'
 SMALL = [
     ("softmax", "softmax", "C-PRC-01", [[8, 64]], ""),
     ("softmax-user-reference", "softmax", "C-PRC-01", [[8, 64]], REF),
+    ("softmax-baseline", "softmax", "C-PRC-01", [[8, 64]], BASELINE),
     ("rmsnorm-custom", "rmsnorm", "C-PRC-01", [[4, 64]], CUSTOM),
     ("rmsnorm", "rmsnorm", "C-PRC-01", [[4, 64]], ""),
     ("rmsnorm-bwd", "rmsnorm", "C-PRC-01", [[4, 64]], 'direction = "both"'),
@@ -58,6 +62,7 @@ SMALL = [
 PRODUCTION = [
     ("rmsnorm-256x4096", "rmsnorm", "C-PRC-01", [[256, 4096]], ""),
     ("softmax-user-reference-256x4096", "softmax", "C-PRC-01", [[256, 4096]], REF),
+    ("softmax-baseline-256x4096", "softmax", "C-PRC-01", [[256, 4096]], BASELINE),
     ("rmsnorm-custom-256x4096", "rmsnorm", "C-PRC-01", [[256, 4096]], CUSTOM),
     ("rmsnorm-256x4096-bwd", "rmsnorm", "C-PRC-01", [[256, 4096]], 'direction = "both"'),
     ("matmul-1024", "matmul", "C-PRC-01", [[1024, 1024, 1024]], ""),
@@ -105,11 +110,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--production", action="store_true", help="add the production shapes")
+    ap.add_argument(
+        "--only", nargs="*", default=[], help="the contracts whose id contains one of these words"
+    )
     args = ap.parse_args()
     print(describe())
     tmp = Path(tempfile.mkdtemp(prefix="kcgate-sandbox-"))
     toml = tmp / "contracts.toml"
-    toml.write_text(contracts(SMALL + (PRODUCTION if args.production else [])))
+    rows = SMALL + (PRODUCTION if args.production else [])
+    toml.write_text(contracts([r for r in rows if not args.only or any(w in r[0] for w in args.only)]))
     (tmp / f"{USER}.py").write_text(USER_CODE)
     times: dict[str, dict[str, list[float]]] = {s: {} for s in SETTINGS}
     try:

@@ -196,9 +196,9 @@ def test_each_layer_package_says_what_it_is_for(module: str) -> None:
 
 # The sandbox split (issue 54, docs/layout.md): what runs beside the kernel (the sandbox's server and children:
 # the kernel, the user's reference and input generator) and what judges. The judge's side never imports a
-# module of the other, and an import string of the code under test is resolved only beside the kernel, or by
-# the in-process path (engine/case.py's LocalCode, ``--isolation none``) and the relative tolerance's
-# ``baseline`` (engine/sensitivity.py, not yet moved: docs/security.md#the-judge-and-the-sandbox).
+# module of the other, and an import string of the code under test (a kernel, reference, generator or
+# ``tolerance.baseline``) is resolved only beside the kernel, or by the in-process path (engine/case.py's
+# LocalCode and op_for, ``--isolation none``: docs/security.md#the-judge-and-the-sandbox).
 BESIDE_THE_KERNEL = frozenset({"kcgate.sandbox.server", "kcgate.sandbox.case", "kcgate.sandbox.reference"})
 JUDGE_SIDE = (
     "kcgate.execution.worker",
@@ -206,7 +206,7 @@ JUDGE_SIDE = (
     "kcgate.sandbox.client",
     "kcgate.sandbox.remote_op",
 )
-RESOLVERS = BESIDE_THE_KERNEL | {"kcgate.engine.case", "kcgate.engine.sensitivity"}
+RESOLVERS = BESIDE_THE_KERNEL | {"kcgate.engine.case"}
 
 
 def reach(package: Path, start: str) -> set[str]:

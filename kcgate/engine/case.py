@@ -99,8 +99,16 @@ def _dtype(name: str) -> Any:
 
 
 def op_for(contract: Contract, paths: tuple[Path, ...], with_reference: bool = True) -> Any:
-    """The contract's op family, its reference and generator resolved here (``with_reference=False``: a
-    family's own oracle kept, for a kernel's sandbox, which never calls the reference)."""
+    """The contract's op family, its reference, generator and ``tolerance.baseline`` resolved here
+    (``with_reference=False``: a family's own oracle kept and no baseline, for a kernel's sandbox, which never
+    calls them, and for the judge's remote family, kcgate.sandbox.remote_op, which calls them remotely)."""
+    op = _family(contract, paths, with_reference)
+    if contract.tolerance.baseline and with_reference:
+        return replace(op, baseline=resolve(contract.tolerance.baseline, paths))
+    return op
+
+
+def _family(contract: Contract, paths: tuple[Path, ...], with_reference: bool) -> Any:
     from kcgate.numerics.ops import OPS
 
     if (

@@ -62,7 +62,6 @@ from kcgate.numerics.metrics import (
     torch_ops,
 )
 from kcgate.numerics.ops.base import BoundArgs, Tensors, upcast
-from kcgate.util.resolve import resolve
 from kcgate.vocab import dtypes
 from kcgate.vocab.catalogue import has
 
@@ -212,10 +211,17 @@ def _onednn_on(inputs: Tensors) -> bool:
 
 
 def reference_fn(ctx: CaseContext) -> Any:
-    """tolerance.baseline if declared, else the family's composite, else its oracle on low-precision inputs."""
-    base = ctx.contract.tolerance.baseline
-    if base:
-        return resolve(base)
+    """tolerance.baseline if declared, else the family's composite, else its oracle on low-precision inputs.
+    The baseline is user code: the family carries it callable (``OpFamily.baseline``), run in the reference's
+    sandbox child, never resolved or called in the judge (kcgate.engine.case.op_for resolves it only on the
+    in-process path, ``--isolation none``)."""
+    if ctx.contract.tolerance.baseline:
+        if ctx.op.baseline is None:  # a family built without the contract's user code: a bug, named
+            raise RuntimeError(
+                f"contract {ctx.contract.id!r}: tolerance.baseline {ctx.contract.tolerance.baseline!r} is "
+                "declared but the op family carries none (build it with kcgate.engine.case.op_for)"
+            )
+        return ctx.op.baseline
     return ctx.op.composite or (ctx.op.oracle if ctx.op.name != "custom" else None)
 
 
@@ -658,7 +664,9 @@ def relative(ctx: CaseContext, trial: Trial) -> dict[str, float]:
         b for b in reference_outputs(ctx, trial.inputs, upcast=False) if tuple(b.shape) == tuple(ref64.shape)
     ]
     if not bases:
-        return {"relative_ratio": math.inf, "relative_budget": math.inf, "relative_err": _max(err)}
+        _no_baseline(ctx, tuple(ref64.shape))
+        return {"relative_ratio": math.inf, "relative_budget": math.inf, "relative_err": _max(err),
+                "relative_allowed": math.inf}  # fmt: skip
     finite = ref64.isfinite()
     u_out = dtypes.unit_roundoff(str(ctx.out_dtype).removeprefix("torch."))
     floor = u_out * _max(ref64.abs().where(finite, 0.0))
@@ -672,6 +680,20 @@ def relative(ctx: CaseContext, trial: Trial) -> dict[str, float]:
         "relative_err": e_k,
         "baseline_err": e_b,
     }
+
+
+def _no_baseline(ctx: CaseContext, shape: tuple[int, ...]) -> None:
+    """A declared baseline that raised or returned no tensor of the output's shape cannot judge the kernel:
+    the case is an error naming it (it was a bare ``KeyError``), never the kernel's failure."""
+    from kcgate.engine.reference_checks import ReferenceFault
+
+    c = ctx.contract
+    if c.tolerance.baseline:
+        raise ReferenceFault(
+            f"contract {c.id!r} (line {c.line}) tolerance.baseline {c.tolerance.baseline!r} raised or returned no "
+            f"tensor of the output's shape {list(shape)} on the case's inputs, so it cannot judge the kernel; fix: "
+            "make the baseline take the kernel's inputs and return its output (the first tensor of a tuple counts)"
+        )
 
 
 def _max(t: torch.Tensor) -> float:

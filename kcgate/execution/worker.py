@@ -196,13 +196,20 @@ def main() -> None:
     torch_state.capture()
     cap = _limit_memory(args.memory_limit, backend)
     if sandbox is not None:
-        if any(c.reference for c in project.contracts) and os.environ.get("KCGATE_SANDBOX_REFERENCES") != "0":
-            sandbox.with_references()  # the user's references run in a sandbox of their own (0: here, to compare)
+        if _user_references(project) and os.environ.get("KCGATE_SANDBOX_REFERENCES") != "0":
+            # the user's references and baselines run in a sandbox of their own (0: here, to compare)
+            sandbox.with_references(tracer=any(c.reference for c in project.contracts))
         sandbox.setup(backend.name, thread_count(os.environ), cap)
         sandbox.wait_ready()  # its start-up is the worker's, never a case's time
     channel.send(init["nonce"], hello)
     serve(channel, stdio, project, backend, sandbox)
     _exit_now()
+
+
+def _user_references(project: Any) -> bool:
+    """Whether a contract names user code besides its kernel: a reference (and generator), or a
+    ``tolerance.baseline``."""
+    return any(c.reference or c.tolerance.baseline for c in project.contracts)
 
 
 def _sandbox() -> Any:

@@ -63,12 +63,14 @@ class CaseCode:
 
     def op(self, contract: Any, paths: Any) -> Any:
         """The contract's op family; where it names a reference (a custom op's, or a family's oracle
-        replaced), its user functions are remote ones, called in the reference's own child."""
-        if not contract.reference or self.references is None:
+        replaced) or a ``tolerance.baseline``, its user functions are remote ones, called in the reference's
+        own child."""
+        if not (contract.reference or contract.tolerance.baseline) or self.references is None:
             return op_for(contract, paths)
         from kcgate.sandbox.remote_op import remote_op
 
-        user = self.user = CaseCode(self.references, str(self.device), self.tail, who="reference")
+        who = "reference" if contract.reference else "baseline"  # whose process a crash's message names
+        user = self.user = CaseCode(self.references, str(self.device), self.tail, who=who)
         answer = user.begin(contract, paths, role="reference")
         names = (
             [str(n)[:100] for n in answer.get("names", [])[:64]]
@@ -309,8 +311,8 @@ class _Call:
             if n
             else torch.empty(shape, dtype=dtype)
         )
-        where = torch.device(str(d.get("device", "cpu"))[:40]) if isinstance(d.get("device"), str) else None
-        if where is None or where.type not in ("cpu", self.code.device.type):
+        where = wire.device_of(d.get("device"))
+        if where.type not in ("cpu", self.code.device.type):
             raise messages.WireError("a tensor on a device the case does not run on")
         return t if where.type == "cpu" else t.to(self.code.device)
 
@@ -374,6 +376,14 @@ def _strings(v: Any) -> list[str]:
     return [str(s)[:200] for s in v[:50]] if isinstance(v, list) else []
 
 
+# the exception types a child's error may name, a table fixed when the judge starts (the name is looked up
+# here, never as an attribute path): builtins' and torch's out-of-memory error
+_EXCEPTIONS: dict[str, type[Exception]] = {
+    **{n: t for n, t in vars(builtins).items() if isinstance(t, type) and issubclass(t, Exception)},
+    "OutOfMemoryError": torch.OutOfMemoryError,
+}
+
+
 def _raise(error: Any) -> NoReturn:
     """What the kernel raised, as an exception of the same type name here (a builtin's subclass where the name
     is a builtin exception's, so ImportError, MemoryError and sys.exit read as they did in one process)."""
@@ -382,11 +392,7 @@ def _raise(error: Any) -> NoReturn:
     if name == "SystemExit":
         code = error.get("code")
         raise SystemExit(code if code is None or isinstance(code, (int, str)) else None)
-    base = getattr(builtins, name, None)
-    if name == "OutOfMemoryError":
-        base = torch.OutOfMemoryError
-    if not (isinstance(base, type) and issubclass(base, Exception)):
-        base = Exception
+    base = _EXCEPTIONS.get(name, Exception)
     try:
         exc = type(name, (base,), {"__str__": lambda self: text, "__module__": "sandbox"})(text)
     except Exception:  # noqa: BLE001 — a builtin whose constructor takes more (UnicodeDecodeError)

@@ -46,12 +46,14 @@ class Sandbox:
         if self.references is not None:
             self.references.setup(backend, threads, memory_limit)
 
-    def with_references(self) -> None:
-        """A second sandbox, for the contracts' references and input generators: each case's are called in a
-        child of it, apart from the kernel's child (a kernel cannot reach the reference it is judged by)."""
+    def with_references(self, tracer: bool = True) -> None:
+        """A second sandbox, for the contracts' references, input generators and baselines: each case's are
+        called in a child of it, apart from the kernel's child (a kernel cannot reach the reference it is
+        judged by). ``tracer``: its server imports the derived bound's tracer and the mutant searches before
+        it forks (seconds; a project whose only such code is a ``tolerance.baseline`` needs neither)."""
         if self.references is None:
             self.references = Sandbox()
-            self.references.hosts_references = True
+            self.references.hosts_references = tracer
 
     def start(self) -> None:
         mine, theirs = socket.socketpair()

@@ -1,9 +1,9 @@
 """The user's reference and input generator as a sandbox child hosts them (beside the kernel, never in the judge).
 
-A case whose contract names a ``reference`` (a custom op's, or a family's oracle replaced) or an ``inputs``
-generator gets a second child, forked fresh for the case by the judge's reference sandbox
+A case whose contract names a ``reference`` (a custom op's, or a family's oracle replaced), an ``inputs``
+generator or a ``tolerance.baseline`` gets a second child, forked fresh for the case by the judge's reference sandbox
 (``kcgate.sandbox.process``), apart from the kernel's child: the kernel cannot reach the reference either. Its
-``begin`` resolves the two import strings here (their modules' import-time code runs here) and builds the
+``begin`` resolves their import strings here (their modules' import-time code runs here) and builds the
 functions the judge calls by name (``FUNCTIONS``), each taking and returning tensors and data:
 
 - ``oracle``: the reference in fp64 (a custom op's, its own casts kept in fp64) or as written (a family's
@@ -12,7 +12,9 @@ functions the judge calls by name (``FUNCTIONS``), each taking and returning ten
 - ``bound`` and ``grad_bound``: a custom op's derived bounds (``kcgate.numerics.derived`` traces the reference's
   operations, so it runs where the reference runs; the judge receives the bound tensors);
 - ``placement`` and ``explain``: the searches over the reference's mutants (its source, changed and run), with
-  their findings as data.
+  their findings as data;
+- ``baseline``: the contract's ``tolerance.baseline`` (the sensitivity gate's and the relative tolerance's
+  baseline, called on the judge's inputs), the one function where a contract names only a baseline.
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ from kcgate.util.resolve import resolve
 def functions(contract: Any, paths: Any) -> tuple[dict[str, Callable[..., Any]], list[str]]:
     """The functions of this contract's user code, by name, and the inputs' names (the generator's, else the
     reference's parameters; [] for a family, whose names are its own)."""
+    table, names = _reference_functions(contract, paths) if contract.reference else ({}, [])
+    if contract.tolerance.baseline:  # the sensitivity gate's and the relative tolerance's baseline
+        table["baseline"] = resolve(contract.tolerance.baseline, paths)
+    return table, names
+
+
+def _reference_functions(contract: Any, paths: Any) -> tuple[dict[str, Callable[..., Any]], list[str]]:
     from kcgate.numerics.derived import in_fp64
     from kcgate.numerics.ops.custom import derived_bound, derived_grad_bound, generator_names, signature_names
 

@@ -4,6 +4,8 @@
 tensors and data, it returns tensors and data, and its backward is the child's (a node of the judge's autograd
 graph, as the kernel's is). The oracle carries ``remote``, so that the searches over the reference's mutants
 (kcgate.engine.explain, kcgate.engine.placement) ask the child for their findings instead of running them here.
+A contract's ``tolerance.baseline`` (the sensitivity gate's and the relative tolerance's baseline) is the
+family's ``baseline``, remote too: the judge never imports it.
 """
 
 from __future__ import annotations
@@ -20,8 +22,19 @@ from kcgate.numerics.ops.custom import custom_family
 
 
 def remote_op(contract: Any, paths: Any, remote: Callable[[str], Any], names: tuple[str, ...]) -> Any:
-    """The family of ``contract`` (which names a reference) with its reference, generator and derived bounds
-    remote."""
+    """The family of ``contract`` (which names a reference or a ``tolerance.baseline``) with its reference,
+    generator, derived bounds and baseline remote."""
+    family = (
+        _with_reference(contract, paths, remote, names)
+        if contract.reference
+        else op_for(contract, paths, with_reference=False)  # the family's own oracle: kcgate's code
+    )
+    if contract.tolerance.baseline:
+        family = replace(family, baseline=remote("baseline"))
+    return family
+
+
+def _with_reference(contract: Any, paths: Any, remote: Callable[[str], Any], names: tuple[str, ...]) -> Any:
     oracle = remote("oracle")
     setattr(oracle, "remote", remote)  # noqa: B010
     if contract.op != "custom":

@@ -101,6 +101,16 @@ def dtype_of(name: Any) -> torch.dtype:
     return DTYPES[name]
 
 
+def device_of(name: Any) -> torch.device:
+    """A device named by the other side: a string torch parses as one, else a WireError."""
+    if not isinstance(name, str) or len(name) > 40:
+        raise WireError("a device that is not a short string")
+    try:
+        return torch.device(name)
+    except (RuntimeError, ValueError):
+        raise WireError(f"unknown device {name!r}") from None
+
+
 def dims(value: Any, limit: int = 64) -> tuple[int, ...]:
     """A shape or stride list from the other side: at most ``limit`` non-negative ints."""
     if not isinstance(value, list) or len(value) > limit:
@@ -160,7 +170,7 @@ def decode(tree: Any, tensor: Any, depth: int = 0) -> Any:
     if "dt" in tree:
         return dtype_of(tree["dt"])
     if "dev" in tree:
-        return torch.device(str(tree["dev"])[:40])
+        return device_of(tree["dev"])
     if "ob" in tree:
         return _opaque(tree["ob"])
     raise WireError("a value with an unknown tag")

@@ -44,7 +44,7 @@ from kcgate.contracts.load import load_project  # noqa: E402
 from kcgate.contracts.records import Contract, Tolerance  # noqa: E402
 from kcgate.devices.cpu import CpuBackend  # noqa: E402
 from kcgate.engine import sensitivity  # noqa: E402
-from kcgate.engine.case import execute_case  # noqa: E402
+from kcgate.engine.case import execute_case, op_for  # noqa: E402
 from kcgate.engine.harness import run_trial  # noqa: E402
 from kcgate.engine.trial import CaseContext  # noqa: E402
 from kcgate.kernels import builtin as builtin_kernels  # noqa: E402
@@ -267,7 +267,7 @@ def test_the_gate_compares_with_the_less_accurate_of_torchs_two_cpu_implementati
     )  # fmt: skip
     ctx = CaseContext(
         contract=contract, case=Case("t", "t", "C-PRC-01", "gelu", "float32", (64, 1024), 0, 1000),
-        kernel=k.aten_gelu, op=OPS["gelu"],
+        kernel=k.aten_gelu, op=op_for(contract, ()),  # the family carrying the contract's baseline
     )  # fmt: skip
     trial = run_trial(ctx, salt=0)
     sharp, aten = sensitivity.reference_outputs(ctx, trial.inputs)
@@ -363,6 +363,15 @@ def test_a_garbage_baseline_leaves_only_the_bound_and_its_signal_check(tmp_path:
     r = _relative(tmp_path, "relative_3x", tol)
     assert r.status == "refused" and "exceeds the signal" in r.message
     assert dict(r.metrics.extra)["baseline_err"] > 1e11
+
+
+@pytest.mark.parametrize("baseline", ["raising_baseline", "wrong_shape_baseline"])
+def test_a_baseline_that_cannot_judge_is_the_cases_error_naming_it(tmp_path: Path, baseline: str) -> None:
+    """It was a bare ``KeyError: 'relative_allowed'``."""
+    r = _relative(tmp_path, "relative_3x", f', baseline = "tests.testing.kernels.excess:{baseline}"')
+    assert r.status == "error"
+    assert f"tolerance.baseline 'tests.testing.kernels.excess:{baseline}'" in r.message
+    assert "fix:" in r.message and "(line 5)" in r.message  # the contract's line
 
 
 @pytest.mark.parametrize(

@@ -86,6 +86,8 @@ def test_the_judges_arena_cannot_be_shrunk_under_its_mapping() -> None:
         ({"type": "UnicodeDecodeError", "message": "bad"}, Exception),
         ({"type": "KeyboardInterrupt", "message": ""}, Exception),
         ({"type": "__import__('os')", "message": "x"}, Exception),
+        ({"type": "open", "message": "a builtin that is no exception"}, Exception),
+        ({"type": "__loader__", "message": "nor a class at all"}, Exception),
         ({"type": "OutOfMemoryError", "message": "cuda"}, torch.OutOfMemoryError),
     ],
 )
@@ -93,6 +95,28 @@ def test_what_the_kernel_raised_is_raised_here_by_name(error: dict[str, str], ki
     with pytest.raises(kind) as info:
         client._raise(error)
     assert str(info.value) == error["message"]
+
+
+@pytest.mark.parametrize("error", [{"type": "open"}, {"type": "__loader__"}, {"type": "exit"}])
+def test_a_builtin_that_is_no_exception_type_is_only_a_name(error: dict[str, str]) -> None:
+    """The name is looked up in a fixed table of exception types (client._EXCEPTIONS), never as an attribute
+    of builtins: ``open`` is an Exception subclass named open, nothing callable the child chose."""
+    with pytest.raises(Exception) as info:
+        client._raise(error)
+    assert type(info.value).__name__ == error["type"] and type(info.value).__mro__[1] is Exception
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_a_device_is_parsed_as_data(device: str) -> None:
+    assert wire.device_of(device) == torch.device(device)
+
+
+@pytest.mark.parametrize("device", ["no such device", 3, None, "cpu" * 20, "cuda:-5x"])
+def test_a_device_that_is_not_one_is_refused(device: object) -> None:
+    with pytest.raises(WireError):
+        wire.device_of(device)
+    with pytest.raises(WireError):
+        wire.decode({"dev": device}, lambda i: torch.zeros(1))
 
 
 def test_sys_exit_in_the_kernel_is_sys_exit_here() -> None:

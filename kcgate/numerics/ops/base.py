@@ -54,6 +54,11 @@ class OpFamily:
     # applied to the low-precision inputs. Used by the sensitivity gate (excess-error) and as the default
     # baseline of the relative tolerance.
     composite: Callable[..., torch.Tensor] | None = None
+    # the contract's ``tolerance.baseline``, callable where the family is used: resolved by
+    # kcgate.engine.case.op_for in the in-process path, else called in the reference's sandbox child
+    # (kcgate.sandbox.remote_op). Where it is set it replaces ``composite`` as the sensitivity gate's and the
+    # relative tolerance's baseline. None: the contract declares none
+    baseline: Callable[..., Any] | None = None
     # params -> the family for one contract's ``params`` (attention's causal, rope's layout, ...); None: the
     # family takes no op params
     configure: Callable[[dict[str, Any]], OpFamily] | None = None

@@ -220,6 +220,16 @@ def garbage_baseline(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.full((a.shape[0], b.shape[1]), -1e12, dtype=a.dtype)
 
 
+def raising_baseline(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A baseline that cannot run on the case's inputs."""
+    raise ValueError("this baseline takes no matmul inputs")
+
+
+def wrong_shape_baseline(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A baseline of another output's shape."""
+    return a @ b[:, :1]
+
+
 # ---- Freivalds (oracle = "freivalds") ------------------------------------------------------------------
 
 
