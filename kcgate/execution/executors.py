@@ -33,6 +33,7 @@ from kcgate.execution import channel, handoff
 from kcgate.execution.worker import thread_count
 from kcgate.plan import Case
 from kcgate.results.model import CaseResult, Fingerprint
+from kcgate.sandbox.process import SANDBOX_ENV, judge_env
 from kcgate.vocab.causes import SLOW_REFERENCE
 from kcgate.vocab.isolation import ISOLATION_MODES
 
@@ -561,6 +562,27 @@ def _shadows(pythonpath: str) -> list[str]:
     return out
 
 
+def _worker_env(base: Mapping[str, str], key: tuple[tuple[str, str], ...], blame: EnvBlame) -> dict[str, str]:
+    """A contract env's worker environment. The variables that load code at a process's start reach only
+    its sandbox servers (``sandbox.process.judge_env``), once a sandbox server's interpreter is seen to start
+    under them (else exit 7 naming the contract, as a worker that cannot start). Where the kernels or the
+    references run in the judge (KCGATE_SANDBOX=0, KCGATE_SANDBOX_REFERENCES=0: the cost comparisons), the
+    judge gets them all."""
+    full = {**base, **dict(key)}
+    if "0" in (full.get("KCGATE_SANDBOX"), full.get("KCGATE_SANDBOX_REFERENCES")):
+        return full
+    env = judge_env(base, dict(key))
+    if SANDBOX_ENV in env:
+        probe = subprocess.run(
+            [sys.executable, "-c", "import kcgate.sandbox.server"],
+            env=full, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+            start_new_session=True,
+        )  # fmt: skip
+        if probe.returncode != 0:
+            raise blame.error(f"exit {probe.returncode}: {probe.stderr.strip()[-600:]}")
+    return env
+
+
 class EnvRouter:
     """Cases of contracts that set ``env`` run in a worker of their own environment (one per distinct
     ``env``, started when its first case comes), set before the worker imports torch or any kernel."""
@@ -598,11 +620,16 @@ class EnvRouter:
             if self.first.halted:
                 raise Halted("the run is stopping")
             f = self.first
-            env = {**(f.env or os.environ), **dict(key)}
+            blame = EnvBlame(tuple(c for c, e in self.envs.items() if e == key), key)
             executor = IsolatedExecutor(  # the project encoded once for every worker
-                f.project, f.device, f.memory_limit, f.timeout, env, f.project_text
+                f.project,
+                f.device,
+                f.memory_limit,
+                f.timeout,
+                _worker_env(f.env or os.environ, key, blame),
+                f.project_text,
             )
-            executor.blame = EnvBlame(tuple(c for c, e in self.envs.items() if e == key), key)
+            executor.blame = blame
             self.by_env[key] = executor
         return self.by_env[key]
 

@@ -6,14 +6,45 @@ torch, so the two imports overlap.
 from __future__ import annotations
 
 import ctypes
+import json
+import os
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from kcgate.sandbox import messages as wire
 
 _PR_SET_DUMPABLE = 4
+
+# A contract's ``env`` variables that load code into a process at its start (a sitecustomize.py on the path, a
+# warnings category's module, a preloaded library): they reach the sandbox servers (the kernel's side) only,
+# never the judge, which gets them as data in SANDBOX_ENV (docs/security.md#the-judge-and-the-sandbox).
+# The runner's own environment is the job's, not the repository's: it is left as it is.
+KERNEL_SIDE_ENV = frozenset({
+    "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONWARNINGS", "PYTHONBREAKPOINT",
+    "PYTHONPLATLIBDIR", "PYTHONEXECUTABLE", "PYTHONINSPECT", "LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH",
+})  # fmt: skip
+SANDBOX_ENV = "KCGATE_SANDBOX_ENV"
+
+
+def judge_env(base: Mapping[str, str], contract_env: Mapping[str, str]) -> dict[str, str]:
+    """The judge's environment under a contract's ``env``: ``base`` with the contract's variables, but those
+    that load code (KERNEL_SIDE_ENV) carried as JSON in SANDBOX_ENV for its sandbox servers alone."""
+    kernel_side = {k: v for k, v in contract_env.items() if k in KERNEL_SIDE_ENV}
+    out = {**base, **{k: v for k, v in contract_env.items() if k not in KERNEL_SIDE_ENV}}
+    out.pop(SANDBOX_ENV, None)
+    if kernel_side:
+        out[SANDBOX_ENV] = json.dumps(kernel_side)
+    return out
+
+
+def sandbox_env() -> dict[str, str]:
+    """A sandbox server's environment: the judge's, with the contract's code-loading variables back."""
+    env = dict(os.environ)
+    carried = json.loads(env.pop(SANDBOX_ENV, "{}"))
+    return {**env, **{str(k): str(v) for k, v in carried.items() if k in KERNEL_SIDE_ENV}}
 
 
 def shield() -> None:
@@ -59,7 +90,9 @@ class Sandbox:
         mine, theirs = socket.socketpair()
         cmd = [sys.executable, "-m", "kcgate.sandbox.server", "--control-fd", str(theirs.fileno())]
         # stdout and stderr are the judge's (the worker's log): a kernel's output is in a failure's tail
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),))
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), env=sandbox_env()
+        )
         theirs.close()
         self.control = mine
         self.ready = False
