@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -180,7 +181,22 @@ def test_a_sensitivity_failure_is_a_severity_over_1_in_every_compare_format() ->
 def test_the_k_panel_has_only_contracts_with_k_on_a_linear_axis_where_k_spans_little() -> None:
     from kcgate.render.plot import k_scale
 
-    comparison = compare_runs(_norm_failing_the_sensitivity_gate())
+    runs = _norm_failing_the_sensitivity_gate()
+    for r, result in runs.items():  # the norm and a softmax at two row lengths, as held-out shapes give them
+        rows = [
+            replace(
+                c,
+                case_id=f"{name}/{n}",
+                contract_id=name,
+                op=op,
+                metrics=replace(c.metrics, extra=(("reduction_len", float(n)),)),
+            )
+            for c in result.cases[:1]
+            for name, op in (("rms-norm", "rmsnorm"), ("softmax", "softmax"))
+            for n in (1021, 1024)
+        ]
+        runs[r] = replace(result, cases=(*result.cases, *rows))
+    comparison = compare_runs(runs)
     assert {c.contract_id for c in comparison.curves} == {"gemm-k"}  # a norm's row length is no K
     assert k_scale([509.0, 512.0]) == "linear" and k_scale([64.0, 4096.0]) == "log"
 
