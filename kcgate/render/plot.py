@@ -12,7 +12,7 @@ from typing import Any
 from kcgate.errors import UsageError
 from kcgate.gate.compare import Cell, Comparison
 from kcgate.render.axes import LogAxis, error_axis
-from kcgate.render.bands import BANDS, FAIL_RED, NO_BUDGET, Band, band_of
+from kcgate.render.bands import BANDS, NO_BUDGET, Band, band_of
 from kcgate.results.severity import severity_words
 
 MAX_CONTRACTS = 60
@@ -64,7 +64,7 @@ def _heatmap(ax: Any, comparison: Comparison, contracts: tuple[str, ...]) -> Non
     for y, row in enumerate(cells):
         for x, c in enumerate(row):
             ax.text(x, y, _cell_words(c), ha="center", va="center", fontsize=10,
-                    color="white" if _band(c).colour == FAIL_RED else "#1f2328")  # fmt: skip
+                    color=_band(c).ink)  # fmt: skip
     ax.set_xticks(range(len(comparison.runners)), [_short(r, 24) for r in comparison.runners], fontsize=10)
     ax.set_yticks(range(len(contracts)), [_short(k, 36) for k in contracts], fontsize=10)
     ax.tick_params(top=True, labeltop=True, bottom=False, labelbottom=False)
