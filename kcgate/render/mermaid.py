@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from kcgate.gate.compare import Comparison, KCurve, runner_severities
 from kcgate.render.axes import LogAxis, error_axis
+from kcgate.render.bands import FAIL_RED
 
 MAX_SERIES = 8
 BUDGET_CAP = 2.0  # bars above 2x the budget would flatten everything else
@@ -34,11 +35,20 @@ def label(value: object, limit: int = 40) -> str:
     return '"' + _UNSAFE.sub("_", str(value))[:limit] + '"'
 
 
-def palette_init(n: int) -> str:
-    """The directive that gives the first ``n`` series the palette's colours (fixed text, never from
-    results)."""
-    colours = ", ".join(c for _, c in PALETTE[: max(1, min(n, len(PALETTE)))])
+def palette_init(n: int, edge: bool = False) -> str:
+    """The directive that gives the first ``n`` series the palette's colours and, with ``edge``, the next
+    one the failure red (``edge_line``; fixed text, never from results)."""
+    colours = ", ".join([c for _, c in PALETTE[: max(1, min(n, len(PALETTE)))]] + [FAIL_RED] * edge)
     return '%%{init: {"themeVariables": {"xyChart": {"plotColorPalette": "' + colours + '"}}}}%%'
+
+
+EDGE_WORDS = "red: the edge at 1, over it fails"
+
+
+def edge_line(n: int) -> str:
+    """A severity chart's last series: the edge, 1 at each of its ``n`` columns, in red (``palette_init``
+    with ``edge``), so a line above it reads as failing."""
+    return f"    line [{', '.join(['1'] * n)}]"
 
 
 def colour_key(names: list[str], lines: list[tuple[str, ...]]) -> str:

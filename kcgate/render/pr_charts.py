@@ -14,7 +14,15 @@ from kcgate.gate.model import CaseChange, Diff
 from kcgate.history.view import HistoryView
 from kcgate.render.escape import md_text
 from kcgate.render.history_text import severity_text
-from kcgate.render.mermaid import BUDGET_CAP, MAX_SERIES, colour_key, label, palette_init
+from kcgate.render.mermaid import (
+    BUDGET_CAP,
+    EDGE_WORDS,
+    MAX_SERIES,
+    colour_key,
+    edge_line,
+    label,
+    palette_init,
+)
 from kcgate.results.severity import number_text
 from kcgate.vocab.categories import SHOWS_FACTOR
 
@@ -76,13 +84,14 @@ def _block(contract: str, pairs: dict[str, _Pair], history: HistoryView | None, 
         ("head", {r: pairs[r][1] for r in runners}),
     ]
     x = [label(_capped_label(name, [v.get(r) for r in runners]), 48) for name, v in columns]
-    lines = ["```mermaid", palette_init(len(runners)), "xychart-beta"]
+    lines = ["```mermaid", palette_init(len(runners), edge=True), "xychart-beta"]
     lines += [f"    title {label(f'{contract}: severity', 60)}", f"    x-axis [{', '.join(x)}]"]
     lines.append(f'    y-axis "severity (1 = edge, over 1 fails)" 0 --> {BUDGET_CAP:g}')
     for r in runners:
         lines.append(f"    line [{', '.join(_plotted(v.get(r)) for _, v in columns)}]")
+    lines.append(edge_line(len(columns)))
     plotted = [tuple(_plotted(v.get(r)) for _, v in columns) for r in runners]
-    key = f". Key: {colour_key([md_text(r, 60) for r in runners], plotted)}."
+    key = f". Key: {colour_key([md_text(r, 60) for r in runners], plotted)}; {EDGE_WORDS}."
     return "\n".join([text + key, "", *lines, "```"])
 
 

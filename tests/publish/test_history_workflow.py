@@ -174,7 +174,7 @@ def test_pushes_append_to_the_history_publish_the_site_and_a_pr_comment_charts_i
         site = tmp_path / "pages-artifact"
         index = (site / "index.html").read_text()
         cell = re.search(
-            rf'<td class="cell" style="background:(#\w+)" data-contract="gemm-bf16" data-runner="{DRIFT_RUNNER}" data-band="fails"',
+            rf'<td class="cell" style="background:(#\w+);color:#\w+" data-contract="gemm-bf16" data-runner="{DRIFT_RUNNER}" data-band="fails"',
             index,
         )
         assert cell, "the planted failure is not coloured as one at the head"
