@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,7 @@ from kcgate.errors import IOFault, UsageError, os_error
 from kcgate.gate.decide import apply_fail_on, decide
 from kcgate.history.source import source_of
 from kcgate.history.store import open_store
-from kcgate.history.view import load_view
+from kcgate.history.view import load_view, recorded_commit
 from kcgate.publish.outcome import missing_outcome
 from kcgate.publish.settings import Settings, dig, head_sha
 from kcgate.publish.step_files import append_text, output_text
@@ -94,7 +94,7 @@ def report(o: Options) -> int:
             "--check-run creates a check run through the API; add --publish (and set GITHUB_TOKEN)"
         )
     settings = replace(Settings.from_env(), gate_name=check_gate_name(o.gate_name))
-    verdict, gate, runs, policy, descriptions = _gate(
+    verdict, gate, runs, bases, policy, descriptions = _gate(
         o.results, o.baseline, o.contracts, o.expect_runner, o.fail_on, parse_today(o.today)
     )
     event = _event(settings)
@@ -109,7 +109,8 @@ def report(o: Options) -> int:
     )
     ctx = with_baseline_source(ctx, o.baseline, o.contracts)
     ctx = replace(ctx, base_source_url=_base_source(settings, ctx.base_ref, _contracts_name(o.contracts)))
-    ctx = replace(ctx, charts=True, history=recorded_history(o.history, verdict, policy))
+    history, base = recorded_history(o.history, verdict, policy, bases if not ctx.base_ref else {})
+    ctx = replace(ctx, charts=True, history=history, base_ref=ctx.base_ref or base)
     if o.publish:
         ctx = replace(ctx, job_urls=_job_urls(settings, event, verdict))
     outcomes = _publish(
@@ -146,7 +147,7 @@ def _gate(
     expected: tuple[str, ...],
     fail_on: str,
     today: dt.date,
-) -> tuple[Diff, GateVerdict, dict[str, RunResult], Policy, dict[str, str]]:
+) -> tuple[Diff, GateVerdict, dict[str, RunResult], dict[str, RunResult], Policy, dict[str, str]]:
     policy, baselines_dir, descriptions = project_facts(contracts)
     policy = apply_fail_on(policy, fail_on)
     with paused_gc():
@@ -160,25 +161,32 @@ def _gate(
         )
         bases = load_many(sources) if sources else {}
         verdict, gate = decide(runs, bases, policy, today, expected)
-        return verdict, gate, runs, policy, descriptions
+        return verdict, gate, runs, bases, policy, descriptions
 
 
 # ---- rendering context ---------------------------------------------------------------------------
 
 
-def recorded_history(db: Path | None, verdict: Diff, policy: Policy) -> HistoryView | None:
-    """The charted contracts' recorded budgets; a missing or broken history is a warning (the charts then
+def recorded_history(
+    db: Path | None,
+    verdict: Diff,
+    policy: Policy,
+    bases: Mapping[str, RunResult] = {},  # noqa: B006
+) -> tuple[HistoryView | None, str]:
+    """The charted contracts' recorded budgets, and the recorded commit whose runs ``bases`` are (the
+    baseline given by path: "" where none is); a missing or broken history is a warning (the charts then
     show the baseline and the head only), never a different verdict."""
     if db is None:
-        return None
+        return None, ""
     try:
         with open_store(db, create=False) as conn:
-            return load_view(conn, HISTORY_COMMITS, charted(verdict), (), policy.budget_drift)
+            view = load_view(conn, HISTORY_COMMITS, charted(verdict), (), policy.budget_drift)
+            return view, recorded_commit(conn, [c.sha for c in view.commits], bases) if bases else ""
     except UsageError as exc:
         typer.echo(
             console_text(f"warning: {exc.message}; the charts show the baseline and the head only"), err=True
         )
-        return None
+        return None, ""
 
 
 def _event(settings: Settings) -> dict[str, Any]:

@@ -21,7 +21,9 @@ STATUS_RANK: dict[str, int] = {Status.PASS: 0, Status.REFUSED: 1, Status.ERROR: 
 OUTLIER_FACTOR = 10.0  # a runner's error this many times the consensus (median) is an outlier
 MIN_RUNNERS = 3  # consensus needs a majority that can outvote one runner
 ERROR_FLOOR = 1e-300  # exact (zero) errors still have a logarithm
-_HAS_K = frozenset(name for name, op in CATALOGUE.items() if op.k_dim is not None)
+# a product's inner length K (matmul, bmm, linear): a norm's, a softmax's or a sum's row length has a k_dim in
+# the catalogue (the reduction-order checks read it) but is no K of the error-against-K panel
+_HAS_K = frozenset(name for name, op in CATALOGUE.items() if op.k_dim is not None and op.matmul_like)
 
 
 @dataclass(frozen=True)
@@ -243,8 +245,8 @@ def k_curves(run: RunResult) -> list[KCurve]:
 
 
 def _curves(run: RunResult, measured: list[float | None]) -> list[KCurve]:
-    """Only contracts whose op has a reduction length K (a matmul's, a conv's: the catalogue's ``k_dim``);
-    a norm's row length is no K."""
+    """Only contracts whose op is a product with an inner length K (``_HAS_K``); a norm's, a softmax's
+    or a sum's row length is no K."""
     worst: dict[str, dict[float, float]] = defaultdict(dict)
     table = run.table
     rows = zip(table.column("contract_id"), table.column("op"), table.extra("reduction_len"), measured)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 from kcgate.contracts.policy import DriftRule
 from kcgate.gate.compare import case_outliers
 from kcgate.history.store import STATUS_OF, Hostile
-from kcgate.results.model import Status
+from kcgate.results.model import RunResult, Status
 from kcgate.results.severity import severity
 
 
@@ -160,6 +160,38 @@ def load_view(
         drift_rule=drift.describe(),
         devices=tuple(sorted({r[1]: r[2] for r in sorted(runs.values(), key=lambda r: r[3])}.items())),
     )
+
+
+def recorded_commit(conn: sqlite3.Connection, commits: Sequence[str], runs: Mapping[str, RunResult]) -> str:
+    """The newest of ``commits`` whose recorded runs are these results files, case for case (ids, statuses
+    and budgets, bit for bit), on every one of their runners recorded there; "" when none is. It names the
+    baseline's commit where its files were given by path, so the comment's chart draws it once."""
+    want = {runner: _cases_of(run) for runner, run in runs.items()}
+    for sha in reversed(commits):
+        recorded = {
+            runner: rid
+            for rid, runner in conn.execute("SELECT id, runner FROM runs WHERE commit_sha = ?", (sha,))
+            if runner in want
+        }
+        if recorded and all(_recorded_cases(conn, rid) == want[r] for r, rid in recorded.items()):
+            return sha
+    return ""
+
+
+def _cases_of(run: RunResult) -> dict[str, tuple[str, float | None]]:
+    t = run.table
+    budgets = (
+        float(b) if b is not None and math.isfinite(b) and b >= 0 else None for b in t.metric("budget_used")
+    )
+    return {cid: (str(st), b) for cid, st, b in zip(t.column("case_id"), t.column("status"), budgets)}
+
+
+def _recorded_cases(conn: sqlite3.Connection, run: int) -> dict[str, tuple[str, float | None]]:
+    rows = conn.execute(
+        "SELECT n.text, c.status, c.budget FROM cases c JOIN names n ON n.id = c.case_name WHERE c.run = ?",
+        (run,),
+    )
+    return {_text(name, "a case"): (_status(code), _number(b, "a budget")) for name, code, b in rows}
 
 
 def _commits(conn: sqlite3.Connection, last: int) -> tuple[Commit, ...]:

@@ -11,18 +11,23 @@ from kcgate.results.model import Status
 FAIL_RED = "#cf222e"  # failures only: nothing that passed is ever this colour
 
 
+DARK_INK = "#1f2328"
+
+
 @dataclass(frozen=True)
 class Band:
-    """One colour: a result whose status is ``status`` (or a pass, "") and severity up to ``upto``."""
+    """One colour: a result whose status is ``status`` (or a pass, "") and severity up to ``upto``; a
+    number written on it is in ``ink`` (at least WCAG AA's 4.5:1 contrast against ``colour``)."""
 
     name: str
     colour: str
     status: str
     upto: float
+    ink: str = DARK_INK
 
 
 BANDS = (  # first match wins; the legends and the tests read this table
-    Band("fails", FAIL_RED, Status.FAIL, math.inf),
+    Band("fails", FAIL_RED, Status.FAIL, math.inf, "#ffffff"),  # dark ink on this red: 2.9:1
     Band("error", "#a371f7", Status.ERROR, math.inf),
     Band("refused by the kernel", "#d0d7de", Status.REFUSED, math.inf),
     Band("passes, at most half the allowance", "#7ee787", "", 0.5),

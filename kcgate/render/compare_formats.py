@@ -145,10 +145,13 @@ def _md_devices(comparison: Comparison) -> list[str]:
 
 
 def _md_charts(comparison: Comparison) -> list[str]:
-    parts = [budget_chart(comparison), ""] if comparison.cells else []
-    chart, order = k_curve_chart(comparison)
+    parts = []
+    bars, words = budget_chart(comparison, lambda r: md_cell(r, 40))
+    if bars and comparison.cells:
+        parts += [bars, "", f"Median severity per runner: {words}.", ""]
+    chart, key = k_curve_chart(comparison, lambda r: md_cell(r, 40))
     if chart:
-        parts += [chart, "", "Lines in order: " + ", ".join(md_cell(r, 40) for r in order) + ".", ""]
+        parts += [chart, "", f"Key: {key}.", ""]
     return parts
 
 

@@ -106,10 +106,10 @@ def render_index(view: HistoryView, links: Links = Links()) -> str:
 
 
 def _legend() -> str:
-    seen = dict.fromkeys((b.name, b.colour) for b in (*BANDS, NO_BUDGET))
+    seen = dict.fromkeys((b.name, b.colour, b.ink) for b in (*BANDS, NO_BUDGET))
     return (
         '<p class="legend">'
-        + "".join(f'<span style="background:{c}">{e(n)}</span>' for n, c in seen)
+        + "".join(f'<span style="background:{c};color:{i}">{e(n)}</span>' for n, c, i in seen)
         + "</p>"
     )
 
@@ -157,10 +157,11 @@ def _grid(view: HistoryView, links: Links) -> str:
             found = [(r, q) for r in view.runners if (q := points.get((c.sha, contract, r))) is not None]
             cells.append("<td>" + "".join(_square(q, ids[r]) for r, q in found) + "</td>")
         rows.append(f"<tr><td>{commit_html(view, c.sha, links)}</td>{''.join(cells)}</tr>")
+    order = f'<p id="grid-order">One square per runner in each cell, in this order: {e(", ".join(view.runners))}.</p>'
     return (
         f'<div class="filters"><style>{rules}.sq{{display:inline-block;min-width:3.2em;margin:1px;'
         "padding:1px 3px;text-align:right;font-size:12px}</style>"
-        + "".join(filters) + "\n" + "\n".join(rows) + "</table></div>"
+        + "".join(filters) + order + "\n" + "\n".join(rows) + "</table></div>"
     )  # fmt: skip
 
 
@@ -168,7 +169,7 @@ def _square(p: Point, runner_id: str) -> str:
     b = band(p)
     title = f"{p.runner}, {p.contract} at {p.commit[:10]}: {point_words(p)}"
     return (
-        f'<span class="sq {runner_id}" style="background:{b.colour}" data-runner="{e(p.runner)}" '
+        f'<span class="sq {runner_id}" style="background:{b.colour};color:{b.ink}" data-runner="{e(p.runner)}" '
         f'data-contract="{e(p.contract)}" data-commit="{e(p.commit)}" data-band="{e(b.name)}" '
         f'data-status="{e(p.status)}" title="{e(title)}">{e(_cell_text(p))}</span>'
     )
@@ -193,7 +194,7 @@ def _matrix_cell(p: Point | None, contract: str, runner: str) -> str:
     data = f' data-contract="{e(contract)}" data-runner="{e(runner)}" data-band="{e(b.name)}"'
     if p is not None:
         data += f' data-commit="{e(p.commit)}" data-status="{e(p.status)}" title="{e(point_words(p))}"'
-    return f'<td class="cell" style="background:{b.colour}"{data}>{text}</td>'
+    return f'<td class="cell" style="background:{b.colour};color:{b.ink}"{data}>{text}</td>'
 
 
 def _moves(view: HistoryView, links: Links) -> str:
@@ -357,7 +358,8 @@ def _causes(view: HistoryView, contract: str) -> str:
     if not counts:
         return "<p>No failure diagnosed in these commits.</p>"
     rows = [
-        f"<li>{e(cause)} on {e(runner)}: {n} commits</li>" for (cause, runner), n in sorted(counts.items())
+        f"<li>{e(cause)} on {e(runner)}: {n} commit{'' if n == 1 else 's'}</li>"
+        for (cause, runner), n in sorted(counts.items())
     ]
     return "<ul>" + "".join(rows) + "</ul>"
 
@@ -394,7 +396,7 @@ def _table(view: HistoryView, contract: str, links: Links) -> str:
     for p in points:
         rows.append(
             f"<tr><td>{commit_html(view, p.commit, links)}</td><td>{e(p.runner)}</td><td>{e(p.status)}</td>"
-            f'<td class="cell" style="background:{band(p).colour}">{e(_cell_text(p))}</td>'
+            f'<td class="cell" style="background:{band(p).colour};color:{band(p).ink}">{e(_cell_text(p))}</td>'
             f'<td class="cell">{e(severity_text(p.budget))}</td>'
             f"<td>{p.cases}</td><td>{p.failing}</td><td>{e(p.cause)}</td></tr>"
         )

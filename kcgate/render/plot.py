@@ -12,11 +12,12 @@ from typing import Any
 from kcgate.errors import UsageError
 from kcgate.gate.compare import Cell, Comparison
 from kcgate.render.axes import LogAxis, error_axis
-from kcgate.render.bands import BANDS, FAIL_RED, NO_BUDGET, Band, band_of
+from kcgate.render.bands import BANDS, NO_BUDGET, Band, band_of
 from kcgate.results.severity import severity_words
 
 MAX_CONTRACTS = 60
 MAX_CURVES = 12
+EDGE_ROOM = 10**0.12  # the error axis reaches this factor past its whole decades, so no marker is cut in half
 LINEAR_K_SPAN = 10.0  # K from its smallest to its largest by less than this: a linear axis (509..512 reads)
 
 
@@ -63,7 +64,7 @@ def _heatmap(ax: Any, comparison: Comparison, contracts: tuple[str, ...]) -> Non
     for y, row in enumerate(cells):
         for x, c in enumerate(row):
             ax.text(x, y, _cell_words(c), ha="center", va="center", fontsize=10,
-                    color="white" if _band(c).colour == FAIL_RED else "#1f2328")  # fmt: skip
+                    color=_band(c).ink)  # fmt: skip
     ax.set_xticks(range(len(comparison.runners)), [_short(r, 24) for r in comparison.runners], fontsize=10)
     ax.set_yticks(range(len(contracts)), [_short(k, 36) for k in contracts], fontsize=10)
     ax.tick_params(top=True, labeltop=True, bottom=False, labelbottom=False)
@@ -89,6 +90,8 @@ def _cell_words(cell: Cell | None) -> str:
 
 
 def _curves(ax: Any, comparison: Comparison) -> None:
+    from matplotlib.ticker import MaxNLocator
+
     shown = comparison.curves[:MAX_CURVES]
     axis = error_axis(e for curve in shown for _, e in curve.points)
     for i, curve in enumerate(shown):
@@ -96,7 +99,8 @@ def _curves(ax: Any, comparison: Comparison) -> None:
         line = ax.plot(
             ks,
             [axis.place(e) for e in errors],
-            marker="osD^vP"[i % 6],  # a marker per curve as well as a colour: no line hides another
+            marker="osD^vP"[i % 6],  # a marker per curve as well as a colour
+            markersize=marker_size(i, len(shown)),  # each smaller than the last: equal curves stay visible
             label=_short(f"{curve.contract_id} @ {curve.runner}"),
         )
         floor = [k for k, e in curve.points if axis.at_floor(e)]
@@ -105,13 +109,21 @@ def _curves(ax: Any, comparison: Comparison) -> None:
     ax.set_title("worst error against reduction length K", fontsize=11)
     if k_scale([k for curve in shown for k, _ in curve.points]) == "log":
         ax.set_xscale("log")
+    else:  # K is a whole number: no 509.5 tick
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_yscale("log")
-    ax.set_ylim(axis.lo, axis.hi)
+    ax.set_ylim(axis.lo / EDGE_ROOM, axis.hi * EDGE_ROOM)  # a point on the floor or the top drawn whole
     ax.legend(fontsize=8)
     if axis.zeros or axis.clamped:
         ax.text(0.01, 0.01, floor_note(axis), transform=ax.transAxes, fontsize=8, va="bottom")
     ax.set_xlabel("K")
     ax.set_ylabel("error")
+
+
+def marker_size(i: int, n: int) -> float:
+    """The i-th of n curves' marker size: the first drawn largest, each later one smaller, so runners whose
+    errors are equal (and whose lines coincide) show as concentric markers rather than one."""
+    return 5.0 + 4.0 * (n - 1 - i)
 
 
 def k_scale(ks: list[float]) -> str:

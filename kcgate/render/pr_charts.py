@@ -14,7 +14,15 @@ from kcgate.gate.model import CaseChange, Diff
 from kcgate.history.view import HistoryView
 from kcgate.render.escape import md_text
 from kcgate.render.history_text import severity_text
-from kcgate.render.mermaid import BUDGET_CAP, MAX_SERIES, PALETTE, label, palette_init
+from kcgate.render.mermaid import (
+    BUDGET_CAP,
+    EDGE_WORDS,
+    MAX_SERIES,
+    colour_key,
+    edge_line,
+    label,
+    palette_init,
+)
 from kcgate.results.severity import number_text
 from kcgate.vocab.categories import SHOWS_FACTOR
 
@@ -65,7 +73,7 @@ def _max(a: float | None, b: float | None) -> float | None:
 def _block(contract: str, pairs: dict[str, _Pair], history: HistoryView | None, base: str) -> str:
     runners = [r for r, (b, h) in pairs.items() if b is not None and h is not None]
     steps = _history(history, contract, runners, base)
-    text = f"**{md_text(contract, 80)}**, severity, baseline → head: " + "; ".join(
+    text = f"**{md_text(contract, 80)}**, worst severity over its cases, baseline → head: " + "; ".join(
         _runner_words(r, pairs[r], steps) for r in pairs
     )
     if not runners:
@@ -76,28 +84,15 @@ def _block(contract: str, pairs: dict[str, _Pair], history: HistoryView | None, 
         ("head", {r: pairs[r][1] for r in runners}),
     ]
     x = [label(_capped_label(name, [v.get(r) for r in runners]), 48) for name, v in columns]
-    lines = ["```mermaid", palette_init(len(runners)), "xychart-beta"]
+    lines = ["```mermaid", palette_init(len(runners), edge=True), "xychart-beta"]
     lines += [f"    title {label(f'{contract}: severity', 60)}", f"    x-axis [{', '.join(x)}]"]
     lines.append(f'    y-axis "severity (1 = edge, over 1 fails)" 0 --> {BUDGET_CAP:g}')
     for r in runners:
         lines.append(f"    line [{', '.join(_plotted(v.get(r)) for _, v in columns)}]")
-    key = f". Key: {_key(runners)}{_coinciding(runners, columns)}."
+    lines.append(edge_line(len(columns)))
+    plotted = [tuple(_plotted(v.get(r)) for _, v in columns) for r in runners]
+    key = f". Key: {colour_key([md_text(r, 60) for r in runners], plotted)}; {EDGE_WORDS}."
     return "\n".join([text + key, "", *lines, "```"])
-
-
-def _coinciding(runners: list[str], columns: list[tuple[str, dict[str, float | None]]]) -> str:
-    """Mermaid draws equal lines on top of each other: say which runners' lines coincide."""
-    same: dict[tuple[str, ...], list[str]] = {}
-    for r in runners:
-        same.setdefault(tuple(_plotted(v.get(r)) for _, v in columns), []).append(r)
-    groups = [g for g in same.values() if len(g) > 1]
-    return "".join(
-        f"; {md_text(' and '.join(g), 200)} coincide (one line drawn over the other)" for g in groups
-    )
-
-
-def _key(runners: list[str]) -> str:
-    return ", ".join(f"{PALETTE[i % len(PALETTE)][0]} {md_text(r, 60)}" for i, r in enumerate(runners))
 
 
 def _base_label(base: str) -> str:
@@ -109,8 +104,9 @@ def _plotted(v: float | None) -> str:
 
 
 def _capped_label(name: str, values: list[float | None]) -> str:
-    """A column's label, with the real values drawn at the cap: "head (47, inf capped)"."""
-    over = [_real(v) for v in values if v is not None and v > BUDGET_CAP]
+    """A column's label, with the real values drawn at the cap, each once: "head (47 / inf capped)" (a
+    label wider than its column is cut off at the chart's edge; the text line names each runner's)."""
+    over = list(dict.fromkeys(_real(v) for v in values if v is not None and v > BUDGET_CAP))
     return f"{name} ({' / '.join(over)} capped)" if over else name
 
 

@@ -4,13 +4,16 @@ in, the planted drift found at its commit, JSON and --output, and bad input refu
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from typer.testing import CliRunner
 
 from kcgate.cli import app
+from kcgate.results.model import load_run, write_run
 from tests.conftest import ROOT
 from tests.testing.history_samples import DRIFT_AT, DRIFT_RUNNER, FAIL_AT, commit_sha
 from tests.testing.history_site import fill_store
@@ -263,3 +266,34 @@ def test_commit_times_are_stored_in_utc() -> None:
     assert utc_time("2026-11-01T12:00:00Z") == "2026-11-01T12:00:00Z"
     assert utc_time("2026-11-01T12:00:00") == "2026-11-01T12:00:00"  # no zone: left to be refused
     assert utc_time("").endswith("Z")
+
+
+def test_a_baseline_given_by_path_is_found_in_the_history_and_drawn_once(tmp_path: Path) -> None:
+    """Issue 55: the base commit was drawn twice ("4444444", then "base") when the baseline files came by
+    path, so no commit was known; the recorded run they are, case for case, names it."""
+    db = fill_store(tmp_path, n=FAIL_AT + 1, hostile=False)
+    results, out_md = tmp_path / "results", tmp_path / "comment.md"
+    base = commit_sha(FAIL_AT - 1)
+    code, out = kcgate(
+        "report", str(results / f"c{FAIL_AT}"), "--baseline", str(results / f"c{FAIL_AT - 1}"),
+        "--history", str(db), "--comment-out", str(out_md),
+    )  # fmt: skip
+    assert code == 1, out
+    text = out_md.read_text()
+    [axis] = re.findall(r"x-axis \[(.*)\]", text)
+    assert f'"base {base[:7]}"' in axis and axis.count(base[:7]) == 1, axis
+    assert f'"{commit_sha(FAIL_AT - 2)[:7]}"' in axis  # the commits before it still drawn
+    assert f"Baselines from `{base[:12]}`" in text
+    # a baseline that is no recorded run (one budget changed) names no commit: drawn after the history
+    other = tmp_path / "other"
+    for f in (results / f"c{FAIL_AT - 1}").glob("*.json"):
+        run = load_run(f)
+        first = run.cases[0]
+        changed = replace(first, metrics=replace(first.metrics, budget_used=0.0123))
+        write_run(other / f.name, replace(run, cases=(changed, *run.cases[1:])))
+    code, out = kcgate(
+        "report", str(results / f"c{FAIL_AT}"), "--baseline", str(other), "--history", str(db),
+        "--comment-out", str(out_md),
+    )  # fmt: skip
+    [axis] = re.findall(r"x-axis \[(.*)\]", out_md.read_text())
+    assert axis.endswith('"base", "head (3.5 capped)"') and f'"{base[:7]}"' in axis, axis

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -121,16 +122,26 @@ def test_markdown_has_matrix_outliers_and_mermaid() -> None:
     assert "| Contract | amd | ascend | nvidia |" in text
     assert "**Consensus outliers**" in text and "ascend" in text
     assert text.count("```mermaid") == 2 and "xychart-beta" in text and "line [" in text
-    assert "Lines in order: amd, ascend, nvidia." in text
+    # each line in its palette colour, named in the key (Mermaid's default palette left them unnamed)
+    assert '"plotColorPalette": "#0969da, #e16f24, #8250df"' in text
+    assert "Key: blue amd, orange ascend, purple nvidia." in text
+
+
+def test_the_k_chart_says_which_runners_lines_coincide() -> None:
+    runs = _k_runs()
+    runs["amd"] = replace(runs["nvidia"], runner="amd")
+    text = compare_formats.render_markdown(compare_runs(runs))
+    assert "Key: blue amd, orange ascend, purple nvidia; amd and nvidia coincide" in text
 
 
 def test_mermaid_labels_cannot_break_out() -> None:
     hostile = 'x"]\n```\n%%{init: {"theme": "dark"}}%%<script>'
     runs = {hostile: run(hostile, case("c1")), "b": run("b", case("c1"))}
-    chart = mermaid.budget_chart(compare_runs(runs))
+    chart, _ = mermaid.budget_chart(compare_runs(runs))
     body = chart.removeprefix("```mermaid\n").removesuffix("\n```")
     assert "```" not in body and "%%" not in body and "<" not in body and "{" not in body
     assert body.count("\n") == 4
+    assert "<script>" not in compare_formats.render_markdown(compare_runs(runs))  # the caption escapes it
 
 
 def test_json_output_is_strict() -> None:
@@ -174,13 +185,30 @@ def test_a_sensitivity_failure_is_a_severity_over_1_in_every_compare_format() ->
     assert "| `rms-norm` | ❌ 7.20× (1/1) | ❌ 7.20× (1/1) | ✅ 0.60 |" in compare_formats.render_markdown(
         comparison
     )
-    assert '"a 3.65 capped 1 failing"' in mermaid.budget_chart(comparison)
+    chart, words = mermaid.budget_chart(comparison)
+    assert 'x-axis ["a", "b", "c"]' in chart  # the runner alone: a longer label was cut at the chart's edge
+    assert words == "a 3.65 (drawn at 2), 1 contract failing; b 3.65 (drawn at 2), 1 contract failing; c 0.35"
 
 
 def test_the_k_panel_has_only_contracts_with_k_on_a_linear_axis_where_k_spans_little() -> None:
     from kcgate.render.plot import k_scale
 
-    comparison = compare_runs(_norm_failing_the_sensitivity_gate())
+    runs = _norm_failing_the_sensitivity_gate()
+    for r, result in runs.items():  # the norm and a softmax at two row lengths, as held-out shapes give them
+        rows = [
+            replace(
+                c,
+                case_id=f"{name}/{n}",
+                contract_id=name,
+                op=op,
+                metrics=replace(c.metrics, extra=(("reduction_len", float(n)),)),
+            )
+            for c in result.cases[:1]
+            for name, op in (("rms-norm", "rmsnorm"), ("softmax", "softmax"))
+            for n in (1021, 1024)
+        ]
+        runs[r] = replace(result, cases=(*result.cases, *rows))
+    comparison = compare_runs(runs)
     assert {c.contract_id for c in comparison.curves} == {"gemm-k"}  # a norm's row length is no K
     assert k_scale([509.0, 512.0]) == "linear" and k_scale([64.0, 4096.0]) == "log"
 

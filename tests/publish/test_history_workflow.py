@@ -174,7 +174,7 @@ def test_pushes_append_to_the_history_publish_the_site_and_a_pr_comment_charts_i
         site = tmp_path / "pages-artifact"
         index = (site / "index.html").read_text()
         cell = re.search(
-            rf'<td class="cell" style="background:(#\w+)" data-contract="gemm-bf16" data-runner="{DRIFT_RUNNER}" data-band="fails"',
+            rf'<td class="cell" style="background:(#\w+);color:#\w+" data-contract="gemm-bf16" data-runner="{DRIFT_RUNNER}" data-band="fails"',
             index,
         )
         assert cell, "the planted failure is not coloured as one at the head"
@@ -221,10 +221,9 @@ def test_pushes_append_to_the_history_publish_the_site_and_a_pr_comment_charts_i
         body = comment["body"]
         assert "### Severity over commits" in body and "```mermaid" in body and "xychart-beta" in body
         recorded = ", ".join(f'"{commit_sha(i)[:7]}"' for i in range(N_PUSHES - 1))
-        last = (
-            f'"{commit_sha(N_PUSHES - 1)[:7]} (3.5 capped)"'  # amd's failure: its value written, not just 2
-        )
-        assert f'x-axis [{recorded}, {last}, "base (3.5 capped)", "head (3.5 / 3 capped)"]' in body
-        assert (
-            "nvidia-h100 0.05 → 3.00× fails (before: 0.05, 0.05, 0.05, 0.05, 0.05)" in body
-        )  # the text line
+        # the baselines are the last push's runs, found in the history case for case: that commit is drawn
+        # once, as the base (it was drawn twice: "5555555 (3.5 capped)", then "base (3.5 capped)");
+        # amd's failure has its value written, not just 2
+        base = f'"base {commit_sha(N_PUSHES - 1)[:7]} (3.5 capped)"'
+        assert f'x-axis [{recorded}, {base}, "head (3.5 / 3 capped)"]' in body
+        assert "nvidia-h100 0.05 → 3.00× fails (before: 0.05, 0.05, 0.05, 0.05)" in body  # the text line

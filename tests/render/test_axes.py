@@ -36,15 +36,15 @@ def test_the_mermaid_k_chart_keeps_a_readable_range_with_a_zero() -> None:
         KCurve("sum", r, ((64.0, e0), (4096.0, e1)))
         for r, e0, e1 in (("a", 0.0, 1e-6), ("b", 1e-7, 2e-6), ("c", 1e-7, 1e-6))
     )
-    chart, runners = k_curve_chart(Comparison(("a", "b", "c"), ("sum",), (), (), curves, ()))
-    assert runners == ("a", "b", "c")
+    chart, key = k_curve_chart(Comparison(("a", "b", "c"), ("sum",), (), (), curves, ()))
+    assert key == "blue a, orange b, purple c; a and c coincide (one line drawn over the other)"
     assert 'y-axis "log10 error (zero at the floor)" -7 --> -5' in chart
     assert "line [-7, -6]" in chart and "-300" not in chart
 
 
 def test_the_png_curve_panel_uses_the_clamped_axis() -> None:
     pytest.importorskip("matplotlib")
-    from kcgate.render.plot import _curves, _pyplot
+    from kcgate.render.plot import EDGE_ROOM, _curves, _pyplot
 
     curves = (
         KCurve("sum", "a", ((64.0, 0.0), (1024.0, 1e-6), (4096.0, 2e-6))),
@@ -52,7 +52,7 @@ def test_the_png_curve_panel_uses_the_clamped_axis() -> None:
     )
     fig, ax = _pyplot().subplots()
     _curves(ax, Comparison(("a", "b"), ("sum",), (), (), curves, ()))
-    assert ax.get_ylim() == pytest.approx((1e-13, 1e-5))
+    assert ax.get_ylim() == pytest.approx((1e-13 / EDGE_ROOM, 1e-5 * EDGE_ROOM))  # room for a marker
     floor_marks = [line for line in ax.get_lines() if line.get_marker() == "v"]
     assert [list(m.get_ydata()) for m in floor_marks] == [[1e-13], [1e-13]]
     assert "1 exact (zero), 1 below 1e-13" in ax.texts[0].get_text()

@@ -74,7 +74,8 @@ def test_the_comment_renders_in_a_browser_with_every_chart_and_runner_visible(tm
     strokes = set(re.findall(r'stroke="(#[0-9a-fA-F]{6})"', dom_text)) | set(
         re.findall(r"stroke:\s*(#[0-9a-fA-F]{6})", dom_text)
     )
-    assert {"#0969da", "#e16f24"} <= {s.lower() for s in strokes}, strokes  # one colour per runner, as keyed
+    # one colour per runner, as keyed, and the edge in the failure red
+    assert {"#0969da", "#e16f24", "#cf222e"} <= {s.lower() for s in strokes}, strokes
     headings = [t.strip() for _, t in dom.find("h2") + dom.find("h3")]
     assert headings[0].startswith("❌") and headings[1] == "Blocking"  # the first screen: title, Blocking
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

@@ -60,8 +60,9 @@ def test_charts_for_the_blocking_and_the_drifted_contracts_with_history() -> Non
     assert 'x-axis ["aaaaaaa", "bbbbbbb", "ccccccc", "base 1111111", "head (47 capped)"]' in charts
     assert "line [0.29, 0.29, 0.29, 0.31, 2]" in charts  # amd: recorded, base, head (47 capped at 2)
     assert "amd-mi300x 0.31 → 47.00× fails (before: 0.29, 0.29, 0.29)" in charts  # the text line
-    assert "Key: blue amd-mi300x, orange nvidia-h100." in charts
-    assert '"plotColorPalette": "#0969da, #e16f24"' in charts  # the key's colours, in line order
+    assert "Key: blue amd-mi300x, orange nvidia-h100; red: the edge at 1, over it fails." in charts
+    # the key's colours, in line order, then the edge's red
+    assert '"plotColorPalette": "#0969da, #e16f24, #cf222e"' in charts
     check_golden("comment-charts.md", text)
 
 

@@ -37,9 +37,14 @@ def test_a_sensitivity_failure_within_the_budget_is_failing_everywhere() -> None
     assert "| 0.80 → **7.00×** | 0.05 → 0.05 |" in row and "| float16 | 128x4096 |" in row
     assert "| layernorm-fp16 | ❌ fail 7.00× | ❌ fail 7.00× |" in text  # the matrix
     chart = text.split("### Severity over commits", 1)[1]
-    assert 'x-axis ["base 1111111", "head (7 / 7 capped)"]' in chart
+    # each capped value once: "head (7 / 7 capped)" was cut off at the chart's edge
+    assert 'x-axis ["base 1111111", "head (7 capped)"]' in chart
+    assert "**layernorm-fp16**, worst severity over its cases, baseline → head" in chart
     assert "amd-mi300x 0.80 → 7.00× fails" in chart
     assert chart.count("line [0.8, 2]") == 2  # both runners rise to the cap: never a flat line
+    # the edge drawn in the failure red, last, so the rising lines read as failing, and named in the key
+    assert '"plotColorPalette": "#0969da, #e16f24, #cf222e"' in chart and "line [1, 1]\n```" in chart
+    assert "red: the edge at 1, over it fails." in chart
     assert "amd-mi300x and nvidia-h100 coincide" in chart  # said, since one line hides the other
 
 

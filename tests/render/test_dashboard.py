@@ -143,3 +143,46 @@ def test_the_chart_has_ticks_on_both_axes(excess: HistoryView) -> None:
 def test_the_renderer_is_pure(view: HistoryView, tmp_path: Path) -> None:
     assert render_site(view) == render_site(view)
     assert not list(tmp_path.iterdir())
+
+
+def _contrast(a: str, b: str) -> float:
+    """WCAG's contrast ratio of two #rrggbb colours."""
+
+    def luminance(c: str) -> float:
+        rgb = [int(c[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+        lin = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in rgb]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_every_number_on_a_band_is_readable(excess: HistoryView) -> None:
+    """Issue 55's review: the failing cells wrote their severity in dark ink on the red (2.9:1); each band
+    names an ink of at least 4.5:1 (WCAG AA), and the grid, the matrix and the table use it."""
+    for b in (*BANDS, NO_BUDGET):
+        assert _contrast(b.colour, b.ink) >= 4.5, b.name
+    pages = render_site(excess)
+    fails = next(b for b in BANDS if b.name == "fails")
+    assert re.search(
+        rf'class="sq [^"]*" style="background:{fails.colour};color:{fails.ink}"[^>]*>7.00×<',
+        pages["index.html"],
+    )
+    assert re.search(
+        rf'style="background:{fails.colour};color:{fails.ink}"[^>]*data-band="fails"', pages["index.html"]
+    )
+    assert f'style="background:{fails.colour};color:{fails.ink}">7.00×<' in pages[page_name(EXCESS)]
+
+
+def test_the_grid_says_which_square_is_which_runner(excess: HistoryView) -> None:
+    """Three unlabelled squares per cell: the grid names the runners' order (a filter shows one alone)."""
+    index = render_site(excess)["index.html"]
+    assert "One square per runner in each cell, in this order: amd-mi300x, cpu-x86, nvidia-h100." in index
+    squares = re.findall(r'<td><span class="sq[^<]*data-runner="([^"]+)"', index)
+    assert set(squares) == {"amd-mi300x"}  # each cell starts with the first runner named
+
+
+def test_a_cause_seen_at_one_commit_is_counted_in_the_singular(tmp_path: Path) -> None:
+    with open_store(fill_store(tmp_path, n=5, hostile=False)) as conn:
+        page = render_site(load_view(conn, 20))[page_name("gemm-bf16")]
+    assert "low-precision-accumulator on amd-mi300x: 1 commit</li>" in page
