@@ -95,6 +95,27 @@ def remedies(c: Contract) -> Iterator[Remedy]:
 Runner = Callable[[Project, str], list[Any]]  # (one-contract project, kernel) -> case results
 
 
+class Executors:
+    """One executor per remedy's contract variant, from the command's own factory (``make``: worker processes
+    under ``--isolation process``), kept for every kernel run on that variant and closed together: the
+    kernels the advice measures never run in the process that advises and prints (docs/security.md)."""
+
+    def __init__(self, make: Callable[[Project], Any]) -> None:
+        self.make = make
+        self.open: dict[str, Any] = {}
+
+    def __call__(self, variant: Project) -> Any:
+        key = repr([c.to_json() for c in variant.contracts])
+        if key not in self.open:
+            self.open[key] = self.make(variant)
+        return self.open[key]
+
+    def close(self) -> None:
+        for executor in self.open.values():
+            executor.close()
+        self.open.clear()
+
+
 def advise(project: Project, c: Contract, bad: list[str], good: str, run: Runner) -> list[str]:
     """Measured remedies, as lines: each rejects every kernel in ``bad`` and accepts ``good``."""
     lines: list[str] = []

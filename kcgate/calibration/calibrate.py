@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kcgate.calibration.advice import advise
+from kcgate.calibration.advice import Executors, advise
 from kcgate.contracts.records import Contract, Project
-from kcgate.execution.executors import InProcessExecutor
+from kcgate.execution.pool import make_executor
 from kcgate.plan import make_plan
 from kcgate.results.model import SEVERITY, Status
 
@@ -80,17 +81,22 @@ def state_kernels(c: Contract) -> dict[str, str]:
 
 
 def calibrate(
-    project: Project, executor: Any, keyword: str | None = None, base_seed: int = BASE_SEED
+    project: Project,
+    executor: Any,
+    keyword: str | None = None,
+    base_seed: int = BASE_SEED,
+    make: Callable[[Project], Any] | None = None,
 ) -> list[Calibration]:
     """Run every state of every contract that names at least one state (``-k`` filters contract or class).
 
     ``executor`` runs the cases (``kcgate.execution.executors``): in a worker process by default, so a bad kernel
-    that crashes or hangs is recorded as an error of its state, never the end of the calibration.
+    that crashes or hangs is recorded as an error of its state, never the end of the calibration. ``make``:
+    the executors the advice's contract variants run in (default: worker processes on the CPU).
     """
     out = []
     for c in project.contracts:
         if state_kernels(c) and _selected(c, keyword):
-            out.append(calibrate_contract(project, c, executor, base_seed))
+            out.append(calibrate_contract(project, c, executor, base_seed, make))
     return out
 
 
@@ -101,7 +107,11 @@ def _selected(c: Contract, keyword: str | None) -> bool:
 
 
 def calibrate_contract(
-    project: Project, c: Contract, executor: Any, base_seed: int = BASE_SEED
+    project: Project,
+    c: Contract,
+    executor: Any,
+    base_seed: int = BASE_SEED,
+    make: Callable[[Project], Any] | None = None,
 ) -> Calibration:
     single = Project(
         path=project.path, name=project.name, contracts=(c,), policy=project.policy, paths=project.paths
@@ -112,20 +122,32 @@ def calibrate_contract(
         results = list(executor.run_many(cases, kernel=target))
         states.append(_summarize(state, target, results))
     row = Calibration(c.id, c.klass, tuple(states))
-    return replace(row, advice=_advice(single, c, row, base_seed)) if row.under_specified else row
+    if not row.under_specified:
+        return row
+    return replace(row, advice=_advice(single, c, row, base_seed, make or _workers))
 
 
-def _advice(project: Project, c: Contract, row: Calibration, base_seed: int) -> tuple[str, ...]:
-    """Which probe or parameter would catch the bad kernels that passed (measured in process)."""
+def _workers(project: Project) -> Any:
+    return make_executor("process", project, "cpu")
+
+
+def _advice(
+    project: Project, c: Contract, row: Calibration, base_seed: int, make: Callable[[Project], Any]
+) -> tuple[str, ...]:
+    """Which probe or parameter would catch the bad kernels that passed, measured in ``make``'s executors."""
+    executors = Executors(make)
 
     def run(variant: Project, kernel: str) -> list[Any]:
-        executor = InProcessExecutor(variant, "cpu")
+        executor = executors(variant)
         cases = make_plan(variant, base_seed, executor.default_shapes())
         return list(executor.run_many(cases, kernel=kernel))
 
     passed = [s.kernel for s in row.states if s.state != "good" and s.accepted]
     good = row.state("good")
-    return tuple(advise(project, c, passed, good.kernel if good else "", run))
+    try:
+        return tuple(advise(project, c, passed, good.kernel if good else "", run))
+    finally:
+        executors.close()
 
 
 def _summarize(state: str, target: str, results: list[Any]) -> StateResult:

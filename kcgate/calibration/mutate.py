@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kcgate.calibration.advice import advise
+from kcgate.calibration.advice import Executors, advise
 from kcgate.calibration.mutants import (
     CACHE_VERSION,
     EQUIVALENT,
@@ -55,7 +55,6 @@ from kcgate.calibration.mutate_sites import (
 )
 from kcgate.contracts.locate import python_source
 from kcgate.contracts.records import Contract, Project
-from kcgate.execution.executors import InProcessExecutor
 from kcgate.plan import Case, make_plan
 from kcgate.results.model import CaseResult, Status
 from kcgate.util import bounded
@@ -186,7 +185,6 @@ def mutate(
     cache_dir: Path | None = None,
     advice: bool = True,
     advise_all: bool = False,
-    device: str = "cpu",
     max_mutants: int | None = None,
     installed: bool = False,
     clock: Callable[[], float] = time.monotonic,
@@ -216,7 +214,7 @@ def mutate(
         sample = _Sample(here, make, seed, deadline, max_mutants, clock)
         results = sample.run(order, cache)
         if advice:
-            results = _advise_survivors(targets, results, seed, device, deadline, clock, advise_all, sample)
+            results = _advise_survivors(targets, results, seed, make, deadline, clock, advise_all, sample)
         reports = tuple(_report(t, results, cache) for t in targets)
         for r in results.values():
             cache.put(r)
@@ -383,7 +381,7 @@ def _advise_survivors(
     targets: list[_Target],
     results: dict[str, MutantResult],
     seed: int,
-    device: str,
+    make: Factory,
     deadline: float | None,
     clock: Callable[[], float],
     advise_all: bool = False,
@@ -393,10 +391,11 @@ def _advise_survivors(
     the unmutated kernel, for each survivor; with ``advise_all`` for each mutant within rounding and each
     equivalent one too. Such a mutant is equal (or within rounding) on the contract's own inputs but may
     differ on a remedy's (a held-out shape with a tail block, an overflow probe): when a remedy tells it
-    apart the contract let a real bug through, and it is reported as a survivor. Runs in process, like
-    calibrate's advice."""
+    apart the contract let a real bug through, and it is reported as a survivor. Runs in ``make``'s
+    executors (worker processes under ``--isolation process``), one per remedy, like calibrate's advice."""
 
     memo: dict[tuple[str, str], list[Any]] = {}
+    executors = Executors(make)
 
     def run(variant: Project, kernel: str) -> list[Any]:
         """The variant's cases on ``kernel``; the unmutated kernel's are run once per variant (every mutant
@@ -404,7 +403,7 @@ def _advise_survivors(
         key = (json.dumps([c.to_json() for c in variant.contracts], sort_keys=True, default=str), kernel)
         if key in memo:
             return memo[key]
-        executor = InProcessExecutor(variant, device)
+        executor = executors(variant)
         plan = make_plan(variant, seed, executor.default_shapes(), boundary=True)
         results = list(executor.run_many(plan, kernel=kernel))
         if not kernel.startswith(PREFIX):
@@ -412,37 +411,40 @@ def _advise_survivors(
         return results
 
     out = dict(results)
-    for t in targets:
-        for site in t.sites:
-            r = out.get(site.key)
-            if r is None:
-                continue
-            m = r.mutant
-            wanted = (SURVIVED, ROUNDED, EQUIVALENT) if advise_all else (SURVIVED,)
-            if r.outcome not in wanted or r.advice or r.advice_note:
-                continue
-            if deadline is not None and clock() >= deadline:
-                out[m.key] = replace(r, advice_note="advice not measured: the budget was spent")
-                continue
-            name = t.contract.kernel.partition(":")[2]
-            if sample is not None and m.source:
-                sample.write(m, t.encoding)  # a cached survivor's module was never written this run
-            try:
-                lines = advise(_single(t), t.contract, [f"{m.module}:{name}"], t.contract.kernel, run)
-            except Exception as exc:  # noqa: BLE001 — a variant that cannot run is no advice, not the end
-                out[m.key] = replace(
-                    r, advice_note=f"advice could not be measured: {type(exc).__name__}: {exc}"
-                )
-                continue
-            if r.outcome in (EQUIVALENT, ROUNDED):
-                how = "equal" if r.outcome == EQUIVALENT else "within rounding"
-                told = f"{how} on the contract's inputs, told apart by a remedy's"
-                out[m.key] = (
-                    replace(r, outcome=SURVIVED, advice=tuple(lines), advice_note=told)
-                    if lines
-                    else replace(r, advice_note="no remedy's inputs tell it apart either")
-                )
-                continue
-            note = "" if lines else "no probe or parameter kcgate tried catches it"
-            out[m.key] = replace(r, advice=tuple(lines), advice_note=note)
+    try:
+        for t in targets:
+            for site in t.sites:
+                r = out.get(site.key)
+                if r is None:
+                    continue
+                m = r.mutant
+                wanted = (SURVIVED, ROUNDED, EQUIVALENT) if advise_all else (SURVIVED,)
+                if r.outcome not in wanted or r.advice or r.advice_note:
+                    continue
+                if deadline is not None and clock() >= deadline:
+                    out[m.key] = replace(r, advice_note="advice not measured: the budget was spent")
+                    continue
+                name = t.contract.kernel.partition(":")[2]
+                if sample is not None and m.source:
+                    sample.write(m, t.encoding)  # a cached survivor's module was never written this run
+                try:
+                    lines = advise(_single(t), t.contract, [f"{m.module}:{name}"], t.contract.kernel, run)
+                except Exception as exc:  # noqa: BLE001 — a variant that cannot run is no advice, not the end
+                    out[m.key] = replace(
+                        r, advice_note=f"advice could not be measured: {type(exc).__name__}: {exc}"
+                    )
+                    continue
+                if r.outcome in (EQUIVALENT, ROUNDED):
+                    how = "equal" if r.outcome == EQUIVALENT else "within rounding"
+                    told = f"{how} on the contract's inputs, told apart by a remedy's"
+                    out[m.key] = (
+                        replace(r, outcome=SURVIVED, advice=tuple(lines), advice_note=told)
+                        if lines
+                        else replace(r, advice_note="no remedy's inputs tell it apart either")
+                    )
+                    continue
+                note = "" if lines else "no probe or parameter kcgate tried catches it"
+                out[m.key] = replace(r, advice=tuple(lines), advice_note=note)
+    finally:
+        executors.close()
     return out

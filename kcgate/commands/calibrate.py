@@ -68,7 +68,9 @@ def calibrate(
     for project in projects:
         executor = make_executor(isolation, project, device)
         try:
-            rows += cal.calibrate(project, executor, keyword)
+            rows += cal.calibrate(
+                project, executor, keyword, make=lambda p: make_executor(isolation, p, device)
+            )
         finally:
             executor.close()
     if not rows:

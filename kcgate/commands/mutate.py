@@ -136,7 +136,6 @@ def mutate(
         cache_dir=None if no_cache else cache,
         advice=advice,
         advise_all=advise_all,
-        device=device,
         max_mutants=max_mutants,
         installed=include_installed,
     )

@@ -4,6 +4,7 @@ bad kernel passes a contract that is too loose."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -114,7 +115,11 @@ def good_mm(a, b):
     return a @ b
 
 
-def benchmark_only(a, b):  # right for K <= 128 only
+def benchmark_only(a, b):  # right for K <= 128 only; says which process ran it
+    import os
+    if os.environ.get("KCGATE_TEST_MARKER"):
+        with open(os.environ["KCGATE_TEST_MARKER"], "a") as f:
+            f.write(f"{os.getpid()} ")
     return a[:, :128] @ b[:128] if a.shape[1] > 128 else a @ b
 """
 
@@ -145,7 +150,12 @@ protocol = {{ seeds = 1, trials = 1 }}
 """
 
 
-def test_advice_names_the_probe_or_the_shape_class_that_catches_the_bad_kernel(tmp_path: Path):
+def test_advice_names_the_probe_or_the_shape_class_that_catches_the_bad_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The advice's remedies run the kernels in workers, never in the process that advises and prints."""
+    marker = tmp_path / "pids.txt"
+    monkeypatch.setenv("KCGATE_TEST_MARKER", str(marker))
     (tmp_path / "advk.py").write_text(ADVICE_KERNELS)
     toml = tmp_path / "contracts.toml"
     toml.write_text(ADVICE.format(root=tmp_path))
@@ -157,6 +167,8 @@ def test_advice_names_the_probe_or_the_shape_class_that_catches_the_bad_kernel(t
     assert "C-CMP-03" in advice["mm-prc01"][0] and "64x1024x64" in advice["mm-prc01"][0]
     assert "tighten the tolerance" not in res.output
     assert "softmax-prc01: add a C-PRC-02 contract" in res.output
+    pids = set(marker.read_text().split())
+    assert pids and str(os.getpid()) not in pids, pids  # the CLI ran here (CliRunner); the kernels did not
 
 
 def test_with_its_stability_probes_c_prc_01_catches_the_softmax_without_max_subtraction(tmp_path: Path):
