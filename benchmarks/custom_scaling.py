@@ -13,7 +13,8 @@ first custom case in a worker imports ``torch._decomp`` and ``torch._dynamo``: p
 It prints, per size, the median wall seconds per case of each contract and their ratio custom / family, the
 same in CPU seconds of this process (on a shared machine the wall time is an upper bound; CPU time is less
 touched by other jobs, not untouched: they share caches and memory bandwidth), and the kernel's own seconds;
-then the least-squares slope of log(time) against log(elements) over the sizes (1: linear; below: better). ``--profile`` adds, at each named size, cProfile's cumulative seconds per case of the stages
+the CPU seconds of one warm call of the kernel, forward and backward (the median of 15, on the case's inputs
+outside the harness) and the family case's CPU time over it (issue 58's item 3: at most 3x); then the least-squares slope of log(time) against log(elements) over the sizes (1: linear; below: better). ``--profile`` adds, at each named size, cProfile's cumulative seconds per case of the stages
 a case goes through (the kernel, the fp64 oracle, the bound, the derived bound's plan run and samples, the
 reference gradients, the stability probes, the placement check, shrinking).
 """
@@ -141,6 +142,22 @@ def profile(d: Path, shape: tuple[int, int], dtypes: list[str], seeds: int) -> N
     print(f"{'all of the case':<40}" + "".join(f"{v[1] / v[0]:10.3f}" for v in found.values()))
 
 
+def warm_call_cpu(shape: tuple[int, int], dtype: str) -> float:
+    """CPU seconds of one warm call of the kernel, forward and backward, outside the harness (median of 15)."""
+    import kcg_scaling_fns as fns  # written by main()
+    import torch
+
+    x, w = fns.make_inputs(shape, getattr(torch, dtype), torch.Generator().manual_seed(0))
+    times = []
+    for _ in range(16):
+        xx, ww = x.clone().requires_grad_(), w.clone().requires_grad_()
+        c0 = time.process_time()
+        y = fns.rms_norm(xx, ww)
+        y.backward(torch.ones_like(y))
+        times.append(time.process_time() - c0)
+    return statistics.median(times[1:])
+
+
 def slope(x: list[int], y: list[float]) -> float:
     """The least-squares slope of log(y) against log(x): 1 is linear growth, below 1 better than linear."""
     lx, ly = [math.log(v) for v in x], [math.log(v) for v in y]
@@ -160,9 +177,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     import torch
 
     from kcgate.engine import torch_state
+    from kcgate.util import heap
 
     torch.set_num_threads(1)  # as a worker runs
     torch_state.capture()
+    heap.keep_freed_memory()  # as a worker runs (no address-space cap here: every freed block kept)
     print(describe())
     dtypes = args.dtypes.split(",")
     with tempfile.TemporaryDirectory() as tmp:
@@ -178,7 +197,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         print(
             f"\n{'shape':>10} {'elements':>9} {'custom s':>9} {'family s':>9} {'ratio':>6} {'custom cpu':>10} "
-            f"{'family cpu':>10} {'ratio':>6} {'kernel s':>9}  status"
+            f"{'family cpu':>10} {'ratio':>6} {'kernel s':>9} {'call cpu':>9} {'fam/call':>8}  status"
         )
         for size in args.sizes:
             shape = shape_of(size)
@@ -188,13 +207,14 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             c, f = (statistics.median(t[0] for t in got[k]) for k in ("custom", "family"))
             cc, fc = (statistics.median(t[3] for t in got[k]) for k in ("custom", "family"))
             k = statistics.median(t[1] for t in got["custom"] + got["family"])
+            call = statistics.median(warm_call_cpu(shape, dt) for dt in dtypes)
             status = sorted({t[2] for v in got.values() for t in v})
             rows.append((shape[0] * shape[1], c, f, cc, fc))
             found.append({"elements": rows[-1][0], "custom": c, "family": f, "custom_cpu": cc, "family_cpu": fc,
-                          "status": status})  # fmt: skip
+                          "call_cpu": call, "status": status})  # fmt: skip
             print(
                 f"{size:>10} {rows[-1][0]:>9} {c:9.3f} {f:9.3f} {c / f:6.2f} {cc:10.3f} {fc:10.3f} {cc / fc:6.2f} "
-                f"{k:9.4f}  {','.join(status)}",
+                f"{k:9.4f} {call:9.4f} {fc / call:8.0f}  {','.join(status)}",
                 flush=True,
             )
         if len(rows) > 1:

@@ -35,6 +35,7 @@ from kcgate.execution import handoff
 from kcgate.execution.channel import CASE_MARKER, sign
 from kcgate.plan import Case
 from kcgate.sandbox.process import Sandbox, shield
+from kcgate.util import heap
 
 # Torch-free at the top (tests/test_local_imports.py checks it): the worker reads its init line and sends an
 # error handshake for a torch that cannot be imported before anything imports torch; what imports torch
@@ -195,6 +196,7 @@ def main() -> None:
 
     torch_state.capture()
     cap = _limit_memory(args.memory_limit, backend)
+    heap.keep_freed_memory()  # a case's freed tensors serve its next allocations (kcgate.util.heap)
     if sandbox is not None:
         if _user_references(project) and os.environ.get("KCGATE_SANDBOX_REFERENCES") != "0":
             # the user's references and baselines run in a sandbox of their own (0: here, to compare)
@@ -202,7 +204,7 @@ def main() -> None:
         sandbox.setup(backend.name, thread_count(os.environ), cap)
         sandbox.wait_ready()  # its start-up is the worker's, never a case's time
     channel.send(init["nonce"], hello)
-    serve(channel, stdio, project, backend, sandbox)
+    serve(channel, stdio, project, backend, sandbox, heap.keep_for(cap))
     _exit_now()
 
 
@@ -232,7 +234,11 @@ def _exit_now() -> None:
     os._exit(0)
 
 
-def serve(channel: Channel, stdio: Stdio, project: Any, backend: Any, sandbox: Any = None) -> None:
+def serve(
+    channel: Channel, stdio: Stdio, project: Any, backend: Any, sandbox: Any = None, keep: int | None = None
+) -> None:
+    """Answer cases until the command stream ends or the worker must retire; ``keep``: the free heap memory
+    kept from one case for the next (kcgate.util.heap)."""
     for line in channel.commands:
         message = json.loads(line)
         d = message["case"]
@@ -247,6 +253,7 @@ def serve(channel: Channel, stdio: Stdio, project: Any, backend: Any, sandbox: A
         )
         answer = {"case_id": case.case_id, "result": result.to_json(), "retire": changed or not intact}
         channel.send(message["nonce"], answer)
+        heap.release(keep)  # past ``keep``, the case's freed memory back to the system (after the answer)
         if answer["retire"]:
             return  # the parent starts a fresh worker for the next case
 

@@ -459,7 +459,7 @@ def measurable(
     """The probe's verdict at the largest offset (from the probe's own) that leaves the case measurable.
     A refusal on kcgate's own probe inputs is not the contract's fault: the offset shrinks, and a probe no
     offset makes measurable is skipped; ``notes`` gets ``<probe>_probe_offset`` or ``<probe>_probe_skipped``."""
-    clean = ctx.inputs(ctx.case.shape, ("probe", probe.name))
+    clean: Tensors = ()  # the probe's unmoved inputs, drawn again (the same salt) only for a smaller offset
     for attempt in range(PROBE_RETRIES + 1):
         ts = [run_trial(ctx, inputs=xs, salt=("probe", probe.name))]
         result = verdict(ctx, base + ts, excess=False)
@@ -470,6 +470,7 @@ def measurable(
         if probe.scaled or attempt == PROBE_RETRIES:
             break
         offset /= PROBE_SHRINK
+        clean = clean or ctx.inputs(ctx.case.shape, ("probe", probe.name))
         xs = probe.make(ctx, clean, offset)
     notes[f"{probe.key}_probe_skipped"] = 1.0
     return None
