@@ -12,7 +12,9 @@ functions the judge calls by name (``FUNCTIONS``), each taking and returning ten
 - ``bound`` and ``grad_bound``: a custom op's derived bounds (``kcgate.numerics.derived`` traces the reference's
   operations, so it runs where the reference runs; the judge receives the bound tensors);
 - ``placement`` and ``explain``: the searches over the reference's mutants (its source, changed and run), with
-  their findings as data.
+  their findings as data;
+- ``accumulated``: the reference with its traced reductions summed at fp16, bf16 and fp32
+  (``kcgate.numerics.reductions``), for the judge's accumulator fit of a custom op.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ def functions(contract: Any, paths: Any) -> tuple[dict[str, Callable[..., Any]],
         "placement": lambda runs, dtype: _placement(reference, runs, dtype),
         "explain": lambda *a: _explain(reference, *a),
         "range_ops": lambda sample, dtype: _range_ops(reference, sample, dtype),
+        "accumulated": lambda up, name, outputs, dy=None, index=None: _accumulated(
+            reference, up, name, outputs, dy, index
+        ),
     }
     if contract.op != "custom":
         return {**table, "oracle": reference}, []
@@ -61,6 +66,19 @@ def _range_ops(reference: Callable[..., Any], sample: Any, dtype: torch.dtype) -
 
     got = trace_ops(reference, tuple(sample), dtype)
     return None if got is None else [sorted(got[0]), sorted(got[1])]
+
+
+def _accumulated(
+    reference: Callable[..., Any], up: Any, name: str, outputs: Any, dy: Any, index: Any
+) -> dict[str, Any] | None:
+    """``kcgate.numerics.reductions.accumulated`` of the reference on the judge's worst trial: its deciding
+    output (or, given ``dy`` and ``index``, the deciding input's gradient) with the traced reductions summed
+    at each width and interval, as data."""
+    from kcgate.numerics.reductions import accumulated, picker
+
+    at = int(index) if isinstance(index, int) else None
+    dy = dy if isinstance(dy, torch.Tensor) else None
+    return accumulated(inspect.unwrap(reference), tuple(up), picker(str(name), list(outputs)), dy, at)
 
 
 def _inputs(
