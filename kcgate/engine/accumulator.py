@@ -406,3 +406,202 @@ _ACC_C0 = 8 * _ACC_C
 
 
 Partials = Sequence[dict[int, float]]  # per sweep point: B -> the rms of √(Σ_j S_jB²)/‖a∘b‖₂ on its own data
+
+
+# ---- a custom op: the traced reductions emulated at each width (kcgate.numerics.reductions) ---------------
+
+TRACED_FIT = 0.75  # log2: the kernel's excess error within this of an emulated running sum's fits its width
+TRACED_OVER = 4.0  # the kernel's excess error at least this many times the declared width's largest emulated
+ROW_SAME = 0.95  # |mean|/rms of the rows' relative factors past this: every row scaled alike
+ROW_MORE = 0.3  # ... and this much past the emulated accumulator's: not its rounding (an unbiased variance)
+KURTOSIS_RATIO = (
+    2.0  # the error's kurtosis within this factor of the range of the fitting emulations' kurtoses
+)
+CAPTURED = 0.5  # share of the excess error's energy the emulated errors' span must hold, row by row
+ROW_PER_FIELD = 8  # elements of a row per emulated error field regressed on (at most len(row) / this)
+
+
+def kurtosis(e: torch.Tensor) -> float:
+    """E[e⁴]/E[e²]² over the elements (3 for a Gaussian field; large where the error sits on a few places)."""
+    m2 = float((e * e).mean())
+    return float((e**4).mean()) / m2**2 if m2 > 0 else 1.0
+
+
+def captured(e: torch.Tensor, fields: Sequence[torch.Tensor]) -> float | None:
+    """The share of the error's energy that lies, row by row (the last dimension), in the span of the
+    emulated accumulators' error fields (the first len(row)/ROW_PER_FIELD of them): where a rounded reduction
+    moves the output (a norm's rows along 1 and x̂, a softmax's along its own row). None where a row is too
+    short to regress on one field, or the error is 0. The test has power only where the fields share a span
+    (one field captured by the others): independent sums (a bias gradient's columns) do not."""
+    if e.dim() < 1 or not fields:
+        return None
+    m = min(len(fields), e.shape[-1] // ROW_PER_FIELD)
+    total = float((e * e).sum())
+    if m < 1 or not total > 0:
+        return None
+    rows = e.reshape(-1, e.shape[-1], 1)
+    x = torch.stack([f.reshape(rows.shape[:2]) for f in fields[:m]], -1)  # (rows, L, m)
+    try:
+        proj = x @ torch.linalg.lstsq(x, rows, driver="gelsd").solution
+    except RuntimeError:  # a degenerate system: no evidence either way
+        return None
+    return float((proj * proj).sum()) / total
+
+
+def row_consistency(e: torch.Tensor, ref: torch.Tensor) -> float | None:
+    """|mean|/rms over rows (the last dimension) of each row's least-squares factor <e, ref>/<ref, ref>: 1
+    where every row is off by one factor of one sign, near 0 where the factors' signs vary (a rounding's);
+    None for fewer than 4 rows of 16."""
+    if e.dim() < 2 or e.shape[-1] < 16:
+        return None
+    er, rr = e.reshape(-1, e.shape[-1]), ref.reshape(-1, e.shape[-1])
+    den = (rr * rr).sum(1)
+    ok = den > 0
+    if int(ok.sum()) < 4:
+        return None
+    f = (er * rr).sum(1)[ok] / den[ok]
+    m2 = float(f.pow(2).mean())
+    return float(f.mean().abs()) / math.sqrt(m2) if m2 > 0 else None
+
+
+def traced_accumulator(ctx: Any, worst: Any) -> Signature | None:
+    """A custom op's failure fitted by its reference with the traced reductions (sum, mean, var over a
+    dimension; in a backward, the sums over broadcast dimensions too) accumulated at fp16, bf16 and fp32: the
+    reference's sandbox child runs the emulation and sends the deciding output or gradient; the fit is here."""
+    if ctx.op.name != "custom" or worst.cmp is None:
+        return None
+    ref = worst.cmp.ref.to("cpu", torch.float64)
+    if worst.grad:
+        names = list(ctx.op.input_names)
+        if worst.dy is None or worst.grad not in names:
+            return None
+        index = names.index(worst.grad)
+        if worst.inputs[index].numel() * 2 > worst.dy.numel():
+            return (
+                None  # not a broadcast input (a weight, a bias): its gradient is no sum of the backward's own
+            )
+        out, dtype = ref + worst.cmp.signed.to("cpu", torch.float64), worst.inputs[index].dtype
+    else:
+        if not isinstance(worst.out, torch.Tensor) or not worst.out.is_floating_point():
+            return None
+        index, out, dtype = None, worst.out.detach().to("cpu", torch.float64), worst.out.dtype
+    if out.shape != ref.shape or not bool(out.isfinite().all()) or not bool(ref.isfinite().all()):
+        return None
+    got = _emulated(ctx, worst, index)
+    if got is None:
+        return None
+    declared = dtypes.FORMATS[dtypes.canonical(ctx.contract.accumulate)].p
+    return traced_signature(out, ref, dtype, got, declared, rows=not worst.grad)
+
+
+def _emulated(ctx: Any, worst: Any, index: int | None) -> dict[str, Any] | None:
+    import inspect
+
+    from kcgate.numerics.ops.base import upcast
+
+    root = inspect.unwrap(ctx.op.oracle)  # a custom op's oracle wraps its reference (run in fp64)
+    name, outputs = getattr(worst, "output", ""), list(ctx.contract.outputs)
+    dy = None if index is None else worst.dy.detach().to("cpu", torch.float64)
+    remote = getattr(root, "remote", None)
+    try:
+        if remote is not None:
+            got = remote("accumulated")(upcast(worst.inputs), name, outputs, dy, index)
+        else:
+            from kcgate.numerics.reductions import accumulated, picker
+
+            got = accumulated(root, upcast(worst.inputs), picker(name, outputs), dy, index)
+    except Exception:  # noqa: BLE001 — no emulation, no evidence: the case keeps its other names
+        return None
+    return got if isinstance(got, dict) else None
+
+
+def traced_signature(
+    out: torch.Tensor,
+    ref: torch.Tensor,
+    out_dtype: torch.dtype,
+    got: dict[str, Any],
+    declared_bits: int,
+    rows: bool = False,
+) -> Signature | None:
+    """Name the accumulator whose emulation errs as the kernel does: the kernel's error in excess of its
+    output's own rounding (√(rms² − rms(round(ref) − ref)²)) within 2^TRACED_FIT of the reference's with its
+    reductions summed at a width 3 bits or more under the declared one (every rounding interval B emulated),
+    and TRACED_OVER times the declared width's worst. ``got``: the emulation as kcgate.numerics.reductions
+    sends it (checked as data). Several widths fitting: the cause is named, the width left open. Refused where
+    every row is off by one factor of one sign and the emulation's are not (``rows``: required to be testable,
+    ≥ 4 rows of 16: a forward output), where the excess lies outside the emulated errors' span row by row, and
+    where its kurtosis is past KURTOSIS_RATIO times the largest of the fitting emulations' or under the smallest
+    over it (the error sits elsewhere than a rounded sum puts it: a softcap never applied)."""
+    runs = got.get("runs")
+    k = got.get("k")
+    if not isinstance(runs, list) or not isinstance(k, int):
+        return None
+    base = rms(ref.to(out_dtype).to(torch.float64) - ref)
+    total = rms(out - ref)
+    if not math.isfinite(total) or total <= base:
+        return None
+    excess = math.sqrt(total**2 - base**2)
+    widths = {"fp16": 11, "bf16": 8, "fp32": 24}
+    errs: list[tuple[str, int, float]] = []
+    for run in runs:
+        if not (isinstance(run, (list, tuple)) and len(run) == 3 and run[0] in widths):
+            return None
+        fmt, block, emu = run
+        if not isinstance(emu, torch.Tensor) or emu.shape != ref.shape or not isinstance(block, int):
+            return None
+        errs.append((str(fmt), block, rms(emu.to(torch.float64) - ref)))
+    wide = [e for f, _, e in errs if widths[f] > declared_bits - 3]
+    if not wide or not excess > TRACED_OVER * max(wide):
+        return None
+    fits = [
+        (f, b, e)
+        for f, b, e in errs
+        if widths[f] <= declared_bits - 3 and e > 0 and abs(math.log2(excess / e)) <= TRACED_FIT
+    ]
+    if not fits:
+        return None
+    f, b, e = min(fits, key=lambda x: abs(math.log2(excess / x[2])))
+    emu = next(run[2] for run in runs if run[0] == f and run[1] == b).to(torch.float64)
+    q_k, q_e = row_consistency(out - ref, ref), row_consistency(emu - ref, ref)
+    if rows and (q_k is None or q_e is None):
+        return None  # too few rows to tell a rounding's factors of either sign from one systematic factor
+    if q_k is not None and q_e is not None and q_k >= ROW_SAME and q_k - q_e > ROW_MORE:
+        return None  # every row off by one factor of one sign: a systematic change, not a rounding's
+    fmts = sorted({x[0] for x in fits}, key=lambda x: -widths[x])
+    kurts = [
+        kurtosis(run[2].to(torch.float64) - ref)
+        for run in runs
+        if run[0] == f and run[1] in {x[1] for x in fits if x[0] == f}
+    ]
+    if not min(kurts) / KURTOSIS_RATIO <= kurtosis(out - ref) <= max(kurts) * KURTOSIS_RATIO:
+        return None  # the error sits elsewhere than a rounded sum puts it (kurtosis out of the fits' range)
+    fields = [run[2].to(torch.float64) - ref for run in runs if run[0] in fmts]
+    fields.sort(key=lambda t: abs(math.log2(max(rms(t), 1e-300) / excess)))
+    share = captured(out - ref, fields[1:]) if len(fields) > 2 else None
+    power = captured(fields[0], fields[1:]) if share is not None else None  # do the fields share a span?
+    if (
+        power is not None
+        and power >= CAPTURED
+        and share is not None
+        and share < CAPTURED * excess**2 / total**2
+    ):
+        return None  # the error lies elsewhere than a rounded reduction moves the output: another change
+    bits = widths[f] - math.log2(excess / e)
+    same = [x[1] for x in fits if x[0] == f]
+    art = {x: "an" if x.startswith("fp") else "a" for x in fmts}
+    every = f"rounding {_every(same)}, ≈{bits:.1f} effective bits"
+    which = (
+        f"behaves like {art[f]} {f} accumulator {every}"
+        if len(fmts) == 1
+        else f"fits {' or '.join(f'{art[x]} {x}' for x in fmts)} accumulator, the emulation cannot tell which "
+        f"(as {f}: {every})"
+    )
+    return sig(
+        "low-precision-accumulator",
+        f"{which}: the reference with its traced reductions (up to {k} terms) summed in {f} errs {e:.3g} rms, "
+        f"the kernel {excess:.3g} beyond its final rounding (summed in the declared width: {max(wide):.2g})",
+        effective_bits=round(bits, 2),
+        nearest=" or ".join(fmts),
+        block=float(b),
+        ratio=round(excess / e, 3),
+    )

@@ -367,6 +367,15 @@ RULES: tuple[Rule, ...] = (
         f"{_DIAG}::test_a_sequential_bf16_sum_is_bf16_not_fp8",
     ),
     Rule(
+        "accumulator width, traced",
+        lambda ev: A.traced_accumulator(ev.ctx, ev.worst),
+        "a custom op's reference with its traced sums run at fp16/bf16 errs as the kernel does",
+        "the excess over the final rounding within 2^0.75 of a width's emulation, 4× the declared width's; "
+        "≥ 4 rows, not one factor of one sign per row, kurtosis and span as the emulation's; a gradient only "
+        "of a broadcast input",
+        "tests/engine/test_accumulator.py::test_custom_norms_summed_in_fp16_are_named_low_precision_accumulator",
+    ),
+    Rule(
         "row scale",
         lambda ev: D.row_scale_signature(ev.cmp.signed, ev.cmp.ref),
         "err = δ_row·ref",

@@ -15,6 +15,8 @@ functions the judge calls by name (``FUNCTIONS``), each taking and returning ten
   their findings as data;
 - ``baseline``: the contract's ``tolerance.baseline`` (the sensitivity gate's and the relative tolerance's
   baseline, called on the judge's inputs), the one function where a contract names only a baseline.
+- ``accumulated``: the reference with its traced reductions summed at fp16, bf16 and fp32
+  (``kcgate.numerics.reductions``), for the judge's accumulator fit of a custom op.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ def _reference_functions(contract: Any, paths: Any) -> tuple[dict[str, Callable[
         "placement": lambda runs, dtype: _placement(reference, runs, dtype),
         "explain": lambda *a: _explain(reference, *a),
         "range_ops": lambda sample, dtype: _range_ops(reference, sample, dtype),
+        "accumulated": lambda up, name, outputs, dy=None, index=None: _accumulated(
+            reference, up, name, outputs, dy, index
+        ),
     }
     if contract.op != "custom":
         return {**table, "oracle": reference}, []
@@ -70,6 +75,19 @@ def _range_ops(reference: Callable[..., Any], sample: Any, dtype: torch.dtype) -
 
     got = trace_ops(reference, tuple(sample), dtype)
     return None if got is None else [sorted(got[0]), sorted(got[1])]
+
+
+def _accumulated(
+    reference: Callable[..., Any], up: Any, name: str, outputs: Any, dy: Any, index: Any
+) -> dict[str, Any] | None:
+    """``kcgate.numerics.reductions.accumulated`` of the reference on the judge's worst trial: its deciding
+    output (or, given ``dy`` and ``index``, the deciding input's gradient) with the traced reductions summed
+    at each width and interval, as data."""
+    from kcgate.numerics.reductions import accumulated, picker
+
+    at = int(index) if isinstance(index, int) else None
+    dy = dy if isinstance(dy, torch.Tensor) else None
+    return accumulated(inspect.unwrap(reference), tuple(up), picker(str(name), list(outputs)), dy, at)
 
 
 def _inputs(
