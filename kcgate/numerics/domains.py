@@ -109,10 +109,11 @@ class RangeProbe:
     ops: frozenset[str] = frozenset()  # it applies where the traced reference has one of these ops ...
     kinds: frozenset[str] = frozenset()  # ... or of these rounding kinds (neither: always)
     shift_free: bool = False  # not on an input the reference is shift-invariant in (the offset probe's)
-    # ... nor where the reference also has one of these ops: a large value in an input only its differences
-    # matter to, before an exp (softmax's logits), carries an absolute rounding of u·|x| in any correct kernel
-    # that forms x − lse (a saved logsumexp), so the probe would measure the formulation, not a bug
-    shift_free_ops: frozenset[str] = frozenset()
+    # not where the reference has one of these ops: a dynamic range of 2^±20 in what reaches an exp (softmax's
+    # logits; attention's q and k, through the scores) is no reduction's small terms but exp's overflow and
+    # underflow, exp-range's to probe: there it measures the formulation (x − lse carries u·|x| in a correct
+    # kernel that saves a logsumexp; a fixed softcap attention's bf16 scores), not a bug
+    unless_ops: frozenset[str] = frozenset()
     # not where the reference has one of these kinds: inputs that reach its exp through a matmul (attention's
     # q and k) would be scaled far past exp's limits, not near them (a false alarm on a fixed softcap attention)
     unless: frozenset[str] = frozenset()
@@ -133,7 +134,7 @@ RANGE_PROBES = (
     RangeProbe("subnormal", ANY,
                what="wrong on subnormal inputs (flushed to zero, then a log or a division)",
                why="these inputs hold non-integer floats"),
-    RangeProbe("dynamic-range", ANY, kinds=REDUCING, shift_free_ops=EXP_OPS,
+    RangeProbe("dynamic-range", ANY, kinds=REDUCING, unless_ops=EXP_OPS,
                what="wrong where one row spans many binades (a reduction that loses its small terms, an eps or "
                "threshold in the wrong place)",
                why="the reference reduces and these inputs hold non-integer floats"),
@@ -227,8 +228,7 @@ def plan(
     """Each range probe's inputs, (index, domain), inferred from the reference traced on the first sample and
     the inputs' domains on all: exp's limits on signed inputs where it takes an exp (not ``shifted`` ones,
     which the offset probe moves), the smallest normal on non-negative ones where it takes a log, subnormals
-    on every float input, a large dynamic range where it reduces (not on ``shifted`` inputs before an exp).
-    Distributions (the peaked probe's), integer
+    on every float input, a large dynamic range where it reduces and takes no exp. Distributions (the peaked probe's), integer
     values (masks, counts) and the inputs in ``leave`` are left alone. ``tracer``: where the reference is traced
     (its sandbox child, kcgate.sandbox.reference); default here."""
     if not samples:
@@ -243,9 +243,9 @@ def plan(
     ops, kinds = traced
     out = {}
     for p in RANGE_PROBES:
-        free = p.shift_free or bool(p.shift_free_ops & ops)
-        got = tuple((i, d) for i, d in doms if d in p.on and not (free and i in shifted))
-        if got and (not p.ops and not p.kinds or p.ops & ops or p.kinds & kinds) and not p.unless & kinds:
+        got = tuple((i, d) for i, d in doms if d in p.on and not (p.shift_free and i in shifted))
+        unless = p.unless & kinds or p.unless_ops & ops
+        if got and (not p.ops and not p.kinds or p.ops & ops or p.kinds & kinds) and not unless:
             out[p.name] = got
     return out
 

@@ -35,10 +35,13 @@ def test_each_range_probe_is_inferred_from_the_reference_and_the_inputs_domains(
     # a shift-invariant input (the offset probe's) gets no exp-range; a left-alone input nothing
     softmax = lambda x: torch.softmax(x, -1)  # noqa: E731
     assert "exp-range" not in domains.plan(softmax, signed, torch.float32, set(), {0})
-    # nor a dynamic range before its exp: x − lse carries u·|x| in a correct kernel (a saved logsumexp); a
-    # shifted input that reaches no exp keeps it (a layer norm's mean, which it divides by the spread)
-    assert "dynamic-range" in domains.plan(softmax, signed, torch.float32, set(), set())
-    assert "dynamic-range" not in domains.plan(softmax, signed, torch.float32, set(), {0})
+    # no dynamic range where it takes an exp: x − lse carries u·|x| in a correct kernel (a saved logsumexp), and
+    # q and k through attention's scores go past exp's limits (exp-range's to probe); a reduction with no exp
+    # keeps it, shifted or not (a layer norm divides by the spread)
+    assert "dynamic-range" not in domains.plan(softmax, signed, torch.float32, set(), set())
+    attention = lambda q, k: torch.softmax(q @ k.transpose(-1, -2), -1)  # noqa: E731
+    pair = [(x, 2 * x + 0.5) for (x,) in signed]
+    assert "dynamic-range" not in domains.plan(attention, pair, torch.float32, set(), set())
     layer_norm = lambda x: F.layer_norm(x, x.shape[-1:])  # noqa: E731
     assert "dynamic-range" in domains.plan(layer_norm, signed, torch.float32, set(), {0})
     assert domains.plan(softmax, signed, torch.float32, {0}, set()) == {}
