@@ -3,6 +3,7 @@ the operands' rounding (tf32, bf16) and the outputs' grid; rows of engine/naming
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -12,6 +13,8 @@ import torch
 from kcgate.engine.backward import grad_dot_scale
 from kcgate.engine.diagnosis import rms, sig
 from kcgate.numerics.emulate import round_mantissa
+from kcgate.numerics.ops.base import upcast
+from kcgate.numerics.reductions import accumulated, picker
 from kcgate.results.model import Signature
 from kcgate.vocab import dtypes
 from kcgate.vocab.catalogue import MATMUL_LIKE, has
@@ -495,10 +498,6 @@ def traced_accumulator(ctx: Any, worst: Any) -> Signature | None:
 
 
 def _emulated(ctx: Any, worst: Any, index: int | None) -> dict[str, Any] | None:
-    import inspect
-
-    from kcgate.numerics.ops.base import upcast
-
     root = inspect.unwrap(ctx.op.oracle)  # a custom op's oracle wraps its reference (run in fp64)
     name, outputs = getattr(worst, "output", ""), list(ctx.contract.outputs)
     dy = None if index is None else worst.dy.detach().to("cpu", torch.float64)
@@ -507,8 +506,6 @@ def _emulated(ctx: Any, worst: Any, index: int | None) -> dict[str, Any] | None:
         if remote is not None:
             got = remote("accumulated")(upcast(worst.inputs), name, outputs, dy, index)
         else:
-            from kcgate.numerics.reductions import accumulated, picker
-
             got = accumulated(root, upcast(worst.inputs), picker(name, outputs), dy, index)
     except Exception:  # noqa: BLE001 — no emulation, no evidence: the case keeps its other names
         return None

@@ -48,6 +48,7 @@ import numpy as np
 import torch
 
 from kcgate.engine.formulations import alternatives
+from kcgate.engine.reference_checks import ReferenceFault
 from kcgate.engine.trial import CaseContext, Trial, kernels_inputs
 from kcgate.numerics.metrics import (
     _unravel,
@@ -685,8 +686,6 @@ def relative(ctx: CaseContext, trial: Trial) -> dict[str, float]:
 def _no_baseline(ctx: CaseContext, shape: tuple[int, ...]) -> None:
     """A declared baseline that raised or returned no tensor of the output's shape cannot judge the kernel:
     the case is an error naming it (it was a bare ``KeyError``), never the kernel's failure."""
-    from kcgate.engine.reference_checks import ReferenceFault
-
     c = ctx.contract
     if c.tolerance.baseline:
         raise ReferenceFault(

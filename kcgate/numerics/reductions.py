@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from kcgate.numerics.derived import Perturb, Precision, _f64, tensors
+from kcgate.numerics.outputs import multiple, reference_parts
 
 aten, prims = torch.ops.aten, torch.ops.prims
 
@@ -165,8 +166,6 @@ def _grad(
     index: int | None,
     mode: Accumulate,
 ) -> torch.Tensor | None:
-    from kcgate.numerics.outputs import multiple
-
     if index is None or not 0 <= index < len(up) or not up[index].is_floating_point():
         return None
     leaves = [t.detach().requires_grad_() if t.is_floating_point() else t for t in up]
@@ -184,6 +183,4 @@ def _grad(
 def picker(name: str, outputs: Sequence[str]) -> Callable[[Any], Any]:
     """The deciding output of a reference's result: ``name`` of several (named as the contract's ``outputs``),
     else the result itself."""
-    from kcgate.numerics.outputs import reference_parts
-
     return (lambda r: dict(reference_parts(r, tuple(outputs)))[name]) if name else (lambda r: r)

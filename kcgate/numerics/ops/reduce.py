@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from kcgate.numerics.ops.base import Bound, BoundArgs, GradBound, OpFamily, Tensors, draw, sqrt
+from kcgate.numerics.ops.base import Bound, BoundArgs, GradBound, OpFamily, Tensors, draw, sqrt, underflow
 
 EPS = 1e-5  # layernorm / rmsnorm default epsilon (params.eps); kernels are called as kernel(x, w, b) / kernel(x, w)
 
@@ -468,7 +468,14 @@ def _rmsnorm_bound(cfg: Norm) -> Bound:
         """The sum of squares (λ√n·u_acc), rsqrt and the products (4u_acc), the casting mode's roundings to the
         input dtype (docs/ops.md#eager-composites), the output's."""
         n = x[0].shape[-1]
-        return ((ba.lam * sqrt(n) + 4) * ba.u_acc + ba.u_out + _u_elementwise(cfg, ba)) * y.abs()
+        rounds = _u_elementwise(cfg, ba)
+        out = ((ba.lam * sqrt(n) + 4) * ba.u_acc + ba.u_out + rounds) * y.abs()
+        if len(x) < 2 or not ba.u_in:
+            return out
+        # x̂ rounded to the input dtype below its normal range errs by half the subnormal spacing, absolutely,
+        # and the weight then scales it: past the subnormal floor's own where |w| > 1 (apex's manual_rms_norm
+        # in fp16, a row spanning binades)
+        return out + (rounds / ba.u_in) * underflow(ba.u_in) * (x[1] + cfg.offset).abs()
 
     return bound
 
