@@ -7,7 +7,7 @@ in and zeroed by the kernel again: 36,000-101,000 minor page faults and 0.08-0.2
 maximum (32 MB) and its trim threshold past it keeps freed blocks in the heap for reuse: the faults fall to a
 few thousand. Between cases ``release`` (``malloc_trim``) hands the free pages back to the system where
 more than ``keep`` bytes of the heap are free: the worker keeps up to a quarter of its address-space cap
-(``--memory-limit``: by default half the RAM over the workers) resident between cases, all of it where there
+(``kcgate run --memory-limit-gb``: by default half the RAM over the workers) resident between cases, all of it where there
 is no cap, so that the next case of the same size finds its memory already faulted in. Trimming after every
 case gave back the whole gain: a 256×4096 case leaves ~500 MB free, and faulting it in again is the system
 time above. (A trim returns pages, not address space: the heap's free blocks count against RLIMIT_AS either
@@ -31,10 +31,18 @@ TRIM_THRESHOLD = 1 << 30  # within a case the heap top is never trimmed; ``relea
 KEEP_SHARE = 4  # the worker keeps up to 1/KEEP_SHARE of its address-space cap free between cases
 
 
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost"
-    )]  # fmt: skip
+@functools.cache
+def _mallinfo2() -> type[ctypes.Structure]:
+    """glibc's ``struct mallinfo2``, defined on first use: a ctypes class keeps its bindings in no plain dict,
+    so at module level it would be a kcgate namespace the judge's state check cannot tag (engine/torch_state)."""
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+            "keepcost",
+        )]  # fmt: skip
+
+    return MallInfo2
 
 
 @functools.cache
@@ -66,7 +74,7 @@ def free_bytes() -> int | None:
     libc = _libc()
     if libc is None or not hasattr(libc, "mallinfo2"):
         return None
-    libc.mallinfo2.restype = _MallInfo2
+    libc.mallinfo2.restype = _mallinfo2()
     return int(libc.mallinfo2().fordblks)
 
 
