@@ -268,6 +268,12 @@ def test_attention_counts_its_length_twice_in_the_cap() -> None:
     for s in sc.held_out((2, 4, 128, 64), {}, 6, 3, cost=c):
         assert c(s) <= sc.MAX_ELEMENTS, s
     assert max(s[2] for s in sc.held_out((2, 4, 128, 64), {}, 0, 3, cost=c)) == 1024  # the extreme survives
+    # a fixed query length (params.q_len) counts where it exceeds the keys': the shape that drew 1.8 GB tensors
+    q = cost("attention", 131)
+    assert q((256, 64, 2, 1, 106)) > sc.MAX_ELEMENTS >= cost("attention")((256, 64, 2, 1, 106))
+    for seed in range(20):
+        for s in sc.held_out((1, 6, 2, 113, 61), {}, 6, seed, cost=q):
+            assert s[0] * s[1] * max(131, s[3]) * s[4] <= sc.MAX_ELEMENTS, s  # q's elements within the cap
 
 
 def test_custom_ops_relate_dims_by_index() -> None:

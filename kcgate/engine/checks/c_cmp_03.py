@@ -119,7 +119,8 @@ def held_out_shapes(ctx: CaseContext) -> list[tuple[int, ...]]:
     n = held_out_count(ctx)
     seed = int(torch.randint(0, 2**62, (1,), generator=ctx.generator("held-out")))
     cap = ctx.contract.max_elements or shape_class.MAX_ELEMENTS
-    return shape_class.held_out(ctx.case.shape, constraints(ctx), n, seed, cap, cost(ctx.contract.op))
+    q_len = int(dict(ctx.contract.params).get("q_len", 0) or 0)
+    return shape_class.held_out(ctx.case.shape, constraints(ctx), n, seed, cap, cost(ctx.contract.op, q_len))
 
 
 def held_out_count(ctx: CaseContext) -> int:
@@ -136,10 +137,13 @@ def held_out_count(ctx: CaseContext) -> int:
 QUADRATIC = {"sdpa": "length", "attention": "length"}
 
 
-def cost(op: str) -> Callable[[Sequence[int]], float]:
-    """The cost a held-out shape is capped by: the product of its dims (x length / 16 for attention)."""
+def cost(op: str, q_len: int = 0) -> Callable[[Sequence[int]], float]:
+    """The cost a held-out shape is capped by: the product of its dims (x length / 16 for attention). An
+    attention with its own query length (``params.q_len``, fixed whatever the shape) counts it where it
+    exceeds the keys' length: q and the scores grow with it (256 x 64 heads of 131 queries over one key, at
+    head_dim 106, were 1.8 GB a tensor in fp64 under a cap the keys' length of 1 let through)."""
     names = dims_of(op) or ()
     if op not in QUADRATIC or QUADRATIC[op] not in names:
         return math.prod
     i = list(names).index(QUADRATIC[op])
-    return lambda s: math.prod(s) * max(s[i], 16) / 16
+    return lambda s: math.prod(s) * max(s[i], 16) / 16 * max(1.0, q_len / max(s[i], 1))
